@@ -1,0 +1,235 @@
+//! The salsa database and its ground inputs.
+//!
+//! Inputs are files: project TOML files (and the files they include) and
+//! kernel sources. Each is a [`SourceFile`] with its path, its contents and a
+//! revision that counts real content changes. The core never touches the disk
+//! itself: it reads through a [`Vfs`], which is the real file system in the
+//! CLI and an in-memory map in tests.
+//!
+//! Inputs are created lazily the first time a query asks for a path (so a
+//! project can discover its includes) and are only updated by the driver,
+//! through [`Database::refresh_file`], when their contents really changed.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use salsa::Setter;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// A file the build depends on.
+#[salsa::input(debug)]
+pub struct SourceFile {
+    #[returns(ref)]
+    pub path: Utf8PathBuf,
+    /// `None` when the file does not exist or cannot be read as UTF-8.
+    #[returns(ref)]
+    pub contents: Option<Arc<str>>,
+    /// Counts content changes; set by the driver, read by diagnostics.
+    #[returns(copy)]
+    pub revision: u64,
+}
+
+/// Where file contents come from.
+pub trait Vfs: Send + Sync {
+    /// Reads a whole file; `None` when it is missing or not UTF-8.
+    fn read(&self, path: &Utf8Path) -> Option<Arc<str>>;
+}
+
+/// The real file system.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct OsFs;
+
+impl Vfs for OsFs {
+    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
+        std::fs::read_to_string(path).ok().map(Arc::from)
+    }
+}
+
+/// An in-memory file system for tests.
+#[derive(Default, Clone, Debug)]
+pub struct MemoryFs {
+    files: Arc<Mutex<BTreeMap<Utf8PathBuf, Arc<str>>>>,
+}
+
+impl MemoryFs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn write(&self, path: impl Into<Utf8PathBuf>, contents: &str) {
+        self.files
+            .lock()
+            .expect("memory fs lock")
+            .insert(path.into(), Arc::from(contents));
+    }
+
+    pub fn remove(&self, path: &Utf8Path) {
+        self.files.lock().expect("memory fs lock").remove(path);
+    }
+}
+
+impl Vfs for MemoryFs {
+    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
+        self.files.lock().expect("memory fs lock").get(path).cloned()
+    }
+}
+
+/// The database trait queries take (`db: &dyn Db`).
+#[salsa::db]
+pub trait Db: salsa::Database {
+    /// The input for `path`, created from the file system on first use.
+    fn file(&self, path: &Utf8Path) -> SourceFile;
+}
+
+/// A salsa event log for incrementality tests: the names of queries that
+/// were executed, in order.
+#[derive(Clone, Default)]
+pub struct ExecutionLog {
+    entries: Arc<Mutex<Option<Vec<String>>>>,
+}
+
+impl ExecutionLog {
+    /// Starts recording (and clears what was recorded).
+    pub fn start(&self) {
+        *self.entries.lock().expect("log lock") = Some(Vec::new());
+    }
+
+    /// Everything recorded since the last call.
+    pub fn take(&self) -> Vec<String> {
+        self.entries
+            .lock()
+            .expect("log lock")
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn push(&self, entry: String) {
+        if let Some(entries) = self.entries.lock().expect("log lock").as_mut() {
+            entries.push(entry);
+        }
+    }
+}
+
+/// The one database implementation.
+#[salsa::db]
+#[derive(Clone)]
+pub struct Database {
+    storage: salsa::Storage<Self>,
+    vfs: Arc<dyn Vfs>,
+    files: Arc<Mutex<HashMap<Utf8PathBuf, SourceFile>>>,
+    log: ExecutionLog,
+}
+
+impl Database {
+    pub fn new(vfs: Arc<dyn Vfs>) -> Self {
+        let log = ExecutionLog::default();
+        let storage = salsa::Storage::new(Some(Box::new({
+            let log = log.clone();
+            move |event: salsa::Event| {
+                if let salsa::EventKind::WillExecute { database_key } = event.kind {
+                    log.push(format!("{database_key:?}"));
+                }
+            }
+        })));
+        Self {
+            storage,
+            vfs,
+            files: Arc::default(),
+            log,
+        }
+    }
+
+    /// A database over the real file system.
+    pub fn on_disk() -> Self {
+        Self::new(Arc::new(OsFs))
+    }
+
+    /// The record of executed queries (see [`ExecutionLog`]).
+    pub fn execution_log(&self) -> &ExecutionLog {
+        &self.log
+    }
+
+    /// Re-reads `path` and updates its input if, and only if, the contents
+    /// changed. Returns whether anything changed.
+    pub fn refresh_file(&mut self, path: &Utf8Path) -> bool {
+        let known = self.files.lock().expect("file table lock").get(path).copied();
+        let Some(file) = known else {
+            return false;
+        };
+        let fresh = self.vfs.read(path);
+        if file.contents(self).as_deref() == fresh.as_deref() {
+            return false;
+        }
+        let revision = file.revision(self) + 1;
+        file.set_contents(self).to(fresh);
+        file.set_revision(self).to(revision);
+        true
+    }
+
+    /// Every file the database has read so far, for watchers.
+    pub fn known_files(&self) -> Vec<Utf8PathBuf> {
+        let mut paths: Vec<_> = self
+            .files
+            .lock()
+            .expect("file table lock")
+            .keys()
+            .cloned()
+            .collect();
+        paths.sort();
+        paths
+    }
+}
+
+#[salsa::db]
+impl salsa::Database for Database {}
+
+#[salsa::db]
+impl Db for Database {
+    fn file(&self, path: &Utf8Path) -> SourceFile {
+        let mut files = self.files.lock().expect("file table lock");
+        if let Some(file) = files.get(path) {
+            return *file;
+        }
+        let file = SourceFile::new(self, path.to_owned(), self.vfs.read(path), 0);
+        files.insert(path.to_owned(), file);
+        file
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[salsa::tracked(returns(copy))]
+    fn line_count(db: &dyn Db, file: SourceFile) -> usize {
+        file.contents(db).as_deref().map_or(0, |c| c.lines().count())
+    }
+
+    #[test]
+    fn unchanged_contents_do_not_invalidate() {
+        let fs = MemoryFs::new();
+        fs.write("a.toml", "x = 1\n");
+        let mut db = Database::new(Arc::new(fs.clone()));
+        let file = db.file(Utf8Path::new("a.toml"));
+        db.execution_log().start();
+        assert_eq!(line_count(&db, file), 1);
+        assert_eq!(db.execution_log().take().len(), 1);
+
+        assert!(!db.refresh_file(Utf8Path::new("a.toml")));
+        assert_eq!(line_count(&db, file), 1);
+        assert!(db.execution_log().take().is_empty());
+
+        fs.write("a.toml", "x = 1\ny = 2\n");
+        assert!(db.refresh_file(Utf8Path::new("a.toml")));
+        assert_eq!(file.revision(&db), 1);
+        assert_eq!(line_count(&db, file), 2);
+        assert_eq!(db.execution_log().take().len(), 1);
+    }
+
+    #[test]
+    fn missing_files_have_no_contents() {
+        let db = Database::new(Arc::new(MemoryFs::new()));
+        let file = db.file(Utf8Path::new("nope.toml"));
+        assert!(file.contents(&db).is_none());
+    }
+}

@@ -1,0 +1,278 @@
+//! The validated project graph: the IR every later phase starts from.
+//!
+//! A [`Graph`] is what `project::validate` produces from a project's TOML and
+//! what the host reference and the planner consume. Its invariants, which the
+//! validator establishes and nobody downstream re-checks:
+//!
+//! - tensors are in definition order and every operation's inputs are defined
+//!   before it (the op list is a topological order);
+//! - every shape is consistent with its producing operation and every dtype is
+//!   allowed for the operation;
+//! - FP8 tensors (`f143`, `f152`) carry a scale in the allowed range, others a
+//!   scale of zero;
+//! - a repeat's body refers only to graph tensors defined before the repeat,
+//!   to its own per-iteration weights and to its carried activation.
+//!
+//! The graph knows nothing about salsa, files or tiles.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    F32,
+    F16,
+    /// FP8 with 1 sign, 4 exponent, 3 mantissa bits, bias 8, tensor-wide scale.
+    F143,
+    /// FP8 with 1 sign, 5 exponent, 2 mantissa bits, bias 16, tensor-wide scale.
+    F152,
+}
+
+impl DType {
+    pub const fn size_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 => 2,
+            DType::F143 | DType::F152 => 1,
+        }
+    }
+
+    pub const fn is_fp8(self) -> bool {
+        matches!(self, DType::F143 | DType::F152)
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::F143 => "f143",
+            DType::F152 => "f152",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<DType> {
+        Some(match name {
+            "f32" => DType::F32,
+            "f16" => DType::F16,
+            "f143" => DType::F143,
+            "f152" => DType::F152,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Index of a tensor in [`Graph::tensors`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TensorId(pub u32);
+
+/// Index of an operation in [`Graph::ops`] (or in a repeat body's ops).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OpId(pub u32);
+
+/// How a tensor gets its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Streamed from the host at each run.
+    Input,
+    /// Loaded with the package.
+    Weight,
+    /// Produced by an operation.
+    Activation,
+}
+
+/// Seeded initialisation of an input or weight. Values are generated in f32
+/// and then rounded to the tensor's dtype (with its scale for FP8).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "lowercase")]
+pub enum Init {
+    /// Normal with mean 0 and the given standard deviation.
+    Normal { std: f32 },
+    /// Uniform on `[-scale, scale)`.
+    Uniform { scale: f32 },
+    Zeros,
+    Ones,
+}
+
+/// One tensor of the graph.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tensor {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    /// Power-of-two scale of FP8 tensors: real value = stored value × 2^scale.
+    /// Zero for other dtypes.
+    pub scale: i8,
+    pub role: Role,
+    /// Present for inputs and weights.
+    pub init: Option<Init>,
+    /// For a weight declared inside a repeat body: the repeat it belongs to.
+    /// Such a weight has one independent instance per iteration.
+    pub repeat: Option<u32>,
+}
+
+impl Tensor {
+    pub fn element_count(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn size_bytes(&self) -> usize {
+        self.element_count() * self.dtype.size_bytes()
+    }
+}
+
+/// What an operation computes. Shapes follow NumPy conventions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum OpKind {
+    /// `[.., M, K] x [.., K, N] -> [.., M, N]` (or `[.., N, K]` when
+    /// `transpose_rhs`); leading batch dimensions must match or the right
+    /// operand is 2-D and shared by every batch.
+    Matmul { transpose_rhs: bool },
+    /// Element type conversion; FP8 outputs use the output tensor's scale.
+    Cast,
+    /// Elementwise add with NumPy broadcasting.
+    Add,
+    /// Exact GELU: `x * 0.5 * (1 + erf(x / sqrt(2)))`.
+    Gelu,
+    /// Softmax over the last axis of `x * scale`; with `causal`, element
+    /// `[.., i, j]` with `j > i` is masked out.
+    Softmax { scale: f32, causal: bool },
+    /// Layer normalisation over the last axis: inputs are `x`, `gamma`, `beta`.
+    Layernorm { epsilon: f32 },
+    /// Axis permutation (a view).
+    Transpose { perm: Vec<usize> },
+    /// Shape change with the same element count (a view).
+    Reshape,
+    /// An explicit layout change: the values are unchanged, the device copies
+    /// them into block-major layout with the given block.
+    Rearrange { block: [usize; 2] },
+}
+
+impl OpKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpKind::Matmul { .. } => "matmul",
+            OpKind::Cast => "cast",
+            OpKind::Add => "add",
+            OpKind::Gelu => "gelu",
+            OpKind::Softmax { .. } => "softmax",
+            OpKind::Layernorm { .. } => "layernorm",
+            OpKind::Transpose { .. } => "transpose",
+            OpKind::Reshape => "reshape",
+            OpKind::Rearrange { .. } => "rearrange",
+        }
+    }
+}
+
+/// One operation: reads `inputs`, writes the single tensor `output`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Op {
+    pub name: String,
+    pub kind: OpKind,
+    pub inputs: Vec<TensorId>,
+    pub output: TensorId,
+}
+
+/// A structured repeat: `body` runs `count` times. The activation `carry_in`
+/// (a body-local name for the value entering each iteration) is bound to
+/// `init` for the first iteration and to the previous iteration's
+/// `carry_out` after that; `output` receives the last iteration's
+/// `carry_out`. Weights whose [`Tensor::repeat`] names this repeat have one
+/// instance per iteration. The body is compiled once and looped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Repeat {
+    pub name: String,
+    pub count: u32,
+    pub init: TensorId,
+    pub carry_in: TensorId,
+    pub carry_out: TensorId,
+    pub output: TensorId,
+    /// Indices into [`Graph::ops`] of the body, in execution order. Body ops
+    /// are contiguous and appear in the op list right where the repeat runs.
+    pub body: Vec<OpId>,
+}
+
+/// Numerics check settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReferencePrecision {
+    /// Emulate the device's rounding: f16 storage, FP8 casts with scale,
+    /// f16 partials where the device uses them.
+    Device,
+    /// Plain f32 everywhere.
+    F32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub reference_precision: ReferencePrecision,
+    pub min_cosine_similarity: f64,
+    pub max_abs_error: f64,
+    /// The outputs compared against the host reference.
+    pub outputs: Vec<TensorId>,
+}
+
+/// A validated project.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Graph {
+    pub name: String,
+    pub target: String,
+    pub tiles: u32,
+    pub seed: u64,
+    pub tensors: Vec<Tensor>,
+    /// In execution order; repeat bodies included (see [`Repeat::body`]).
+    pub ops: Vec<Op>,
+    pub repeats: Vec<Repeat>,
+    /// Tensors the program produces for the host (at least the checked ones).
+    pub outputs: Vec<TensorId>,
+    pub check: Check,
+}
+
+impl Graph {
+    pub fn tensor(&self, id: TensorId) -> &Tensor {
+        &self.tensors[id.0 as usize]
+    }
+
+    pub fn op(&self, id: OpId) -> &Op {
+        &self.ops[id.0 as usize]
+    }
+
+    pub fn tensor_by_name(&self, name: &str) -> Option<TensorId> {
+        self.tensors
+            .iter()
+            .position(|t| t.name == name)
+            .map(|i| TensorId(i as u32))
+    }
+
+    /// The repeat whose body contains `op`, if any.
+    pub fn repeat_of(&self, op: OpId) -> Option<&Repeat> {
+        self.repeats.iter().find(|r| r.body.contains(&op))
+    }
+
+    /// Multiply-accumulates of one execution of the whole graph, with repeat
+    /// bodies counted once per iteration.
+    pub fn matmul_macs(&self) -> u64 {
+        let mut total = 0u64;
+        for (i, op) in self.ops.iter().enumerate() {
+            if let OpKind::Matmul { .. } = op.kind {
+                let out = self.tensor(op.output);
+                let lhs = self.tensor(op.inputs[0]);
+                let k = *lhs.shape.last().unwrap_or(&1) as u64;
+                let times = self
+                    .repeat_of(OpId(i as u32))
+                    .map_or(1, |r| u64::from(r.count));
+                total += out.element_count() as u64 * k * times;
+            }
+        }
+        total
+    }
+}

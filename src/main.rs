@@ -1,0 +1,5 @@
+//! The `ipub` command-line driver.
+
+fn main() {
+    println!("ipub");
+}
