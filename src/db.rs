@@ -69,7 +69,11 @@ impl MemoryFs {
 
 impl Vfs for MemoryFs {
     fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
-        self.files.lock().expect("memory fs lock").get(path).cloned()
+        self.files
+            .lock()
+            .expect("memory fs lock")
+            .get(path)
+            .cloned()
     }
 }
 
@@ -152,7 +156,12 @@ impl Database {
     /// Re-reads `path` and updates its input if, and only if, the contents
     /// changed. Returns whether anything changed.
     pub fn refresh_file(&mut self, path: &Utf8Path) -> bool {
-        let known = self.files.lock().expect("file table lock").get(path).copied();
+        let known = self
+            .files
+            .lock()
+            .expect("file table lock")
+            .get(path)
+            .copied();
         let Some(file) = known else {
             return false;
         };
@@ -202,7 +211,9 @@ mod tests {
 
     #[salsa::tracked(returns(copy))]
     fn line_count(db: &dyn Db, file: SourceFile) -> usize {
-        file.contents(db).as_deref().map_or(0, |c| c.lines().count())
+        file.contents(db)
+            .as_deref()
+            .map_or(0, |c| c.lines().count())
     }
 
     #[test]

@@ -95,9 +95,13 @@ pub enum Role {
 #[serde(tag = "dist", rename_all = "lowercase")]
 pub enum Init {
     /// Normal with mean 0 and the given standard deviation.
-    Normal { std: f32 },
+    Normal {
+        std: f32,
+    },
     /// Uniform on `[-scale, scale)`.
-    Uniform { scale: f32 },
+    Uniform {
+        scale: f32,
+    },
     Zeros,
     Ones,
 }

@@ -9,4 +9,6 @@
 
 pub mod db;
 pub mod graph;
+pub mod logging;
+pub mod plan;
 pub mod target;

@@ -1,0 +1,123 @@
+//! The analytical cost model: cycles and bytes of a candidate plan, from the
+//! target's published rates. It is deliberately simple and monotone so the
+//! planner's ranking is easy to reason about; the model device measures the
+//! truth and `ipub run` prints both side by side.
+
+use crate::graph::DType;
+use crate::target::Target;
+use serde::{Deserialize, Serialize};
+
+/// Where a tile keeps an operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MemoryClass {
+    /// Region 0 (non-interleaved; shared with code).
+    Standard,
+    /// Region 1 (interleaved; 128-bit loads, two loads per cycle).
+    Interleaved,
+}
+
+/// Estimated cost of one plan, per tile where it says so.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Cycles of the slowest tile's compute.
+    pub compute_cycles: u64,
+    /// Cycles of the exchange phases (slowest tile), without sync.
+    pub exchange_cycles: u64,
+    /// Cycles of the syncs between phases.
+    pub sync_cycles: u64,
+    /// Exchange phases the plan needs.
+    pub exchange_phases: u32,
+    /// Peak bytes on the busiest tile in standard and interleaved memory.
+    pub peak_standard_bytes: u64,
+    pub peak_interleaved_bytes: u64,
+}
+
+impl Estimate {
+    pub fn total_cycles(&self) -> u64 {
+        self.compute_cycles + self.exchange_cycles + self.sync_cycles
+    }
+
+    pub fn peak_total_bytes(&self) -> u64 {
+        self.peak_standard_bytes + self.peak_interleaved_bytes
+    }
+}
+
+/// AMP inputs consumed per issue per output channel, and output channels per
+/// issue: one issue multiplies 16 output channels by 4 f16 or 8 FP8 inputs.
+pub const AMP_OUTPUT_CHANNELS: u64 = 16;
+
+pub fn amp_inputs_per_issue(input: DType) -> u64 {
+    match input {
+        DType::F143 | DType::F152 => 8,
+        DType::F16 => 4,
+        // f32 AMP: 16 MACs per cycle = 16 channels x 1 input.
+        DType::F32 => 1,
+    }
+}
+
+/// Fraction of AMP issue slots a GEMM inner loop achieves; the rest goes to
+/// weight loads, partial read-out and loop control.
+const AMP_EFFICIENCY_PERCENT: u64 = 75;
+
+/// Cycles of a tile GEMM of `rows x inner` by `inner x cols`.
+pub fn gemm_tile_cycles(target: &Target, input: DType, rows: u64, inner: u64, cols: u64) -> u64 {
+    if rows == 0 || inner == 0 || cols == 0 {
+        return 0;
+    }
+    let issues =
+        rows * cols.div_ceil(AMP_OUTPUT_CHANNELS) * inner.div_ceil(amp_inputs_per_issue(input));
+    // Six workers issue one AMP each per six cycles: one issue per cycle.
+    let compute = (issues * 100).div_ceil(AMP_EFFICIENCY_PERCENT);
+    compute + u64::from(target.exchange.six_worker_call_cycles)
+}
+
+/// Cycles per element of the vector kernels, at 4 f16 (or 2 f32) lanes per
+/// issue and one issue per cycle across six workers. The factors count the
+/// issues per vector of the kernel's inner loop.
+pub fn vector_tile_cycles(
+    target: &Target,
+    issues_per_vector: u64,
+    dtype: DType,
+    elements: u64,
+) -> u64 {
+    if elements == 0 {
+        return 0;
+    }
+    let lanes = u64::from(match dtype {
+        DType::F32 => target.throughput.vector_f32_lanes,
+        _ => target.throughput.vector_f16_lanes,
+    });
+    elements.div_ceil(lanes) * issues_per_vector + u64::from(target.exchange.six_worker_call_cycles)
+}
+
+/// Cycles for one tile to receive `bytes` over ordinary exchange.
+pub fn exchange_cycles(target: &Target, bytes: u64) -> u64 {
+    bytes.div_ceil(u64::from(target.exchange.bytes_per_cycle))
+}
+
+pub fn sync_cycles(target: &Target, phases: u32) -> u64 {
+    u64::from(phases) * u64::from(target.exchange.global_sync_cycles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::IPU21;
+
+    #[test]
+    fn fp8_gemm_is_twice_as_fast_as_f16() {
+        let f16 = gemm_tile_cycles(&IPU21, DType::F16, 64, 512, 64);
+        let f8 = gemm_tile_cycles(&IPU21, DType::F143, 64, 512, 64);
+        let launch = u64::from(IPU21.exchange.six_worker_call_cycles);
+        // 64 x 4 x 128 f16 issues against 64 x 4 x 64 FP8 issues, each
+        // scaled by the same efficiency (rounded up).
+        assert_eq!(f16 - launch, (64 * 4 * 128 * 100u64).div_ceil(75));
+        assert_eq!(f8 - launch, (64 * 4 * 64 * 100u64).div_ceil(75));
+    }
+
+    #[test]
+    fn exchange_moves_four_bytes_a_cycle() {
+        assert_eq!(exchange_cycles(&IPU21, 4096), 1024);
+        assert_eq!(exchange_cycles(&IPU21, 5), 2);
+    }
+}

@@ -1,0 +1,244 @@
+//! Operator plans for matrix products: a partition of batch, rows, output
+//! columns and the inner dimension over tiles, the weights' memory class,
+//! and the GEMM kernel variant each tile runs.
+
+use super::cost::{self, Estimate, MemoryClass, AMP_OUTPUT_CHANNELS};
+use super::{Candidate, Partition};
+use crate::graph::DType;
+use crate::plan::signature::{OpSignature, Operand};
+use crate::target::Target;
+use serde::{Deserialize, Serialize};
+
+/// How many parts each dimension is cut into; the product is the tile count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Grid {
+    pub batch: u32,
+    pub rows: u32,
+    pub cols: u32,
+    pub inner: u32,
+}
+
+impl Grid {
+    pub fn tiles(&self) -> u32 {
+        self.batch * self.rows * self.cols * self.inner
+    }
+}
+
+/// The extents of the largest shard one tile computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shard {
+    pub batch: usize,
+    pub rows: usize,
+    pub inner: usize,
+    pub cols: usize,
+}
+
+/// The logical problem: `batch` products of `[rows, inner] x [inner, cols]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulShape {
+    pub batch: usize,
+    pub rows: usize,
+    pub inner: usize,
+    pub cols: usize,
+}
+
+impl MatmulShape {
+    pub fn of(signature: &OpSignature) -> MatmulShape {
+        let lhs = &signature.inputs[0].shape;
+        let out = &signature.output.shape;
+        let rank = out.len();
+        // The output shape already accounts for a transposed right operand;
+        // transposition only changes how the kernel reads the weights.
+        MatmulShape {
+            batch: out[..rank - 2].iter().product(),
+            rows: out[rank - 2],
+            inner: lhs[lhs.len() - 1],
+            cols: out[rank - 1],
+        }
+    }
+}
+
+/// Split counts worth trying for a dimension with `extent` parts: powers of
+/// two and three times powers of two, up to the extent and the tile budget.
+fn split_counts(extent: usize, tiles: u32) -> Vec<u32> {
+    let limit = (extent as u64).min(u64::from(tiles)) as u32;
+    let mut counts: Vec<u32> = (0..)
+        .map(|i| 1u32 << i)
+        .take_while(|&c| c <= limit)
+        .flat_map(|c| [c, c * 3])
+        .filter(|&c| c <= limit)
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    counts
+}
+
+/// GEMM kernel variant name in the seeds' style, e.g.
+/// `gemm_f8_interleaved_k32_c16_r2`.
+pub fn gemm_kernel_name(input: DType, weights: MemoryClass, shard: &Shard) -> String {
+    let family = if input.is_fp8() { "f8" } else { input.name() };
+    let memory = match weights {
+        MemoryClass::Interleaved => "_interleaved",
+        MemoryClass::Standard => "",
+    };
+    format!(
+        "gemm_{family}{memory}_k{}_c{}_r{}",
+        shard.inner, shard.cols, shard.rows
+    )
+}
+
+/// Bytes of one operand's shard.
+fn bytes(operand: &Operand, elements: usize) -> u64 {
+    (elements * operand.dtype.size_bytes()) as u64
+}
+
+pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
+    let shape = MatmulShape::of(signature);
+    let (lhs, rhs, out) = (
+        &signature.inputs[0],
+        &signature.inputs[1],
+        &signature.output,
+    );
+    let input = lhs.dtype;
+    let inner_block = cost::amp_inputs_per_issue(input) as usize * 2;
+    let col_blocks = shape.cols.div_ceil(AMP_OUTPUT_CHANNELS as usize);
+    let inner_blocks = shape.inner.div_ceil(inner_block);
+    let partial_bytes: u64 = if out.dtype == DType::F32 { 4 } else { 2 };
+
+    let mut found = Vec::new();
+    for &batch in &split_counts(shape.batch, signature.tiles) {
+        for &rows in &split_counts(shape.rows, signature.tiles / batch) {
+            for &cols in &split_counts(col_blocks, signature.tiles / (batch * rows)) {
+                for &inner in &split_counts(inner_blocks, signature.tiles / (batch * rows * cols)) {
+                    let grid = Grid {
+                        batch,
+                        rows,
+                        cols,
+                        inner,
+                    };
+                    let shard = Shard {
+                        batch: shape.batch.div_ceil(batch as usize),
+                        rows: shape.rows.div_ceil(rows as usize),
+                        inner: (inner_blocks.div_ceil(inner as usize) * inner_block)
+                            .min(shape.inner),
+                        cols: (col_blocks.div_ceil(cols as usize) * AMP_OUTPUT_CHANNELS as usize)
+                            .min(shape.cols),
+                    };
+                    for weights in [MemoryClass::Interleaved, MemoryClass::Standard] {
+                        found.push(estimate(
+                            target,
+                            grid,
+                            shard,
+                            weights,
+                            partial_bytes,
+                            (lhs, rhs, out),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+fn estimate(
+    target: &Target,
+    grid: Grid,
+    shard: Shard,
+    weights: MemoryClass,
+    partial_bytes: u64,
+    (lhs, rhs, out): (&Operand, &Operand, &Operand),
+) -> Candidate {
+    let b = shard.batch;
+    let lhs_bytes = bytes(lhs, b * shard.rows * shard.inner);
+    let rhs_bytes = bytes(rhs, b * shard.inner * shard.cols);
+    let out_bytes = bytes(out, b * shard.rows * shard.cols);
+    let partials = b as u64 * (shard.rows * shard.cols) as u64 * partial_bytes;
+
+    // Activations arrive over exchange; weights are preloaded where used.
+    let mut received = lhs_bytes;
+    if !rhs.weight {
+        received += rhs_bytes;
+    }
+    let mut phases = 1;
+    let mut compute = b as u64
+        * cost::gemm_tile_cycles(
+            target,
+            lhs.dtype,
+            shard.rows as u64,
+            shard.inner as u64,
+            shard.cols as u64,
+        );
+    if grid.inner > 1 {
+        // Each tile of a reduction group reduces 1/inner of the partials and
+        // receives the other groups' share of it.
+        let share = partials.div_ceil(u64::from(grid.inner));
+        received += share * u64::from(grid.inner - 1);
+        phases += 1;
+        compute += cost::vector_tile_cycles(
+            target,
+            2 * u64::from(grid.inner),
+            DType::F16,
+            share / partial_bytes,
+        );
+    }
+
+    let (standard_weights, interleaved_weights) = match weights {
+        MemoryClass::Standard => (rhs_bytes, 0),
+        MemoryClass::Interleaved => (0, rhs_bytes),
+    };
+    let staged = if grid.inner > 1 { partials * 2 } else { 0 };
+    // Standard-memory weights load at half the interleaved rate: one extra
+    // cycle per weight block of 16 channels x 8 inputs.
+    if weights == MemoryClass::Standard {
+        compute += b as u64 * (shard.cols.div_ceil(16) * shard.inner.div_ceil(8)) as u64;
+    }
+    let estimate = Estimate {
+        compute_cycles: compute,
+        exchange_cycles: cost::exchange_cycles(target, received),
+        sync_cycles: cost::sync_cycles(target, phases),
+        exchange_phases: phases,
+        peak_standard_bytes: lhs_bytes + out_bytes + staged + standard_weights,
+        peak_interleaved_bytes: interleaved_weights,
+    };
+    Candidate {
+        partition: Partition::Matmul {
+            grid,
+            shard,
+            weights,
+            kernel: gemm_kernel_name(lhs.dtype, weights, &shard),
+        },
+        tiles_used: grid.tiles(),
+        estimate,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_counts_are_smooth_numbers_within_limits() {
+        assert_eq!(split_counts(10, 64), vec![1, 2, 3, 4, 6, 8]);
+        assert_eq!(split_counts(1000, 8), vec![1, 2, 3, 4, 6, 8]);
+        assert_eq!(split_counts(1, 64), vec![1]);
+    }
+
+    #[test]
+    fn kernel_names_follow_the_seed_style() {
+        let shard = Shard {
+            batch: 1,
+            rows: 2,
+            inner: 32,
+            cols: 16,
+        };
+        assert_eq!(
+            gemm_kernel_name(DType::F143, MemoryClass::Interleaved, &shard),
+            "gemm_f8_interleaved_k32_c16_r2"
+        );
+        assert_eq!(
+            gemm_kernel_name(DType::F16, MemoryClass::Standard, &shard),
+            "gemm_f16_k32_c16_r2"
+        );
+    }
+}

@@ -1,0 +1,356 @@
+//! Operator planning: for one operation, enumerate ways to spread it over
+//! tiles, estimate each with the analytical cost model, keep a few
+//! finalists and select one.
+//!
+//! The planner is a pure function of an [`OpSignature`] and the target, so
+//! the pipeline can memoize it per signature: identical operations share one
+//! plan. Refinement of the finalists with a physical exchange schedule
+//! happens after lowering, where the real transfers are known.
+
+pub mod cost;
+pub mod matmul;
+pub mod signature;
+
+use crate::graph::DType;
+use crate::target::Target;
+use cost::{Estimate, MemoryClass};
+use serde::{Deserialize, Serialize};
+use signature::{OpSignature, SignatureKind};
+use std::fmt::Write as _;
+
+/// How many of the best candidates survive to refinement.
+pub const FINALISTS: usize = 4;
+
+/// How an operation is spread over tiles.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Partition {
+    /// A matrix product cut over a grid; each tile runs `kernel` on a shard.
+    Matmul {
+        grid: matmul::Grid,
+        shard: matmul::Shard,
+        weights: MemoryClass,
+        kernel: String,
+    },
+    /// The leading dimensions, flattened to rows, split over tiles; each row
+    /// (the last axis) stays whole on one tile.
+    Rows {
+        rows: usize,
+        row_length: usize,
+        rows_per_tile: usize,
+        kernel: String,
+    },
+    /// No device work: a view of its input.
+    View,
+}
+
+/// One costed way to run an operation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Candidate {
+    pub partition: Partition,
+    pub tiles_used: u32,
+    pub estimate: Estimate,
+}
+
+/// The planner's answer for one signature.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OperatorPlans {
+    /// How many candidates were costed.
+    pub candidates: usize,
+    /// The best few, best first.
+    pub finalists: Vec<Candidate>,
+    /// Index into `finalists` of the chosen plan.
+    pub selected: usize,
+}
+
+impl OperatorPlans {
+    pub fn selected(&self) -> &Candidate {
+        &self.finalists[self.selected]
+    }
+}
+
+/// Issues per 4-lane vector of each row-wise kernel's inner loop.
+fn issues_per_vector(kind: &SignatureKind) -> u64 {
+    match kind {
+        SignatureKind::Cast | SignatureKind::Add | SignatureKind::Rearrange { .. } => 2,
+        SignatureKind::Softmax { .. } | SignatureKind::Layernorm { .. } => 6,
+        SignatureKind::Gelu => 8,
+        SignatureKind::Matmul { .. } | SignatureKind::View => 0,
+    }
+}
+
+/// Kernel variant name of a row-wise operation, e.g. `softmax_f16_causal`.
+fn row_kernel_name(signature: &OpSignature) -> String {
+    let input = signature.inputs[0].dtype;
+    let output = signature.output.dtype;
+    let family = |d: DType| if d.is_fp8() { "f8" } else { d.name() };
+    match &signature.kind {
+        SignatureKind::Cast => format!("cast_{}_{}", input.name(), output.name()),
+        SignatureKind::Softmax { causal: true, .. } => format!("softmax_{}_causal", family(input)),
+        SignatureKind::Rearrange { block } => {
+            format!("rearrange_{}_b{}x{}", family(input), block[0], block[1])
+        }
+        other => format!(
+            "{}_{}",
+            OpSignature {
+                kind: other.clone(),
+                ..signature.clone()
+            }
+            .kind_name(),
+            family(input)
+        ),
+    }
+}
+
+fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
+    let shape = &signature.output.shape;
+    let row_length = shape.last().copied().unwrap_or(1);
+    let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
+    let element_bytes =
+        signature.output.dtype.size_bytes() + signature.inputs[0].dtype.size_bytes();
+    let mut found = Vec::new();
+    let mut tiles = signature.tiles.min(rows.max(1) as u32);
+    while tiles >= 1 {
+        let rows_per_tile = rows.div_ceil(tiles as usize);
+        let used = rows.div_ceil(rows_per_tile.max(1)) as u32;
+        let elements = (rows_per_tile * row_length) as u64;
+        let compute = cost::vector_tile_cycles(
+            target,
+            issues_per_vector(&signature.kind),
+            signature.output.dtype,
+            elements,
+        );
+        // Inputs arrive row-distributed from the producer; a tile receives
+        // the rows it does not already hold, at most its whole share.
+        let received = elements * signature.inputs[0].dtype.size_bytes() as u64;
+        found.push(Candidate {
+            partition: Partition::Rows {
+                rows,
+                row_length,
+                rows_per_tile,
+                kernel: row_kernel_name(signature),
+            },
+            tiles_used: used,
+            estimate: Estimate {
+                compute_cycles: compute,
+                exchange_cycles: cost::exchange_cycles(target, received),
+                sync_cycles: cost::sync_cycles(target, 1),
+                exchange_phases: 1,
+                peak_standard_bytes: elements * element_bytes as u64,
+                peak_interleaved_bytes: 0,
+            },
+        });
+        tiles /= 2;
+    }
+    found
+}
+
+/// Whether a candidate's memory fits one tile, leaving `code_reserve` bytes
+/// of region 0 for code, exchange tables and the runtime.
+fn fits(target: &Target, candidate: &Candidate, code_reserve: u64) -> bool {
+    let memory = &target.memory;
+    let region1 = u64::from(memory.loadable.end - memory.region1.start);
+    let region0 = u64::from(memory.region0.len()).saturating_sub(code_reserve);
+    candidate.estimate.peak_interleaved_bytes <= region1
+        && candidate.estimate.peak_standard_bytes <= region0
+}
+
+/// Bytes of region 0 the planner leaves for code and runtime tables.
+pub const CODE_RESERVE_BYTES: u64 = 32 * 1024;
+
+/// Plans one operation. Candidates that fit tile memory are ranked by total
+/// cycles, then by tiles used, then by peak memory; when none fits, the one
+/// with the smallest peak is kept so placement can report the shortfall.
+pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans {
+    let mut all = match signature.kind {
+        SignatureKind::Matmul { .. } => matmul::candidates(signature, target),
+        SignatureKind::View => vec![Candidate {
+            partition: Partition::View,
+            tiles_used: 0,
+            estimate: Estimate::default(),
+        }],
+        _ => row_candidates(signature, target),
+    };
+    let candidates = all.len();
+    let (mut fitting, rest): (Vec<_>, Vec<_>) = all
+        .drain(..)
+        .partition(|c| fits(target, c, CODE_RESERVE_BYTES));
+    if fitting.is_empty() {
+        fitting = rest;
+        fitting.sort_by_key(|c| (c.estimate.peak_total_bytes(), c.estimate.total_cycles()));
+    } else {
+        fitting.sort_by_key(|c| {
+            (
+                c.estimate.total_cycles(),
+                c.tiles_used,
+                c.estimate.peak_total_bytes(),
+            )
+        });
+    }
+    fitting.truncate(FINALISTS);
+    for (finalist, c) in fitting.iter().enumerate() {
+        tracing::debug!(
+            finalist,
+            estimated_cycles = c.estimate.total_cycles(),
+            estimated_exchange_cycles = c.estimate.exchange_cycles,
+            peak_standard_bytes = c.estimate.peak_standard_bytes,
+            peak_interleaved_bytes = c.estimate.peak_interleaved_bytes,
+            peak_total_bytes = c.estimate.peak_total_bytes(),
+            active_tile_count = c.tiles_used,
+            "retained operator-plan finalist"
+        );
+    }
+    OperatorPlans {
+        candidates,
+        finalists: fitting,
+        selected: 0,
+    }
+}
+
+/// The stable text dump of a plan set (used by tests and `--emit plan`).
+pub fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{signature}");
+    let _ = writeln!(out, "  candidates {}", plans.candidates);
+    for (i, c) in plans.finalists.iter().enumerate() {
+        let mark = if i == plans.selected { '*' } else { ' ' };
+        let e = &c.estimate;
+        let _ = writeln!(
+            out,
+            " {mark}finalist {i}: {} tiles={} cycles={} (compute {} exchange {} sync {}) phases={} peak_standard={} peak_interleaved={}",
+            describe(&c.partition),
+            c.tiles_used,
+            e.total_cycles(),
+            e.compute_cycles,
+            e.exchange_cycles,
+            e.sync_cycles,
+            e.exchange_phases,
+            e.peak_standard_bytes,
+            e.peak_interleaved_bytes,
+        );
+    }
+    out
+}
+
+fn describe(partition: &Partition) -> String {
+    match partition {
+        Partition::Matmul {
+            grid,
+            shard,
+            weights,
+            kernel,
+        } => format!(
+            "grid b{}xm{}xn{}xk{} shard {}x{}x{}x{} weights {:?} kernel {kernel}",
+            grid.batch,
+            grid.rows,
+            grid.cols,
+            grid.inner,
+            shard.batch,
+            shard.rows,
+            shard.inner,
+            shard.cols,
+            weights
+        )
+        .to_lowercase(),
+        Partition::Rows {
+            rows,
+            row_length,
+            rows_per_tile,
+            kernel,
+        } => {
+            format!("rows {rows}x{row_length} per-tile {rows_per_tile} kernel {kernel}")
+        }
+        Partition::View => "view".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signature::Operand;
+    use super::*;
+    use crate::target::IPU21;
+    use expect_test::expect;
+
+    fn operand(shape: &[usize], dtype: DType, weight: bool) -> Operand {
+        Operand {
+            shape: shape.to_vec(),
+            dtype,
+            scale: if dtype.is_fp8() { -3 } else { 0 },
+            weight,
+        }
+    }
+
+    fn check(signature: OpSignature, expected: expect_test::Expect) {
+        let plans = operator_plans(&signature, &IPU21);
+        expected.assert_eq(&dump(&signature, &plans));
+    }
+
+    #[test]
+    fn fp8_gemm_on_64_tiles() {
+        check(
+            OpSignature {
+                kind: SignatureKind::Matmul {
+                    transpose_rhs: false,
+                },
+                inputs: vec![
+                    operand(&[128, 512], DType::F143, false),
+                    operand(&[512, 64], DType::F143, true),
+                ],
+                output: operand(&[128, 64], DType::F16, false),
+                tiles: 64,
+            },
+            expect![[r#"
+                matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
+                  candidates 328
+                 *finalist 0: grid b1xm64xn1xk1 shard 1x2x512x64 weights interleaved kernel gemm_f8_interleaved_k512_c64_r2 tiles=64 cycles=1827 (compute 971 exchange 256 sync 600) phases=1 peak_standard=1280 peak_interleaved=32768
+                  finalist 1: grid b1xm32xn2xk1 shard 1x4x512x32 weights interleaved kernel gemm_f8_interleaved_k512_c32_r4 tiles=64 cycles=2083 (compute 971 exchange 512 sync 600) phases=1 peak_standard=2304 peak_interleaved=16384
+                  finalist 2: grid b1xm64xn1xk1 shard 1x2x512x64 weights standard kernel gemm_f8_k512_c64_r2 tiles=64 cycles=2083 (compute 1227 exchange 256 sync 600) phases=1 peak_standard=34048 peak_interleaved=0
+                  finalist 3: grid b1xm32xn2xk1 shard 1x4x512x32 weights standard kernel gemm_f8_k512_c32_r4 tiles=64 cycles=2211 (compute 1099 exchange 512 sync 600) phases=1 peak_standard=18688 peak_interleaved=0
+            "#]],
+        );
+    }
+
+    #[test]
+    fn softmax_rows() {
+        check(
+            OpSignature {
+                kind: SignatureKind::Softmax {
+                    scale_bits: 0.125f32.to_bits(),
+                    causal: true,
+                },
+                inputs: vec![operand(&[6, 197, 197], DType::F16, false)],
+                output: operand(&[6, 197, 197], DType::F16, false),
+                tiles: 64,
+            },
+            expect![[r#"
+                softmax(f16[6, 197, 197]) -> f16[6, 197, 197] on 64 tiles
+                  candidates 7
+                 *finalist 0: rows 1182x197 per-tile 19 kernel softmax_f16_causal tiles=63 cycles=8376 (compute 5904 exchange 1872 sync 600) phases=1 peak_standard=14972 peak_interleaved=0
+                  finalist 1: rows 1182x197 per-tile 37 kernel softmax_f16_causal tiles=32 cycles=15471 (compute 11226 exchange 3645 sync 600) phases=1 peak_standard=29156 peak_interleaved=0
+                  finalist 2: rows 1182x197 per-tile 74 kernel softmax_f16_causal tiles=16 cycles=30047 (compute 22158 exchange 7289 sync 600) phases=1 peak_standard=58312 peak_interleaved=0
+                  finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=59200 (compute 44022 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0
+            "#]],
+        );
+    }
+
+    #[test]
+    fn a_matmul_too_big_for_two_tiles_keeps_the_smallest_peak() {
+        let signature = OpSignature {
+            kind: SignatureKind::Matmul {
+                transpose_rhs: false,
+            },
+            inputs: vec![
+                operand(&[197, 1536], DType::F143, false),
+                operand(&[1536, 384 * 8], DType::F143, true),
+            ],
+            output: operand(&[197, 384 * 8], DType::F16, false),
+            tiles: 2,
+        };
+        let plans = operator_plans(&signature, &IPU21);
+        assert!(!fits(&IPU21, plans.selected(), CODE_RESERVE_BYTES));
+        let best_peak = plans.selected().estimate.peak_total_bytes();
+        assert!(plans
+            .finalists
+            .iter()
+            .all(|c| c.estimate.peak_total_bytes() >= best_peak));
+    }
+}

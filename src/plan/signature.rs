@@ -1,0 +1,128 @@
+//! The key a plan is computed from.
+//!
+//! Two operations with equal signatures get the same plan, so the planner's
+//! query is keyed on the signature and not on the operation: the three
+//! iterations of a repeated encoder, or the Q, K and V projections of an
+//! attention block, share one plan each.
+
+use crate::graph::{DType, Graph, Op, OpKind, Role};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What kind of work an operation is, with its attributes; floats are kept
+/// as bit patterns so signatures are `Eq` and `Hash`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SignatureKind {
+    Matmul {
+        transpose_rhs: bool,
+    },
+    Cast,
+    Add,
+    Gelu,
+    Softmax {
+        scale_bits: u32,
+        causal: bool,
+    },
+    Layernorm {
+        epsilon_bits: u32,
+    },
+    /// Views: no device work of their own.
+    View,
+    Rearrange {
+        block: [usize; 2],
+    },
+}
+
+/// The shape and format of one operand or result.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Operand {
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub scale: i8,
+    /// Loaded with the package, so the planner may lay it out on the tiles
+    /// that use it (replicated if need be) without any exchange.
+    pub weight: bool,
+}
+
+impl fmt::Display for Operand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{:?}", self.dtype, self.shape)?;
+        if self.dtype.is_fp8() {
+            write!(f, "*2^{}", self.scale)?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything the planner may look at.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OpSignature {
+    pub kind: SignatureKind,
+    pub inputs: Vec<Operand>,
+    pub output: Operand,
+    /// How many tiles the program may use.
+    pub tiles: u32,
+}
+
+impl OpSignature {
+    pub fn of(graph: &Graph, op: &Op) -> OpSignature {
+        let operand = |id| {
+            let t = graph.tensor(id);
+            Operand {
+                shape: t.shape.clone(),
+                dtype: t.dtype,
+                scale: t.scale,
+                weight: t.role == Role::Weight,
+            }
+        };
+        let kind = match &op.kind {
+            OpKind::Matmul { transpose_rhs } => SignatureKind::Matmul {
+                transpose_rhs: *transpose_rhs,
+            },
+            OpKind::Cast => SignatureKind::Cast,
+            OpKind::Add => SignatureKind::Add,
+            OpKind::Gelu => SignatureKind::Gelu,
+            OpKind::Softmax { scale, causal } => SignatureKind::Softmax {
+                scale_bits: scale.to_bits(),
+                causal: *causal,
+            },
+            OpKind::Layernorm { epsilon } => SignatureKind::Layernorm {
+                epsilon_bits: epsilon.to_bits(),
+            },
+            OpKind::Transpose { .. } | OpKind::Reshape => SignatureKind::View,
+            OpKind::Rearrange { block } => SignatureKind::Rearrange { block: *block },
+        };
+        OpSignature {
+            kind,
+            inputs: op.inputs.iter().map(|&id| operand(id)).collect(),
+            output: operand(op.output),
+            tiles: graph.tiles,
+        }
+    }
+
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            SignatureKind::Matmul { .. } => "matmul",
+            SignatureKind::Cast => "cast",
+            SignatureKind::Add => "add",
+            SignatureKind::Gelu => "gelu",
+            SignatureKind::Softmax { .. } => "softmax",
+            SignatureKind::Layernorm { .. } => "layernorm",
+            SignatureKind::View => "view",
+            SignatureKind::Rearrange { .. } => "rearrange",
+        }
+    }
+}
+
+impl fmt::Display for OpSignature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(", self.kind_name())?;
+        for (i, input) in self.inputs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{input}")?;
+        }
+        write!(f, ") -> {} on {} tiles", self.output, self.tiles)
+    }
+}
