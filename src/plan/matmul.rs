@@ -103,13 +103,14 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     let inner_block = cost::amp_inputs_per_issue(input) as usize * 2;
     let col_blocks = shape.cols.div_ceil(AMP_OUTPUT_CHANNELS as usize);
     let inner_blocks = shape.inner.div_ceil(inner_block);
-    let partial_bytes: u64 = if out.dtype == DType::F32 { 4 } else { 2 };
 
     let mut found = Vec::new();
     for &batch in &split_counts(shape.batch, signature.tiles) {
         for &rows in &split_counts(shape.rows, signature.tiles / batch) {
             for &cols in &split_counts(col_blocks, signature.tiles / (batch * rows)) {
-                for &inner in &split_counts(inner_blocks, signature.tiles / (batch * rows * cols)) {
+                // Splitting the inner dimension needs a reduction stage that
+                // lowering does not build yet, so every tile keeps all of K.
+                for inner in [1u32] {
                     let grid = Grid {
                         batch,
                         rows,
@@ -125,14 +126,7 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                             .min(shape.cols),
                     };
                     for weights in [MemoryClass::Interleaved, MemoryClass::Standard] {
-                        found.push(estimate(
-                            target,
-                            grid,
-                            shard,
-                            weights,
-                            partial_bytes,
-                            (lhs, rhs, out),
-                        ));
+                        found.push(estimate(target, grid, shard, weights, (lhs, rhs, out)));
                     }
                 }
             }
@@ -146,21 +140,19 @@ fn estimate(
     grid: Grid,
     shard: Shard,
     weights: MemoryClass,
-    partial_bytes: u64,
     (lhs, rhs, out): (&Operand, &Operand, &Operand),
 ) -> Candidate {
     let b = shard.batch;
     let lhs_bytes = bytes(lhs, b * shard.rows * shard.inner);
     let rhs_bytes = bytes(rhs, b * shard.inner * shard.cols);
     let out_bytes = bytes(out, b * shard.rows * shard.cols);
-    let partials = b as u64 * (shard.rows * shard.cols) as u64 * partial_bytes;
 
     // Activations arrive over exchange; weights are preloaded where used.
     let mut received = lhs_bytes;
     if !rhs.weight {
         received += rhs_bytes;
     }
-    let mut phases = 1;
+    let phases = 1;
     let mut compute = b as u64
         * cost::gemm_tile_cycles(
             target,
@@ -169,25 +161,11 @@ fn estimate(
             shard.inner as u64,
             shard.cols as u64,
         );
-    if grid.inner > 1 {
-        // Each tile of a reduction group reduces 1/inner of the partials and
-        // receives the other groups' share of it.
-        let share = partials.div_ceil(u64::from(grid.inner));
-        received += share * u64::from(grid.inner - 1);
-        phases += 1;
-        compute += cost::vector_tile_cycles(
-            target,
-            2 * u64::from(grid.inner),
-            DType::F16,
-            share / partial_bytes,
-        );
-    }
 
     let (standard_weights, interleaved_weights) = match weights {
         MemoryClass::Standard => (rhs_bytes, 0),
         MemoryClass::Interleaved => (0, rhs_bytes),
     };
-    let staged = if grid.inner > 1 { partials * 2 } else { 0 };
     // Standard-memory weights load at half the interleaved rate: one extra
     // cycle per weight block of 16 channels x 8 inputs.
     if weights == MemoryClass::Standard {
@@ -198,7 +176,7 @@ fn estimate(
         exchange_cycles: cost::exchange_cycles(target, received),
         sync_cycles: cost::sync_cycles(target, phases),
         exchange_phases: phases,
-        peak_standard_bytes: lhs_bytes + out_bytes + staged + standard_weights,
+        peak_standard_bytes: lhs_bytes + out_bytes + standard_weights,
         peak_interleaved_bytes: interleaved_weights,
     };
     Candidate {

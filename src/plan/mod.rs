@@ -300,7 +300,7 @@ mod tests {
             },
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
-                  candidates 328
+                  candidates 76
                  *finalist 0: grid b1xm64xn1xk1 shard 1x2x512x64 weights interleaved kernel gemm_f8_interleaved_k512_c64_r2 tiles=64 cycles=1827 (compute 971 exchange 256 sync 600) phases=1 peak_standard=1280 peak_interleaved=32768
                   finalist 1: grid b1xm32xn2xk1 shard 1x4x512x32 weights interleaved kernel gemm_f8_interleaved_k512_c32_r4 tiles=64 cycles=2083 (compute 971 exchange 512 sync 600) phases=1 peak_standard=2304 peak_interleaved=16384
                   finalist 2: grid b1xm64xn1xk1 shard 1x2x512x64 weights standard kernel gemm_f8_k512_c64_r2 tiles=64 cycles=2083 (compute 1227 exchange 256 sync 600) phases=1 peak_standard=34048 peak_interleaved=0

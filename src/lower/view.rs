@@ -1,0 +1,193 @@
+//! Views: how an index into a view tensor maps to an element of the
+//! materialised tensor it views.
+//!
+//! Transposes and reshapes are views in the graph; operands that a kernel
+//! reads broadcast (a bias added to every row, a 2-D right operand shared by
+//! every batch of a matrix product) are views too. None of them moves data
+//! by itself: exchange lowering maps every slot a kernel reads through the
+//! view to the element that holds it.
+
+use super::layout::flat_index;
+use crate::graph::{Graph, OpKind, TensorId};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Step {
+    /// `out = permute(in, perm)`: `out[d] = in[perm[d]]`.
+    Transpose { perm: Vec<usize>, in_shape: Vec<usize> },
+    /// Same flat order, other shape.
+    Reshape { in_shape: Vec<usize> },
+    /// NumPy broadcasting from `in_shape` (right-aligned) to the view shape.
+    Broadcast { in_shape: Vec<usize> },
+}
+
+/// A chain of views from a tensor back to the materialised tensor under it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    /// The materialised tensor.
+    pub base: TensorId,
+    pub base_shape: Vec<usize>,
+    /// The shape indices are given in.
+    pub shape: Vec<usize>,
+    /// Outermost (closest to the view) first.
+    steps: Vec<Step>,
+}
+
+impl View {
+    /// Follows transposes and reshapes from `tensor` back to the tensor that
+    /// holds the data.
+    pub fn of(graph: &Graph, tensor: TensorId) -> View {
+        let shape = graph.tensor(tensor).shape.clone();
+        let mut steps = Vec::new();
+        let mut current = tensor;
+        while let Some(op) = graph.ops.iter().find(|op| op.output == current) {
+            let input = op.inputs[0];
+            let in_shape = graph.tensor(input).shape.clone();
+            match &op.kind {
+                OpKind::Transpose { perm } => steps.push(Step::Transpose {
+                    perm: perm.clone(),
+                    in_shape,
+                }),
+                OpKind::Reshape => steps.push(Step::Reshape { in_shape }),
+                _ => break,
+            }
+            current = input;
+        }
+        View {
+            base: current,
+            base_shape: graph.tensor(current).shape.clone(),
+            shape,
+            steps,
+        }
+    }
+
+    /// Views this view with its last two dimensions swapped (a transposed
+    /// right operand read as `[.., inner, cols]`).
+    pub fn transposed_last_two(mut self) -> View {
+        let rank = self.shape.len();
+        let mut perm: Vec<usize> = (0..rank).collect();
+        perm.swap(rank - 2, rank - 1);
+        let in_shape = self.shape.clone();
+        self.shape.swap(rank - 2, rank - 1);
+        self.steps.insert(0, Step::Transpose { perm, in_shape });
+        self
+    }
+
+    /// Views this view broadcast to `shape`.
+    pub fn broadcast_to(mut self, shape: &[usize]) -> View {
+        if self.shape != shape {
+            let in_shape = std::mem::replace(&mut self.shape, shape.to_vec());
+            self.steps.insert(0, Step::Broadcast { in_shape });
+        }
+        self
+    }
+
+    /// Whether indices map to the same flat index in the base (no data
+    /// movement between the view and its base).
+    pub fn is_identity(&self) -> bool {
+        self.steps
+            .iter()
+            .all(|step| matches!(step, Step::Reshape { .. }))
+    }
+
+    /// The flat index in the base tensor of `index` (given in `shape`).
+    pub fn base_flat_index(&self, index: &[usize]) -> usize {
+        let mut current: Vec<usize> = index.to_vec();
+        let mut current_shape: Vec<usize> = self.shape.clone();
+        for step in &self.steps {
+            match step {
+                Step::Transpose { perm, in_shape } => {
+                    let mut inner = vec![0; in_shape.len()];
+                    for (d, &p) in perm.iter().enumerate() {
+                        inner[p] = current[d];
+                    }
+                    current = inner;
+                    current_shape.clone_from(in_shape);
+                }
+                Step::Reshape { in_shape } => {
+                    let mut flat = flat_index(&current_shape, &current);
+                    current = vec![0; in_shape.len()];
+                    for d in (0..in_shape.len()).rev() {
+                        current[d] = flat % in_shape[d];
+                        flat /= in_shape[d];
+                    }
+                    current_shape.clone_from(in_shape);
+                }
+                Step::Broadcast { in_shape } => {
+                    let skip = current.len() - in_shape.len();
+                    current = in_shape
+                        .iter()
+                        .enumerate()
+                        .map(|(d, &extent)| if extent == 1 { 0 } else { current[skip + d] })
+                        .collect();
+                    current_shape.clone_from(in_shape);
+                }
+            }
+        }
+        flat_index(&current_shape, &current)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{Check, DType, Op, ReferencePrecision, Role, Tensor};
+
+    fn tensor(name: &str, shape: &[usize]) -> Tensor {
+        Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            dtype: DType::F16,
+            scale: 0,
+            role: Role::Activation,
+            init: None,
+            repeat: None,
+        }
+    }
+
+    fn graph() -> Graph {
+        // x [4, 6] -> reshape [4, 2, 3] -> transpose (1, 0, 2) -> [2, 4, 3]
+        Graph {
+            name: "views".into(),
+            target: "ipu21".into(),
+            tiles: 1,
+            seed: 0,
+            tensors: vec![tensor("x", &[4, 6]), tensor("r", &[4, 2, 3]), tensor("t", &[2, 4, 3])],
+            ops: vec![
+                Op { name: "r".into(), kind: OpKind::Reshape, inputs: vec![TensorId(0)], output: TensorId(1) },
+                Op {
+                    name: "t".into(),
+                    kind: OpKind::Transpose { perm: vec![1, 0, 2] },
+                    inputs: vec![TensorId(1)],
+                    output: TensorId(2),
+                },
+            ],
+            repeats: vec![],
+            outputs: vec![TensorId(2)],
+            check: Check {
+                reference_precision: ReferencePrecision::Device,
+                min_cosine_similarity: 0.99,
+                max_abs_error: 1.0,
+                outputs: vec![],
+            },
+        }
+    }
+
+    #[test]
+    fn chains_resolve_to_the_materialised_tensor() {
+        let view = View::of(&graph(), TensorId(2));
+        assert_eq!(view.base, TensorId(0));
+        assert!(!view.is_identity());
+        // t[h, r, c] = x[r, h * 3 + c]
+        assert_eq!(view.base_flat_index(&[1, 2, 0]), 2 * 6 + 3);
+        assert_eq!(view.base_flat_index(&[0, 3, 2]), 3 * 6 + 2);
+    }
+
+    #[test]
+    fn transposed_and_broadcast_views() {
+        let view = View::of(&graph(), TensorId(0)).transposed_last_two();
+        assert_eq!(view.shape, vec![6, 4]);
+        assert_eq!(view.base_flat_index(&[5, 1]), 6 + 5);
+        let bias = View::of(&graph(), TensorId(0)).broadcast_to(&[3, 4, 6]);
+        assert_eq!(bias.base_flat_index(&[2, 1, 4]), 6 + 4);
+    }
+}
