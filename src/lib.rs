@@ -10,5 +10,6 @@
 pub mod db;
 pub mod graph;
 pub mod logging;
+pub mod lower;
 pub mod plan;
 pub mod target;

@@ -19,6 +19,9 @@ pub enum Layout {
     /// outside. One block is the 16 output channels by `k` inputs that one
     /// AMP weight load takes.
     AmpWeights { k: usize },
+    /// Row-major with the last dimension padded to a multiple of `multiple`
+    /// (GEMM inputs, so a vector load never reads past a row).
+    PaddedRows { multiple: usize },
 }
 
 /// Output channels of one AMP weight block.
@@ -41,6 +44,41 @@ impl Piece {
         }
     }
 
+    /// Row-major rows padded to a multiple of `multiple` elements; plain
+    /// row-major when no padding is needed.
+    pub fn padded_rows(start: Vec<usize>, extent: Vec<usize>, multiple: usize) -> Piece {
+        let layout = if extent.last().is_some_and(|&n| n % multiple == 0) {
+            Layout::RowMajor
+        } else {
+            Layout::PaddedRows { multiple }
+        };
+        Piece {
+            start,
+            extent,
+            layout,
+        }
+    }
+
+    /// For a row-major piece that occupies one contiguous run of the
+    /// row-major order of `coordinates`: that run as (first flat index,
+    /// length). Two such pieces hold the same elements in the same order
+    /// exactly when their runs are equal, whatever their coordinates.
+    pub fn flat_run(&self, coordinates: &[usize]) -> Option<(usize, usize)> {
+        if self.layout != Layout::RowMajor {
+            return None;
+        }
+        // After the first dimension with extent above one, every dimension
+        // must be whole for the box to be one run.
+        let first = self
+            .extent
+            .iter()
+            .position(|&e| e > 1)
+            .unwrap_or(self.extent.len());
+        let whole = (first + 1..self.extent.len())
+            .all(|d| self.start[d] == 0 && self.extent[d] == coordinates[d]);
+        whole.then(|| (flat_index(coordinates, &self.start), self.elements()))
+    }
+
     /// Logical elements in the box.
     pub fn elements(&self) -> usize {
         self.extent.iter().product()
@@ -50,6 +88,11 @@ impl Piece {
     pub fn slots(&self) -> usize {
         match self.layout {
             Layout::RowMajor => self.elements(),
+            Layout::PaddedRows { multiple } => {
+                let rank = self.extent.len();
+                let rows: usize = self.extent[..rank - 1].iter().product();
+                rows * self.extent[rank - 1].div_ceil(multiple) * multiple
+            }
             Layout::AmpWeights { k } => {
                 let rank = self.extent.len();
                 let outer: usize = self.extent[..rank - 2].iter().product();
@@ -78,6 +121,27 @@ impl Piece {
                         rest /= self.extent[d];
                     }
                     visit(slot, Some(&index));
+                }
+            }
+            Layout::PaddedRows { multiple } => {
+                let row_length = self.extent[rank - 1];
+                let padded = row_length.div_ceil(multiple) * multiple;
+                let rows: usize = self.extent[..rank - 1].iter().product();
+                for row in 0..rows {
+                    let mut rest = row;
+                    for d in (0..rank - 1).rev() {
+                        index[d] = self.start[d] + rest % self.extent[d];
+                        rest /= self.extent[d];
+                    }
+                    for column in 0..padded {
+                        let slot = row * padded + column;
+                        if column < row_length {
+                            index[rank - 1] = self.start[rank - 1] + column;
+                            visit(slot, Some(&index));
+                        } else {
+                            visit(slot, None);
+                        }
+                    }
                 }
             }
             Layout::AmpWeights { k } => {
@@ -139,8 +203,37 @@ mod tests {
         let piece = Piece::row_major(vec![1, 2], vec![2, 2]);
         assert_eq!(
             slots(&piece),
-            vec![Some(vec![1, 2]), Some(vec![1, 3]), Some(vec![2, 2]), Some(vec![2, 3])]
+            vec![
+                Some(vec![1, 2]),
+                Some(vec![1, 3]),
+                Some(vec![2, 2]),
+                Some(vec![2, 3])
+            ]
         );
+    }
+
+    #[test]
+    fn flat_runs_identify_the_same_rows_in_other_coordinates() {
+        let rows = Piece::row_major(vec![4, 0], vec![4, 64]);
+        let boxed = Piece::row_major(vec![0, 4, 0], vec![1, 4, 64]);
+        assert_eq!(rows.flat_run(&[64, 64]), Some((256, 256)));
+        assert_eq!(boxed.flat_run(&[1, 64, 64]), Some((256, 256)));
+        let columns = Piece::row_major(vec![0, 32], vec![4, 32]);
+        assert_eq!(columns.flat_run(&[64, 64]), None);
+    }
+
+    #[test]
+    fn padded_rows_pad_only_the_last_dimension() {
+        let piece = Piece {
+            start: vec![0, 0],
+            extent: vec![2, 3],
+            layout: Layout::PaddedRows { multiple: 4 },
+        };
+        assert_eq!(piece.slots(), 8);
+        let visited = slots(&piece);
+        assert_eq!(visited[2], Some(vec![0, 2]));
+        assert_eq!(visited[3], None);
+        assert_eq!(visited[4], Some(vec![1, 0]));
     }
 
     #[test]

@@ -9,11 +9,15 @@
 
 use super::layout::flat_index;
 use crate::graph::{Graph, OpKind, TensorId};
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 enum Step {
     /// `out = permute(in, perm)`: `out[d] = in[perm[d]]`.
-    Transpose { perm: Vec<usize>, in_shape: Vec<usize> },
+    Transpose {
+        perm: Vec<usize>,
+        in_shape: Vec<usize>,
+    },
     /// Same flat order, other shape.
     Reshape { in_shape: Vec<usize> },
     /// NumPy broadcasting from `in_shape` (right-aligned) to the view shape.
@@ -21,7 +25,7 @@ enum Step {
 }
 
 /// A chain of views from a tensor back to the materialised tensor under it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct View {
     /// The materialised tensor.
     pub base: TensorId,
@@ -60,6 +64,33 @@ impl View {
         }
     }
 
+    /// The tensor `base` itself, indexed in `shape` (which must have the
+    /// same element count; it is read in the same flat order).
+    pub fn identity(base: TensorId, base_shape: &[usize], shape: &[usize]) -> View {
+        let steps = if base_shape == shape {
+            Vec::new()
+        } else {
+            vec![Step::Reshape {
+                in_shape: base_shape.to_vec(),
+            }]
+        };
+        View {
+            base,
+            base_shape: base_shape.to_vec(),
+            shape: shape.to_vec(),
+            steps,
+        }
+    }
+
+    /// Views this view reshaped to `shape` (same element count).
+    pub fn reshaped(mut self, shape: &[usize]) -> View {
+        if self.shape != shape {
+            let in_shape = std::mem::replace(&mut self.shape, shape.to_vec());
+            self.steps.insert(0, Step::Reshape { in_shape });
+        }
+        self
+    }
+
     /// Views this view with its last two dimensions swapped (a transposed
     /// right operand read as `[.., inner, cols]`).
     pub fn transposed_last_two(mut self) -> View {
@@ -91,6 +122,9 @@ impl View {
 
     /// The flat index in the base tensor of `index` (given in `shape`).
     pub fn base_flat_index(&self, index: &[usize]) -> usize {
+        if self.steps.is_empty() {
+            return flat_index(&self.shape, index);
+        }
         let mut current: Vec<usize> = index.to_vec();
         let mut current_shape: Vec<usize> = self.shape.clone();
         for step in &self.steps {
@@ -151,12 +185,23 @@ mod tests {
             target: "ipu21".into(),
             tiles: 1,
             seed: 0,
-            tensors: vec![tensor("x", &[4, 6]), tensor("r", &[4, 2, 3]), tensor("t", &[2, 4, 3])],
+            tensors: vec![
+                tensor("x", &[4, 6]),
+                tensor("r", &[4, 2, 3]),
+                tensor("t", &[2, 4, 3]),
+            ],
             ops: vec![
-                Op { name: "r".into(), kind: OpKind::Reshape, inputs: vec![TensorId(0)], output: TensorId(1) },
+                Op {
+                    name: "r".into(),
+                    kind: OpKind::Reshape,
+                    inputs: vec![TensorId(0)],
+                    output: TensorId(1),
+                },
                 Op {
                     name: "t".into(),
-                    kind: OpKind::Transpose { perm: vec![1, 0, 2] },
+                    kind: OpKind::Transpose {
+                        perm: vec![1, 0, 2],
+                    },
                     inputs: vec![TensorId(1)],
                     output: TensorId(2),
                 },

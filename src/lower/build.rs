@@ -1,0 +1,656 @@
+//! Lowering: from the graph and one selected partition per operation to a
+//! [`Program`] of per-tile buffers, kernel runs and exchange phases.
+//!
+//! Each operation asks for the pieces of its operands each tile needs, in
+//! the layout its kernel reads. A piece of an input or a weight is written
+//! there by the host or the loader; a piece of an activation is used in
+//! place when a tile already holds exactly that piece, and is otherwise
+//! gathered by exchange, one transfer per contiguous run, with transfers of
+//! the same source bytes merged into broadcasts.
+
+use super::layout::{flat_index, Layout, Piece};
+use super::program::*;
+use super::view::View;
+use crate::graph::{Graph, OpId, OpKind, Repeat, Role, TensorId};
+use crate::plan::cost::{self, MemoryClass};
+use crate::plan::Partition;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A lowering failure is a compiler bug or a plan lowering does not support
+/// yet; user errors were reported by validation.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LowerError {
+    #[error("internal compiler error: tensor `{0}` is read before any operation produced it")]
+    NotProduced(String),
+    #[error("internal compiler error: element {element} of `{tensor}` has no home on any tile")]
+    Uncovered { tensor: String, element: usize },
+    #[error("internal compiler error: output `{0}` is not materialised on the device")]
+    OutputNotMaterialised(String),
+}
+
+/// Lowers `graph` with the partition `plan_of` selects for each operation.
+pub fn lower(graph: &Graph, plan_of: &dyn Fn(OpId) -> Partition) -> Result<Program, LowerError> {
+    let mut lowering = Lowering {
+        graph,
+        program: Program::default(),
+        homes: HashMap::new(),
+        owners: HashMap::new(),
+        host_buffers: HashMap::new(),
+        bindings: HashMap::new(),
+        repeat: None,
+    };
+    let mut steps = Vec::new();
+    let mut index = 0;
+    while index < graph.ops.len() {
+        let op = OpId(index as u32);
+        if let Some((number, repeat)) = graph
+            .repeats
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.body.first() == Some(&op))
+        {
+            steps.extend(lowering.repeat(number as u32, repeat, plan_of)?);
+            index += repeat.body.len();
+        } else {
+            steps.extend(lowering.operation(op, &plan_of(op))?);
+            index += 1;
+        }
+    }
+    lowering.program.steps = steps;
+    lowering.finish_bindings()?;
+    Ok(lowering.program)
+}
+
+/// A demand for one operand piece on one tile.
+struct Demand {
+    op: OpId,
+    operand: u32,
+    view: View,
+    tile: u32,
+    piece: Piece,
+    class: MemoryClass,
+}
+
+struct Lowering<'g> {
+    graph: &'g Graph,
+    program: Program,
+    /// Buffers holding each materialised activation.
+    homes: HashMap<TensorId, Vec<BufferId>>,
+    /// For each materialised activation: element → (buffer, slot).
+    owners: HashMap<TensorId, Arc<Vec<(u32, u32)>>>,
+    host_buffers: HashMap<(TensorId, Option<u32>, u32, Piece, View), BufferId>,
+    bindings: HashMap<(TensorId, Option<u32>), Vec<(BufferId, View)>>,
+    /// The repeat being lowered: (index, iteration count).
+    repeat: Option<(u32, u32)>,
+}
+
+impl Lowering<'_> {
+    fn add_buffer(&mut self, buffer: Buffer) -> BufferId {
+        let id = BufferId(self.program.buffers.len() as u32);
+        self.program.buffers.push(buffer);
+        id
+    }
+
+    fn add_phase(&mut self, purpose: String, transfers: Vec<Transfer>) -> Option<Step> {
+        if transfers.is_empty() {
+            return None;
+        }
+        let id = PhaseId(self.program.phases.len() as u32);
+        self.program.phases.push(ExchangePhase {
+            purpose,
+            transfers: merge_broadcasts(transfers),
+        });
+        Some(Step::Exchange(id))
+    }
+
+    fn set_home(&mut self, tensor: TensorId, buffers: Vec<BufferId>) {
+        self.owners.remove(&tensor);
+        self.homes.insert(tensor, buffers);
+    }
+
+    fn owner_table(&mut self, tensor: TensorId) -> Result<Arc<Vec<(u32, u32)>>, LowerError> {
+        if let Some(table) = self.owners.get(&tensor) {
+            return Ok(table.clone());
+        }
+        let name = || self.graph.tensor(tensor).name.clone();
+        let home = self
+            .homes
+            .get(&tensor)
+            .ok_or_else(|| LowerError::NotProduced(name()))?;
+        let mut table = vec![(u32::MAX, 0u32); self.graph.tensor(tensor).element_count()];
+        for &id in home {
+            let buffer = &self.program.buffers[id.0 as usize];
+            buffer.piece.for_each_slot(|slot, index| {
+                if let Some(index) = index {
+                    table[flat_index(&buffer.coordinates, index)] = (id.0, slot as u32);
+                }
+            });
+        }
+        if let Some(element) = table.iter().position(|&(b, _)| b == u32::MAX) {
+            return Err(LowerError::Uncovered {
+                tensor: name(),
+                element,
+            });
+        }
+        let table = Arc::new(table);
+        self.owners.insert(tensor, table.clone());
+        Ok(table)
+    }
+
+    /// Finds or makes the buffer holding `demand`, adding the transfers that
+    /// fill it to `transfers`.
+    fn demand(
+        &mut self,
+        demand: Demand,
+        transfers: &mut Vec<Transfer>,
+    ) -> Result<OperandRef, LowerError> {
+        let base = self.graph.tensor(demand.view.base);
+        match base.role {
+            Role::Input => Ok(OperandRef::Buffer(self.host_buffer(&demand, None))),
+            Role::Weight => match (base.repeat, self.repeat) {
+                (Some(_), Some((_, count))) => Ok(OperandRef::PerIteration(
+                    (0..count)
+                        .map(|i| self.host_buffer(&demand, Some(i)))
+                        .collect(),
+                )),
+                _ => Ok(OperandRef::Buffer(self.host_buffer(&demand, None))),
+            },
+            Role::Activation => self
+                .gathered_buffer(demand, transfers)
+                .map(OperandRef::Buffer),
+        }
+    }
+
+    fn host_buffer(&mut self, demand: &Demand, iteration: Option<u32>) -> BufferId {
+        let tensor = demand.view.base;
+        let key = (
+            tensor,
+            iteration,
+            demand.tile,
+            demand.piece.clone(),
+            demand.view.clone(),
+        );
+        if let Some(&id) = self.host_buffers.get(&key) {
+            return id;
+        }
+        let role = match self.graph.tensor(tensor).role {
+            Role::Input => BufferRole::Input { tensor },
+            _ => BufferRole::Weight { tensor, iteration },
+        };
+        let id = self.add_buffer(Buffer {
+            tile: demand.tile,
+            dtype: self.graph.tensor(tensor).dtype,
+            piece: demand.piece.clone(),
+            coordinates: demand.view.shape.clone(),
+            class: demand.class,
+            role,
+        });
+        self.host_buffers.insert(key, id);
+        self.bindings
+            .entry((tensor, iteration))
+            .or_default()
+            .push((id, demand.view.clone()));
+        id
+    }
+
+    fn gathered_buffer(
+        &mut self,
+        demand: Demand,
+        transfers: &mut Vec<Transfer>,
+    ) -> Result<BufferId, LowerError> {
+        let base = demand.view.base;
+        let owners = self.owner_table(base)?;
+        // A tile that already holds exactly the demanded elements, in the
+        // same order, uses them in place.
+        let wanted = demand
+            .view
+            .is_identity()
+            .then(|| demand.piece.flat_run(&demand.view.shape))
+            .flatten();
+        if let Some(wanted) = wanted {
+            let home = &self.homes[&base];
+            if let Some(&id) = home.iter().find(|&&id| {
+                let b = self.program.buffer(id);
+                b.tile == demand.tile && b.piece.flat_run(&b.coordinates) == Some(wanted)
+            }) {
+                return Ok(id);
+            }
+        }
+        let dtype = self.graph.tensor(base).dtype;
+        let id = self.add_buffer(Buffer {
+            tile: demand.tile,
+            dtype,
+            piece: demand.piece.clone(),
+            coordinates: demand.view.shape.clone(),
+            class: demand.class,
+            role: BufferRole::Operand {
+                op: demand.op,
+                operand: demand.operand,
+            },
+        });
+        fill(
+            &demand.piece,
+            &demand.view,
+            &owners,
+            dtype.size_bytes() as u32,
+            id,
+            transfers,
+        );
+        Ok(id)
+    }
+
+    fn output_buffer(
+        &mut self,
+        tensor: TensorId,
+        tile: u32,
+        piece: Piece,
+        coordinates: Vec<usize>,
+    ) -> BufferId {
+        self.add_buffer(Buffer {
+            tile,
+            dtype: self.graph.tensor(tensor).dtype,
+            piece,
+            coordinates,
+            class: MemoryClass::Standard,
+            role: BufferRole::Activation { tensor },
+        })
+    }
+
+    fn operation(&mut self, op: OpId, partition: &Partition) -> Result<Vec<Step>, LowerError> {
+        let mut transfers = Vec::new();
+        let runs = match partition {
+            Partition::View => return Ok(Vec::new()),
+            Partition::Matmul {
+                grid,
+                shard,
+                weights,
+                kernel,
+            } => self.matmul(op, grid, shard, *weights, kernel, &mut transfers)?,
+            Partition::Rows {
+                rows,
+                row_length,
+                rows_per_tile,
+                kernel,
+            } => self.rows(
+                op,
+                *rows,
+                *row_length,
+                *rows_per_tile,
+                kernel,
+                &mut transfers,
+            )?,
+        };
+        let name = &self.graph.op(op).name;
+        let mut steps: Vec<Step> = self
+            .add_phase(format!("op {name}"), transfers)
+            .into_iter()
+            .collect();
+        steps.push(Step::Compute { op, runs });
+        Ok(steps)
+    }
+
+    fn matmul(
+        &mut self,
+        op: OpId,
+        grid: &crate::plan::matmul::Grid,
+        shard: &crate::plan::matmul::Shard,
+        weights: MemoryClass,
+        kernel: &str,
+        transfers: &mut Vec<Transfer>,
+    ) -> Result<Vec<KernelRun>, LowerError> {
+        let graph = self.graph;
+        let node = graph.op(op);
+        let transpose_rhs = matches!(
+            node.kind,
+            OpKind::Matmul {
+                transpose_rhs: true
+            }
+        );
+        let (lhs, rhs, out) = (
+            graph.tensor(node.inputs[0]),
+            graph.tensor(node.inputs[1]),
+            graph.tensor(node.output),
+        );
+        let rank = out.shape.len();
+        let (m, n) = (out.shape[rank - 2], out.shape[rank - 1]);
+        let k = *lhs.shape.last().unwrap_or(&1);
+        let batch: usize = out.shape[..rank - 2].iter().product();
+        let lhs_view = View::of(graph, node.inputs[0]).reshaped(&[batch, m, k]);
+        let mut rhs_view = View::of(graph, node.inputs[1]);
+        if transpose_rhs {
+            rhs_view = rhs_view.transposed_last_two();
+        }
+        let rhs_view = if rhs.shape.len() == 2 {
+            rhs_view.broadcast_to(&[batch, k, n])
+        } else {
+            rhs_view.reshaped(&[batch, k, n])
+        };
+        let k_block = cost::amp_inputs_per_issue(lhs.dtype) as usize;
+        let coordinates = vec![batch, m, n];
+        let mut runs = Vec::new();
+        let mut home = Vec::new();
+        for bi in 0..grid.batch as usize {
+            for mi in 0..grid.rows as usize {
+                for ni in 0..grid.cols as usize {
+                    let tile = ((bi * grid.rows as usize + mi) * grid.cols as usize + ni) as u32;
+                    let (b0, m0, n0) = (bi * shard.batch, mi * shard.rows, ni * shard.cols);
+                    if b0 >= batch || m0 >= m || n0 >= n {
+                        continue;
+                    }
+                    let (eb, em, en) = (
+                        shard.batch.min(batch - b0),
+                        shard.rows.min(m - m0),
+                        shard.cols.min(n - n0),
+                    );
+                    let a = self.demand(
+                        Demand {
+                            op,
+                            operand: 0,
+                            view: lhs_view.clone(),
+                            tile,
+                            piece: Piece::padded_rows(vec![b0, m0, 0], vec![eb, em, k], k_block),
+                            class: MemoryClass::Standard,
+                        },
+                        transfers,
+                    )?;
+                    let b = self.demand(
+                        Demand {
+                            op,
+                            operand: 1,
+                            view: rhs_view.clone(),
+                            tile,
+                            piece: Piece {
+                                start: vec![b0, 0, n0],
+                                extent: vec![eb, k, en],
+                                layout: Layout::AmpWeights { k: k_block },
+                            },
+                            class: weights,
+                        },
+                        transfers,
+                    )?;
+                    let piece = Piece::row_major(vec![b0, m0, n0], vec![eb, em, en]);
+                    let c = self.output_buffer(node.output, tile, piece, coordinates.clone());
+                    home.push(c);
+                    runs.push(KernelRun {
+                        tile,
+                        kernel: kernel.to_string(),
+                        operands: vec![a, b, OperandRef::Buffer(c)],
+                        params: vec![
+                            ("batch".into(), eb as i64),
+                            ("rows".into(), em as i64),
+                            ("inner".into(), k as i64),
+                            ("cols".into(), en as i64),
+                            ("lhs_scale".into(), i64::from(lhs.scale)),
+                            ("rhs_scale".into(), i64::from(rhs.scale)),
+                            ("out_scale".into(), i64::from(out.scale)),
+                        ],
+                    });
+                }
+            }
+        }
+        self.set_home(node.output, home);
+        Ok(runs)
+    }
+
+    fn rows(
+        &mut self,
+        op: OpId,
+        rows: usize,
+        row_length: usize,
+        rows_per_tile: usize,
+        kernel: &str,
+        transfers: &mut Vec<Transfer>,
+    ) -> Result<Vec<KernelRun>, LowerError> {
+        let graph = self.graph;
+        let node = graph.op(op);
+        let out = graph.tensor(node.output);
+        let coordinates = vec![rows, row_length];
+        let matrix_rows = if out.shape.len() >= 2 {
+            out.shape[out.shape.len() - 2]
+        } else {
+            1
+        };
+        let mut runs = Vec::new();
+        let mut home = Vec::new();
+        for (tile, first_row) in (0..rows).step_by(rows_per_tile.max(1)).enumerate() {
+            let tile = tile as u32;
+            let count = rows_per_tile.min(rows - first_row);
+            let row_piece = Piece::row_major(vec![first_row, 0], vec![count, row_length]);
+            let mut operands = Vec::new();
+            for (operand, &input) in node.inputs.iter().enumerate() {
+                let is_row_parameter = matches!(node.kind, OpKind::Layernorm { .. }) && operand > 0;
+                let (view, piece) = if is_row_parameter {
+                    (
+                        View::of(graph, input),
+                        Piece::row_major(vec![0], vec![row_length]),
+                    )
+                } else {
+                    let view = View::of(graph, input)
+                        .broadcast_to(&out.shape)
+                        .reshaped(&coordinates);
+                    (view, row_piece.clone())
+                };
+                operands.push(self.demand(
+                    Demand {
+                        op,
+                        operand: operand as u32,
+                        view,
+                        tile,
+                        piece,
+                        class: MemoryClass::Standard,
+                    },
+                    transfers,
+                )?);
+            }
+            let c = self.output_buffer(node.output, tile, row_piece, coordinates.clone());
+            home.push(c);
+            operands.push(OperandRef::Buffer(c));
+            let mut params = vec![
+                ("rows".to_string(), count as i64),
+                ("row_length".to_string(), row_length as i64),
+                ("first_row".to_string(), first_row as i64),
+                ("matrix_rows".to_string(), matrix_rows as i64),
+                (
+                    "in_scale".to_string(),
+                    i64::from(graph.tensor(node.inputs[0]).scale),
+                ),
+                ("out_scale".to_string(), i64::from(out.scale)),
+            ];
+            match &node.kind {
+                OpKind::Softmax { scale, causal } => {
+                    params.push(("scale_bits".into(), i64::from(scale.to_bits())));
+                    params.push(("causal".into(), i64::from(*causal)));
+                }
+                OpKind::Layernorm { epsilon } => {
+                    params.push(("epsilon_bits".into(), i64::from(epsilon.to_bits())))
+                }
+                _ => {}
+            }
+            runs.push(KernelRun {
+                tile,
+                kernel: kernel.to_string(),
+                operands,
+                params,
+            });
+        }
+        self.set_home(node.output, home);
+        Ok(runs)
+    }
+
+    fn repeat(
+        &mut self,
+        number: u32,
+        repeat: &Repeat,
+        plan_of: &dyn Fn(OpId) -> Partition,
+    ) -> Result<Vec<Step>, LowerError> {
+        let graph = self.graph;
+        let carry = graph.tensor(repeat.carry_in);
+        let row_length = *carry.shape.last().unwrap_or(&1);
+        let rows = carry.element_count() / row_length.max(1);
+        let rows_per_tile = rows.div_ceil(graph.tiles.min(rows as u32).max(1) as usize);
+        let coordinates = vec![rows, row_length];
+
+        // The carried activation lives row-distributed; the loop's first
+        // iteration reads it from `init`, later ones from the previous
+        // iteration's result.
+        let mut home = Vec::new();
+        let mut before = Vec::new();
+        for (tile, first_row) in (0..rows).step_by(rows_per_tile).enumerate() {
+            let piece = Piece::row_major(
+                vec![first_row, 0],
+                vec![rows_per_tile.min(rows - first_row), row_length],
+            );
+            let init_view = View::of(graph, repeat.init).reshaped(&coordinates);
+            let id = if graph.tensor(init_view.base).role == Role::Input {
+                let demand = Demand {
+                    op: repeat.body[0],
+                    operand: 0,
+                    view: init_view,
+                    tile: tile as u32,
+                    piece,
+                    class: MemoryClass::Standard,
+                };
+                self.host_buffer(&demand, None)
+            } else {
+                let id = self.output_buffer(
+                    repeat.carry_in,
+                    tile as u32,
+                    piece.clone(),
+                    coordinates.clone(),
+                );
+                let owners = self.owner_table(init_view.base)?;
+                let bytes = carry.dtype.size_bytes() as u32;
+                fill(&piece, &init_view, &owners, bytes, id, &mut before);
+                id
+            };
+            home.push(id);
+        }
+        self.set_home(repeat.carry_in, home.clone());
+
+        self.repeat = Some((number, repeat.count));
+        let mut body = Vec::new();
+        for &op in &repeat.body {
+            body.extend(self.operation(op, &plan_of(op))?);
+        }
+        self.repeat = None;
+
+        let mut carry_transfers = Vec::new();
+        let out_view = View::identity(
+            repeat.carry_out,
+            &graph.tensor(repeat.carry_out).shape,
+            &coordinates,
+        );
+        let owners = self.owner_table(repeat.carry_out)?;
+        for &id in &home {
+            let piece = self.program.buffer(id).piece.clone();
+            fill(
+                &piece,
+                &out_view,
+                &owners,
+                carry.dtype.size_bytes() as u32,
+                id,
+                &mut carry_transfers,
+            );
+        }
+        body.extend(self.add_phase(format!("carry {}", repeat.name), carry_transfers));
+
+        let carried = self.homes[&repeat.carry_out].clone();
+        self.set_home(repeat.output, carried);
+        let mut steps: Vec<Step> = self
+            .add_phase(format!("enter {}", repeat.name), before)
+            .into_iter()
+            .collect();
+        steps.push(Step::Repeat {
+            repeat: number,
+            count: repeat.count,
+            body,
+        });
+        Ok(steps)
+    }
+
+    fn finish_bindings(&mut self) -> Result<(), LowerError> {
+        let mut writes: Vec<Binding> = self
+            .bindings
+            .drain()
+            .map(|((tensor, iteration), pieces)| Binding {
+                tensor,
+                iteration,
+                pieces,
+            })
+            .collect();
+        writes.sort_by_key(|b| (b.tensor, b.iteration));
+        self.program.host_writes = writes;
+        for &output in &self.graph.outputs {
+            let tensor = self.graph.tensor(output);
+            let home = self
+                .homes
+                .get(&output)
+                .ok_or_else(|| LowerError::OutputNotMaterialised(tensor.name.clone()))?;
+            let pieces = home
+                .iter()
+                .map(|&id| {
+                    let coordinates = &self.program.buffer(id).coordinates;
+                    (id, View::identity(output, &tensor.shape, coordinates))
+                })
+                .collect();
+            self.program.host_reads.push(Binding {
+                tensor: output,
+                iteration: None,
+                pieces,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Adds the transfers that fill `piece` of buffer `destination` from the
+/// homes in `owners`, one per run contiguous in both source and destination.
+fn fill(
+    piece: &Piece,
+    view: &View,
+    owners: &[(u32, u32)],
+    element_bytes: u32,
+    destination: BufferId,
+    transfers: &mut Vec<Transfer>,
+) {
+    let start = transfers.len();
+    piece.for_each_slot(|slot, index| {
+        let Some(index) = index else { return };
+        let (source, source_slot) = owners[view.base_flat_index(index)];
+        let (source_offset, offset) = (source_slot * element_bytes, slot as u32 * element_bytes);
+        if let Some(last) = transfers[start..].last_mut() {
+            if last.source.0 == source
+                && last.source_offset + last.bytes == source_offset
+                && last.destinations[0].1 + last.bytes == offset
+            {
+                last.bytes += element_bytes;
+                return;
+            }
+        }
+        transfers.push(Transfer {
+            source: BufferId(source),
+            source_offset,
+            bytes: element_bytes,
+            destinations: vec![(destination, offset)],
+        });
+    });
+}
+
+/// Merges transfers of the same source bytes into one broadcast each,
+/// keeping first-seen order.
+fn merge_broadcasts(transfers: Vec<Transfer>) -> Vec<Transfer> {
+    let mut merged: Vec<Transfer> = Vec::with_capacity(transfers.len());
+    let mut seen: HashMap<(BufferId, u32, u32), usize> = HashMap::new();
+    for transfer in transfers {
+        let key = (transfer.source, transfer.source_offset, transfer.bytes);
+        match seen.get(&key) {
+            Some(&i) => merged[i].destinations.extend(transfer.destinations),
+            None => {
+                seen.insert(key, merged.len());
+                merged.push(transfer);
+            }
+        }
+    }
+    merged
+}

@@ -1,0 +1,14 @@
+//! Lowering: selected plans become per-tile buffers, kernel runs and
+//! exchange phases (`program.rs` is the IR, `build.rs` the algorithm,
+//! `layout.rs` and `view.rs` the index arithmetic both share).
+
+mod build;
+pub mod layout;
+pub mod program;
+pub mod verify;
+pub mod view;
+
+pub use build::{lower, LowerError};
+pub use program::*;
+#[cfg(test)]
+mod tests;
