@@ -72,6 +72,9 @@ struct Demand {
     class: MemoryClass,
 }
 
+/// Host-written pieces of one tensor (and iteration), with their views.
+type BindingPieces = HashMap<(TensorId, Option<u32>), Vec<(BufferId, View)>>;
+
 struct Lowering<'g> {
     graph: &'g Graph,
     program: Program,
@@ -80,7 +83,7 @@ struct Lowering<'g> {
     /// For each materialised activation: element → (buffer, slot).
     owners: HashMap<TensorId, Arc<Vec<(u32, u32)>>>,
     host_buffers: HashMap<(TensorId, Option<u32>, u32, Piece, View), BufferId>,
-    bindings: HashMap<(TensorId, Option<u32>), Vec<(BufferId, View)>>,
+    bindings: BindingPieces,
     /// The repeat being lowered: (index, iteration count).
     repeat: Option<(u32, u32)>,
 }
