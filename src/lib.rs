@@ -11,5 +11,7 @@ pub mod db;
 pub mod graph;
 pub mod logging;
 pub mod lower;
+pub mod place;
 pub mod plan;
+pub mod schedule;
 pub mod target;

@@ -11,4 +11,4 @@ pub mod view;
 pub use build::{lower, LowerError};
 pub use program::*;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -9,12 +9,12 @@ use crate::plan::{operator_plans, signature::OpSignature};
 use crate::target::IPU21;
 use expect_test::{expect, Expect};
 
-struct Builder {
-    graph: Graph,
+pub(crate) struct Builder {
+    pub(crate) graph: Graph,
 }
 
 impl Builder {
-    fn new(tiles: u32) -> Builder {
+    pub(crate) fn new(tiles: u32) -> Builder {
         Builder {
             graph: Graph {
                 name: "test".into(),
@@ -35,7 +35,13 @@ impl Builder {
         }
     }
 
-    fn tensor(&mut self, name: &str, shape: &[usize], dtype: DType, role: Role) -> TensorId {
+    pub(crate) fn tensor(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        dtype: DType,
+        role: Role,
+    ) -> TensorId {
         self.graph.tensors.push(Tensor {
             name: name.into(),
             shape: shape.to_vec(),
@@ -48,7 +54,13 @@ impl Builder {
         TensorId(self.graph.tensors.len() as u32 - 1)
     }
 
-    fn op(&mut self, kind: OpKind, inputs: &[TensorId], shape: &[usize], dtype: DType) -> TensorId {
+    pub(crate) fn op(
+        &mut self,
+        kind: OpKind,
+        inputs: &[TensorId],
+        shape: &[usize],
+        dtype: DType,
+    ) -> TensorId {
         let name = format!("{}{}", kind.name(), self.graph.ops.len());
         let output = self.tensor(&name, shape, dtype, Role::Activation);
         self.graph.ops.push(Op {
@@ -61,7 +73,8 @@ impl Builder {
     }
 }
 
-fn check(graph: &Graph, expected: Expect) {
+/// Lowers `graph` with the planner's selected partitions and verifies it.
+pub(crate) fn lowered(graph: &Graph) -> Program {
     let partition = |op: OpId| {
         let signature = OpSignature::of(graph, graph.op(op));
         operator_plans(&signature, &IPU21)
@@ -71,6 +84,11 @@ fn check(graph: &Graph, expected: Expect) {
     };
     let program = lower(graph, &partition).expect("lowering");
     verify(graph, &program).expect("verified program");
+    program
+}
+
+fn check(graph: &Graph, expected: Expect) {
+    let program = lowered(graph);
     let names = |op: OpId| graph.op(op).name.clone();
     expected.assert_eq(&program.dump(&names));
 }

@@ -1,0 +1,188 @@
+//! Exchange scheduling: for one exchange phase, the horizon (cycles from
+//! the phase's start to its last delivered byte) with ordinary 32-bit
+//! exchange and with paired 64-bit exchange, and the choice of the shorter.
+//!
+//! The model, from the target's rates: a tile sends and receives 4 bytes a
+//! cycle; tiles whose physical ids differ in bit 1 may pair and move 8 bytes
+//! a cycle between them, shared, which helps only when one tile of a pair
+//! carries more than its partner. Each transfer costs its sender one cycle
+//! to issue (a pair issues serially); a copy within a tile runs at the local
+//! copy rate and does not use the exchange.
+
+use crate::lower::{ExchangePhase, Program};
+use crate::target::Target;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ExchangeSchedule {
+    /// Tiles that send anything.
+    pub senders: u32,
+    pub ordinary_horizon: u64,
+    pub paired_horizon: u64,
+    pub use_paired: bool,
+}
+
+impl ExchangeSchedule {
+    pub fn horizon(&self) -> u64 {
+        if self.use_paired {
+            self.paired_horizon
+        } else {
+            self.ordinary_horizon
+        }
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct Load {
+    sent: u64,
+    received: u64,
+    issues: u64,
+    local: u64,
+}
+
+/// Schedules one phase of `program`.
+pub fn exchange_schedule(
+    target: &Target,
+    program: &Program,
+    phase: &ExchangePhase,
+) -> ExchangeSchedule {
+    let mut loads: BTreeMap<u32, Load> = BTreeMap::new();
+    for transfer in &phase.transfers {
+        let source = program.buffer(transfer.source).tile;
+        let bytes = u64::from(transfer.bytes);
+        let mut remote = false;
+        for &(destination, _) in &transfer.destinations {
+            let tile = program.buffer(destination).tile;
+            if tile == source {
+                loads.entry(tile).or_default().local += bytes;
+            } else {
+                loads.entry(tile).or_default().received += bytes;
+                remote = true;
+            }
+        }
+        if remote {
+            // One send reaches every destination in the same cycle.
+            let load = loads.entry(source).or_default();
+            load.sent += bytes;
+            load.issues += 1;
+        }
+    }
+    let rate = u64::from(target.exchange.bytes_per_cycle);
+    let paired_rate = u64::from(target.exchange.paired_bytes_per_cycle);
+    let copy_rate = u64::from(target.exchange.memcpy_bytes_per_cycle);
+
+    let ordinary_horizon = loads
+        .values()
+        .map(|l| {
+            (l.sent.div_ceil(rate) + l.issues).max(l.received.div_ceil(rate))
+                + l.local.div_ceil(copy_rate)
+        })
+        .max()
+        .unwrap_or(0);
+
+    let mut pairs: BTreeMap<u32, Load> = BTreeMap::new();
+    for (&tile, load) in &loads {
+        let pair = pairs.entry(tile & !2).or_default();
+        pair.sent += load.sent;
+        pair.received += load.received;
+        pair.issues += load.issues;
+        pair.local = pair.local.max(load.local);
+    }
+    let paired_horizon = pairs
+        .values()
+        .map(|p| {
+            (p.sent.div_ceil(paired_rate) + p.issues).max(p.received.div_ceil(paired_rate))
+                + p.local.div_ceil(copy_rate)
+        })
+        .max()
+        .unwrap_or(0);
+
+    let senders = loads.values().filter(|l| l.issues > 0).count() as u32;
+    ExchangeSchedule {
+        senders,
+        ordinary_horizon,
+        paired_horizon,
+        use_paired: paired_horizon < ordinary_horizon,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::DType;
+    use crate::lower::layout::Piece;
+    use crate::lower::{Buffer, BufferId, BufferRole, Transfer};
+    use crate::plan::cost::MemoryClass;
+    use crate::target::IPU21;
+
+    fn program(tiles: &[u32]) -> Program {
+        let buffers = tiles
+            .iter()
+            .map(|&tile| Buffer {
+                tile,
+                dtype: DType::F16,
+                piece: Piece::row_major(vec![0], vec![4096]),
+                coordinates: vec![4096],
+                class: MemoryClass::Standard,
+                role: BufferRole::Activation {
+                    tensor: crate::graph::TensorId(0),
+                },
+            })
+            .collect();
+        Program {
+            buffers,
+            ..Program::default()
+        }
+    }
+
+    fn transfer(source: u32, bytes: u32, destinations: &[u32]) -> Transfer {
+        Transfer {
+            source: BufferId(source),
+            source_offset: 0,
+            bytes,
+            destinations: destinations.iter().map(|&d| (BufferId(d), 0)).collect(),
+        }
+    }
+
+    #[test]
+    fn balanced_phases_prefer_ordinary_exchange() {
+        // Tiles 0..4 each send 1 KiB to the next tile.
+        let program = program(&[0, 1, 2, 3]);
+        let phase = ExchangePhase {
+            purpose: "test".into(),
+            transfers: (0..4).map(|t| transfer(t, 1024, &[(t + 1) % 4])).collect(),
+        };
+        let schedule = exchange_schedule(&IPU21, &program, &phase);
+        assert_eq!(schedule.ordinary_horizon, 256 + 1);
+        assert_eq!(schedule.paired_horizon, 256 + 2);
+        assert!(!schedule.use_paired);
+    }
+
+    #[test]
+    fn a_lopsided_pair_shares_its_partners_bandwidth() {
+        // Tile 0 sends 4 KiB to tile 1; its partner, tile 2, is idle.
+        let program = program(&[0, 1, 2, 5]);
+        let phase = ExchangePhase {
+            purpose: "test".into(),
+            transfers: vec![transfer(0, 4096, &[3])],
+        };
+        let schedule = exchange_schedule(&IPU21, &program, &phase);
+        assert_eq!(schedule.ordinary_horizon, 1024 + 1);
+        assert_eq!(schedule.paired_horizon, 512 + 1);
+        assert!(schedule.use_paired);
+    }
+
+    #[test]
+    fn broadcasts_cost_the_sender_once_and_local_copies_use_memcpy() {
+        let program = program(&[0, 1, 2, 3]);
+        let phase = ExchangePhase {
+            purpose: "test".into(),
+            transfers: vec![transfer(0, 400, &[1, 2, 3]), transfer(1, 800, &[1])],
+        };
+        let schedule = exchange_schedule(&IPU21, &program, &phase);
+        // Tile 1 receives 400 bytes (100 cycles) and copies 800 locally (100).
+        assert_eq!(schedule.ordinary_horizon, 200);
+        assert_eq!(schedule.senders, 1);
+    }
+}
