@@ -7,11 +7,15 @@
 //! - [`graph`]: the validated project graph every phase starts from;
 //! - [`db`]: the salsa database and its file inputs (the core does no IO).
 
+pub mod cli;
 pub mod db;
+pub mod device;
+pub mod fsutil;
 pub mod graph;
 pub mod logging;
 pub mod lower;
 pub mod place;
 pub mod plan;
+pub mod profile;
 pub mod schedule;
 pub mod target;

@@ -12,8 +12,14 @@ use tracing_subscriber::EnvFilter;
 /// Installs the global subscriber: timestamps, level, spans, fields, on
 /// stderr. `default_level` applies when no filter variable is set.
 pub fn init(default_level: &str) {
-    let filter = std::env::var("IPUB_LOG")
-        .ok()
+    init_with(None, default_level)
+}
+
+/// Like [`init`], with an explicit filter that takes precedence.
+pub fn init_with(explicit: Option<&str>, default_level: &str) {
+    let filter = explicit
+        .map(str::to_string)
+        .or_else(|| std::env::var("IPUB_LOG").ok())
         .or_else(|| std::env::var("RUST_LOG").ok())
         .and_then(|spec| EnvFilter::try_new(spec).ok())
         .unwrap_or_else(|| EnvFilter::new(default_level));

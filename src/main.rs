@@ -1,5 +1,39 @@
-//! The `ipub` command-line driver.
+//! The `ipub` command line. Each command lives in `ipub::cli::<name>` and
+//! returns the exit code; this file only parses arguments, sets up logging
+//! and reports errors.
 
-fn main() {
-    println!("ipub");
+use clap::{Parser, Subcommand};
+use ipub::cli;
+use std::process::ExitCode;
+
+/// Incremental compiler and runner for IPU21 application packages.
+#[derive(Debug, Parser)]
+#[command(name = "ipub", version, about, long_about = None)]
+struct Cli {
+    /// Log filter in RUST_LOG syntax (overrides IPUB_LOG and RUST_LOG).
+    #[arg(long, global = true, value_name = "FILTER")]
+    log: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Summarise a run's cycle profile; export HTML or a Chrome trace.
+    Profile(cli::profile::ProfileArgs),
+}
+
+fn main() -> ExitCode {
+    let args = Cli::parse();
+    ipub::logging::init_with(args.log.as_deref(), "info");
+    let result = match &args.command {
+        Command::Profile(a) => cli::profile::run(a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
 }

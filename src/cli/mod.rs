@@ -1,0 +1,3 @@
+//! One module per `ipub` command; each `run` returns the process exit code.
+
+pub mod profile;
