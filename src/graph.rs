@@ -280,3 +280,91 @@ impl Graph {
         total
     }
 }
+
+impl Graph {
+    /// The stable text dump of a graph (`ipub build --emit graph`, tests).
+    pub fn dump(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "project {} target={} tiles={} seed={}",
+            self.name, self.target, self.tiles, self.seed
+        );
+        for tensor in self.tensors.iter().filter(|t| t.role != Role::Activation) {
+            let _ = write!(
+                out,
+                "{:?} {}: {}{:?}",
+                tensor.role, tensor.name, tensor.dtype, tensor.shape
+            );
+            if tensor.dtype.is_fp8() {
+                let _ = write!(out, " scale={}", tensor.scale);
+            }
+            if let Some(init) = tensor.init {
+                let _ = write!(out, " init={init:?}");
+            }
+            if let Some(repeat) = tensor.repeat {
+                let _ = write!(out, " per-iteration of repeat {repeat}");
+            }
+            out.push('\n');
+        }
+        for (i, op) in self.ops.iter().enumerate() {
+            let indent = if self.repeat_of(OpId(i as u32)).is_some() {
+                "    "
+            } else {
+                ""
+            };
+            if let Some(repeat) = self
+                .repeats
+                .iter()
+                .find(|r| r.body.first() == Some(&OpId(i as u32)))
+            {
+                let _ = writeln!(
+                    out,
+                    "repeat {} x{}: {} = {} -> {} = {}",
+                    repeat.name,
+                    repeat.count,
+                    self.tensor(repeat.carry_in).name,
+                    self.tensor(repeat.init).name,
+                    self.tensor(repeat.output).name,
+                    self.tensor(repeat.carry_out).name,
+                );
+            }
+            let output = self.tensor(op.output);
+            let inputs: Vec<&str> = op
+                .inputs
+                .iter()
+                .map(|&id| self.tensor(id).name.as_str())
+                .collect();
+            let _ = write!(
+                out,
+                "{indent}{} = {:?}({}) : {}{:?}",
+                output.name,
+                op.kind,
+                inputs.join(", "),
+                output.dtype,
+                output.shape
+            );
+            if output.dtype.is_fp8() {
+                let _ = write!(out, " scale={}", output.scale);
+            }
+            out.push('\n');
+        }
+        let names = |ids: &[TensorId]| {
+            ids.iter()
+                .map(|&id| self.tensor(id).name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(out, "outputs {}", names(&self.outputs));
+        let _ = writeln!(
+            out,
+            "check {:?} min_cosine_similarity={} max_abs_error={} outputs {}",
+            self.check.reference_precision,
+            self.check.min_cosine_similarity,
+            self.check.max_abs_error,
+            names(&self.check.outputs)
+        );
+        out
+    }
+}

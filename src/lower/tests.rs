@@ -220,6 +220,18 @@ fn repeats_are_lowered_once_with_per_iteration_weights() {
     let g = b.op(OpKind::Gelu, &[out], &[8, 16], DType::F16);
     b.graph.outputs = vec![g];
     let graph = b.graph;
+    expect![[r#"
+        project test target=ipu21 tiles=4 seed=1
+        Input x: f16[8, 16] init=Normal { std: 1.0 }
+        Weight w: f16[16, 16] init=Normal { std: 1.0 } per-iteration of repeat 0
+        repeat layers x3: h = x -> out = add1
+            matmul0 = Matmul { transpose_rhs: false }(h, w) : f16[8, 16]
+            add1 = Add(matmul0, h) : f16[8, 16]
+        gelu2 = Gelu(out) : f16[8, 16]
+        outputs gelu2
+        check Device min_cosine_similarity=0.99 max_abs_error=1 outputs 
+    "#]]
+    .assert_eq(&graph.dump());
     check(
         &graph,
         expect![[r#"
