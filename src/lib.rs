@@ -12,6 +12,7 @@ pub mod db;
 pub mod device;
 pub mod fsutil;
 pub mod graph;
+pub mod isa;
 pub mod logging;
 pub mod lower;
 pub mod place;

@@ -1,0 +1,111 @@
+//! The tile instruction set: ipub's own encoding of an IPU21-style worker and
+//! supervisor ISA (see `book/src/isa.md`).
+//!
+//! This module is the single source of truth for instructions. The assembler
+//! (`crate::asm`) hands it a mnemonic with parsed operands and gets back an
+//! encoded word plus, when an operand names a symbol, a fixup for the linker;
+//! the executor decodes words back into [`Inst`]s.
+//!
+//! Fixed facts of the encoding that the rest of the crate relies on:
+//! - every instruction is one 32-bit little-endian word at a 4-byte aligned
+//!   address;
+//! - a bundle `{ main ; aux }` is two words at an 8-byte aligned address, the
+//!   main-pipeline instruction first;
+//! - relocations patch one word; [`RelocKind::Abs32`] is the whole word (used
+//!   by `.word symbol`).
+
+/// An operand as the assembler parsed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Operand {
+    /// A register, written without the `$`, exactly as in the source after
+    /// lower-casing: `m3`, `a0:1` (pair), `a4:7` (quad), `azero`, `mzero`,
+    /// or a control/status register name.
+    Register(String),
+    /// A value: a constant or a symbol plus addend (resolved by the linker).
+    Value(Value),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    Const(i64),
+    Symbol { name: String, addend: i64 },
+}
+
+/// One encoded instruction word; `fixup` is present when an operand named a
+/// symbol, and says how the linker must patch the word.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    pub word: u32,
+    pub fixup: Option<Fixup>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fixup {
+    pub kind: RelocKind,
+    pub symbol: String,
+    pub addend: i64,
+}
+
+/// How a relocation patches a word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RelocKind {
+    /// The whole 32-bit word holds `S + A`.
+    Abs32,
+}
+
+impl RelocKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RelocKind::Abs32 => "abs32",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<RelocKind> {
+        match name {
+            "abs32" => Some(RelocKind::Abs32),
+            _ => None,
+        }
+    }
+
+    /// Whether the patched field holds `S + A - P` (P = the word's address).
+    pub fn is_pc_relative(self) -> bool {
+        false
+    }
+}
+
+/// Why an instruction could not be encoded. `operand` is the 0-based index
+/// of the offending operand, so the assembler can point at its column.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InstError {
+    pub operand: Option<usize>,
+    pub message: String,
+}
+
+/// Encodes one instruction.
+pub fn assemble(mnemonic: &str, operands: &[Operand]) -> Result<Encoded, InstError> {
+    let _ = operands;
+    Err(InstError {
+        operand: None,
+        message: format!("unknown instruction `{mnemonic}`"),
+    })
+}
+
+/// Checks that two encoded words may issue together as `{ main ; aux }`.
+pub fn check_bundle(main: u32, aux: u32) -> Result<(), InstError> {
+    let _ = (main, aux);
+    Err(InstError {
+        operand: None,
+        message: "bundles are not supported yet".into(),
+    })
+}
+
+/// Patches `word` (at address `place`) with `value` = S + A.
+pub fn apply_reloc(kind: RelocKind, word: u32, value: i64, place: u32) -> Result<u32, String> {
+    let _ = (word, place);
+    match kind {
+        RelocKind::Abs32 => u32::try_from(value)
+            .or_else(|_| i32::try_from(value).map(|v| v as u32))
+            .map_err(|_| format!("value {value:#x} does not fit in 32 bits")),
+    }
+}
