@@ -10,6 +10,7 @@
 pub mod cli;
 pub mod db;
 pub mod device;
+pub mod diagnostic;
 pub mod fsutil;
 pub mod graph;
 pub mod isa;
@@ -18,5 +19,6 @@ pub mod lower;
 pub mod place;
 pub mod plan;
 pub mod profile;
+pub mod project;
 pub mod schedule;
 pub mod target;

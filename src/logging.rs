@@ -17,12 +17,22 @@ pub fn init(default_level: &str) {
 
 /// Like [`init`], with an explicit filter that takes precedence.
 pub fn init_with(explicit: Option<&str>, default_level: &str) {
-    let filter = explicit
+    let spec = explicit
         .map(str::to_string)
         .or_else(|| std::env::var("IPUB_LOG").ok())
         .or_else(|| std::env::var("RUST_LOG").ok())
-        .and_then(|spec| EnvFilter::try_new(spec).ok())
-        .unwrap_or_else(|| EnvFilter::new(default_level));
+        .unwrap_or_else(|| default_level.to_string());
+    // Salsa reports every query execution at info level; that is for
+    // debugging ipub itself, so it is shown only when asked for by name.
+    let spec = if spec.contains("salsa") {
+        spec
+    } else {
+        format!("{spec},salsa=warn")
+    };
+    let filter = EnvFilter::try_new(&spec).unwrap_or_else(|error| {
+        eprintln!("warning: ignoring log filter `{spec}`: {error}");
+        EnvFilter::new(format!("{default_level},salsa=warn"))
+    });
     // A second initialisation (tests) is harmless, so its error is ignored.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

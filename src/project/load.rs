@@ -1,0 +1,177 @@
+//! Reading a project's files: the root, then its includes, depth first.
+//!
+//! Include paths are relative to the including file. A file reached twice
+//! (a diamond) is read once; a file that includes itself, directly or
+//! through others, is an error at the `include` entry that closes the cycle.
+
+use super::syntax::FileAst;
+use crate::diagnostic::Diagnostic;
+use camino::{Utf8Path, Utf8PathBuf};
+use std::sync::Arc;
+use toml::Spanned;
+
+/// One parsed file.
+pub struct LoadedFile {
+    pub path: Utf8PathBuf,
+    pub text: Arc<str>,
+    pub ast: FileAst,
+    /// Whether this is the root project file.
+    pub is_root: bool,
+}
+
+/// The files of a project in load order (includes before their includer),
+/// and the problems met while reading them.
+pub struct Loaded {
+    pub files: Vec<LoadedFile>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+pub type ReadFile<'a> = dyn Fn(&Utf8Path) -> Option<Arc<str>> + 'a;
+
+pub fn load(root: &Utf8Path, read: &ReadFile<'_>) -> Loaded {
+    let mut loaded = Loaded {
+        files: Vec::new(),
+        diagnostics: Vec::new(),
+    };
+    let Some(text) = read(root) else {
+        loaded.diagnostics.push(
+            Diagnostic::error(format!("cannot read project file `{root}`"))
+                .note("the file does not exist or is not UTF-8 text"),
+        );
+        return loaded;
+    };
+    let mut stack = vec![root.to_owned()];
+    load_file(root, text, true, &mut stack, read, &mut loaded);
+    loaded
+}
+
+fn load_file(
+    path: &Utf8Path,
+    text: Arc<str>,
+    is_root: bool,
+    stack: &mut Vec<Utf8PathBuf>,
+    read: &ReadFile<'_>,
+    loaded: &mut Loaded,
+) {
+    let ast = match toml::from_str::<FileAst>(&text) {
+        Ok(ast) => ast,
+        Err(error) => {
+            let span = error.span().unwrap_or(0..0);
+            let message = error.message().trim_end().to_string();
+            loaded
+                .diagnostics
+                .push(Diagnostic::error(message).at(path, span));
+            return;
+        }
+    };
+    for include in &ast.include {
+        let target = resolve(path, include.get_ref());
+        if stack.contains(&target) {
+            let chain: Vec<String> = stack
+                .iter()
+                .skip_while(|p| **p != target)
+                .map(|p| p.to_string())
+                .chain([target.to_string()])
+                .collect();
+            loaded.diagnostics.push(
+                Diagnostic::error(format!("include cycle through `{}`", include.get_ref()))
+                    .at(path, include.span())
+                    .label("this include closes the cycle")
+                    .note(format!("cycle: {}", chain.join(" -> "))),
+            );
+            continue;
+        }
+        if loaded.files.iter().any(|f| f.path == target) {
+            continue;
+        }
+        let Some(included_text) = read(&target) else {
+            loaded.diagnostics.push(
+                Diagnostic::error(format!("included file `{}` not found", include.get_ref()))
+                    .at(path, include.span())
+                    .label(format!("looked for `{target}`")),
+            );
+            continue;
+        };
+        stack.push(target.clone());
+        load_file(&target, included_text, false, stack, read, loaded);
+        stack.pop();
+    }
+    loaded.files.push(LoadedFile {
+        path: path.to_owned(),
+        text,
+        ast,
+        is_root,
+    });
+}
+
+/// `include` relative to the directory of `from`, with `.` and `..`
+/// resolved lexically so the same file always has the same path.
+pub fn resolve(from: &Utf8Path, include: &str) -> Utf8PathBuf {
+    let joined = match from.parent() {
+        Some(dir) => dir.join(include),
+        None => Utf8PathBuf::from(include),
+    };
+    normalize(&joined)
+}
+
+fn normalize(path: &Utf8Path) -> Utf8PathBuf {
+    use camino::Utf8Component;
+    let mut out = Utf8PathBuf::new();
+    for component in path.components() {
+        match component {
+            Utf8Component::CurDir => {}
+            Utf8Component::ParentDir => {
+                let can_pop = out
+                    .components()
+                    .next_back()
+                    .is_some_and(|c| matches!(c, Utf8Component::Normal(_)));
+                if can_pop {
+                    out.pop();
+                } else {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_str()),
+        }
+    }
+    out
+}
+
+/// The span of the key whose value is at `value`: the text before a
+/// `key = value` pair. Falls back to the value's span.
+pub fn key_span<T>(text: &str, value: &Spanned<T>) -> std::ops::Range<usize> {
+    let span = value.span();
+    let before = &text[..span.start.min(text.len())];
+    let trimmed = before.trim_end();
+    let Some(eq) = trimmed.strip_suffix('=') else {
+        return span;
+    };
+    let key_text = eq.trim_end();
+    let end = key_text.len();
+    let start = key_text
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
+        .map_or(0, |i| i + 1);
+    if start < end {
+        start..end
+    } else {
+        span
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn includes_resolve_relative_to_the_including_file() {
+        assert_eq!(
+            resolve(Utf8Path::new("projects/vit.toml"), "layers/block.toml"),
+            "projects/layers/block.toml"
+        );
+        assert_eq!(
+            resolve(Utf8Path::new("projects/a/x.toml"), "../b/./y.toml"),
+            "projects/b/y.toml"
+        );
+        assert_eq!(resolve(Utf8Path::new("x.toml"), "../y.toml"), "../y.toml");
+    }
+}

@@ -1,0 +1,80 @@
+//! Projects: TOML files (and the files they include) to a validated
+//! [`Graph`] with diagnostics.
+//!
+//! The format is documented in `book/src/project-format.md`. Three layers:
+//! [`syntax`] (serde structures with spans; unknown keys are errors),
+//! [`load`] (the root file and its includes), [`validate`] (names,
+//! dependency order, shape and dtype rules in [`shapes`]).
+//!
+//! [`project_graph`] is the salsa query the rest of the pipeline starts from.
+//! Its result holds no spans when the project is valid, so an edit that only
+//! moves text (a comment, whitespace) produces an equal result and nothing
+//! downstream re-runs.
+
+pub mod load;
+pub mod shapes;
+pub mod syntax;
+pub mod validate;
+
+use crate::db::{Db, SourceFile};
+use crate::diagnostic::Diagnostic;
+use crate::graph::Graph;
+use camino::{Utf8Path, Utf8PathBuf};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// A file being validated, for making located diagnostics.
+pub struct Site<'a> {
+    pub path: &'a Utf8Path,
+    pub text: &'a str,
+}
+
+impl Site<'_> {
+    pub fn error(&self, message: impl Into<String>, span: Range<usize>) -> Diagnostic {
+        Diagnostic::error(message).at(self.path, span)
+    }
+}
+
+/// What validating a project produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProjectResult {
+    /// Present when there are no errors.
+    pub graph: Option<Arc<Graph>>,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Every file read: the root and its includes (for watchers).
+    pub files: Vec<Utf8PathBuf>,
+}
+
+/// The validated graph of the project whose root file is `root`.
+///
+/// One query per project: it reads the root and every included file, so an
+/// edit to an include invalidates exactly the projects that include it.
+#[salsa::tracked(returns(ref))]
+pub fn project_graph(db: &dyn Db, root: SourceFile) -> ProjectResult {
+    let read = |path: &Utf8Path| -> Option<Arc<str>> {
+        if path == root.path(db) {
+            return root.contents(db).clone();
+        }
+        db.file(path).contents(db).clone()
+    };
+    validate_with(root.path(db), &read)
+}
+
+/// Validation without salsa (for tools and tests that have the text).
+pub fn validate_with(root: &Utf8Path, read: &load::ReadFile<'_>) -> ProjectResult {
+    let loaded = load::load(root, read);
+    let files = if loaded.files.is_empty() {
+        vec![root.to_owned()]
+    } else {
+        loaded.files.iter().map(|f| f.path.clone()).collect()
+    };
+    let (graph, diagnostics) = validate::validate(&loaded);
+    ProjectResult {
+        graph: graph.map(Arc::new),
+        diagnostics,
+        files,
+    }
+}
+
+#[cfg(test)]
+mod tests;

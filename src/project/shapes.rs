@@ -1,0 +1,581 @@
+//! Shape and dtype rules of each operation.
+//!
+//! [`infer`] checks an operation's inputs and attributes and returns what it
+//! produces. Errors point at the key at fault: an input name for a shape or
+//! dtype mismatch, the attribute for a bad attribute.
+
+use super::syntax::OpAst;
+use super::Site;
+use crate::diagnostic::Diagnostic;
+use crate::graph::{DType, OpKind};
+use toml::Spanned;
+
+/// An input as the rules see it.
+pub struct Input<'a> {
+    pub name: &'a Spanned<String>,
+    pub shape: &'a [usize],
+    pub dtype: DType,
+}
+
+pub struct Inferred {
+    pub kind: OpKind,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub scale: i8,
+}
+
+/// The FP8 scales the device's cast instructions accept.
+pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=31;
+
+const OP_NAMES: &[&str] = &[
+    "matmul",
+    "cast",
+    "add",
+    "gelu",
+    "softmax",
+    "layernorm",
+    "transpose",
+    "reshape",
+    "rearrange",
+];
+
+pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diagnostic> {
+    let kind = op.op.get_ref().as_str();
+    if !OP_NAMES.contains(&kind) {
+        return Err(site
+            .error(format!("unknown op `{kind}`"), op.op.span())
+            .help(format!("ops are {}", OP_NAMES.join(", "))));
+    }
+    reject_foreign_keys(site, op, kind)?;
+    let arity = match kind {
+        "matmul" | "add" => 2,
+        "layernorm" => 3,
+        _ => 1,
+    };
+    if inputs.len() != arity {
+        return Err(site
+            .error(
+                format!(
+                    "`{kind}` takes {arity} input{}, found {}",
+                    if arity == 1 { "" } else { "s" },
+                    inputs.len()
+                ),
+                op.inputs.span(),
+            )
+            .label(format!("expected {arity}")));
+    }
+    let declared = declared_dtype(site, op)?;
+    match kind {
+        "matmul" => matmul(site, op, inputs, declared),
+        "cast" => cast(site, op, inputs, declared),
+        "add" => add(site, op, inputs, declared),
+        "gelu" | "softmax" => {
+            let x = &inputs[0];
+            require_dtype(site, x, &[DType::F16], kind)?;
+            let out = output_dtype(site, op, declared, DType::F16, &[DType::F16])?;
+            let kind = if kind == "gelu" {
+                OpKind::Gelu
+            } else {
+                let scale = op.scale.as_ref().map_or(1.0, |s| *s.get_ref()) as f32;
+                if !scale.is_finite() {
+                    return Err(site.error("softmax `scale` must be finite", span(&op.scale)));
+                }
+                OpKind::Softmax {
+                    scale,
+                    causal: op.causal.as_ref().is_some_and(|c| *c.get_ref()),
+                }
+            };
+            Ok(plain(kind, x.shape.to_vec(), out))
+        }
+        "layernorm" => layernorm(site, op, inputs, declared),
+        "transpose" => transpose(site, op, inputs, declared),
+        "reshape" => reshape(site, op, inputs, declared),
+        _ => rearrange(site, op, inputs, declared),
+    }
+}
+
+fn span<T>(value: &Option<Spanned<T>>) -> std::ops::Range<usize> {
+    value.as_ref().map_or(0..0, |v| v.span())
+}
+
+fn plain(kind: OpKind, shape: Vec<usize>, dtype: DType) -> Inferred {
+    Inferred {
+        kind,
+        shape,
+        dtype,
+        scale: 0,
+    }
+}
+
+/// Attributes that belong to other ops are errors, not silently ignored.
+fn reject_foreign_keys(site: &Site, op: &OpAst, kind: &str) -> Result<(), Diagnostic> {
+    type Attribute<'k> = (&'k str, Option<std::ops::Range<usize>>, &'k [&'k str]);
+    let present: [Attribute; 6] = [
+        (
+            "transpose_rhs",
+            op.transpose_rhs.as_ref().map(|v| v.span()),
+            &["matmul"],
+        ),
+        ("causal", op.causal.as_ref().map(|v| v.span()), &["softmax"]),
+        (
+            "epsilon",
+            op.epsilon.as_ref().map(|v| v.span()),
+            &["layernorm"],
+        ),
+        ("perm", op.perm.as_ref().map(|v| v.span()), &["transpose"]),
+        ("shape", op.shape.as_ref().map(|v| v.span()), &["reshape"]),
+        ("block", op.block.as_ref().map(|v| v.span()), &["rearrange"]),
+    ];
+    for (key, value_span, allowed) in present {
+        if let Some(value_span) = value_span {
+            if !allowed.contains(&kind) {
+                return Err(site
+                    .error(
+                        format!("key `{key}` is not allowed for a `{kind}` op"),
+                        value_span,
+                    )
+                    .help(format!("`{key}` belongs to `{}` ops", allowed.join("`, `"))));
+            }
+        }
+    }
+    if let Some(scale) = &op.scale {
+        if !matches!(kind, "softmax" | "cast") {
+            return Err(site
+                .error(
+                    format!("key `scale` is not allowed for a `{kind}` op"),
+                    scale.span(),
+                )
+                .help("`scale` is the FP8 scale of a cast's output, or softmax's multiplier"));
+        }
+    }
+    Ok(())
+}
+
+fn declared_dtype(
+    site: &Site,
+    op: &OpAst,
+) -> Result<Option<(DType, std::ops::Range<usize>)>, Diagnostic> {
+    let Some(dtype) = &op.dtype else {
+        return Ok(None);
+    };
+    match DType::from_name(dtype.get_ref()) {
+        Some(d) => Ok(Some((d, dtype.span()))),
+        None => Err(site
+            .error(format!("unknown dtype `{}`", dtype.get_ref()), dtype.span())
+            .help("dtypes are f32, f16, f143, f152")),
+    }
+}
+
+/// The output dtype: the declared one if allowed, else an error; `default`
+/// when the op does not say.
+fn output_dtype(
+    site: &Site,
+    op: &OpAst,
+    declared: Option<(DType, std::ops::Range<usize>)>,
+    default: DType,
+    allowed: &[DType],
+) -> Result<DType, Diagnostic> {
+    match declared {
+        None => Ok(default),
+        Some((d, _)) if allowed.contains(&d) => Ok(d),
+        Some((d, span)) => Err(site
+            .error(format!("`{}` cannot produce {d}", op.op.get_ref()), span)
+            .label(format!("allowed: {}", names(allowed)))),
+    }
+}
+
+fn names(dtypes: &[DType]) -> String {
+    dtypes
+        .iter()
+        .map(|d| d.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn require_dtype(
+    site: &Site,
+    input: &Input,
+    allowed: &[DType],
+    kind: &str,
+) -> Result<(), Diagnostic> {
+    if allowed.contains(&input.dtype) {
+        return Ok(());
+    }
+    Err(site
+        .error(
+            format!(
+                "dtype {} is not allowed for `{kind}` input `{}`",
+                input.dtype,
+                input.name.get_ref()
+            ),
+            input.name.span(),
+        )
+        .label(format!("allowed: {}", names(allowed))))
+}
+
+fn shape_text(shape: &[usize]) -> String {
+    format!("{shape:?}")
+}
+
+fn matmul(
+    site: &Site,
+    op: &OpAst,
+    inputs: &[Input],
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<Inferred, Diagnostic> {
+    let (a, b) = (&inputs[0], &inputs[1]);
+    let amp_inputs = [DType::F16, DType::F143, DType::F152];
+    require_dtype(site, a, &amp_inputs, "matmul")?;
+    require_dtype(site, b, &amp_inputs, "matmul")?;
+    if a.dtype.is_fp8() != b.dtype.is_fp8() {
+        return Err(site
+            .error(
+                format!(
+                    "matmul operands must both be f16 or both FP8, found {} and {}",
+                    a.dtype, b.dtype
+                ),
+                b.name.span(),
+            )
+            .help("insert a `cast` op"));
+    }
+    for x in [a, b] {
+        if x.shape.len() < 2 {
+            return Err(site.error(
+                format!(
+                    "matmul operand `{}` must have at least 2 dimensions, has shape {}",
+                    x.name.get_ref(),
+                    shape_text(x.shape)
+                ),
+                x.name.span(),
+            ));
+        }
+    }
+    let transpose = op.transpose_rhs.as_ref().is_some_and(|t| *t.get_ref());
+    let (m, k) = (a.shape[a.shape.len() - 2], a.shape[a.shape.len() - 1]);
+    let (rb, cb) = (b.shape[b.shape.len() - 2], b.shape[b.shape.len() - 1]);
+    let (bk, n) = if transpose { (cb, rb) } else { (rb, cb) };
+    if bk != k {
+        return Err(site
+            .error(
+                format!(
+                    "matmul inner dimensions do not match: `{}` is {} and `{}` is {}{}",
+                    a.name.get_ref(),
+                    shape_text(a.shape),
+                    b.name.get_ref(),
+                    shape_text(b.shape),
+                    if transpose { " (transposed)" } else { "" }
+                ),
+                b.name.span(),
+            )
+            .label(format!("expected inner dimension {k}, found {bk}")));
+    }
+    let batch_a = &a.shape[..a.shape.len() - 2];
+    let batch_b = &b.shape[..b.shape.len() - 2];
+    if !batch_b.is_empty() && batch_b != batch_a {
+        return Err(site
+            .error(
+                format!(
+                    "matmul batch dimensions do not match: {} and {}",
+                    shape_text(batch_a),
+                    shape_text(batch_b)
+                ),
+                b.name.span(),
+            )
+            .help("the right operand must be 2-D or have the same batch dimensions"));
+    }
+    let out = output_dtype(site, op, declared, DType::F16, &[DType::F16])?;
+    let mut shape = batch_a.to_vec();
+    shape.extend([m, n]);
+    Ok(plain(
+        OpKind::Matmul {
+            transpose_rhs: transpose,
+        },
+        shape,
+        out,
+    ))
+}
+
+fn cast(
+    site: &Site,
+    op: &OpAst,
+    inputs: &[Input],
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<Inferred, Diagnostic> {
+    let x = &inputs[0];
+    let Some((out, dtype_span)) = declared else {
+        return Err(site
+            .error("a `cast` must name its output `dtype`", op.op.span())
+            .help("add `dtype = \"f143\"` (or f152, f16, f32)"));
+    };
+    let allowed = matches!(
+        (x.dtype, out),
+        (DType::F16, DType::F143 | DType::F152 | DType::F32)
+            | (DType::F143 | DType::F152 | DType::F32, DType::F16)
+    );
+    if !allowed {
+        return Err(site
+            .error(
+                format!("the device has no cast from {} to {out}", x.dtype),
+                dtype_span,
+            )
+            .note("casts go between f16 and f32, f143 or f152; FP8 and f32 convert through f16"));
+    }
+    let scale = match &op.scale {
+        Some(s) if !out.is_fp8() => {
+            return Err(site.error(
+                format!("`scale` only applies to FP8 outputs, not {out}"),
+                s.span(),
+            ))
+        }
+        Some(s) => fp8_scale(site, *s.get_ref(), s.span())?,
+        None => 0,
+    };
+    Ok(Inferred {
+        kind: OpKind::Cast,
+        shape: x.shape.to_vec(),
+        dtype: out,
+        scale,
+    })
+}
+
+/// Checks an FP8 scale value.
+pub fn fp8_scale(site: &Site, value: f64, span: std::ops::Range<usize>) -> Result<i8, Diagnostic> {
+    if value.fract() != 0.0 || !FP8_SCALE_RANGE.contains(&(value as i64)) {
+        return Err(site
+            .error(format!("FP8 scale {value} is out of range"), span)
+            .label(format!(
+                "expected an integer in {}..={}",
+                FP8_SCALE_RANGE.start(),
+                FP8_SCALE_RANGE.end()
+            )));
+    }
+    Ok(value as i8)
+}
+
+fn add(
+    site: &Site,
+    op: &OpAst,
+    inputs: &[Input],
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<Inferred, Diagnostic> {
+    let (a, b) = (&inputs[0], &inputs[1]);
+    require_dtype(site, a, &[DType::F16, DType::F32], "add")?;
+    if b.dtype != a.dtype {
+        return Err(site.error(
+            format!(
+                "add operands must have the same dtype, found {} and {}",
+                a.dtype, b.dtype
+            ),
+            b.name.span(),
+        ));
+    }
+    let Some(shape) = broadcast(a.shape, b.shape) else {
+        return Err(site
+            .error(
+                format!(
+                    "shapes {} and {} do not broadcast",
+                    shape_text(a.shape),
+                    shape_text(b.shape)
+                ),
+                b.name.span(),
+            )
+            .note("NumPy rules: trailing dimensions must be equal or 1"));
+    };
+    let out = output_dtype(site, op, declared, a.dtype, &[a.dtype])?;
+    Ok(plain(OpKind::Add, shape, out))
+}
+
+/// NumPy broadcasting of two shapes.
+pub fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| {
+        let pad = rank - s.len();
+        if i < pad {
+            1
+        } else {
+            s[i - pad]
+        }
+    };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+fn layernorm(
+    site: &Site,
+    op: &OpAst,
+    inputs: &[Input],
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<Inferred, Diagnostic> {
+    let x = &inputs[0];
+    require_dtype(site, x, &[DType::F16], "layernorm")?;
+    let width = *x.shape.last().unwrap_or(&0);
+    for p in &inputs[1..] {
+        require_dtype(site, p, &[DType::F16], "layernorm")?;
+        if p.shape != [width] {
+            return Err(site
+                .error(
+                    format!(
+                        "layernorm parameter `{}` has shape {}, expected [{width}]",
+                        p.name.get_ref(),
+                        shape_text(p.shape)
+                    ),
+                    p.name.span(),
+                )
+                .note("inputs are x, gamma, beta; gamma and beta match x's last axis"));
+        }
+    }
+    let epsilon = op.epsilon.as_ref().map_or(1e-5, |e| *e.get_ref());
+    if !(epsilon > 0.0 && epsilon.is_finite()) {
+        return Err(site.error("layernorm `epsilon` must be positive", span(&op.epsilon)));
+    }
+    let out = output_dtype(site, op, declared, DType::F16, &[DType::F16])?;
+    Ok(plain(
+        OpKind::Layernorm {
+            epsilon: epsilon as f32,
+        },
+        x.shape.to_vec(),
+        out,
+    ))
+}
+
+fn same_dtype(
+    site: &Site,
+    op: &OpAst,
+    x: &Input,
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<DType, Diagnostic> {
+    output_dtype(site, op, declared, x.dtype, &[x.dtype])
+}
+
+fn transpose(
+    site: &Site,
+    op: &OpAst,
+    inputs: &[Input],
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<Inferred, Diagnostic> {
+    let x = &inputs[0];
+    let dtype = same_dtype(site, op, x, declared)?;
+    let Some(perm) = &op.perm else {
+        return Err(site.error("a `transpose` needs `perm`", op.op.span()));
+    };
+    let values: Vec<i64> = perm.get_ref().iter().map(|v| *v.get_ref()).collect();
+    let mut seen = vec![false; x.shape.len()];
+    let valid = values.len() == x.shape.len()
+        && values.iter().all(|&p| {
+            usize::try_from(p)
+                .ok()
+                .filter(|&p| p < seen.len() && !seen[p])
+                .map(|p| seen[p] = true)
+                .is_some()
+        });
+    if !valid {
+        return Err(site.error(
+            format!(
+                "`perm` {values:?} is not a permutation of the {} axes of `{}`",
+                x.shape.len(),
+                x.name.get_ref()
+            ),
+            perm.span(),
+        ));
+    }
+    let perm: Vec<usize> = values.iter().map(|&p| p as usize).collect();
+    let shape = perm.iter().map(|&p| x.shape[p]).collect();
+    Ok(plain(OpKind::Transpose { perm }, shape, dtype))
+}
+
+fn reshape(
+    site: &Site,
+    op: &OpAst,
+    inputs: &[Input],
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<Inferred, Diagnostic> {
+    let x = &inputs[0];
+    let dtype = same_dtype(site, op, x, declared)?;
+    let Some(shape) = &op.shape else {
+        return Err(site.error("a `reshape` needs `shape`", op.op.span()));
+    };
+    let total: usize = x.shape.iter().product();
+    let dims: Vec<i64> = shape.get_ref().iter().map(|d| *d.get_ref()).collect();
+    let inferred = dims.iter().filter(|&&d| d == -1).count();
+    let known: Option<usize> = dims
+        .iter()
+        .filter(|&&d| d != -1)
+        .try_fold(1usize, |acc, &d| {
+            usize::try_from(d)
+                .ok()
+                .filter(|&d| d > 0)
+                .and_then(|d| acc.checked_mul(d))
+        });
+    let resolved = match (known, inferred) {
+        (Some(k), 0) if k == total => Some(dims.iter().map(|&d| d as usize).collect::<Vec<_>>()),
+        (Some(k), 1) if k > 0 && total.is_multiple_of(k) => Some(
+            dims.iter()
+                .map(|&d| if d == -1 { total / k } else { d as usize })
+                .collect(),
+        ),
+        _ => None,
+    };
+    match resolved {
+        Some(shape) => Ok(plain(OpKind::Reshape, shape, dtype)),
+        None => Err(site
+            .error(
+                format!(
+                    "cannot reshape `{}` of shape {} ({total} elements) to {dims:?}",
+                    x.name.get_ref(),
+                    shape_text(x.shape)
+                ),
+                shape.span(),
+            )
+            .note("dimensions must be positive, at most one may be -1, and the element count must stay the same")),
+    }
+}
+
+fn rearrange(
+    site: &Site,
+    op: &OpAst,
+    inputs: &[Input],
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<Inferred, Diagnostic> {
+    let x = &inputs[0];
+    require_dtype(site, x, &[DType::F16], "rearrange")?;
+    let dtype = same_dtype(site, op, x, declared)?;
+    let Some(block) = &op.block else {
+        return Err(site.error(
+            "a `rearrange` needs `block = [rows, columns]`",
+            op.op.span(),
+        ));
+    };
+    let values: Vec<i64> = block.get_ref().iter().map(|v| *v.get_ref()).collect();
+    let [r, c] = values[..] else {
+        return Err(site.error("`block` must be [rows, columns]", block.span()));
+    };
+    let rank = x.shape.len();
+    let fits = r > 0
+        && c > 0
+        && rank >= 2
+        && x.shape[rank - 2].is_multiple_of(r as usize)
+        && x.shape[rank - 1].is_multiple_of(c as usize);
+    if !fits {
+        return Err(site.error(
+            format!(
+                "block [{r}, {c}] does not tile the last two axes of `{}` (shape {})",
+                x.name.get_ref(),
+                shape_text(x.shape)
+            ),
+            block.span(),
+        ));
+    }
+    Ok(plain(
+        OpKind::Rearrange {
+            block: [r as usize, c as usize],
+        },
+        x.shape.to_vec(),
+        dtype,
+    ))
+}

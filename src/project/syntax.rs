@@ -1,0 +1,99 @@
+//! The project file as written: serde structures with spans.
+//!
+//! Every struct denies unknown keys, so a misspelt key is a diagnostic and
+//! not a silently ignored setting. Values are wrapped in [`Spanned`] wherever
+//! validation may need to point at them.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// One TOML file: the root project or an included file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileAst {
+    pub project: Option<Spanned<ProjectAst>>,
+    #[serde(default)]
+    pub include: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub tensor: Vec<Spanned<TensorAst>>,
+    #[serde(default)]
+    pub op: Vec<Spanned<OpAst>>,
+    #[serde(default)]
+    pub repeat: Vec<Spanned<RepeatAst>>,
+    pub check: Option<Spanned<CheckAst>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectAst {
+    pub name: Spanned<String>,
+    pub target: Spanned<String>,
+    pub tiles: Spanned<i64>,
+    #[serde(default)]
+    pub seed: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorAst {
+    pub name: Spanned<String>,
+    pub shape: Spanned<Vec<Spanned<i64>>>,
+    pub dtype: Spanned<String>,
+    pub scale: Option<Spanned<i64>>,
+    pub role: Spanned<String>,
+    pub init: Option<Spanned<InitAst>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InitAst {
+    pub dist: Spanned<String>,
+    pub std: Option<Spanned<f64>>,
+    pub scale: Option<Spanned<f64>>,
+}
+
+/// An operation; which of the optional keys are allowed depends on `op`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpAst {
+    pub name: Spanned<String>,
+    pub op: Spanned<String>,
+    pub inputs: Spanned<Vec<Spanned<String>>>,
+    pub dtype: Option<Spanned<String>>,
+    /// The FP8 output's power-of-two scale, or softmax's multiplier.
+    pub scale: Option<Spanned<f64>>,
+    pub transpose_rhs: Option<Spanned<bool>>,
+    pub causal: Option<Spanned<bool>>,
+    pub epsilon: Option<Spanned<f64>>,
+    pub perm: Option<Spanned<Vec<Spanned<i64>>>>,
+    pub shape: Option<Spanned<Vec<Spanned<i64>>>>,
+    pub block: Option<Spanned<Vec<Spanned<i64>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepeatAst {
+    /// Also the name of the tensor that receives the last iteration's result.
+    pub name: Spanned<String>,
+    pub count: Spanned<i64>,
+    /// The tensor entering the first iteration.
+    pub input: Spanned<String>,
+    /// The body-local name of the activation entering each iteration.
+    pub carry: Spanned<String>,
+    /// The body tensor that becomes the next iteration's `carry`.
+    pub result: Spanned<String>,
+    /// Per-iteration weights.
+    #[serde(default)]
+    pub tensor: Vec<Spanned<TensorAst>>,
+    #[serde(default)]
+    pub op: Vec<Spanned<OpAst>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckAst {
+    pub reference_precision: Spanned<String>,
+    pub min_cosine_similarity: Spanned<f64>,
+    pub max_abs_error: Spanned<f64>,
+    pub outputs: Spanned<Vec<Spanned<String>>>,
+}

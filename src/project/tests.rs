@@ -1,0 +1,173 @@
+//! Project validation on an in-memory file system, through the salsa query.
+
+use super::project_graph;
+use crate::db::{Database, Db, MemoryFs};
+use camino::Utf8Path;
+use expect_test::{expect, Expect};
+use std::sync::Arc;
+
+const LAYER: &str = r#"
+[[repeat]]
+name = "stack"
+count = 2
+input = "x"
+carry = "h"
+result = "h_next"
+
+[[repeat.tensor]]
+name = "w"
+shape = [16, 16]
+dtype = "f143"
+scale = -3
+role = "weight"
+init = { dist = "uniform", scale = 0.25 }
+
+[[repeat.op]]
+name = "h_next"
+op = "add"
+inputs = ["h", "mixed"]
+
+[[repeat.op]]
+name = "h_f8"
+op = "cast"
+inputs = ["h"]
+dtype = "f143"
+
+[[repeat.op]]
+name = "mixed"
+op = "matmul"
+inputs = ["h_f8", "w"]
+dtype = "f16"
+"#;
+
+const ROOT: &str = r#"
+include = ["layers/stack.toml"]
+
+[project]
+name = "small"
+target = "ipu21"
+tiles = 4
+seed = 9
+
+[[tensor]]
+name = "x"
+shape = [8, 16]
+dtype = "f16"
+role = "input"
+
+[[op]]
+name = "y"
+op = "softmax"
+inputs = ["stack"]
+scale = 0.5
+causal = true
+
+[check]
+reference_precision = "f32"
+min_cosine_similarity = 0.999
+max_abs_error = 0.01
+outputs = ["y"]
+"#;
+
+fn database() -> (Database, MemoryFs) {
+    let fs = MemoryFs::new();
+    fs.write("p/small.toml", ROOT);
+    fs.write("p/layers/stack.toml", LAYER);
+    (Database::new(Arc::new(fs.clone())), fs)
+}
+
+fn check(db: &Database, path: &str, expected: Expect) {
+    let result = project_graph(db, db.file(Utf8Path::new(path)));
+    let graph = result.graph.as_ref().expect("a valid project");
+    expected.assert_eq(&graph.dump());
+}
+
+#[test]
+fn ops_are_ordered_by_dependency_across_includes() {
+    let (db, _) = database();
+    check(
+        &db,
+        "p/small.toml",
+        expect![[r#"
+            project small target=ipu21 tiles=4 seed=9
+            Input x: f16[8, 16] init=Normal { std: 1.0 }
+            Weight w: f143[16, 16] scale=-3 init=Uniform { scale: 0.25 } per-iteration of repeat 0
+            repeat stack x2: h = x -> stack = h_next
+                h_f8 = Cast(h) : f143[8, 16] scale=0
+                mixed = Matmul { transpose_rhs: false }(h_f8, w) : f16[8, 16]
+                h_next = Add(h, mixed) : f16[8, 16]
+            y = Softmax { scale: 0.5, causal: true }(stack) : f16[8, 16]
+            outputs y
+            check F32 min_cosine_similarity=0.999 max_abs_error=0.01 outputs y
+        "#]],
+    );
+}
+
+#[test]
+fn a_comment_edit_gives_an_equal_result() {
+    let (mut db, fs) = database();
+    let path = Utf8Path::new("p/small.toml");
+    let before = project_graph(&db, db.file(path)).clone();
+    fs.write(path, &format!("# a comment\n{ROOT}\n\n"));
+    assert!(db.refresh_file(path));
+    db.execution_log().start();
+    let after = project_graph(&db, db.file(path)).clone();
+    assert_eq!(db.execution_log().take().len(), 1, "validation re-ran once");
+    assert_eq!(before, after);
+}
+
+#[test]
+fn an_include_edit_reaches_the_including_project_only() {
+    let (mut db, fs) = database();
+    fs.write(
+        "p/other.toml",
+        &ROOT
+            .replace("include = [\"layers/stack.toml\"]", "")
+            .replace("inputs = [\"stack\"]", "inputs = [\"x\"]"),
+    );
+    let small = db.file(Utf8Path::new("p/small.toml"));
+    let other = db.file(Utf8Path::new("p/other.toml"));
+    project_graph(&db, small);
+    project_graph(&db, other);
+    fs.write(
+        "p/layers/stack.toml",
+        &LAYER.replace("count = 2", "count = 5"),
+    );
+    assert!(db.refresh_file(Utf8Path::new("p/layers/stack.toml")));
+    db.execution_log().start();
+    let result = project_graph(&db, small);
+    project_graph(&db, other);
+    let executed = db.execution_log().take();
+    assert_eq!(executed.len(), 1, "{executed:?}");
+    let graph = result.graph.as_ref().expect("valid");
+    assert_eq!(graph.repeats[0].count, 5);
+}
+
+#[test]
+fn broken_include_is_reported_at_its_own_file() {
+    let (mut db, fs) = database();
+    fs.write(
+        "p/layers/stack.toml",
+        &LAYER.replace("\"mixed\"]", "\"mixd\"]"),
+    );
+    db.refresh_file(Utf8Path::new("p/layers/stack.toml"));
+    let result = project_graph(&db, db.file(Utf8Path::new("p/small.toml")));
+    assert!(result.graph.is_none());
+    let rendered: Vec<String> = result
+        .diagnostics
+        .iter()
+        .map(|d| {
+            crate::diagnostic::render(d, &|p| {
+                db.file(p).contents(&db).as_deref().map(str::to_string)
+            })
+        })
+        .collect();
+    expect![[r#"
+        error: unknown tensor `mixd`
+          --> p/layers/stack.toml:20:16
+           |
+        20 | inputs = ["h", "mixd"]
+           |                ^^^^^^
+    "#]]
+    .assert_eq(&rendered.join("\n"));
+}

@@ -1,0 +1,790 @@
+//! From parsed files to a validated [`Graph`].
+//!
+//! Names live in one namespace across the root file and its includes:
+//! declared tensors, op outputs (an op's name is its output's name), repeat
+//! outputs (a repeat's name), and each repeat's carry, weights and body ops.
+//! Operations may be written in any order; they are sorted by their data
+//! dependencies (declaration order breaks ties), and a dependency cycle is
+//! an error.
+
+use super::load::{key_span, Loaded, LoadedFile};
+use super::shapes::{self, Input};
+use super::syntax::{OpAst, RepeatAst, TensorAst};
+use super::Site;
+use crate::diagnostic::Diagnostic;
+use crate::graph::*;
+use crate::target::target_by_name;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use toml::Spanned;
+
+pub fn validate(loaded: &Loaded) -> (Option<Graph>, Vec<Diagnostic>) {
+    let mut v = Validator {
+        files: &loaded.files,
+        diagnostics: loaded.diagnostics.clone(),
+        defined: HashMap::new(),
+        env: HashMap::new(),
+        body_local: HashMap::new(),
+        poisoned: HashSet::new(),
+        graph: Graph {
+            name: String::new(),
+            target: String::new(),
+            tiles: 0,
+            seed: 0,
+            tensors: Vec::new(),
+            ops: Vec::new(),
+            repeats: Vec::new(),
+            outputs: Vec::new(),
+            check: Check {
+                reference_precision: ReferencePrecision::Device,
+                min_cosine_similarity: 0.0,
+                max_abs_error: 0.0,
+                outputs: Vec::new(),
+            },
+        },
+    };
+    if loaded.files.is_empty() {
+        return (None, v.diagnostics);
+    }
+    v.project();
+    v.names();
+    v.declared_tensors();
+    v.nodes();
+    v.check();
+    if v.diagnostics.iter().any(Diagnostic::is_error) {
+        (None, v.diagnostics)
+    } else {
+        (Some(v.graph), v.diagnostics)
+    }
+}
+
+struct Validator<'a> {
+    files: &'a [LoadedFile],
+    diagnostics: Vec<Diagnostic>,
+    /// First definition of every name: file index and span.
+    defined: HashMap<String, (usize, Range<usize>)>,
+    /// Names visible to outer operations.
+    env: HashMap<String, TensorId>,
+    /// Names local to a repeat body, with the repeat's name.
+    body_local: HashMap<String, String>,
+    /// Names whose definition failed; references to them are not reported.
+    poisoned: HashSet<String>,
+    graph: Graph,
+}
+
+/// An outer operation or repeat, in a file.
+#[derive(Clone, Copy)]
+enum Node<'a> {
+    Op(usize, &'a Spanned<OpAst>),
+    Repeat(usize, &'a Spanned<RepeatAst>),
+}
+
+impl<'a> Validator<'a> {
+    fn site(&self, file: usize) -> Site<'a> {
+        let f = &self.files[file];
+        Site {
+            path: &f.path,
+            text: &f.text,
+        }
+    }
+
+    fn root(&self) -> usize {
+        self.files.iter().position(|f| f.is_root).unwrap_or(0)
+    }
+
+    fn project(&mut self) {
+        for (i, file) in self.files.iter().enumerate() {
+            if file.is_root {
+                continue;
+            }
+            let site = self.site(i);
+            if let Some(p) = &file.ast.project {
+                self.diagnostics.push(
+                    site.error(
+                        "only the root project file may have a [project] table",
+                        p.span(),
+                    )
+                    .note("included files share tensors, ops and repeats"),
+                );
+            }
+            if let Some(c) = &file.ast.check {
+                self.diagnostics.push(site.error(
+                    "only the root project file may have a [check] table",
+                    c.span(),
+                ));
+            }
+        }
+        let root = self.root();
+        let site = self.site(root);
+        let Some(project) = &self.files[root].ast.project else {
+            self.diagnostics.push(
+                site.error("missing [project] table", 0..0)
+                    .help("add [project] with name, target, tiles and seed"),
+            );
+            return;
+        };
+        let p = project.get_ref();
+        self.graph.name = p.name.get_ref().clone();
+        let Some(target) = target_by_name(p.target.get_ref()) else {
+            self.diagnostics.push(
+                site.error(
+                    format!("unknown target `{}`", p.target.get_ref()),
+                    p.target.span(),
+                )
+                .help("the supported target is `ipu21`"),
+            );
+            return;
+        };
+        self.graph.target = target.name.to_string();
+        let tiles = *p.tiles.get_ref();
+        if tiles < 1 || tiles > i64::from(target.tiles) {
+            self.diagnostics.push(
+                site.error(
+                    format!("`tiles = {tiles}` is beyond the target"),
+                    p.tiles.span(),
+                )
+                .label(format!("{} has {} tiles", target.name, target.tiles))
+                .help(format!("use between 1 and {}", target.tiles)),
+            );
+        } else {
+            self.graph.tiles = tiles as u32;
+        }
+        match &p.seed {
+            Some(seed) if *seed.get_ref() < 0 => self
+                .diagnostics
+                .push(site.error("`seed` must not be negative", seed.span())),
+            Some(seed) => self.graph.seed = *seed.get_ref() as u64,
+            None => {}
+        }
+    }
+
+    /// Records every name and reports duplicates.
+    fn names(&mut self) {
+        let mut entries: Vec<(usize, &'a Spanned<String>, Option<&'a str>)> = Vec::new();
+        for (i, file) in self.files.iter().enumerate() {
+            for t in &file.ast.tensor {
+                entries.push((i, &t.get_ref().name, None));
+            }
+            for o in &file.ast.op {
+                entries.push((i, &o.get_ref().name, None));
+            }
+            for r in &file.ast.repeat {
+                let r = r.get_ref();
+                entries.push((i, &r.name, None));
+                let owner = Some(r.name.get_ref().as_str());
+                entries.push((i, &r.carry, owner));
+                for t in &r.tensor {
+                    entries.push((i, &t.get_ref().name, owner));
+                }
+                for o in &r.op {
+                    entries.push((i, &o.get_ref().name, owner));
+                }
+            }
+        }
+        for (file, name, owner) in entries {
+            if let Some((first_file, first_span)) = self.defined.get(name.get_ref()) {
+                let (line, column) =
+                    crate::diagnostic::line_column(&self.files[*first_file].text, first_span.start);
+                let first = format!("{}:{line}:{column}", self.files[*first_file].path);
+                let diagnostic = self
+                    .site(file)
+                    .error(format!("duplicate name `{}`", name.get_ref()), name.span())
+                    .note(format!("first defined at {first}"));
+                self.diagnostics.push(diagnostic);
+                self.poisoned.insert(name.get_ref().clone());
+                continue;
+            }
+            self.defined
+                .insert(name.get_ref().clone(), (file, name.span()));
+            if let Some(owner) = owner {
+                self.body_local
+                    .insert(name.get_ref().clone(), owner.to_string());
+            }
+        }
+    }
+
+    fn declared_tensors(&mut self) {
+        for (i, file) in self.files.iter().enumerate() {
+            for t in &file.ast.tensor {
+                if let Some(id) = self.tensor(i, t, None) {
+                    self.env.insert(t.get_ref().name.get_ref().clone(), id);
+                }
+            }
+        }
+    }
+
+    /// Adds a declared tensor (an input or a weight).
+    fn tensor(
+        &mut self,
+        file: usize,
+        t: &Spanned<TensorAst>,
+        repeat: Option<u32>,
+    ) -> Option<TensorId> {
+        let site = self.site(file);
+        let ast = t.get_ref();
+        let name = ast.name.get_ref().clone();
+        let result = (|| {
+            let dtype = DType::from_name(ast.dtype.get_ref()).ok_or_else(|| {
+                site.error(
+                    format!("unknown dtype `{}`", ast.dtype.get_ref()),
+                    ast.dtype.span(),
+                )
+                .help("dtypes are f32, f16, f143, f152")
+            })?;
+            let role = match ast.role.get_ref().as_str() {
+                "input" if repeat.is_some() => {
+                    return Err(site
+                        .error("a repeat body can only declare weights", ast.role.span())
+                        .note("each iteration gets its own instance of a body weight; inputs belong outside the repeat"))
+                }
+                "input" => Role::Input,
+                "weight" => Role::Weight,
+                other => {
+                    return Err(site
+                        .error(format!("unknown role `{other}`"), ast.role.span())
+                        .help("roles are `input` (streamed at each run) and `weight` (loaded with the package)"))
+                }
+            };
+            let mut shape = Vec::new();
+            for d in ast.shape.get_ref() {
+                match usize::try_from(*d.get_ref()) {
+                    Ok(n) if n > 0 => shape.push(n),
+                    _ => {
+                        return Err(site.error(
+                            format!("dimension {} must be positive", d.get_ref()),
+                            d.span(),
+                        ))
+                    }
+                }
+            }
+            if shape.is_empty() {
+                return Err(site.error("a tensor needs at least one dimension", ast.shape.span()));
+            }
+            if shape
+                .iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .is_none_or(|n| n > 1 << 31)
+            {
+                return Err(site.error("tensor is too large", ast.shape.span()));
+            }
+            let scale = match &ast.scale {
+                Some(s) if !dtype.is_fp8() => {
+                    return Err(site.error(
+                        format!("`scale` only applies to FP8 tensors, not {dtype}"),
+                        s.span(),
+                    ))
+                }
+                Some(s) => shapes::fp8_scale(&site, *s.get_ref() as f64, s.span())?,
+                None => 0,
+            };
+            let init = match &ast.init {
+                None => Init::Normal { std: 1.0 },
+                Some(init) => self.init(&site, init)?,
+            };
+            Ok(Tensor {
+                name: name.clone(),
+                shape,
+                dtype,
+                scale,
+                role,
+                init: Some(init),
+                repeat,
+            })
+        })();
+        match result {
+            Ok(tensor) => {
+                self.graph.tensors.push(tensor);
+                Some(TensorId(self.graph.tensors.len() as u32 - 1))
+            }
+            Err(diagnostic) => {
+                self.diagnostics.push(diagnostic);
+                self.poisoned.insert(name);
+                None
+            }
+        }
+    }
+
+    fn init(
+        &self,
+        site: &Site,
+        init: &Spanned<super::syntax::InitAst>,
+    ) -> Result<Init, Diagnostic> {
+        let ast = init.get_ref();
+        let number = |v: &Option<Spanned<f64>>, key: &str| -> Result<f32, Diagnostic> {
+            match v {
+                Some(x) if x.get_ref().is_finite() && *x.get_ref() > 0.0 => Ok(*x.get_ref() as f32),
+                Some(x) => Err(site.error(format!("`{key}` must be a positive number"), x.span())),
+                None => Err(site.error(
+                    format!("`{}` init needs `{key}`", ast.dist.get_ref()),
+                    init.span(),
+                )),
+            }
+        };
+        let unexpected = |v: &Option<Spanned<f64>>, key: &str| -> Result<(), Diagnostic> {
+            match v {
+                Some(x) => Err(site.error(
+                    format!("`{key}` does not apply to a `{}` init", ast.dist.get_ref()),
+                    x.span(),
+                )),
+                None => Ok(()),
+            }
+        };
+        match ast.dist.get_ref().as_str() {
+            "normal" => {
+                unexpected(&ast.scale, "scale")?;
+                Ok(Init::Normal {
+                    std: number(&ast.std, "std")?,
+                })
+            }
+            "uniform" => {
+                unexpected(&ast.std, "std")?;
+                Ok(Init::Uniform {
+                    scale: number(&ast.scale, "scale")?,
+                })
+            }
+            "zeros" | "ones" => {
+                unexpected(&ast.std, "std")?;
+                unexpected(&ast.scale, "scale")?;
+                Ok(if ast.dist.get_ref() == "zeros" {
+                    Init::Zeros
+                } else {
+                    Init::Ones
+                })
+            }
+            other => Err(site
+                .error(
+                    format!("unknown init distribution `{other}`"),
+                    ast.dist.span(),
+                )
+                .help("use normal (std), uniform (scale), zeros or ones")),
+        }
+    }
+
+    /// Sorts the outer ops and repeats by dependency and adds them.
+    fn nodes(&mut self) {
+        let mut nodes: Vec<Node<'a>> = Vec::new();
+        for (i, file) in self.files.iter().enumerate() {
+            nodes.extend(file.ast.op.iter().map(|o| Node::Op(i, o)));
+            nodes.extend(file.ast.repeat.iter().map(|r| Node::Repeat(i, r)));
+        }
+        let outputs: Vec<&str> = nodes.iter().map(|n| node_name(*n)).collect();
+        let deps: Vec<Vec<(usize, &Spanned<String>)>> = nodes
+            .iter()
+            .map(|n| {
+                node_inputs(*n)
+                    .into_iter()
+                    .filter_map(|name| {
+                        outputs
+                            .iter()
+                            .position(|o| *o == name.get_ref())
+                            .map(|p| (p, name))
+                    })
+                    .collect()
+            })
+            .collect();
+        for index in self.topological(&nodes, &deps) {
+            match nodes[index] {
+                Node::Op(file, op) => {
+                    let env = self.env.clone();
+                    if let Some(id) = self.op(file, op, &env, None) {
+                        self.env.insert(op.get_ref().name.get_ref().clone(), id);
+                    }
+                }
+                Node::Repeat(file, repeat) => self.repeat(file, repeat),
+            }
+        }
+    }
+
+    /// Kahn's algorithm, taking the first ready node in declaration order;
+    /// reports a cycle among what remains.
+    fn topological(
+        &mut self,
+        nodes: &[Node<'a>],
+        deps: &[Vec<(usize, &Spanned<String>)>],
+    ) -> Vec<usize> {
+        let mut done = vec![false; nodes.len()];
+        let mut order = Vec::new();
+        while let Some(next) =
+            (0..nodes.len()).find(|&i| !done[i] && deps[i].iter().all(|(d, _)| done[*d] || *d == i))
+        {
+            done[next] = true;
+            order.push(next);
+        }
+        if let Some(first) = (0..nodes.len()).find(|&i| !done[i]) {
+            // Follow remaining dependencies from `first` until a node repeats.
+            let mut path = vec![first];
+            let mut current = first;
+            while let Some((d, _)) = deps[current].iter().find(|(d, _)| !done[*d]) {
+                if let Some(start) = path.iter().position(|p| p == d) {
+                    path.drain(..start);
+                    path.push(*d);
+                    break;
+                }
+                path.push(*d);
+                current = *d;
+            }
+            let names: Vec<&str> = path.iter().map(|&i| node_name(nodes[i])).collect();
+            let (file, span) = match (
+                nodes[path[0]],
+                deps[path[0]]
+                    .iter()
+                    .find(|(d, _)| *d == path[1 % path.len()]),
+            ) {
+                (Node::Op(f, _) | Node::Repeat(f, _), Some((_, name))) => (f, name.span()),
+                (Node::Op(f, o), None) => (f, o.get_ref().name.span()),
+                (Node::Repeat(f, r), None) => (f, r.get_ref().name.span()),
+            };
+            self.diagnostics.push(
+                self.site(file)
+                    .error("dependency cycle between operations", span)
+                    .note(format!("cycle: {}", names.join(" -> "))),
+            );
+            for i in (0..nodes.len()).filter(|&i| !done[i]) {
+                self.poisoned.insert(node_name(nodes[i]).to_string());
+            }
+        }
+        order
+    }
+
+    /// Resolves a tensor reference, reporting unknown names.
+    fn lookup(
+        &mut self,
+        site: &Site,
+        env: &HashMap<String, TensorId>,
+        name: &Spanned<String>,
+    ) -> Option<TensorId> {
+        if let Some(id) = env.get(name.get_ref()) {
+            return Some(*id);
+        }
+        if self.poisoned.contains(name.get_ref()) {
+            return None;
+        }
+        let mut diagnostic =
+            site.error(format!("unknown tensor `{}`", name.get_ref()), name.span());
+        if let Some(owner) = self.body_local.get(name.get_ref()) {
+            diagnostic = diagnostic.note(format!(
+                "`{}` is local to repeat `{owner}`; use the repeat's name for its result",
+                name.get_ref()
+            ));
+        } else if let Some(similar) = closest(name.get_ref(), env.keys()) {
+            diagnostic =
+                diagnostic.help(format!("a tensor with a similar name exists: `{similar}`"));
+        }
+        self.diagnostics.push(diagnostic);
+        None
+    }
+
+    /// Adds one operation whose inputs resolve in `env`.
+    fn op(
+        &mut self,
+        file: usize,
+        op: &Spanned<OpAst>,
+        env: &HashMap<String, TensorId>,
+        _repeat: Option<u32>,
+    ) -> Option<TensorId> {
+        let site = self.site(file);
+        let ast = op.get_ref();
+        let name = ast.name.get_ref().clone();
+        let ids: Vec<Option<TensorId>> = ast
+            .inputs
+            .get_ref()
+            .iter()
+            .map(|input| self.lookup(&site, env, input))
+            .collect();
+        let Some(ids) = ids.into_iter().collect::<Option<Vec<_>>>() else {
+            self.poisoned.insert(name);
+            return None;
+        };
+        let inputs: Vec<Input> = ids
+            .iter()
+            .zip(ast.inputs.get_ref())
+            .map(|(id, input)| {
+                let t = self.graph.tensor(*id);
+                Input {
+                    name: input,
+                    shape: &t.shape,
+                    dtype: t.dtype,
+                }
+            })
+            .collect();
+        match shapes::infer(&site, ast, &inputs) {
+            Ok(inferred) => {
+                self.graph.tensors.push(Tensor {
+                    name: name.clone(),
+                    shape: inferred.shape,
+                    dtype: inferred.dtype,
+                    scale: inferred.scale,
+                    role: Role::Activation,
+                    init: None,
+                    repeat: None,
+                });
+                let output = TensorId(self.graph.tensors.len() as u32 - 1);
+                self.graph.ops.push(Op {
+                    name,
+                    kind: inferred.kind,
+                    inputs: ids,
+                    output,
+                });
+                Some(output)
+            }
+            Err(diagnostic) => {
+                self.diagnostics.push(diagnostic);
+                self.poisoned.insert(name);
+                None
+            }
+        }
+    }
+
+    fn repeat(&mut self, file: usize, repeat: &'a Spanned<RepeatAst>) {
+        let site = self.site(file);
+        let ast = repeat.get_ref();
+        let name = ast.name.get_ref().clone();
+        let count = *ast.count.get_ref();
+        if !(1..=0xFFFF).contains(&count) {
+            self.diagnostics.push(
+                site.error(
+                    format!("repeat count {count} is out of range"),
+                    ast.count.span(),
+                )
+                .label("expected 1..=65535"),
+            );
+            self.poisoned.insert(name);
+            return;
+        }
+        let env = self.env.clone();
+        let Some(init) = self.lookup(&site, &env, &ast.input) else {
+            self.poisoned.insert(name);
+            return;
+        };
+        let index = self.graph.repeats.len() as u32;
+        let entering = self.graph.tensor(init).clone();
+        self.graph.tensors.push(Tensor {
+            name: ast.carry.get_ref().clone(),
+            role: Role::Activation,
+            init: None,
+            repeat: None,
+            ..entering.clone()
+        });
+        let carry_in = TensorId(self.graph.tensors.len() as u32 - 1);
+        let mut body_env = env;
+        body_env.insert(ast.carry.get_ref().clone(), carry_in);
+        for t in &ast.tensor {
+            if let Some(id) = self.tensor(file, t, Some(index)) {
+                body_env.insert(t.get_ref().name.get_ref().clone(), id);
+            }
+        }
+        let body_nodes: Vec<Node<'a>> = ast.op.iter().map(|o| Node::Op(file, o)).collect();
+        let names: Vec<&str> = body_nodes.iter().map(|n| node_name(*n)).collect();
+        let deps: Vec<Vec<(usize, &Spanned<String>)>> = body_nodes
+            .iter()
+            .map(|n| {
+                node_inputs(*n)
+                    .into_iter()
+                    .filter_map(|i| names.iter().position(|o| *o == i.get_ref()).map(|p| (p, i)))
+                    .collect()
+            })
+            .collect();
+        let first_op = self.graph.ops.len() as u32;
+        let mut failed = false;
+        for i in self.topological(&body_nodes, &deps) {
+            let Node::Op(_, op) = body_nodes[i] else {
+                continue;
+            };
+            let scope = body_env.clone();
+            match self.op(file, op, &scope, Some(index)) {
+                Some(id) => {
+                    body_env.insert(op.get_ref().name.get_ref().clone(), id);
+                }
+                None => failed = true,
+            }
+        }
+        if failed || self.graph.ops.len() as u32 - first_op != ast.op.len() as u32 {
+            self.poisoned.insert(name);
+            return;
+        }
+        if ast.op.is_empty() {
+            self.diagnostics
+                .push(site.error("a repeat needs at least one op", repeat.span()));
+            self.poisoned.insert(name);
+            return;
+        }
+        let result_is_body_op = ast
+            .op
+            .iter()
+            .any(|o| o.get_ref().name.get_ref() == ast.result.get_ref());
+        let Some(carry_out) = body_env
+            .get(ast.result.get_ref())
+            .copied()
+            .filter(|_| result_is_body_op)
+        else {
+            self.diagnostics.push(site.error(
+                format!(
+                    "`result = \"{}\"` must name an op of the repeat body",
+                    ast.result.get_ref()
+                ),
+                ast.result.span(),
+            ));
+            self.poisoned.insert(name);
+            return;
+        };
+        let out = self.graph.tensor(carry_out).clone();
+        if out.shape != entering.shape || out.dtype != entering.dtype || out.scale != entering.scale
+        {
+            self.diagnostics.push(
+                site.error(
+                    format!(
+                        "the repeat's result must match its carry: `{}` is {}{:?} but `{}` enters as {}{:?}",
+                        ast.result.get_ref(),
+                        out.dtype,
+                        out.shape,
+                        ast.carry.get_ref(),
+                        entering.dtype,
+                        entering.shape
+                    ),
+                    key_span(&self.files[file].text, &ast.result),
+                ),
+            );
+            self.poisoned.insert(name);
+            return;
+        }
+        self.graph.tensors.push(Tensor {
+            name: name.clone(),
+            role: Role::Activation,
+            init: None,
+            repeat: None,
+            ..entering
+        });
+        let output = TensorId(self.graph.tensors.len() as u32 - 1);
+        self.graph.repeats.push(Repeat {
+            name: name.clone(),
+            count: count as u32,
+            init,
+            carry_in,
+            carry_out,
+            output,
+            body: (first_op..self.graph.ops.len() as u32).map(OpId).collect(),
+        });
+        self.env.insert(name, output);
+    }
+
+    fn check(&mut self) {
+        let root = self.root();
+        let site = self.site(root);
+        let Some(check) = &self.files[root].ast.check else {
+            if self.files[root].ast.project.is_some() {
+                self.diagnostics.push(
+                    site.error("missing [check] table", 0..0)
+                        .help("add [check] with reference_precision, min_cosine_similarity, max_abs_error and outputs"),
+                );
+            }
+            return;
+        };
+        let c = check.get_ref();
+        match c.reference_precision.get_ref().as_str() {
+            "device" => self.graph.check.reference_precision = ReferencePrecision::Device,
+            "f32" => self.graph.check.reference_precision = ReferencePrecision::F32,
+            other => self.diagnostics.push(
+                site.error(
+                    format!("unknown reference precision `{other}`"),
+                    c.reference_precision.span(),
+                )
+                .help("use \"device\" or \"f32\""),
+            ),
+        }
+        let cos = *c.min_cosine_similarity.get_ref();
+        if !(-1.0..=1.0).contains(&cos) {
+            self.diagnostics.push(site.error(
+                "`min_cosine_similarity` must be between -1 and 1",
+                c.min_cosine_similarity.span(),
+            ));
+        }
+        self.graph.check.min_cosine_similarity = cos;
+        let abs = *c.max_abs_error.get_ref();
+        if abs.is_nan() || abs < 0.0 {
+            self.diagnostics.push(site.error(
+                "`max_abs_error` must not be negative",
+                c.max_abs_error.span(),
+            ));
+        }
+        self.graph.check.max_abs_error = abs;
+        if c.outputs.get_ref().is_empty() {
+            self.diagnostics
+                .push(site.error("[check] needs at least one output", c.outputs.span()));
+        }
+        let env = self.env.clone();
+        for output in c.outputs.get_ref() {
+            if let Some(id) = self.lookup(&site, &env, output) {
+                if self.graph.tensor(id).role != Role::Activation {
+                    self.diagnostics.push(
+                        site.error(
+                            format!(
+                                "`{}` is an {:?}, not something the program computes",
+                                output.get_ref(),
+                                self.graph.tensor(id).role
+                            )
+                            .to_lowercase(),
+                            output.span(),
+                        ),
+                    );
+                } else if !self.graph.check.outputs.contains(&id) {
+                    self.graph.check.outputs.push(id);
+                }
+            }
+        }
+        self.graph.outputs = self.graph.check.outputs.clone();
+    }
+}
+
+fn node_name(node: Node<'_>) -> &str {
+    match node {
+        Node::Op(_, o) => o.get_ref().name.get_ref(),
+        Node::Repeat(_, r) => r.get_ref().name.get_ref(),
+    }
+}
+
+/// The names a node reads from outside itself.
+fn node_inputs(node: Node<'_>) -> Vec<&Spanned<String>> {
+    match node {
+        Node::Op(_, o) => o.get_ref().inputs.get_ref().iter().collect(),
+        Node::Repeat(_, r) => {
+            let r = r.get_ref();
+            let local: HashSet<&str> = std::iter::once(r.carry.get_ref().as_str())
+                .chain(r.tensor.iter().map(|t| t.get_ref().name.get_ref().as_str()))
+                .chain(r.op.iter().map(|o| o.get_ref().name.get_ref().as_str()))
+                .collect();
+            std::iter::once(&r.input)
+                .chain(
+                    r.op.iter()
+                        .flat_map(|o| o.get_ref().inputs.get_ref().iter())
+                        .filter(|i| !local.contains(i.get_ref().as_str())),
+                )
+                .collect()
+        }
+    }
+}
+
+/// The known name closest to `name` by edit distance, if close enough.
+fn closest<'n>(name: &str, known: impl Iterator<Item = &'n String>) -> Option<&'n String> {
+    known
+        .map(|k| (edit_distance(name, k), k))
+        .filter(|(d, k)| *d <= (name.len().max(k.len()) / 3).max(1))
+        .min()
+        .map(|(_, k)| k)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let value = (previous + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            previous = row[j + 1];
+            row[j + 1] = value;
+        }
+    }
+    row[b.len()]
+}
