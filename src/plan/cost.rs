@@ -30,6 +30,8 @@ pub struct Estimate {
     /// Peak bytes on the busiest tile in standard and interleaved memory.
     pub peak_standard_bytes: u64,
     pub peak_interleaved_bytes: u64,
+    /// Of the peak, the weight bytes that stay resident all program long.
+    pub resident_weight_bytes: u64,
 }
 
 impl Estimate {

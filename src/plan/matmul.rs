@@ -178,6 +178,7 @@ fn estimate(
         exchange_phases: phases,
         peak_standard_bytes: lhs_bytes + out_bytes + standard_weights,
         peak_interleaved_bytes: interleaved_weights,
+        resident_weight_bytes: if rhs.weight { rhs_bytes } else { 0 },
     };
     Candidate {
         partition: Partition::Matmul {
