@@ -16,6 +16,7 @@ pub mod graph;
 pub mod isa;
 pub mod logging;
 pub mod lower;
+pub mod pipeline;
 pub mod place;
 pub mod plan;
 pub mod profile;

@@ -19,6 +19,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Build a project through the compiler's phases, one line per phase.
+    Build(cli::build::BuildArgs),
     /// Validate projects; print diagnostics with file:line:column.
     Check(cli::check::CheckArgs),
     /// Summarise a run's cycle profile; export HTML or a Chrome trace.
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     let args = Cli::parse();
     ipub::logging::init_with(args.log.as_deref(), "info");
     let result = match &args.command {
+        Command::Build(a) => cli::build::run(a),
         Command::Check(a) => cli::check::run(a),
         Command::Profile(a) => cli::profile::run(a),
     };

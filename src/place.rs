@@ -96,7 +96,7 @@ impl Placement {
 }
 
 /// Why a tile's data does not fit.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "tile {tile} needs {needed} bytes but only {available} are available ({over} bytes over); largest users: {}; \
      try more tiles (`tiles` in [project])",

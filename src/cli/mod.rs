@@ -1,4 +1,5 @@
 //! One module per `ipub` command; each `run` returns the process exit code.
 
+pub mod build;
 pub mod check;
 pub mod profile;

@@ -122,16 +122,18 @@ fn fp8_gemm_with_bias_and_softmax() {
     check(
         &b.graph,
         expect![[r#"
-        compute cast0 on 16 tiles: cast_f16_f143
-        compute matmul1 on 16 tiles: gemm_f8_interleaved_k128_c64_r4
-        compute add2 on 16 tiles: add_f16
-        compute softmax3 on 16 tiles: softmax_f16_causal
-        buffers 112 on 16 tiles
-          tile 0: 11776 bytes
-          tile 1: 11776 bytes
-          tile 2: 11776 bytes
-          tile 3: 11776 bytes
-    "#]],
+            compute cast0 on 16 tiles: cast_f16_f143
+            exchange 0 (op matmul1): 16 transfers, 32768 bytes delivered
+            compute matmul1 on 16 tiles: gemm_f8_interleaved_k128_c16_r16
+            exchange 1 (op add2): 256 transfers, 8192 bytes delivered
+            compute add2 on 16 tiles: add_f16
+            compute softmax3 on 16 tiles: softmax_f16_causal
+            buffers 144 on 16 tiles
+              tile 0: 8192 bytes
+              tile 1: 8192 bytes
+              tile 2: 8192 bytes
+              tile 3: 8192 bytes
+        "#]],
     );
 }
 

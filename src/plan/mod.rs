@@ -155,7 +155,7 @@ fn fits(
     candidate: &Candidate,
     code_reserve: u64,
 ) -> bool {
-    if candidate.estimate.resident_weight_bytes > signature.weight_budget {
+    if candidate.estimate.resident_weight_bytes > weight_budget(signature) {
         return false;
     }
     // Standard buffers go in region 0 first and overflow into region 1, so
@@ -165,6 +165,25 @@ fn fits(
     let total = u64::from(memory.loadable.end - memory.tile.start).saturating_sub(code_reserve);
     candidate.estimate.peak_interleaved_bytes <= region1
         && candidate.estimate.peak_total_bytes() <= total
+}
+
+/// How many copies of its weights, on average over the tiles, an operation
+/// may keep resident. Weights stay resident for the whole program (one
+/// instance per repeat iteration), so replicating them to save exchange
+/// must stay bounded or the tiles fill up with copies.
+pub const WEIGHT_REPLICATION_LIMIT: u64 = 2;
+
+/// Bytes of weights per tile an operation may keep resident. It depends on
+/// the operation's own signature only, so editing one operation never
+/// changes another's plan.
+pub fn weight_budget(signature: &OpSignature) -> u64 {
+    let weights: u64 = signature
+        .inputs
+        .iter()
+        .filter(|o| o.weight)
+        .map(|o| (o.shape.iter().product::<usize>() * o.dtype.size_bytes()) as u64)
+        .sum();
+    WEIGHT_REPLICATION_LIMIT * weights.div_ceil(u64::from(signature.tiles.max(1)))
 }
 
 /// Bytes of region 0 the planner leaves for code and runtime tables.
@@ -319,15 +338,14 @@ mod tests {
                 ],
                 output: operand(&[128, 64], DType::F16, false),
                 tiles: 64,
-                weight_budget: u64::MAX,
             },
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
                   candidates 76
-                 *finalist 0: grid b1xm64xn1xk1 shard 1x2x512x64 weights interleaved kernel gemm_f8_interleaved_k512_c64_r2 tiles=64 cycles=1827 (compute 971 exchange 256 sync 600) phases=1 peak_standard=1280 peak_interleaved=32768
-                  finalist 1: grid b1xm32xn2xk1 shard 1x4x512x32 weights interleaved kernel gemm_f8_interleaved_k512_c32_r4 tiles=64 cycles=2083 (compute 971 exchange 512 sync 600) phases=1 peak_standard=2304 peak_interleaved=16384
-                  finalist 2: grid b1xm64xn1xk1 shard 1x2x512x64 weights standard kernel gemm_f8_k512_c64_r2 tiles=64 cycles=2083 (compute 1227 exchange 256 sync 600) phases=1 peak_standard=34048 peak_interleaved=0
-                  finalist 3: grid b1xm32xn2xk1 shard 1x4x512x32 weights standard kernel gemm_f8_k512_c32_r4 tiles=64 cycles=2211 (compute 1099 exchange 512 sync 600) phases=1 peak_standard=18688 peak_interleaved=0
+                 *finalist 0: grid b1xm16xn4xk1 shard 1x8x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r8 tiles=64 cycles=2595 (compute 971 exchange 1024 sync 600) phases=1 peak_standard=4352 peak_interleaved=8192
+                  finalist 1: grid b1xm16xn4xk1 shard 1x8x512x16 weights standard kernel gemm_f8_k512_c16_r8 tiles=64 cycles=2659 (compute 1035 exchange 1024 sync 600) phases=1 peak_standard=12544 peak_interleaved=0
+                  finalist 2: grid b1xm12xn4xk1 shard 1x11x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r11 tiles=48 cycles=3235 (compute 1227 exchange 1408 sync 600) phases=1 peak_standard=5984 peak_interleaved=8192
+                  finalist 3: grid b1xm12xn4xk1 shard 1x11x512x16 weights standard kernel gemm_f8_k512_c16_r11 tiles=48 cycles=3299 (compute 1291 exchange 1408 sync 600) phases=1 peak_standard=14176 peak_interleaved=0
             "#]],
         );
     }
@@ -343,7 +361,6 @@ mod tests {
                 inputs: vec![operand(&[6, 197, 197], DType::F16, false)],
                 output: operand(&[6, 197, 197], DType::F16, false),
                 tiles: 64,
-                weight_budget: u64::MAX,
             },
             expect![[r#"
                 softmax(f16[6, 197, 197]) -> f16[6, 197, 197] on 64 tiles
@@ -368,7 +385,6 @@ mod tests {
             ],
             output: operand(&[197, 384 * 8], DType::F16, false),
             tiles: 2,
-            weight_budget: u64::MAX,
         };
         let plans = operator_plans(&signature, &IPU21);
         assert!(!fits(

@@ -6,7 +6,6 @@
 //! attention block, share one plan each.
 
 use crate::graph::{DType, Graph, Op, OpKind, Role};
-use crate::target::Target;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -63,35 +62,6 @@ pub struct OpSignature {
     pub output: Operand,
     /// How many tiles the program may use.
     pub tiles: u32,
-    /// Bytes of weights per tile this operation may keep resident (see
-    /// [`weight_budget_bytes`]); only matters when an input is a weight.
-    pub weight_budget: u64,
-}
-
-/// Share of tile memory the planner gives to weights, which stay resident
-/// for the whole program (one copy per repeat iteration).
-pub const WEIGHT_SHARE_OF_TILE_MEMORY: f64 = 0.6;
-
-/// The per-tile weight budget of an operation whose weights take
-/// `op_weight_bytes`, in a graph whose weights take `total_weight_bytes`
-/// (repeat instances included): the weight share of tile memory split in
-/// proportion. The total is rounded up to three significant bits so that
-/// editing one weight rarely changes every other operation's signature (and
-/// so its plan).
-pub fn weight_budget_bytes(target: &Target, op_weight_bytes: u64, total_weight_bytes: u64) -> u64 {
-    let memory = u64::from(target.memory.loadable.end - target.memory.tile.start);
-    let share = (memory as f64 * WEIGHT_SHARE_OF_TILE_MEMORY) as u64;
-    let total = round_up_to_significant_bits(total_weight_bytes.max(1), 3);
-    let scaled = u128::from(share) * u128::from(op_weight_bytes) / u128::from(total);
-    // Never less than an even split over the program's tiles would need.
-    (scaled as u64).max(op_weight_bytes.div_ceil(u64::from(target.tiles)))
-}
-
-/// `value` rounded up to its `bits` most significant bits.
-fn round_up_to_significant_bits(value: u64, bits: u32) -> u64 {
-    let width = u64::BITS - value.leading_zeros();
-    let shift = width.saturating_sub(bits);
-    value.div_ceil(1 << shift) << shift
 }
 
 impl OpSignature {
@@ -122,32 +92,11 @@ impl OpSignature {
             OpKind::Transpose { .. } | OpKind::Reshape => SignatureKind::View,
             OpKind::Rearrange { block } => SignatureKind::Rearrange { block: *block },
         };
-        let total_weights: u64 = graph
-            .tensors
-            .iter()
-            .filter(|t| t.role == Role::Weight)
-            .map(|t| {
-                let instances = t.repeat.map_or(1, |r| graph.repeats[r as usize].count);
-                t.size_bytes() as u64 * u64::from(instances)
-            })
-            .sum();
-        let op_weights: u64 = op
-            .inputs
-            .iter()
-            .map(|&id| graph.tensor(id))
-            .filter(|t| t.role == Role::Weight)
-            .map(|t| t.size_bytes() as u64)
-            .sum();
         OpSignature {
             kind,
             inputs: op.inputs.iter().map(|&id| operand(id)).collect(),
             output: operand(op.output),
             tiles: graph.tiles,
-            weight_budget: weight_budget_bytes(
-                crate::target::target_by_name(&graph.target).unwrap_or(&crate::target::IPU21),
-                op_weights,
-                total_weights,
-            ),
         }
     }
 

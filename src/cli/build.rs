@@ -1,0 +1,227 @@
+//! `ipub build`: run the pipeline's phases on a project, one line each.
+
+use crate::cli::check::print_diagnostics;
+use crate::db::{Database, Db, SourceFile};
+use crate::graph::OpId;
+use crate::pipeline::{self, BuildError};
+use camino::Utf8PathBuf;
+use std::time::Instant;
+
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    /// The project to build.
+    #[arg(value_name = "PROJECT.toml")]
+    pub project: Utf8PathBuf,
+    /// Print an IR dump after building: graph, plan, shards, exchanges or
+    /// placement (repeatable).
+    #[arg(long, value_enum, value_name = "IR")]
+    pub emit: Vec<Emit>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Emit {
+    Graph,
+    Plan,
+    Shards,
+    Exchanges,
+    Placement,
+}
+
+pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
+    let db = Database::on_disk();
+    let file = db.file(&args.project);
+    let ok = build(&db, file);
+    if !ok {
+        return Ok(1);
+    }
+    for emit in &args.emit {
+        print!("{}", dump(&db, file, *emit));
+    }
+    Ok(0)
+}
+
+/// One phase's line: what ran, how many queries executed, how long.
+struct PhaseLine {
+    started: Instant,
+}
+
+impl PhaseLine {
+    fn start(db: &Database) -> PhaseLine {
+        db.execution_log().start();
+        PhaseLine {
+            started: Instant::now(),
+        }
+    }
+
+    fn finish(self, db: &Database, phase: &str, what: &str) {
+        let executed = db.execution_log().take().len();
+        let elapsed = self.started.elapsed();
+        println!(
+            "{phase:>10} {what} ({executed} {} recomputed, {:.1} ms)",
+            if executed == 1 { "query" } else { "queries" },
+            elapsed.as_secs_f64() * 1000.0
+        );
+    }
+}
+
+/// Builds through every phase that exists, printing one line per phase.
+/// Returns whether the build succeeded; errors are printed.
+pub fn build(db: &Database, file: SourceFile) -> bool {
+    let line = PhaseLine::start(db);
+    let graph = match pipeline::graph(db, file) {
+        Ok(graph) => graph,
+        Err(error) => {
+            report(db, &error);
+            return false;
+        }
+    };
+    let span = crate::logging::build_span(graph.tiles, graph.ops.len());
+    let _entered = span.enter();
+    line.finish(
+        db,
+        "project",
+        &format!(
+            "{}: {} tensors, {} operations, {} repeats",
+            graph.name,
+            graph.tensors.len(),
+            graph.ops.len(),
+            graph.repeats.len()
+        ),
+    );
+
+    let line = PhaseLine::start(db);
+    let signatures = pipeline::op_signatures(db, file).len();
+    let distinct = crate::logging::phase("plan_package", || {
+        let partitions = pipeline::selected_partitions(db, file);
+        Ok::<_, BuildError>(partitions.len())
+    })
+    .unwrap_or(0);
+    let unique: std::collections::HashSet<_> = pipeline::op_signatures(db, file).iter().collect();
+    line.finish(
+        db,
+        "plan",
+        &format!(
+            "{distinct} operations, {} distinct signatures ({signatures} total)",
+            unique.len()
+        ),
+    );
+
+    let line = PhaseLine::start(db);
+    let program = match crate::logging::phase("lower", || pipeline::program(db, file).clone()) {
+        Ok(program) => program,
+        Err(error) => {
+            report(db, &error);
+            return false;
+        }
+    };
+    let shards = program.buffers.len();
+    tracing::info!(
+        logical_shards = shards,
+        exchange_phases = program.phases.len(),
+        "lowered graph for package construction"
+    );
+    line.finish(
+        db,
+        "lower",
+        &format!(
+            "{shards} buffers on {} tiles, {} exchange phases",
+            program.tiles().len(),
+            program.phases.len()
+        ),
+    );
+
+    let line = PhaseLine::start(db);
+    let mut exchange_cycles = 0u64;
+    let mut paired = 0;
+    for phase in 0..program.phases.len() as u32 {
+        if let Some(schedule) = pipeline::phase_schedule(db, file, phase) {
+            exchange_cycles += schedule.horizon();
+            paired += usize::from(schedule.use_paired);
+        }
+    }
+    line.finish(
+        db,
+        "schedule",
+        &format!(
+            "{} phases, {paired} paired, {exchange_cycles} exchange cycles",
+            program.phases.len()
+        ),
+    );
+
+    let line = PhaseLine::start(db);
+    let placement =
+        match crate::logging::phase("place_storage", || pipeline::placement(db, file).clone()) {
+            Ok(placement) => placement,
+            Err(error) => {
+                report(db, &error);
+                return false;
+            }
+        };
+    line.finish(
+        db,
+        "place",
+        &format!("{} tiles placed", placement.tiles.len()),
+    );
+    true
+}
+
+fn report(db: &Database, error: &BuildError) {
+    match error {
+        BuildError::Project(diagnostics) => {
+            print_diagnostics(db, diagnostics);
+            let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+            eprintln!(
+                "error: could not build the project due to {errors} previous error{}",
+                if errors == 1 { "" } else { "s" }
+            );
+        }
+        other => eprintln!("error: {other}"),
+    }
+}
+
+/// The text dump of one IR of a built project.
+pub fn dump(db: &Database, file: SourceFile, emit: Emit) -> String {
+    let Ok(graph) = pipeline::graph(db, file) else {
+        return String::new();
+    };
+    let names = |op: OpId| graph.op(op).name.clone();
+    let program = pipeline::program(db, file).clone();
+    match emit {
+        Emit::Graph => graph.dump(),
+        Emit::Plan => {
+            let mut out = String::new();
+            for (op, signature) in graph.ops.iter().zip(pipeline::op_signatures(db, file)) {
+                let plans =
+                    pipeline::operator_plans(db, pipeline::Signature::new(db, signature.clone()));
+                out.push_str(&format!("op {}: ", op.name));
+                out.push_str(&crate::plan::dump(signature, plans));
+            }
+            out
+        }
+        Emit::Shards => program.map(|p| p.dump(&names)).unwrap_or_default(),
+        Emit::Exchanges => {
+            let Ok(program) = program else {
+                return String::new();
+            };
+            let mut out = String::new();
+            for (i, phase) in program.phases.iter().enumerate() {
+                if let Some(s) = pipeline::phase_schedule(db, file, i as u32) {
+                    out.push_str(&format!(
+                        "phase {i} ({}): {} transfers, senders={} ordinary={} paired={} chosen={}\n",
+                        phase.purpose,
+                        phase.transfers.len(),
+                        s.senders,
+                        s.ordinary_horizon,
+                        s.paired_horizon,
+                        if s.use_paired { "paired" } else { "ordinary" }
+                    ));
+                }
+            }
+            out
+        }
+        Emit::Placement => match (program, pipeline::placement(db, file)) {
+            (Ok(program), Ok(placement)) => placement.dump(&program),
+            _ => String::new(),
+        },
+    }
+}

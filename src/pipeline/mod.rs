@@ -1,0 +1,142 @@
+//! The compiler pipeline as salsa queries.
+//!
+//! Each phase is a free function named for what it produces, `db` first,
+//! at the granularity where invalidation should stop:
+//!
+//! - [`project_graph`](crate::project::project_graph): one per project file;
+//! - [`operator_plans`]: one per distinct [`OpSignature`] (interned), so
+//!   identical operations (the iterations of a repeat, Q/K/V projections)
+//!   share one plan and an edit to one operation re-plans only its signature;
+//! - [`program`]: the lowered program of a project;
+//! - [`phase_schedule`]: one per exchange phase;
+//! - [`placement`]: every tile's addresses.
+//!
+//! Results are cheap to clone (`Arc`) and compare by value, so a phase whose
+//! output did not change stops the recomputation there (early cutoff).
+
+use crate::db::{Db, SourceFile};
+use crate::diagnostic::Diagnostic;
+use crate::graph::{Graph, OpId};
+use crate::lower::{LowerError, Program};
+use crate::place::{PlacementError, SupportBlock};
+use crate::plan::signature::OpSignature;
+use crate::plan::{OperatorPlans, Partition};
+use crate::schedule::ExchangeSchedule;
+use crate::target::{target_by_name, Target, IPU21};
+use std::sync::Arc;
+
+/// Why a build stopped.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum BuildError {
+    #[error("the project has errors")]
+    Project(Vec<Diagnostic>),
+    #[error("lowering failed (a compiler bug): {0}")]
+    Lower(String),
+    #[error("{0}")]
+    Placement(#[from] PlacementError),
+}
+
+impl From<LowerError> for BuildError {
+    fn from(error: LowerError) -> Self {
+        BuildError::Lower(error.to_string())
+    }
+}
+
+/// An operation's signature, interned so it can key a query.
+#[salsa::interned(debug)]
+pub struct Signature<'db> {
+    #[returns(ref)]
+    pub value: OpSignature,
+}
+
+/// The validated graph, or the project's diagnostics.
+pub fn graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
+    let result = crate::project::project_graph(db, project);
+    result
+        .graph
+        .clone()
+        .ok_or_else(|| BuildError::Project(result.diagnostics.clone()))
+}
+
+/// The target a graph names (validated, so always known).
+pub fn target_of(graph: &Graph) -> &'static Target {
+    target_by_name(&graph.target).unwrap_or(&IPU21)
+}
+
+/// The plans of every operation with this signature.
+#[salsa::tracked(returns(ref))]
+pub fn operator_plans<'db>(db: &'db dyn Db, signature: Signature<'db>) -> OperatorPlans {
+    let value = signature.value(db);
+    let target = &IPU21;
+    crate::plan::operator_plans(value, target)
+}
+
+/// The signature of every operation of a project, in op order.
+#[salsa::tracked(returns(ref))]
+pub fn op_signatures(db: &dyn Db, project: SourceFile) -> Vec<OpSignature> {
+    match graph(db, project) {
+        Ok(graph) => graph
+            .ops
+            .iter()
+            .map(|op| OpSignature::of(&graph, op))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The partition selected for each operation, in op order.
+pub fn selected_partitions(db: &dyn Db, project: SourceFile) -> Vec<Partition> {
+    op_signatures(db, project)
+        .iter()
+        .map(|s| {
+            operator_plans(db, Signature::new(db, s.clone()))
+                .selected()
+                .partition
+                .clone()
+        })
+        .collect()
+}
+
+/// The lowered program of a project.
+#[salsa::tracked(returns(ref))]
+pub fn program(db: &dyn Db, project: SourceFile) -> Result<Arc<Program>, BuildError> {
+    let graph = graph(db, project)?;
+    let partitions = selected_partitions(db, project);
+    let plan_of = |op: OpId| partitions[op.0 as usize].clone();
+    let program = crate::lower::lower(&graph, &plan_of)?;
+    crate::lower::verify::verify(&graph, &program)
+        .map_err(|e| BuildError::Lower(format!("verifier: {e}")))?;
+    Ok(Arc::new(program))
+}
+
+/// The schedule of one exchange phase (`None` past the last phase or when
+/// the program did not build).
+#[salsa::tracked(returns(ref))]
+pub fn phase_schedule(db: &dyn Db, project: SourceFile, phase: u32) -> Option<ExchangeSchedule> {
+    let program = program(db, project).as_ref().ok()?;
+    let graph = graph(db, project).ok()?;
+    let phase = program.phases.get(phase as usize)?;
+    Some(crate::schedule::exchange_schedule(
+        target_of(&graph),
+        program,
+        phase,
+    ))
+}
+
+/// Every tile's placement.
+#[salsa::tracked(returns(ref))]
+pub fn placement(
+    db: &dyn Db,
+    project: SourceFile,
+) -> Result<Arc<crate::place::Placement>, BuildError> {
+    let graph = graph(db, project)?;
+    let program = program(db, project).clone()?;
+    // Support blocks (code, exchange tables, kernel states, profile) are
+    // sized by emission, which links the kernels the tile runs.
+    let support = |_tile: u32| Vec::<SupportBlock>::new();
+    let placed = crate::place::placement(target_of(&graph), &graph, &program, &support)?;
+    Ok(Arc::new(placed))
+}
+
+#[cfg(test)]
+mod tests;
