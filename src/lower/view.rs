@@ -121,45 +121,54 @@ impl View {
     }
 
     /// The flat index in the base tensor of `index` (given in `shape`).
+    ///
+    /// This runs once per element of every gathered operand, so it works on
+    /// fixed-size arrays instead of allocating (ranks are at most
+    /// [`MAX_RANK`], which the project validator enforces).
     pub fn base_flat_index(&self, index: &[usize]) -> usize {
         if self.steps.is_empty() {
             return flat_index(&self.shape, index);
         }
-        let mut current: Vec<usize> = index.to_vec();
-        let mut current_shape: Vec<usize> = self.shape.clone();
+        let mut current = [0usize; MAX_RANK];
+        let mut rank = index.len();
+        current[..rank].copy_from_slice(index);
+        let mut current_shape: &[usize] = &self.shape;
         for step in &self.steps {
             match step {
                 Step::Transpose { perm, in_shape } => {
-                    let mut inner = vec![0; in_shape.len()];
+                    let mut inner = [0usize; MAX_RANK];
                     for (d, &p) in perm.iter().enumerate() {
                         inner[p] = current[d];
                     }
                     current = inner;
-                    current_shape.clone_from(in_shape);
+                    rank = in_shape.len();
+                    current_shape = in_shape;
                 }
                 Step::Reshape { in_shape } => {
-                    let mut flat = flat_index(&current_shape, &current);
-                    current = vec![0; in_shape.len()];
-                    for d in (0..in_shape.len()).rev() {
+                    let mut flat = flat_index(current_shape, &current[..rank]);
+                    rank = in_shape.len();
+                    for d in (0..rank).rev() {
                         current[d] = flat % in_shape[d];
                         flat /= in_shape[d];
                     }
-                    current_shape.clone_from(in_shape);
+                    current_shape = in_shape;
                 }
                 Step::Broadcast { in_shape } => {
-                    let skip = current.len() - in_shape.len();
-                    current = in_shape
-                        .iter()
-                        .enumerate()
-                        .map(|(d, &extent)| if extent == 1 { 0 } else { current[skip + d] })
-                        .collect();
-                    current_shape.clone_from(in_shape);
+                    let skip = rank - in_shape.len();
+                    for (d, &extent) in in_shape.iter().enumerate() {
+                        current[d] = if extent == 1 { 0 } else { current[skip + d] };
+                    }
+                    rank = in_shape.len();
+                    current_shape = in_shape;
                 }
             }
         }
-        flat_index(&current_shape, &current)
+        flat_index(current_shape, &current[..rank])
     }
 }
+
+/// The largest tensor rank the compiler handles.
+pub const MAX_RANK: usize = 8;
 
 #[cfg(test)]
 mod tests {

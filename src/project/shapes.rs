@@ -502,6 +502,16 @@ fn reshape(
     };
     let total: usize = x.shape.iter().product();
     let dims: Vec<i64> = shape.get_ref().iter().map(|d| *d.get_ref()).collect();
+    if dims.is_empty() || dims.len() > crate::lower::view::MAX_RANK {
+        return Err(site.error(
+            format!(
+                "a reshape needs 1 to {} dimensions, found {}",
+                crate::lower::view::MAX_RANK,
+                dims.len()
+            ),
+            shape.span(),
+        ));
+    }
     let inferred = dims.iter().filter(|&&d| d == -1).count();
     let known: Option<usize> = dims
         .iter()

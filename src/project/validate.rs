@@ -257,8 +257,15 @@ impl<'a> Validator<'a> {
                     }
                 }
             }
-            if shape.is_empty() {
-                return Err(site.error("a tensor needs at least one dimension", ast.shape.span()));
+            if shape.is_empty() || shape.len() > crate::lower::view::MAX_RANK {
+                return Err(site.error(
+                    format!(
+                        "a tensor needs 1 to {} dimensions, found {}",
+                        crate::lower::view::MAX_RANK,
+                        shape.len()
+                    ),
+                    ast.shape.span(),
+                ));
             }
             if shape
                 .iter()
