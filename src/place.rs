@@ -297,8 +297,34 @@ pub fn placement(
                 .iter()
                 .find_map(|range| first_fit(range, buffer.bytes(), life, &placed))
             else {
-                let needed = support_bytes + peak_live_bytes(program, &ids, &lifetimes);
-                let available = u64::from(memory.loadable.len());
+                // Interleaved buffers are bounded by region 1 alone; the
+                // others by the whole loadable memory.
+                let (needed, available) = match buffer.class {
+                    MemoryClass::Interleaved => {
+                        let interleaved: Vec<BufferId> = ids
+                            .iter()
+                            .copied()
+                            .filter(|i| program.buffer(*i).class == MemoryClass::Interleaved)
+                            .collect();
+                        (
+                            peak_live_bytes(program, &interleaved, &lifetimes),
+                            u64::from(region1.len()),
+                        )
+                    }
+                    MemoryClass::Standard => (
+                        support_bytes + peak_live_bytes(program, &ids, &lifetimes),
+                        u64::from(memory.loadable.len()),
+                    ),
+                };
+                // When the live bytes would fit, first-fit left the free space
+                // in pieces too small for this buffer; report that honestly
+                // as the bytes of the buffer that did not find a place.
+                let needed = if needed > available {
+                    needed
+                } else {
+                    available + u64::from(buffer.bytes())
+                        - largest_free_range(&ranges[..], life, &placed)
+                };
                 return Err(shortfall(
                     graph,
                     program,
@@ -360,6 +386,32 @@ fn first_fit(
 }
 
 /// The most bytes of `ids` alive at one step: what a tile needs at least.
+/// The largest free range, in any of `ranges`, for a buffer alive during
+/// `life`.
+fn largest_free_range(
+    ranges: &[AddressRange],
+    life: Lifetime,
+    placed: &[(u32, u32, Lifetime)],
+) -> u64 {
+    let mut best = 0u64;
+    for range in ranges {
+        let mut busy: Vec<(u32, u32)> = placed
+            .iter()
+            .filter(|(_, _, other)| overlaps(life, *other))
+            .map(|(address, bytes, _)| (*address, address + bytes))
+            .filter(|(start, end)| *end > range.start && *start < range.end)
+            .collect();
+        busy.sort_unstable();
+        let mut cursor = range.start;
+        for (start, end) in busy {
+            best = best.max(u64::from(start.saturating_sub(cursor)));
+            cursor = cursor.max(align(end, BUFFER_ALIGN));
+        }
+        best = best.max(u64::from(range.end.saturating_sub(cursor)));
+    }
+    best
+}
+
 fn peak_live_bytes(program: &Program, ids: &[BufferId], lifetimes: &[Lifetime]) -> u64 {
     let mut events: Vec<(u32, i64)> = Vec::new();
     for id in ids {
