@@ -23,17 +23,23 @@ enum Command {
     Build(cli::build::BuildArgs),
     /// Validate projects; print diagnostics with file:line:column.
     Check(cli::check::CheckArgs),
+    /// Rebuild projects on every save of a project, include or kernel source.
+    Watch(cli::watch::WatchArgs),
     /// Summarise a run's cycle profile; export HTML or a Chrome trace.
     Profile(cli::profile::ProfileArgs),
 }
 
 fn main() -> ExitCode {
     let args = Cli::parse();
-    ipub::logging::init_with(args.log.as_deref(), "info");
+    // Building commands print their own phase lines; the seed-style event
+    // log is for runs (and for any command with `--log info`).
+    let default_level = "warn";
+    ipub::logging::init_with(args.log.as_deref(), default_level);
     let result = match &args.command {
         Command::Build(a) => cli::build::run(a),
         Command::Check(a) => cli::check::run(a),
         Command::Profile(a) => cli::profile::run(a),
+        Command::Watch(a) => cli::watch::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

@@ -30,14 +30,22 @@ pub enum Emit {
 pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
     let db = Database::on_disk();
     let file = db.file(&args.project);
-    let ok = build(&db, file);
-    if !ok {
+    let outcome = build(&db, file, true);
+    if !outcome.ok {
         return Ok(1);
     }
     for emit in &args.emit {
         print!("{}", dump(&db, file, *emit));
     }
     Ok(0)
+}
+
+/// What a build did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub ok: bool,
+    /// Queries executed (not reused) across all phases.
+    pub recomputed: usize,
 }
 
 /// One phase's line: what ran, how many queries executed, how long.
@@ -53,32 +61,38 @@ impl PhaseLine {
         }
     }
 
-    fn finish(self, db: &Database, phase: &str, what: &str) {
+    fn finish(self, db: &Database, outcome: &mut Outcome, verbose: bool, phase: &str, what: &str) {
         let executed = db.execution_log().take().len();
-        let elapsed = self.started.elapsed();
-        println!(
-            "{phase:>10} {what} ({executed} {} recomputed, {:.1} ms)",
-            if executed == 1 { "query" } else { "queries" },
-            elapsed.as_secs_f64() * 1000.0
-        );
+        outcome.recomputed += executed;
+        if verbose {
+            let elapsed = self.started.elapsed();
+            println!(
+                "{phase:>10} {what} ({executed} {} recomputed, {:.1} ms)",
+                if executed == 1 { "query" } else { "queries" },
+                elapsed.as_secs_f64() * 1000.0
+            );
+        }
     }
 }
 
-/// Builds through every phase that exists, printing one line per phase.
-/// Returns whether the build succeeded; errors are printed.
-pub fn build(db: &Database, file: SourceFile) -> bool {
+/// Builds through every phase, printing one line per phase when `verbose`.
+/// Errors are always printed.
+pub fn build(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
+    let mut outcome = Outcome::default();
     let line = PhaseLine::start(db);
     let graph = match pipeline::graph(db, file) {
         Ok(graph) => graph,
         Err(error) => {
             report(db, &error);
-            return false;
+            return outcome;
         }
     };
     let span = crate::logging::build_span(graph.tiles, graph.ops.len());
     let _entered = span.enter();
     line.finish(
         db,
+        &mut outcome,
+        verbose,
         "project",
         &format!(
             "{}: {} tensors, {} operations, {} repeats",
@@ -99,6 +113,8 @@ pub fn build(db: &Database, file: SourceFile) -> bool {
     let unique: std::collections::HashSet<_> = pipeline::op_signatures(db, file).iter().collect();
     line.finish(
         db,
+        &mut outcome,
+        verbose,
         "plan",
         &format!(
             "{distinct} operations, {} distinct signatures ({signatures} total)",
@@ -111,7 +127,7 @@ pub fn build(db: &Database, file: SourceFile) -> bool {
         Ok(program) => program,
         Err(error) => {
             report(db, &error);
-            return false;
+            return outcome;
         }
     };
     let shards = program.buffers.len();
@@ -122,6 +138,8 @@ pub fn build(db: &Database, file: SourceFile) -> bool {
     );
     line.finish(
         db,
+        &mut outcome,
+        verbose,
         "lower",
         &format!(
             "{shards} buffers on {} tiles, {} exchange phases",
@@ -141,6 +159,8 @@ pub fn build(db: &Database, file: SourceFile) -> bool {
     }
     line.finish(
         db,
+        &mut outcome,
+        verbose,
         "schedule",
         &format!(
             "{} phases, {paired} paired, {exchange_cycles} exchange cycles",
@@ -154,15 +174,18 @@ pub fn build(db: &Database, file: SourceFile) -> bool {
             Ok(placement) => placement,
             Err(error) => {
                 report(db, &error);
-                return false;
+                return outcome;
             }
         };
     line.finish(
         db,
+        &mut outcome,
+        verbose,
         "place",
         &format!("{} tiles placed", placement.tiles.len()),
     );
-    true
+    outcome.ok = true;
+    outcome
 }
 
 fn report(db: &Database, error: &BuildError) {

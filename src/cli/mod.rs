@@ -3,3 +3,4 @@
 pub mod build;
 pub mod check;
 pub mod profile;
+pub mod watch;

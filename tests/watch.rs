@@ -1,0 +1,126 @@
+//! Drives `ipub watch` on a temporary copy of a project: an editor-style
+//! save by rename, a broken save (diagnostics, the watcher keeps going), and
+//! the fix.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::Duration;
+
+struct Watch {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Watch {
+    fn start(dir: &Path, project: &str, rebuilds: u32) -> Watch {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ipub"))
+            .args(["watch", project, "--debounce", "50"])
+            .arg(format!("--max-rebuilds={rebuilds}"))
+            .current_dir(dir)
+            .env_remove("RUST_LOG")
+            .env_remove("IPUB_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ipub watch");
+        let (sender, lines) = mpsc::channel();
+        for stream in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")),
+        ] {
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let _ = sender.send(line);
+                }
+            });
+        }
+        Watch {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a line containing `needle`; returns the lines since the
+    /// previous wait.
+    fn wait_for(&mut self, needle: &str) -> Vec<String> {
+        let mut batch = Vec::new();
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(30)) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    let found = line.contains(needle);
+                    batch.push(line);
+                    if found {
+                        return batch;
+                    }
+                }
+                Err(_) => panic!(
+                    "no `{needle}` from ipub watch; saw:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+}
+
+/// Writes `contents` the way many editors save: to a temporary file in the
+/// same directory, then renamed over the original.
+fn save_by_rename(path: &Path, contents: &str) {
+    let temporary = path.with_extension("toml.swp");
+    std::fs::write(&temporary, contents).expect("write temporary");
+    std::fs::rename(&temporary, path).expect("rename over");
+}
+
+#[test]
+fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("projects/matmul-f8.toml");
+    let original = std::fs::read_to_string(source).expect("read project");
+    let project = dir.path().join("matmul-f8.toml");
+    std::fs::write(&project, &original).expect("copy project");
+
+    let mut watch = Watch::start(dir.path(), "matmul-f8.toml", 3);
+    let startup = watch.wait_for("watching");
+    assert!(
+        startup
+            .iter()
+            .any(|l| l.starts_with("built matmul-f8.toml")),
+        "{startup:?}"
+    );
+
+    // A comment edit: validation re-runs and nothing after it.
+    save_by_rename(&project, &format!("# edited\n{original}"));
+    let lines = watch.wait_for("rebuilt after change to matmul-f8.toml");
+    assert!(
+        lines.last().unwrap().contains("(1 queries recomputed)"),
+        "{lines:?}"
+    );
+
+    // A broken save: diagnostics, the watcher keeps going.
+    save_by_rename(
+        &project,
+        &original.replace("inputs = [\"x8\", \"w\"]", "inputs = [\"x8\", \"wx\"]"),
+    );
+    let lines = watch.wait_for("rebuilt after change");
+    assert!(
+        lines.iter().any(|l| l.contains("unknown tensor `wx`")),
+        "{lines:?}"
+    );
+    assert!(lines.last().unwrap().contains("errors above"), "{lines:?}");
+
+    // The fix with a real change: the shape edit replans.
+    save_by_rename(
+        &project,
+        &original.replace("shape = [128, 64]", "shape = [256, 64]"),
+    );
+    let lines = watch.wait_for("rebuilt after change");
+    assert!(!lines.last().unwrap().contains("errors"), "{lines:?}");
+
+    let status = watch.child.wait().expect("watch exits after its rebuilds");
+    assert!(status.success());
+}
