@@ -22,4 +22,5 @@ pub mod plan;
 pub mod profile;
 pub mod project;
 pub mod schedule;
+pub mod store;
 pub mod target;

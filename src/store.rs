@@ -1,0 +1,285 @@
+//! The persistent result store: expensive query results kept across
+//! processes, keyed by a blake3 hash of everything they were computed from
+//! (their inputs and the compiler's build identity).
+//!
+//! Each entry is one file, `<root>/<kind>/<key>.json`, whose first line is a
+//! header with the format version and the blake3 hash of the payload that
+//! follows. Writes are atomic (temporary file and rename), so two builds
+//! writing the same entry at once both leave a complete file; a read that
+//! finds a truncated or corrupted entry reports it, deletes it and misses.
+//! The store is bounded: [`Store::evict`] removes the oldest entries beyond a
+//! size budget, and [`Store::clean`] removes everything.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::time::SystemTime;
+
+const HEADER: &str = "ipub-store 1";
+
+/// The identity of this build of ipub: results computed by another build
+/// are never reused.
+pub fn build_identity() -> &'static str {
+    concat!(env!("CARGO_PKG_NAME"), " ", env!("CARGO_PKG_VERSION"))
+}
+
+/// The root of ipub's caches: `$IPUB_CACHE_DIR`, else the platform cache
+/// directory (`$XDG_CACHE_HOME` or `~/.cache`) plus `ipub`, else a
+/// directory under the system's temporary directory.
+pub fn cache_root() -> Utf8PathBuf {
+    if let Some(dir) = std::env::var_os("IPUB_CACHE_DIR").and_then(|d| d.into_string().ok()) {
+        return Utf8PathBuf::from(dir);
+    }
+    let platform = std::env::var_os("XDG_CACHE_HOME")
+        .and_then(|d| d.into_string().ok())
+        .map(Utf8PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(|h| h.into_string().ok())
+                .map(|h| Utf8PathBuf::from(h).join(".cache"))
+        });
+    match platform {
+        Some(dir) => dir.join("ipub"),
+        None => Utf8PathBuf::from_path_buf(std::env::temp_dir())
+            .unwrap_or_else(|_| Utf8PathBuf::from("/tmp"))
+            .join("ipub-cache"),
+    }
+}
+
+/// A key: blake3 over labelled parts, always including the build identity.
+pub fn key(parts: &[&[u8]]) -> blake3::Hash {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(build_identity().as_bytes());
+    for part in parts {
+        hasher.update(&(part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
+    hasher.finalize()
+}
+
+#[derive(Clone, Debug)]
+pub struct Store {
+    root: Utf8PathBuf,
+}
+
+/// What a read found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lookup<T> {
+    Hit(T),
+    Miss,
+    /// The entry existed but failed verification; it has been removed.
+    Corrupt(String),
+}
+
+impl Store {
+    pub fn new(root: impl Into<Utf8PathBuf>) -> Store {
+        Store { root: root.into() }
+    }
+
+    /// The store under [`cache_root`].
+    pub fn default_location() -> Store {
+        Store::new(cache_root().join("store"))
+    }
+
+    pub fn root(&self) -> &Utf8Path {
+        &self.root
+    }
+
+    fn path(&self, kind: &str, key: &blake3::Hash) -> Utf8PathBuf {
+        self.root.join(kind).join(format!("{}.json", key.to_hex()))
+    }
+
+    pub fn get<T: DeserializeOwned>(&self, kind: &str, key: &blake3::Hash) -> Lookup<T> {
+        let path = self.path(kind, key);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Lookup::Miss;
+        };
+        match decode(&bytes) {
+            Ok(value) => Lookup::Hit(value),
+            Err(reason) => {
+                tracing::warn!(%path, %reason, "removing corrupted store entry");
+                let _ = std::fs::remove_file(&path);
+                Lookup::Corrupt(reason)
+            }
+        }
+    }
+
+    pub fn put<T: Serialize>(
+        &self,
+        kind: &str,
+        key: &blake3::Hash,
+        value: &T,
+    ) -> std::io::Result<()> {
+        let payload = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+        let mut bytes = format!("{HEADER} {}\n", blake3::hash(&payload).to_hex()).into_bytes();
+        bytes.extend_from_slice(&payload);
+        crate::fsutil::write_atomic(&self.path(kind, key), &bytes)
+    }
+
+    /// Removes every entry; returns the bytes freed.
+    pub fn clean(&self) -> std::io::Result<u64> {
+        let freed = self.entries().iter().map(|e| e.bytes).sum();
+        if self.root.exists() {
+            std::fs::remove_dir_all(&self.root)?;
+        }
+        Ok(freed)
+    }
+
+    /// Removes entries older than `max_age`, then the least recently
+    /// modified ones until the store holds at most `max_bytes`. Returns the
+    /// number of entries removed.
+    pub fn evict(&self, max_bytes: u64, max_age: std::time::Duration) -> usize {
+        let mut entries = self.entries();
+        entries.sort_by_key(|e| std::cmp::Reverse(e.modified));
+        let now = SystemTime::now();
+        let mut total = 0u64;
+        let mut removed = 0;
+        for entry in entries {
+            let too_old = now
+                .duration_since(entry.modified)
+                .is_ok_and(|age| age > max_age);
+            if too_old || total + entry.bytes > max_bytes {
+                if std::fs::remove_file(&entry.path).is_ok() {
+                    removed += 1;
+                }
+            } else {
+                total += entry.bytes;
+            }
+        }
+        removed
+    }
+
+    fn entries(&self) -> Vec<Entry> {
+        let mut found = Vec::new();
+        let Ok(kinds) = std::fs::read_dir(&self.root) else {
+            return found;
+        };
+        for kind in kinds.flatten() {
+            let Ok(files) = std::fs::read_dir(kind.path()) else {
+                continue;
+            };
+            for file in files.flatten() {
+                let Ok(metadata) = file.metadata() else {
+                    continue;
+                };
+                if !metadata.is_file() {
+                    continue;
+                }
+                found.push(Entry {
+                    path: file.path(),
+                    bytes: metadata.len(),
+                    modified: metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                });
+            }
+        }
+        found
+    }
+}
+
+struct Entry {
+    path: std::path::PathBuf,
+    bytes: u64,
+    modified: SystemTime,
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let newline = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or("no header line")?;
+    let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "header is not text")?;
+    let hash = header
+        .strip_prefix(HEADER)
+        .map(str::trim)
+        .ok_or_else(|| format!("unknown header `{header}`"))?;
+    let payload = &bytes[newline + 1..];
+    if blake3::hash(payload).to_hex().as_str() != hash {
+        return Err("checksum mismatch".into());
+    }
+    serde_json::from_slice(payload).map_err(|e| format!("unreadable payload: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = Utf8PathBuf::from_path_buf(dir.path().join("store")).expect("utf-8");
+        (dir, Store::new(root))
+    }
+
+    #[test]
+    fn round_trips_and_misses_on_other_keys() {
+        let (_dir, store) = store();
+        let k = key(&[b"a"]);
+        store.put("plans", &k, &vec![1u32, 2, 3]).expect("put");
+        assert_eq!(
+            store.get::<Vec<u32>>("plans", &k),
+            Lookup::Hit(vec![1, 2, 3])
+        );
+        assert_eq!(store.get::<Vec<u32>>("plans", &key(&[b"b"])), Lookup::Miss);
+        assert_ne!(
+            key(&[b"ab"]),
+            key(&[b"a", b"b"]),
+            "parts are length-delimited"
+        );
+    }
+
+    #[test]
+    fn corrupted_and_truncated_entries_are_reported_and_removed() {
+        let (_dir, store) = store();
+        let k = key(&[b"x"]);
+        store.put("plans", &k, &"value").expect("put");
+        let path = store.path("plans", &k);
+        let mut bytes = std::fs::read(&path).expect("read");
+        let last = bytes.len() - 2;
+        bytes[last] ^= 0x20;
+        std::fs::write(&path, &bytes).expect("corrupt");
+        assert!(matches!(
+            store.get::<String>("plans", &k),
+            Lookup::Corrupt(_)
+        ));
+        assert!(!path.exists());
+        store.put("plans", &k, &"value").expect("put");
+        let bytes = std::fs::read(&path).expect("read");
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("truncate");
+        assert!(matches!(
+            store.get::<String>("plans", &k),
+            Lookup::Corrupt(_)
+        ));
+    }
+
+    #[test]
+    fn eviction_keeps_the_newest_entries_within_the_budget() {
+        let (_dir, store) = store();
+        for i in 0..5u8 {
+            store.put("k", &key(&[&[i]]), &vec![i; 100]).expect("put");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let one = std::fs::metadata(store.path("k", &key(&[&[0]])))
+            .expect("meta")
+            .len();
+        let removed = store.evict(one * 2, std::time::Duration::from_secs(3600));
+        assert_eq!(removed, 3);
+        assert!(matches!(
+            store.get::<Vec<u8>>("k", &key(&[&[4]])),
+            Lookup::Hit(_)
+        ));
+        assert_eq!(store.get::<Vec<u8>>("k", &key(&[&[0]])), Lookup::Miss);
+        assert!(store.clean().expect("clean") > 0);
+        assert!(!store.root().exists());
+    }
+
+    #[test]
+    fn concurrent_writers_of_one_entry_leave_a_valid_entry() {
+        let (_dir, store) = store();
+        let k = key(&[b"same"]);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| store.put("k", &k, &vec![7u64; 1000]).expect("put"));
+            }
+        });
+        assert_eq!(store.get::<Vec<u64>>("k", &k), Lookup::Hit(vec![7; 1000]));
+    }
+}
