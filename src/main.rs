@@ -21,6 +21,8 @@ struct Cli {
 enum Command {
     /// Build a project through the compiler's phases, one line per phase.
     Build(cli::build::BuildArgs),
+    /// Remove persisted build results (and with --all the kernel cache).
+    Clean(cli::clean::CleanArgs),
     /// Validate projects; print diagnostics with file:line:column.
     Check(cli::check::CheckArgs),
     /// Rebuild projects on every save of a project, include or kernel source.
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
     let result = match &args.command {
         Command::Build(a) => cli::build::run(a),
         Command::Check(a) => cli::check::run(a),
+        Command::Clean(a) => cli::clean::run(a),
         Command::Profile(a) => cli::profile::run(a),
         Command::Watch(a) => cli::watch::run(a),
     };

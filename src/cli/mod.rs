@@ -2,5 +2,6 @@
 
 pub mod build;
 pub mod check;
+pub mod clean;
 pub mod profile;
 pub mod watch;
