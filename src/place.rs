@@ -351,6 +351,89 @@ pub fn placement(
     Ok(placement)
 }
 
+/// Why a placement is wrong: always a compiler bug, never a user error.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("placement verifier (a compiler bug): {0}")]
+pub struct PlacementBug(pub String);
+
+/// Checks a placement against the program: every buffer has an address on
+/// its tile, inside loadable memory and its class's region, support blocks
+/// stay in region 0 below every buffer placed there, and no two buffers
+/// that are alive at the same time overlap.
+pub fn verify(
+    target: &Target,
+    program: &Program,
+    placement: &Placement,
+) -> Result<(), PlacementBug> {
+    let memory = &target.memory;
+    let lifetimes = lifetimes(program);
+    for (i, buffer) in program.buffers.iter().enumerate() {
+        let id = BufferId(i as u32);
+        let Some(address) = placement.address(buffer.tile, id) else {
+            return Err(PlacementBug(format!(
+                "buffer {i} on tile {} has no address",
+                buffer.tile
+            )));
+        };
+        if !memory.loadable.contains_span(address, buffer.bytes()) {
+            return Err(PlacementBug(format!(
+                "buffer {i} at {address:#x} leaves loadable memory"
+            )));
+        }
+        if buffer.class == MemoryClass::Interleaved && !memory.region1.contains(address) {
+            return Err(PlacementBug(format!(
+                "interleaved buffer {i} at {address:#x} is outside region 1"
+            )));
+        }
+        if address % BUFFER_ALIGN != 0 {
+            return Err(PlacementBug(format!(
+                "buffer {i} at {address:#x} is misaligned"
+            )));
+        }
+    }
+    for (tile, tile_placement) in &placement.tiles {
+        for &(kind, address, bytes) in &tile_placement.support {
+            if !memory.region0.contains_span(address, bytes) {
+                return Err(PlacementBug(format!(
+                    "{kind} on tile {tile} is outside region 0"
+                )));
+            }
+        }
+        let support_end = tile_placement
+            .support
+            .iter()
+            .map(|&(_, a, b)| a + b)
+            .max()
+            .unwrap_or(memory.region0.start);
+        let mut spans: Vec<(u32, u32, Lifetime, BufferId)> = tile_placement
+            .buffers
+            .iter()
+            .map(|&(id, address)| {
+                let bytes = program.buffer(id).bytes();
+                (address, address + bytes, lifetimes[id.0 as usize], id)
+            })
+            .collect();
+        spans.sort_unstable();
+        for (index, a) in spans.iter().enumerate() {
+            if a.0 < support_end && a.1 > a.0 {
+                return Err(PlacementBug(format!(
+                    "buffer {} on tile {tile} overlaps the support blocks",
+                    a.3 .0
+                )));
+            }
+            for b in spans[index + 1..].iter().take_while(|b| b.0 < a.1) {
+                if overlaps(a.2, b.2) && a.1 > a.0 && b.1 > b.0 {
+                    return Err(PlacementBug(format!(
+                        "buffers {} and {} on tile {tile} overlap while both are alive",
+                        a.3 .0, b.3 .0
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn align(value: u32, alignment: u32) -> u32 {
     value.div_ceil(alignment) * alignment
 }
@@ -543,5 +626,22 @@ mod tests {
         assert_eq!(error.tile, 0);
         assert!(error.over > 0);
         expect!["tile 0 needs 2097152 bytes but only 424880 are available (1672272 bytes over); largest users: weight `w` (2097152 bytes), activation `gelu1` (524288 bytes), activation `gelu2` (524288 bytes); try more tiles (`tiles` in [project])"].assert_eq(&error.to_string());
+    }
+
+    #[test]
+    fn the_verifier_accepts_placements_and_catches_overlapping_live_buffers() {
+        let b = chain(1, 8, 32);
+        let program = lowered(&b.graph);
+        let mut placed = placement(&IPU21, &b.graph, &program, &code).expect("fits");
+        verify(&IPU21, &program, &placed).expect("a correct placement");
+        // Buffers 0 (the input) and 2 (the first activation) are alive together.
+        let tile = placed.tiles.get_mut(&0).expect("tile 0");
+        let input = tile.buffers[0].1;
+        tile.buffers[2].1 = input;
+        let bug = verify(&IPU21, &program, &placed).unwrap_err();
+        assert!(
+            bug.to_string().contains("overlap while both are alive"),
+            "{bug}"
+        );
     }
 }

@@ -134,7 +134,10 @@ pub fn placement(
     // Support blocks (code, exchange tables, kernel states, profile) are
     // sized by emission, which links the kernels the tile runs.
     let support = |_tile: u32| Vec::<SupportBlock>::new();
-    let placed = crate::place::placement(target_of(&graph), &graph, &program, &support)?;
+    let target = target_of(&graph);
+    let placed = crate::place::placement(target, &graph, &program, &support)?;
+    crate::place::verify(target, &program, &placed)
+        .map_err(|bug| BuildError::Lower(bug.to_string()))?;
     Ok(Arc::new(placed))
 }
 
