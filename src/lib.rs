@@ -11,6 +11,7 @@ pub mod cli;
 pub mod db;
 pub mod device;
 pub mod diagnostic;
+pub mod emit;
 pub mod fsutil;
 pub mod graph;
 pub mod isa;

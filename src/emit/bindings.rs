@@ -1,0 +1,107 @@
+//! Host bindings as byte runs: where each byte range of a logical tensor
+//! lives in tile memory.
+//!
+//! The host writes inputs (and the loader writes weights) by copying runs
+//! from the tensor's row-major bytes to tile addresses, and reads outputs
+//! back the same way. Layouts other than row-major (AMP weight blocks,
+//! padded rows) and views (transposes, broadcasts) become more, shorter
+//! runs; padding slots belong to no run.
+
+use crate::lower::{Binding, Program};
+use crate::place::Placement;
+use serde::{Deserialize, Serialize};
+
+/// Bytes `[logical_offset, logical_offset + bytes)` of the tensor's
+/// row-major encoding are at `address` on `tile`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BindingRun {
+    pub logical_offset: u64,
+    pub bytes: u32,
+    pub tile: u32,
+    pub address: u32,
+}
+
+/// The runs of one binding, merged where both sides are contiguous.
+/// Returns `None` when a buffer of the binding has no address (a bug the
+/// placement verifier reports first).
+pub fn binding_runs(
+    program: &Program,
+    placement: &Placement,
+    binding: &Binding,
+) -> Option<Vec<BindingRun>> {
+    let mut runs: Vec<BindingRun> = Vec::new();
+    for (buffer_id, view) in &binding.pieces {
+        let buffer = program.buffer(*buffer_id);
+        let base = placement.address(buffer.tile, *buffer_id)?;
+        let element = buffer.dtype.size_bytes() as u32;
+        let start = runs.len();
+        buffer.piece.for_each_slot(|slot, index| {
+            let Some(index) = index else { return };
+            let logical_offset = view.base_flat_index(index) as u64 * u64::from(element);
+            let address = base + slot as u32 * element;
+            if let Some(last) = runs[start..].last_mut() {
+                if last.logical_offset + u64::from(last.bytes) == logical_offset
+                    && last.address + last.bytes == address
+                {
+                    last.bytes += element;
+                    return;
+                }
+            }
+            runs.push(BindingRun {
+                logical_offset,
+                bytes: element,
+                tile: buffer.tile,
+                address,
+            });
+        });
+    }
+    Some(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, OpKind, Role};
+    use crate::lower::tests::{lowered, Builder};
+    use crate::target::IPU21;
+
+    #[test]
+    fn weights_in_amp_blocks_and_row_major_outputs_cover_their_tensors() {
+        let mut b = Builder::new(2);
+        let x = b.tensor("x", &[4, 16], DType::F16, Role::Input);
+        let w = b.tensor("w", &[16, 32], DType::F16, Role::Weight);
+        let y = b.op(
+            OpKind::Matmul {
+                transpose_rhs: false,
+            },
+            &[x, w],
+            &[4, 32],
+            DType::F16,
+        );
+        b.graph.outputs = vec![y];
+        let program = lowered(&b.graph);
+        let support = |_| Vec::new();
+        let placement =
+            crate::place::placement(&IPU21, &b.graph, &program, &support).expect("fits");
+        for binding in program.host_writes.iter().chain(&program.host_reads) {
+            let tensor = b.graph.tensor(binding.tensor);
+            let runs = binding_runs(&program, &placement, binding).expect("placed");
+            // Every logical byte is covered, and by as many runs as there
+            // are copies of it on tiles.
+            let mut covered = vec![0u32; tensor.size_bytes()];
+            for run in &runs {
+                for byte in run.logical_offset..run.logical_offset + u64::from(run.bytes) {
+                    covered[byte as usize] += 1;
+                }
+            }
+            let copies = covered[0];
+            assert!(copies >= 1, "{}", tensor.name);
+            assert!(covered.iter().all(|&c| c == copies), "{}", tensor.name);
+            if binding.tensor == w {
+                // AMP blocks of 16 channels by 4 inputs: rows of 16 halves
+                // are split into 4-element runs... or merged when adjacent.
+                assert!(runs.iter().all(|r| r.bytes % 2 == 0));
+            }
+        }
+    }
+}
