@@ -15,6 +15,7 @@ pub mod diagnostic;
 pub mod fsutil;
 pub mod graph;
 pub mod isa;
+pub mod kernels;
 pub mod logging;
 pub mod lower;
 pub mod pipeline;

@@ -23,6 +23,8 @@ enum Command {
     Build(cli::build::BuildArgs),
     /// Validate projects; print diagnostics with file:line:column.
     Check(cli::check::CheckArgs),
+    /// Compile kernel sources; list kernel objects.
+    Kernel(cli::kernel::KernelArgs),
     /// Summarise a run's cycle profile; export HTML or a Chrome trace.
     Profile(cli::profile::ProfileArgs),
 }
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
     let result = match &args.command {
         Command::Build(a) => cli::build::run(a),
         Command::Check(a) => cli::check::run(a),
+        Command::Kernel(a) => cli::kernel::run(a),
         Command::Profile(a) => cli::profile::run(a),
     };
     match result {

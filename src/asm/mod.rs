@@ -95,10 +95,19 @@ pub fn assemble_preprocessed(pre: Preprocessed) -> Assembly {
     asm.errors = errors;
     asm.run(&lines);
     let object = asm.finish();
+    let mut errors = asm.errors;
+    // Report in source order (files in the order they were read), as a
+    // reader would meet the problems.
+    let order = |path: &Utf8Path| asm.sources.files.iter().position(|f| f.path == path);
+    errors.sort_by_key(|e| {
+        e.location
+            .as_ref()
+            .map(|l| (order(&l.path), l.line, l.column))
+    });
     Assembly {
         object,
         sources: asm.sources,
-        errors: asm.errors,
+        errors,
     }
 }
 

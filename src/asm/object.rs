@@ -15,6 +15,8 @@ pub const MAGIC: [u8; 8] = *b"IPUBOBJ\0";
 /// Bumped whenever the layout changes; older files are rejected.
 pub const VERSION: u32 = 1;
 const CHECKSUM_BYTES: usize = 16;
+/// Magic, version and total length.
+const HEADER_BYTES: usize = 16;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Object {
@@ -149,6 +151,8 @@ impl Object {
         let mut w = Writer(Vec::new());
         w.0.extend_from_slice(&MAGIC);
         w.u32(VERSION);
+        // The total length, patched below, tells truncation from corruption.
+        w.u32(0);
         w.u32(self.sections.len() as u32);
         for s in &self.sections {
             w.str(&s.name);
@@ -184,6 +188,8 @@ impl Object {
                 w.str(p.kind.name());
             }
         }
+        let total = (w.0.len() + CHECKSUM_BYTES) as u32;
+        w.0[12..16].copy_from_slice(&total.to_le_bytes());
         let hash = blake3::hash(&w.0);
         w.0.extend_from_slice(&hash.as_bytes()[..CHECKSUM_BYTES]);
         w.0
@@ -198,12 +204,22 @@ impl Object {
                 ObjectError::BadMagic
             });
         }
-        if bytes.len() < MAGIC.len() + 4 + CHECKSUM_BYTES {
+        if bytes.len() < HEADER_BYTES + CHECKSUM_BYTES {
             return Err(ObjectError::Truncated);
         }
         let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
         if version != VERSION {
             return Err(ObjectError::Version { found: version });
+        }
+        let total = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]) as usize;
+        if bytes.len() < total {
+            return Err(ObjectError::Truncated);
+        }
+        if bytes.len() > total {
+            return Err(invalid(format!(
+                "{} bytes after the end of the object",
+                bytes.len() - total
+            )));
         }
         let (body, checksum) = bytes.split_at(bytes.len() - CHECKSUM_BYTES);
         if blake3::hash(body).as_bytes()[..CHECKSUM_BYTES] != *checksum {
@@ -211,7 +227,7 @@ impl Object {
         }
         let mut r = Reader {
             bytes: body,
-            at: MAGIC.len() + 4,
+            at: HEADER_BYTES,
         };
         let mut object = Object {
             sections: Vec::new(),

@@ -486,6 +486,7 @@ impl Preprocessor<'_> {
     /// Evaluates the condition of `#if`/`#ifdef`/`#ifndef`/`#elif`.
     fn condition(&mut self, kind: &str, line: &Line, start: usize) -> bool {
         let text = &line.text;
+        let start = start + (text[start..].len() - text[start..].trim_start().len());
         if kind != "if" {
             let name = text[start..].trim();
             if name.is_empty() {
