@@ -7,6 +7,7 @@
 //! - [`graph`]: the validated project graph every phase starts from;
 //! - [`db`]: the salsa database and its file inputs (the core does no IO).
 
+pub mod asm;
 pub mod cli;
 pub mod db;
 pub mod device;
@@ -15,6 +16,7 @@ pub mod emit;
 pub mod fsutil;
 pub mod graph;
 pub mod isa;
+pub mod kernels;
 pub mod logging;
 pub mod lower;
 pub mod pipeline;

@@ -27,6 +27,8 @@ enum Command {
     Check(cli::check::CheckArgs),
     /// Rebuild projects on every save of a project, include or kernel source.
     Watch(cli::watch::WatchArgs),
+    /// Compile kernel sources; list kernel objects.
+    Kernel(cli::kernel::KernelArgs),
     /// Summarise a run's cycle profile; export HTML or a Chrome trace.
     Profile(cli::profile::ProfileArgs),
 }
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
         Command::Build(a) => cli::build::run(a),
         Command::Check(a) => cli::check::run(a),
         Command::Clean(a) => cli::clean::run(a),
+        Command::Kernel(a) => cli::kernel::run(a),
         Command::Profile(a) => cli::profile::run(a),
         Command::Watch(a) => cli::watch::run(a),
     };

@@ -3,5 +3,6 @@
 pub mod build;
 pub mod check;
 pub mod clean;
+pub mod kernel;
 pub mod profile;
 pub mod watch;

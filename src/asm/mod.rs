@@ -1,0 +1,130 @@
+//! The kernel assembler: preprocessor, two-pass assembler, object format and
+//! linker (see `book/src/assembler.md` and `book/src/object-format.md`).
+//!
+//! The flow is `preprocess` (C-like, through a [`Vfs`] so tests run in
+//! memory) → pass one (`assembler.rs`: macros, repetition, conditionals,
+//! layout) → pass two (`encode.rs`: operands, encoding through
+//! [`crate::isa`], relocations) → [`Object`]. The linker places objects'
+//! sections at tile addresses and applies relocations.
+//!
+//! Errors are collected, not fatal: one run reports every problem it can,
+//! each with `file:line:column` through includes and macro expansions.
+
+mod assembler;
+mod directives;
+mod encode;
+pub mod expr;
+pub mod lex;
+pub mod link;
+pub mod object;
+pub mod parse;
+pub mod preprocess;
+pub mod source;
+
+#[cfg(test)]
+mod tests;
+
+pub use link::{link, LinkError, Linked, Placement};
+pub use object::{
+    FunctionInfo, Object, ObjectError, Param, ParamKind, Relocation, Section, Symbol,
+};
+pub use preprocess::{preprocess, Preprocessed};
+pub use source::{AsmError, ErrorKind, Location, Sources};
+
+use crate::db::Vfs;
+use camino::{Utf8Path, Utf8PathBuf};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What an assembly depends on besides the source file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AssembleOptions {
+    /// Predefined preprocessor macros (`-D NAME=VALUE`).
+    pub defines: BTreeMap<String, String>,
+    /// Directories searched for `#include` after the including file's own.
+    pub include_dirs: Vec<Utf8PathBuf>,
+}
+
+/// The result of assembling one source: the object (when there were no
+/// errors), every file read, and the diagnostics.
+#[derive(Debug)]
+pub struct Assembly {
+    pub object: Option<Object>,
+    pub sources: Sources,
+    pub errors: Vec<AsmError>,
+}
+
+impl Assembly {
+    /// Every distinct file read, with its contents (the cache hashes these).
+    pub fn files_read(&self) -> Vec<(Utf8PathBuf, Arc<str>)> {
+        let mut seen = std::collections::HashSet::new();
+        self.sources
+            .files
+            .iter()
+            .filter(|f| seen.insert(f.path.clone()))
+            .map(|f| (f.path.clone(), f.text.clone()))
+            .collect()
+    }
+
+    /// The errors rendered rustc-style, with source lines and carets.
+    pub fn render_errors(&self) -> String {
+        self.sources.render(&self.errors)
+    }
+}
+
+/// Preprocesses and assembles the file at `path`.
+pub fn assemble_file(fs: &dyn Vfs, path: &Utf8Path, options: &AssembleOptions) -> Assembly {
+    assemble_preprocessed(preprocess(
+        fs,
+        path,
+        &options.defines,
+        &options.include_dirs,
+    ))
+}
+
+/// Assembles already preprocessed lines (the cache preprocesses first to
+/// learn the included files, then assembles without reading them again).
+pub fn assemble_preprocessed(pre: Preprocessed) -> Assembly {
+    let Preprocessed {
+        lines,
+        sources,
+        errors,
+    } = pre;
+    let lines: Vec<Arc<source::Line>> = lines.into_iter().map(Arc::new).collect();
+    let mut asm = assembler::Assembler::new(sources);
+    asm.errors = errors;
+    asm.run(&lines);
+    let object = asm.finish();
+    let mut errors = asm.errors;
+    // Report in source order (files in the order they were read), as a
+    // reader would meet the problems.
+    let order = |path: &Utf8Path| asm.sources.files.iter().position(|f| f.path == path);
+    errors.sort_by_key(|e| {
+        e.location
+            .as_ref()
+            .map(|l| (order(&l.path), l.line, l.column))
+    });
+    Assembly {
+        object,
+        sources: asm.sources,
+        errors,
+    }
+}
+
+/// Checks that a cost formula is an expression (names are the variant's
+/// defines and are bound when the formula is evaluated).
+pub fn check_cost_formula(formula: &str) -> Result<(), String> {
+    let tokens = lex::lex(formula).map_err(|e| e.message)?;
+    expr::parse_all(&tokens, formula.len()).map_err(|e| e.message)?;
+    Ok(())
+}
+
+/// Evaluates a cost formula with `lookup` giving each name's value.
+pub fn eval_cost_formula(
+    formula: &str,
+    lookup: &dyn Fn(&str) -> Option<i64>,
+) -> Result<i64, String> {
+    let tokens = lex::lex(formula).map_err(|e| e.message)?;
+    let expr = expr::parse_all(&tokens, formula.len()).map_err(|e| e.message)?;
+    expr::eval_const(&expr, lookup).map_err(|e| e.message)
+}

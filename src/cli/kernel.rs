@@ -1,0 +1,149 @@
+//! `ipub kernel`: compile a kernel source to `kernel.o` + `kernel.json`, and
+//! list an object's contents.
+
+use crate::asm::Object;
+use crate::db::OsFs;
+use crate::fsutil::write_atomic;
+use crate::kernels::cache::{cache_key, KernelCache};
+use crate::kernels::{self, KernelError, Variant};
+use crate::target::IPU21;
+use anyhow::Context as _;
+use camino::Utf8PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct KernelArgs {
+    #[command(subcommand)]
+    pub command: KernelCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum KernelCommand {
+    /// Assemble a kernel source into kernel.o and kernel.json.
+    Compile(CompileArgs),
+    /// List a kernel object: sections, symbols, relocations, code.
+    Disasm(DisasmArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompileArgs {
+    /// The kernel source (`.S`).
+    pub source: Utf8PathBuf,
+    /// Predefine a macro: `-D NAME=VALUE` (or `-D NAME`, which is 1).
+    #[arg(short = 'D', value_name = "NAME=VALUE")]
+    pub defines: Vec<String>,
+    /// Also search this directory for `#include`.
+    #[arg(short = 'I', value_name = "DIR")]
+    pub include_dirs: Vec<Utf8PathBuf>,
+    /// Export only this entry symbol (default: every global code label).
+    #[arg(long)]
+    pub entry: Option<String>,
+    /// The variant's name (default: the source's file stem).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Write kernel.o and kernel.json here instead of the kernel cache.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<Utf8PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DisasmArgs {
+    /// A kernel object.
+    pub object: Utf8PathBuf,
+}
+
+pub fn run(args: &KernelArgs) -> anyhow::Result<i32> {
+    match &args.command {
+        KernelCommand::Compile(a) => compile(a),
+        KernelCommand::Disasm(a) => disasm(a),
+    }
+}
+
+fn compile(args: &CompileArgs) -> anyhow::Result<i32> {
+    let name = args
+        .name
+        .clone()
+        .or_else(|| args.source.file_stem().map(str::to_string))
+        .unwrap_or_else(|| "kernel".into());
+    let mut variant = Variant::new(name, args.source.clone());
+    variant.entry = args.entry.clone();
+    variant.include_dirs = args.include_dirs.clone();
+    for define in &args.defines {
+        let (key, value) = define.split_once('=').unwrap_or((define, "1"));
+        if key.is_empty() {
+            anyhow::bail!("`-D {define}`: expected NAME=VALUE");
+        }
+        variant.defines.insert(key.to_string(), value.to_string());
+    }
+    let result = match &args.out {
+        Some(dir) => compile_to(dir, &variant),
+        None => {
+            let cache = KernelCache::from_env()
+                .context("no cache directory: set IPUB_CACHE_DIR or HOME, or pass --out")?;
+            cache
+                .get_or_build(&OsFs, &variant, &IPU21)
+                .map(|k| (k.object_path, k.metadata_path))
+        }
+    };
+    match result {
+        Ok((object, metadata)) => {
+            println!(
+                "compiled kernel {} object={object} metadata={metadata}",
+                variant.name
+            );
+            Ok(0)
+        }
+        Err(KernelError::Assembly {
+            rendered,
+            errors,
+            source_path,
+        }) => {
+            eprint!("{rendered}");
+            let count = errors.len();
+            let plural = if count == 1 { "" } else { "s" };
+            eprintln!(
+                "\nerror: could not assemble `{source_path}` due to {count} previous error{plural}"
+            );
+            Ok(1)
+        }
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// Compiles without the cache, writing into `dir`.
+fn compile_to(
+    dir: &Utf8PathBuf,
+    variant: &Variant,
+) -> Result<(Utf8PathBuf, Utf8PathBuf), KernelError> {
+    let pre = crate::asm::preprocess(
+        &OsFs,
+        &variant.source,
+        &variant.defines,
+        &variant.include_dirs,
+    );
+    let key = cache_key(&pre.files_read(), variant, &IPU21);
+    let compiled = kernels::compile_preprocessed(pre, variant, &IPU21, &key)?;
+    let object = dir.join("kernel.o");
+    let metadata = dir.join("kernel.json");
+    let json = serde_json::to_vec_pretty(&compiled.metadata).map_err(|e| KernelError::Cache {
+        path: metadata.clone(),
+        source: std::io::Error::other(e),
+    })?;
+    write_atomic(&object, &compiled.object_bytes).map_err(|source| KernelError::Cache {
+        path: object.clone(),
+        source,
+    })?;
+    write_atomic(&metadata, &json).map_err(|source| KernelError::Cache {
+        path: metadata.clone(),
+        source,
+    })?;
+    Ok((object, metadata))
+}
+
+fn disasm(args: &DisasmArgs) -> anyhow::Result<i32> {
+    let bytes =
+        std::fs::read(&args.object).with_context(|| format!("cannot read {}", args.object))?;
+    let object = Object::read(&bytes)
+        .with_context(|| format!("{} is not a valid kernel object", args.object))?;
+    print!("{}", object.dump());
+    Ok(0)
+}

@@ -1,0 +1,193 @@
+//! The content-addressed kernel cache.
+//!
+//! An entry lives at `<root>/kernels/<key>/{kernel.o,kernel.json}`, where
+//! the root is `$IPUB_CACHE_DIR`, else `$XDG_CACHE_HOME/ipub`, else
+//! `~/.cache/ipub`. The key is blake3 over everything the result depends on:
+//! the assembler's build identity, the target, the variant's name, entry and
+//! sorted defines, and every file the preprocessor read (path and contents),
+//! so an edit to a source or to anything it includes changes exactly the
+//! keys of the variants built from it.
+//!
+//! Writes are atomic (temporary file in the entry's directory, then rename)
+//! and `kernel.json` is written last, so a reader sees a whole entry or a
+//! miss. Builds are deterministic, so two builders racing on one key write
+//! identical bytes and both succeed. Every read is verified: the object must
+//! parse, the metadata must parse, name the same key and carry the object's
+//! hash; otherwise the entry is reported with `tracing::warn!` and rebuilt.
+
+use super::{compile_preprocessed, Compiled, KernelError, KernelMetadata, Variant};
+use crate::asm::{self, Object};
+use crate::db::Vfs;
+use crate::fsutil::write_atomic;
+use crate::target::Target;
+use camino::{Utf8Path, Utf8PathBuf};
+use std::sync::Arc;
+
+/// Bump when the assembler's output for the same input changes (encoding,
+/// object layout, metadata), so old cache entries are not reused.
+pub const CODEGEN_REVISION: u32 = 1;
+
+/// The assembler's build identity, part of every key.
+pub const BUILD_IDENTITY: &str = concat!("ipub-asm ", env!("CARGO_PKG_VERSION"), " codegen 1");
+
+const _: () = assert!(
+    CODEGEN_REVISION == 1,
+    "update BUILD_IDENTITY with CODEGEN_REVISION"
+);
+
+/// A kernel in the cache.
+#[derive(Clone, Debug)]
+pub struct CachedKernel {
+    pub key: String,
+    pub object_path: Utf8PathBuf,
+    pub metadata_path: Utf8PathBuf,
+    pub object: Object,
+    pub metadata: KernelMetadata,
+    /// Whether this call assembled it (a miss or a rebuilt corrupt entry).
+    pub built: bool,
+}
+
+/// The cache key of `variant` given the files its preprocessing read.
+pub fn cache_key(files: &[(Utf8PathBuf, Arc<str>)], variant: &Variant, target: &Target) -> String {
+    let mut hasher = blake3::Hasher::new();
+    let mut field = |bytes: &[u8]| {
+        hasher.update(&(bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    field(b"ipub kernel key v1");
+    field(BUILD_IDENTITY.as_bytes());
+    field(target.name.as_bytes());
+    field(variant.name.as_bytes());
+    field(variant.entry.as_deref().unwrap_or("").as_bytes());
+    field(&(variant.defines.len() as u64).to_le_bytes());
+    for (name, value) in &variant.defines {
+        field(name.as_bytes());
+        field(value.as_bytes());
+    }
+    field(&(files.len() as u64).to_le_bytes());
+    for (path, text) in files {
+        field(path.as_str().as_bytes());
+        field(text.as_bytes());
+    }
+    hasher.finalize().to_hex().to_string()
+}
+
+/// The kernel cache rooted at one directory.
+#[derive(Clone, Debug)]
+pub struct KernelCache {
+    root: Utf8PathBuf,
+}
+
+impl KernelCache {
+    /// A cache whose entries live under `root/kernels/`.
+    pub fn new(root: impl Into<Utf8PathBuf>) -> KernelCache {
+        KernelCache { root: root.into() }
+    }
+
+    /// The cache at `$IPUB_CACHE_DIR`, `$XDG_CACHE_HOME/ipub` or
+    /// `~/.cache/ipub`; `None` when none of them is set.
+    pub fn from_env() -> Option<KernelCache> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let root = var("IPUB_CACHE_DIR")
+            .map(Utf8PathBuf::from)
+            .or_else(|| var("XDG_CACHE_HOME").map(|d| Utf8PathBuf::from(d).join("ipub")))
+            .or_else(|| var("HOME").map(|h| Utf8PathBuf::from(h).join(".cache/ipub")))?;
+        Some(KernelCache::new(root))
+    }
+
+    pub fn entry_dir(&self, key: &str) -> Utf8PathBuf {
+        self.root.join("kernels").join(key)
+    }
+
+    /// Returns the compiled `variant`, from the cache when a valid entry
+    /// exists, else assembling it and storing the result.
+    pub fn get_or_build(
+        &self,
+        fs: &dyn Vfs,
+        variant: &Variant,
+        target: &Target,
+    ) -> Result<CachedKernel, KernelError> {
+        let pre = asm::preprocess(fs, &variant.source, &variant.defines, &variant.include_dirs);
+        let key = cache_key(&pre.files_read(), variant, target);
+        let dir = self.entry_dir(&key);
+        let object_path = dir.join("kernel.o");
+        let metadata_path = dir.join("kernel.json");
+        if pre.errors.is_empty() {
+            match read_entry(&object_path, &metadata_path, &key) {
+                Entry::Valid(object, metadata) => {
+                    tracing::debug!(name = ?variant.name, key = %key, "kernel cache hit");
+                    return Ok(CachedKernel {
+                        key,
+                        object_path,
+                        metadata_path,
+                        object,
+                        metadata: *metadata,
+                        built: false,
+                    });
+                }
+                Entry::Missing => {}
+                Entry::Corrupt(reason) => {
+                    tracing::warn!(path = %dir, reason = %reason, "corrupted kernel cache entry; rebuilding");
+                }
+            }
+        }
+        tracing::info!(source = %variant.source, name = ?variant.name, target = target.name, "compiling kernel");
+        let Compiled {
+            object,
+            object_bytes,
+            metadata,
+        } = compile_preprocessed(pre, variant, target, &key)?;
+        let json = serde_json::to_vec_pretty(&metadata).map_err(|e| KernelError::Cache {
+            path: metadata_path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        let io = |path: &Utf8Path| {
+            let path = path.to_owned();
+            move |source| KernelError::Cache { path, source }
+        };
+        write_atomic(&object_path, &object_bytes).map_err(io(&object_path))?;
+        write_atomic(&metadata_path, &json).map_err(io(&metadata_path))?;
+        tracing::info!(object = %object_path, metadata = %metadata_path, "kernel artifact created");
+        Ok(CachedKernel {
+            key,
+            object_path,
+            metadata_path,
+            object,
+            metadata,
+            built: true,
+        })
+    }
+}
+
+enum Entry {
+    Valid(Object, Box<KernelMetadata>),
+    Missing,
+    Corrupt(String),
+}
+
+fn read_entry(object_path: &Utf8Path, metadata_path: &Utf8Path, key: &str) -> Entry {
+    // The metadata is written last: without it the entry is incomplete.
+    let json = match std::fs::read(metadata_path) {
+        Ok(json) => json,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Entry::Missing,
+        Err(e) => return Entry::Corrupt(format!("cannot read {metadata_path}: {e}")),
+    };
+    let bytes = match std::fs::read(object_path) {
+        Ok(bytes) => bytes,
+        Err(e) => return Entry::Corrupt(format!("cannot read {object_path}: {e}")),
+    };
+    let metadata: KernelMetadata = match serde_json::from_slice(&json) {
+        Ok(m) => m,
+        Err(e) => return Entry::Corrupt(format!("kernel.json does not parse: {e}")),
+    };
+    if metadata.key != key {
+        return Entry::Corrupt(format!("kernel.json names key {}", metadata.key));
+    }
+    if metadata.object_hash != blake3::hash(&bytes).to_hex().as_str() {
+        return Entry::Corrupt("kernel.o does not match the hash in kernel.json".into());
+    }
+    match Object::read(&bytes) {
+        Ok(object) => Entry::Valid(object, Box::new(metadata)),
+        Err(e) => Entry::Corrupt(e.to_string()),
+    }
+}

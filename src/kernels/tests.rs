@@ -1,0 +1,270 @@
+use super::cache::{cache_key, KernelCache};
+use super::*;
+use crate::db::MemoryFs;
+use crate::target::IPU21;
+use expect_test::expect;
+
+const KERNEL: &str = r#"#include "common.inc"
+    .text
+    .globl gemm
+    .type gemm, @function
+    .ipub_param out, 0, ptr
+    .ipub_param rows, 4, u32
+    .ipub_param scale, 8, f16
+    .ipub_cost "K * C * R / 128 + 40"
+gemm:
+    .size gemm, . - gemm
+    .data
+blocks: .word K / BLOCK
+"#;
+
+fn fs() -> MemoryFs {
+    let fs = MemoryFs::new();
+    fs.write("device/gemm.S", KERNEL);
+    fs.write(
+        "device/common.inc",
+        "#define BLOCK 8\n#define OVERHEAD 40\n",
+    );
+    fs.write(
+        "device/cast.S",
+        ".text\n.globl cast\ncast:\n.data\n.word 7\n",
+    );
+    fs
+}
+
+fn gemm(k: i64) -> Variant {
+    Variant::new(
+        variant_name("gemm_f8_interleaved", &[("k", k), ("c", 16), ("r", 2)]),
+        "device/gemm.S",
+    )
+    .define("K", k)
+    .define("C", 16)
+    .define("R", 2)
+}
+
+fn key(fs: &MemoryFs, variant: &Variant) -> String {
+    let pre = crate::asm::preprocess(fs, &variant.source, &variant.defines, &variant.include_dirs);
+    assert!(pre.errors.is_empty(), "{:?}", pre.errors);
+    cache_key(&pre.files_read(), variant, &IPU21)
+}
+
+#[test]
+fn metadata_has_entries_conventions_costs_and_sections() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+    let cache = KernelCache::new(&root);
+    let kernel = cache
+        .get_or_build(&fs(), &gemm(32), &IPU21)
+        .expect("builds");
+    assert!(kernel.built);
+    assert_eq!(kernel.metadata.name, "gemm_f8_interleaved_k32_c16_r2");
+    let mut metadata = kernel.metadata.clone();
+    metadata.key = "<key>".into();
+    metadata.object_hash = "<hash>".into();
+    metadata.assembler = "<identity>".into();
+    expect![[r#"
+        {
+          "format": 1,
+          "key": "<key>",
+          "name": "gemm_f8_interleaved_k32_c16_r2",
+          "source": "device/gemm.S",
+          "target": "ipu21",
+          "defines": {
+            "C": "16",
+            "K": "32",
+            "R": "2"
+          },
+          "files": [
+            "device/gemm.S",
+            "device/common.inc"
+          ],
+          "entries": [
+            {
+              "symbol": "gemm",
+              "section": ".text",
+              "offset": 0,
+              "size": 0,
+              "params": [
+                {
+                  "name": "out",
+                  "offset": 0,
+                  "kind": "ptr"
+                },
+                {
+                  "name": "rows",
+                  "offset": 4,
+                  "kind": "u32"
+                },
+                {
+                  "name": "scale",
+                  "offset": 8,
+                  "kind": "f16"
+                }
+              ],
+              "cost": {
+                "formula": "K * C * R / 128 + 40",
+                "cycles": 48
+              }
+            }
+          ],
+          "sections": [
+            {
+              "name": ".text",
+              "code": true,
+              "align": 4,
+              "size": 0
+            },
+            {
+              "name": ".data",
+              "code": false,
+              "align": 4,
+              "size": 4
+            }
+          ],
+          "object_hash": "<hash>",
+          "assembler": "<identity>"
+        }"#]]
+    .assert_eq(&serde_json::to_string_pretty(&metadata).expect("json"));
+}
+
+#[test]
+fn editing_one_source_changes_only_its_variants_keys() {
+    let fs = fs();
+    let cast = Variant::new("cast_f16_f8", "device/cast.S");
+    let before = [key(&fs, &gemm(32)), key(&fs, &gemm(64)), key(&fs, &cast)];
+    assert_ne!(before[0], before[1], "defines are part of the key");
+    fs.write(
+        "device/common.inc",
+        "#define BLOCK 16\n#define OVERHEAD 40\n",
+    );
+    let after = [key(&fs, &gemm(32)), key(&fs, &gemm(64)), key(&fs, &cast)];
+    assert_ne!(before[0], after[0]);
+    assert_ne!(before[1], after[1]);
+    assert_eq!(before[2], after[2]);
+    fs.write(
+        "device/cast.S",
+        ".text\n.globl cast\ncast:\n.data\n.word 8\n",
+    );
+    let last = [key(&fs, &gemm(32)), key(&fs, &gemm(64)), key(&fs, &cast)];
+    assert_eq!(after[..2], last[..2]);
+    assert_ne!(after[2], last[2]);
+}
+
+#[test]
+fn a_corrupted_entry_is_detected_and_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+    let cache = KernelCache::new(&root);
+    let fs = fs();
+    let first = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
+    let hit = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("hits");
+    assert!(!hit.built);
+    assert_eq!(hit.object, first.object);
+
+    let mut bytes = std::fs::read(&first.object_path).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&first.object_path, &bytes).expect("corrupt");
+    let rebuilt = cache
+        .get_or_build(&fs, &gemm(32), &IPU21)
+        .expect("rebuilds");
+    assert!(rebuilt.built, "a corrupted object must be rebuilt");
+    assert_eq!(
+        std::fs::read(&first.object_path).expect("read"),
+        first.object.write()
+    );
+
+    std::fs::write(&first.metadata_path, b"{ not json").expect("corrupt");
+    assert!(
+        cache
+            .get_or_build(&fs, &gemm(32), &IPU21)
+            .expect("rebuilds")
+            .built
+    );
+    assert!(
+        !cache
+            .get_or_build(&fs, &gemm(32), &IPU21)
+            .expect("hits")
+            .built
+    );
+}
+
+#[test]
+fn two_threads_building_one_key_both_succeed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+    let cache = KernelCache::new(&root);
+    let fs = fs();
+    for _ in 0..4 {
+        let results: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..2)
+                .map(|_| scope.spawn(|| cache.get_or_build(&fs, &gemm(96), &IPU21)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("thread"))
+                .collect()
+        });
+        let objects: Vec<_> = results
+            .into_iter()
+            .map(|r| r.expect("builds").object)
+            .collect();
+        assert_eq!(objects[0], objects[1]);
+    }
+    let entries = std::fs::read_dir(root.join("kernels"))
+        .expect("list")
+        .count();
+    assert_eq!(entries, 1);
+    let entry = std::fs::read_dir(root.join("kernels").join(key(&fs, &gemm(96))))
+        .expect("list")
+        .count();
+    assert_eq!(entry, 2, "only kernel.o and kernel.json remain");
+}
+
+#[test]
+fn bad_sources_and_missing_entries_are_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+    let cache = KernelCache::new(&root);
+    let fs = fs();
+    fs.write("device/bad.S", ".data\n.word 1 +\n");
+    let error = cache
+        .get_or_build(&fs, &Variant::new("bad", "device/bad.S"), &IPU21)
+        .unwrap_err();
+    expect![[r#"
+        could not assemble `device/bad.S` due to 1 previous error
+        error: expected an expression
+         --> device/bad.S:2:10
+          |
+        2 | .word 1 +
+          |          ^
+    "#]]
+    .assert_eq(&format!(
+        "{error}\n{}",
+        match &error {
+            KernelError::Assembly { rendered, .. } => rendered.as_str(),
+            _ => "",
+        }
+    ));
+    let error = cache
+        .get_or_build(&fs, &gemm(32).entry("nope"), &IPU21)
+        .unwrap_err();
+    assert_eq!(error.to_string(), "entry point `nope` of kernel `gemm_f8_interleaved_k32_c16_r2` is not a label in a code section");
+    assert!(
+        !root.join("kernels").exists()
+            || std::fs::read_dir(root.join("kernels"))
+                .expect("list")
+                .count()
+                == 0
+    );
+}
+
+#[test]
+fn cost_formulas_evaluate_with_bound_names() {
+    let values = BTreeMap::from([("K".to_string(), 64), ("C".to_string(), 16)]);
+    assert_eq!(eval_cost("K * C / 128 + 40", &values), Ok(48));
+    assert_eq!(
+        eval_cost("K * X", &values),
+        Err("unknown name `X`".to_string())
+    );
+}

@@ -1,0 +1,129 @@
+//! Assembler file tests: every `tests/data/asm/*.S` is assembled and its
+//! object listing, or its rendered diagnostics, compared with the companion
+//! `.expected` file (bless with `UPDATE_EXPECT=1 cargo test --test
+//! asm_files`). Files named `error-*.S` must fail; the others must assemble.
+//! The command-line tests check `ipub kernel compile` and `disasm` end to end.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use ipub::asm::{assemble_file, AssembleOptions};
+use ipub::db::OsFs;
+use std::process::Command;
+
+const CORPUS: &str = "tests/data/asm";
+
+fn sources() -> Vec<Utf8PathBuf> {
+    let root = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join(CORPUS);
+    let mut files: Vec<Utf8PathBuf> = std::fs::read_dir(&root)
+        .expect("corpus directory")
+        .map(|e| Utf8PathBuf::from_path_buf(e.expect("entry").path()).expect("utf-8"))
+        .filter(|p| p.extension() == Some("S"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_source_gives_its_expected_listing_or_diagnostics() {
+    let files = sources();
+    assert!(files.len() >= 15, "the corpus went missing");
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).expect("cd");
+    for file in files {
+        let name = file.file_name().expect("name").to_string();
+        let relative = Utf8PathBuf::from(CORPUS).join(&name);
+        let assembly = assemble_file(&OsFs, &relative, &AssembleOptions::default());
+        let actual = match &assembly.object {
+            Some(object) => {
+                assert!(!name.starts_with("error-"), "{name} should fail");
+                object.dump()
+            }
+            None => {
+                assert!(
+                    name.starts_with("error-"),
+                    "{name} failed:\n{}",
+                    assembly.render_errors()
+                );
+                let kinds: Vec<&str> = assembly.errors.iter().map(|e| e.kind.name()).collect();
+                format!(
+                    "kinds: {}\n\n{}",
+                    kinds.join(", "),
+                    assembly.render_errors()
+                )
+            }
+        };
+        expect_test::expect_file![file.with_extension("expected").as_std_path()].assert_eq(&actual);
+    }
+}
+
+fn ipub(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("RUST_LOG")
+        .env_remove("IPUB_LOG")
+        .output()
+        .expect("run ipub");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn kernel_compile_writes_an_object_that_disasm_lists() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().to_str().expect("utf-8");
+    let (code, stdout, stderr) = ipub(&[
+        "kernel",
+        "compile",
+        "tests/data/asm/kernel.S",
+        "-D",
+        "K=32",
+        "--out",
+        out,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.starts_with("compiled kernel kernel object="),
+        "{stdout}"
+    );
+    let object = format!("{out}/kernel.o");
+    let (code, stdout, stderr) = ipub(&["kernel", "disasm", &object]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("section 0 .text code"), "{stdout}");
+    let json = std::fs::read_to_string(format!("{out}/kernel.json")).expect("metadata");
+    assert!(json.contains("\"K\": \"32\""), "{json}");
+
+    let mut bytes = std::fs::read(&object).expect("read");
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&object, bytes).expect("truncate");
+    let (code, _, stderr) = ipub(&["kernel", "disasm", &object]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("kernel object is truncated"), "{stderr}");
+}
+
+#[test]
+fn kernel_compile_of_a_bad_source_exits_1_with_located_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().to_str().expect("utf-8");
+    let (code, stdout, stderr) = ipub(&[
+        "kernel",
+        "compile",
+        "tests/data/asm/error-duplicate-label.S",
+        "--out",
+        out,
+    ]);
+    assert_eq!(code, 1);
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains(" --> tests/data/asm/error-duplicate-label.S:3:1"),
+        "{stderr}"
+    );
+    assert!(stderr.ends_with("due to 1 previous error\n"), "{stderr}");
+    assert!(!stderr.contains("panicked"));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("list").count(),
+        0,
+        "no artifact on failure"
+    );
+}

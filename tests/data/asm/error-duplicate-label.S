@@ -1,0 +1,3 @@
+        .data
+here:   .word   1
+here:   .word   2

@@ -1,0 +1,1 @@
+#include "inc/cycle-a.inc"

@@ -1,0 +1,3 @@
+        .data
+        .word   missing + 4
+        .globl  never_defined

@@ -1,0 +1,2 @@
+        .data
+        .wrod   1

@@ -1,0 +1,2 @@
+        .text
+        frobnicate $m0, 1

@@ -1,0 +1,4 @@
+#if 1
+        .data
+        .if 1
+        .word 1

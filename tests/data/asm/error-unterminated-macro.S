@@ -1,0 +1,3 @@
+        .data
+        .macro  open
+        .word   1
