@@ -133,11 +133,20 @@ fn no_prefix_of_any_corpus_file_panics() {
     // Cutting sources anywhere produces unterminated strings, macros,
     // conditionals and expressions: all must be errors, never panics.
     let fs = ipub::db::MemoryFs::new();
-    for (name, text) in [(
+    // Includes resolve to the real files, read into memory once.
+    for include in [
         "inc/constants.inc",
-        "#define BLOCK 8\n#define CHANNELS 16\n",
-    )] {
-        fs.write(format!("{CORPUS}/{name}"), text);
+        "inc/broken.inc",
+        "inc/cycle-a.inc",
+        "inc/cycle-b.inc",
+    ] {
+        let text = std::fs::read_to_string(
+            Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(CORPUS)
+                .join(include),
+        )
+        .expect("read include");
+        fs.write(format!("{CORPUS}/{include}"), &text);
     }
     for file in sources() {
         let text = std::fs::read_to_string(&file).expect("read");
