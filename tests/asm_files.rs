@@ -127,3 +127,34 @@ fn kernel_compile_of_a_bad_source_exits_1_with_located_errors() {
         "no artifact on failure"
     );
 }
+
+#[test]
+fn no_prefix_of_any_corpus_file_panics() {
+    // Cutting sources anywhere produces unterminated strings, macros,
+    // conditionals and expressions: all must be errors, never panics.
+    let fs = ipub::db::MemoryFs::new();
+    // Includes resolve to the real files, read into memory once.
+    for include in [
+        "inc/constants.inc",
+        "inc/broken.inc",
+        "inc/cycle-a.inc",
+        "inc/cycle-b.inc",
+    ] {
+        let text = std::fs::read_to_string(
+            Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(CORPUS)
+                .join(include),
+        )
+        .expect("read include");
+        fs.write(format!("{CORPUS}/{include}"), &text);
+    }
+    for file in sources() {
+        let text = std::fs::read_to_string(&file).expect("read");
+        let path = Utf8PathBuf::from(CORPUS).join(file.file_name().expect("name"));
+        for cut in (0..=text.len()).filter(|&i| text.is_char_boundary(i)) {
+            fs.write(path.clone(), &text[..cut]);
+            let assembly = assemble_file(&fs, &path, &AssembleOptions::default());
+            let _ = assembly.render_errors();
+        }
+    }
+}

@@ -94,14 +94,16 @@ pub(super) struct Assembler {
     pub items: Vec<Item>,
     pub functions: Vec<FunctionDecl>,
     pub current_function: Option<usize>,
+    pub encoder: &'static dyn super::Encoder,
     macros: HashMap<String, AsmMacro>,
     depth: usize,
     expanded_lines: usize,
 }
 
 impl Assembler {
-    pub fn new(sources: Sources) -> Assembler {
+    pub fn new(sources: Sources, encoder: &'static dyn super::Encoder) -> Assembler {
         Assembler {
+            encoder,
             sources,
             errors: Vec::new(),
             sections: vec![SectionState {
@@ -619,7 +621,7 @@ impl Assembler {
             self.error(ErrorKind::BadInstruction, message, line, span);
             return;
         }
-        if section.size % size != 0 {
+        if !section.size.is_multiple_of(size) {
             let what = if size == 8 { "bundle" } else { "instruction" };
             let message = format!(
                 "{what} at offset {:#x} is not {size}-byte aligned",

@@ -309,7 +309,7 @@ impl Assembler {
             return;
         }
         if code {
-            if padding % 4 != 0 {
+            if !padding.is_multiple_of(4) {
                 let message = format!(
                     "code at offset {:#x} is not word aligned, so it cannot be padded with `nop`",
                     self.sections[self.current].size
@@ -340,7 +340,7 @@ impl Assembler {
                     continue;
                 }
             };
-            if offset % u32::from(width) != 0 {
+            if !offset.is_multiple_of(u32::from(width)) {
                 let message =
                     format!("{width}-byte value at offset {offset:#x} is not naturally aligned");
                 self.error(ErrorKind::Misaligned, message, line, expr.span());
@@ -450,7 +450,9 @@ impl Assembler {
             );
         };
         let offset_span = offset[0].span.start..parse::end_of(offset, 0);
-        if !(0..=0xFFFF).contains(&offset_value) || offset_value as u32 % kind.size() != 0 {
+        if !(0..=0xFFFF).contains(&offset_value)
+            || !(offset_value as u32).is_multiple_of(kind.size())
+        {
             let message = format!(
                 "offset {offset_value} of a {} parameter must be a multiple of {} in 0..=0xffff",
                 kind.name(),

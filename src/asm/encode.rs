@@ -35,7 +35,8 @@ impl Assembler {
                 }
                 ItemKind::Nops(count) => {
                     let word = nop.get_or_insert_with(|| {
-                        isa::assemble("nop", &[])
+                        self.encoder
+                            .assemble("nop", &[])
                             .map(|e| e.word)
                             .map_err(|e| e.message)
                     });
@@ -68,7 +69,7 @@ impl Assembler {
                     let main_word = self.encode(main, item, item.offset, &mut relocations);
                     let aux_word = self.encode(aux, item, item.offset + 4, &mut relocations);
                     if let (Some(m), Some(a)) = (main_word, aux_word) {
-                        if let Err(e) = isa::check_bundle(m, a) {
+                        if let Err(e) = self.encoder.check_bundle(m, a) {
                             let message = format!("invalid bundle: {}", e.message);
                             self.error(
                                 ErrorKind::BadInstruction,
@@ -204,7 +205,7 @@ impl Assembler {
         if failed {
             return None;
         }
-        let encoded = match isa::assemble(&inst.mnemonic, &operands) {
+        let encoded = match self.encoder.assemble(&inst.mnemonic, &operands) {
             Ok(encoded) => encoded,
             Err(e) => {
                 match e.operand.and_then(|i| inst.operands.get(i)) {

@@ -219,11 +219,11 @@ impl Parser<'_> {
     }
 }
 
+/// Gives the value of a symbol named at a span.
+pub type Resolver<'a> = dyn FnMut(&str, Range<usize>) -> Result<Val, EvalError> + 'a;
+
 /// Evaluates `expr`, asking `resolve` for the value of each symbol.
-pub fn eval(
-    expr: &Expr,
-    resolve: &mut dyn FnMut(&str, Range<usize>) -> Result<Val, EvalError>,
-) -> Result<Val, EvalError> {
+pub fn eval(expr: &Expr, resolve: &mut Resolver<'_>) -> Result<Val, EvalError> {
     match expr {
         Expr::Int(v, _) => Ok(Val::constant(*v)),
         Expr::Sym(name, span) => resolve(name, span.clone()),

@@ -32,6 +32,7 @@ pub use preprocess::{preprocess, Preprocessed};
 pub use source::{AsmError, ErrorKind, Location, Sources};
 
 use crate::db::Vfs;
+use crate::isa;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -82,16 +83,51 @@ pub fn assemble_file(fs: &dyn Vfs, path: &Utf8Path, options: &AssembleOptions) -
     ))
 }
 
+/// Encodes instructions. The assembler always uses [`Isa`] (the crate's
+/// instruction set); the seam exists so the assembler's handling of
+/// instructions (operand columns, bundles, fixups, padding) is tested
+/// against a small fixed encoding of its own.
+pub trait Encoder: Sync {
+    fn assemble(
+        &self,
+        mnemonic: &str,
+        operands: &[isa::Operand],
+    ) -> Result<isa::Encoded, isa::InstError>;
+    fn check_bundle(&self, main: u32, aux: u32) -> Result<(), isa::InstError>;
+}
+
+/// The real instruction set, [`crate::isa`].
+pub struct Isa;
+
+impl Encoder for Isa {
+    fn assemble(
+        &self,
+        mnemonic: &str,
+        operands: &[isa::Operand],
+    ) -> Result<isa::Encoded, isa::InstError> {
+        isa::assemble(mnemonic, operands)
+    }
+
+    fn check_bundle(&self, main: u32, aux: u32) -> Result<(), isa::InstError> {
+        isa::check_bundle(main, aux)
+    }
+}
+
 /// Assembles already preprocessed lines (the cache preprocesses first to
 /// learn the included files, then assembles without reading them again).
 pub fn assemble_preprocessed(pre: Preprocessed) -> Assembly {
+    assemble_with(pre, &Isa)
+}
+
+/// Like [`assemble_preprocessed`] with another instruction encoder.
+pub fn assemble_with(pre: Preprocessed, encoder: &'static dyn Encoder) -> Assembly {
     let Preprocessed {
         lines,
         sources,
         errors,
     } = pre;
     let lines: Vec<Arc<source::Line>> = lines.into_iter().map(Arc::new).collect();
-    let mut asm = assembler::Assembler::new(sources);
+    let mut asm = assembler::Assembler::new(sources, encoder);
     asm.errors = errors;
     asm.run(&lines);
     let object = asm.finish();

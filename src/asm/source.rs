@@ -75,7 +75,7 @@ struct Segment {
 }
 
 /// A logical line after preprocessing, with the origin of every byte.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Line {
     pub text: String,
     segments: Vec<Segment>,
@@ -105,7 +105,9 @@ impl Line {
             .segments
             .partition_point(|s| s.out <= offset)
             .saturating_sub(1);
-        self.segments[index].expansion.is_some()
+        self.segments
+            .get(index)
+            .is_some_and(|s| s.expansion.is_some())
     }
 
     /// The source position of output byte `offset`, and the expansion that
@@ -116,7 +118,14 @@ impl Line {
             .segments
             .partition_point(|s| s.out <= offset)
             .saturating_sub(1);
-        let segment = &self.segments[index];
+        let Some(segment) = self.segments.get(index) else {
+            let pos = Pos {
+                file: 0,
+                line: 1,
+                col: 0,
+            };
+            return (pos, self.context.clone());
+        };
         let mut pos = segment.pos;
         if segment.expansion.is_none() {
             pos.col += offset - segment.out;
@@ -129,19 +138,14 @@ impl Line {
 }
 
 /// Builds a rewritten line piece by piece, keeping origins.
+#[derive(Default)]
 pub struct LineBuilder {
     line: Line,
 }
 
 impl LineBuilder {
     pub fn new() -> LineBuilder {
-        LineBuilder {
-            line: Line {
-                text: String::new(),
-                segments: Vec::new(),
-                context: None,
-            },
-        }
+        LineBuilder::default()
     }
 
     /// Appends `source.text[range]` with its own origins.

@@ -131,7 +131,7 @@ impl KernelCache {
                 }
             }
         }
-        tracing::info!(source = %variant.source, name = ?variant.name, target = target.name, "compiling kernel");
+        tracing::info!(source = %variant.source, name = ?variant.name, target = %target.name, "compiling kernel");
         let Compiled {
             object,
             object_bytes,
