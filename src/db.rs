@@ -34,6 +34,28 @@ pub trait Vfs: Send + Sync {
     fn read(&self, path: &Utf8Path) -> Option<Arc<str>>;
 }
 
+/// Anything files can be read from: a [`Vfs`], or the database itself
+/// inside a query ([`DbFiles`]), where every read is a tracked dependency.
+pub trait FileSource {
+    fn read(&self, path: &Utf8Path) -> Option<Arc<str>>;
+}
+
+impl<T: Vfs + ?Sized> FileSource for T {
+    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
+        Vfs::read(self, path)
+    }
+}
+
+/// Reads files through the database's inputs, so a query that reads a file
+/// depends on it and re-runs when it changes.
+pub struct DbFiles<'a>(pub &'a dyn Db);
+
+impl FileSource for DbFiles<'_> {
+    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
+        self.0.file(path).contents(self.0).clone()
+    }
+}
+
 /// The real file system.
 #[derive(Default, Clone, Copy, Debug)]
 pub struct OsFs;
@@ -82,6 +104,10 @@ impl Vfs for MemoryFs {
 pub trait Db: salsa::Database {
     /// The input for `path`, created from the file system on first use.
     fn file(&self, path: &Utf8Path) -> SourceFile;
+
+    /// The on-disk kernel cache compiled kernels go through; `None` (tests)
+    /// compiles in memory only.
+    fn kernel_cache(&self) -> Option<&crate::kernels::cache::KernelCache>;
 }
 
 /// A salsa event log for incrementality tests: the names of queries that
@@ -122,6 +148,7 @@ pub struct Database {
     vfs: Arc<dyn Vfs>,
     files: Arc<Mutex<HashMap<Utf8PathBuf, SourceFile>>>,
     log: ExecutionLog,
+    kernel_cache: Option<crate::kernels::cache::KernelCache>,
 }
 
 impl Database {
@@ -140,12 +167,22 @@ impl Database {
             vfs,
             files: Arc::default(),
             log,
+            kernel_cache: None,
         }
     }
 
-    /// A database over the real file system.
+    /// A database over the real file system, compiling kernels through the
+    /// kernel cache (`$IPUB_CACHE_DIR` or the platform cache directory).
     pub fn on_disk() -> Self {
-        Self::new(Arc::new(OsFs))
+        let mut db = Self::new(Arc::new(OsFs));
+        db.kernel_cache = crate::kernels::cache::KernelCache::from_env();
+        db
+    }
+
+    /// Uses `cache` for compiled kernels.
+    pub fn with_kernel_cache(mut self, cache: crate::kernels::cache::KernelCache) -> Self {
+        self.kernel_cache = Some(cache);
+        self
     }
 
     /// The record of executed queries (see [`ExecutionLog`]).
@@ -202,6 +239,10 @@ impl Db for Database {
         let file = SourceFile::new(self, path.to_owned(), self.vfs.read(path), 0);
         files.insert(path.to_owned(), file);
         file
+    }
+
+    fn kernel_cache(&self) -> Option<&crate::kernels::cache::KernelCache> {
+        self.kernel_cache.as_ref()
     }
 }
 

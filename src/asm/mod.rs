@@ -31,7 +31,7 @@ pub use object::{
 pub use preprocess::{preprocess, Preprocessed};
 pub use source::{AsmError, ErrorKind, Location, Sources};
 
-use crate::db::Vfs;
+use crate::db::FileSource;
 use crate::isa;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::collections::BTreeMap;
@@ -74,7 +74,7 @@ impl Assembly {
 }
 
 /// Preprocesses and assembles the file at `path`.
-pub fn assemble_file(fs: &dyn Vfs, path: &Utf8Path, options: &AssembleOptions) -> Assembly {
+pub fn assemble_file(fs: &dyn FileSource, path: &Utf8Path, options: &AssembleOptions) -> Assembly {
     assemble_preprocessed(preprocess(
         fs,
         path,

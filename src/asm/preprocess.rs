@@ -13,7 +13,7 @@
 use super::expr::{self, EvalErrorKind};
 use super::lex::{self, Tok, Token};
 use super::source::{AsmError, ErrorKind, Expansion, Line, LineBuilder, Pos, SourceText, Sources};
-use crate::db::Vfs;
+use crate::db::FileSource;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ struct Conditional {
 }
 
 struct Preprocessor<'a> {
-    fs: &'a dyn Vfs,
+    fs: &'a dyn FileSource,
     include_dirs: &'a [Utf8PathBuf],
     macros: HashMap<String, Macro>,
     out: Preprocessed,
@@ -72,7 +72,7 @@ struct Preprocessor<'a> {
 
 /// Preprocesses `root` with `defines` (`NAME` → value text) predefined.
 pub fn preprocess(
-    fs: &dyn Vfs,
+    fs: &dyn FileSource,
     root: &Utf8Path,
     defines: &BTreeMap<String, String>,
     include_dirs: &[Utf8PathBuf],

@@ -17,7 +17,7 @@
 
 use super::{compile_preprocessed, Compiled, KernelError, KernelMetadata, Variant};
 use crate::asm::{self, Object};
-use crate::db::Vfs;
+use crate::db::FileSource;
 use crate::fsutil::write_atomic;
 use crate::target::Target;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -103,7 +103,7 @@ impl KernelCache {
     /// exists, else assembling it and storing the result.
     pub fn get_or_build(
         &self,
-        fs: &dyn Vfs,
+        fs: &dyn FileSource,
         variant: &Variant,
         target: &Target,
     ) -> Result<CachedKernel, KernelError> {

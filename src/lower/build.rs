@@ -388,8 +388,14 @@ impl Lowering<'_> {
                             ("rhs_scale".into(), i64::from(rhs.scale)),
                             ("out_scale".into(), i64::from(out.scale)),
                             // FP8 kernels serve both formats; the state says which.
-                            ("lhs_f152".into(), i64::from(lhs.dtype == crate::graph::DType::F152)),
-                            ("rhs_f152".into(), i64::from(rhs.dtype == crate::graph::DType::F152)),
+                            (
+                                "lhs_f152".into(),
+                                i64::from(lhs.dtype == crate::graph::DType::F152),
+                            ),
+                            (
+                                "rhs_f152".into(),
+                                i64::from(rhs.dtype == crate::graph::DType::F152),
+                            ),
                         ],
                     });
                 }

@@ -14,6 +14,8 @@
 //! Results are cheap to clone (`Arc`) and compare by value, so a phase whose
 //! output did not change stops the recomputation there (early cutoff).
 
+pub mod kernels;
+
 use crate::db::{Db, SourceFile};
 use crate::diagnostic::Diagnostic;
 use crate::graph::{Graph, OpId};

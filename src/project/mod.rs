@@ -43,7 +43,13 @@ pub struct ProjectResult {
     pub diagnostics: Vec<Diagnostic>,
     /// Every file read: the root and its includes (for watchers).
     pub files: Vec<Utf8PathBuf>,
+    /// Where the project's kernel sources are: `[project] kernels`
+    /// (default `../device`), relative to the root file.
+    pub kernel_dir: Utf8PathBuf,
 }
+
+/// The kernel directory when `[project] kernels` is not given.
+pub const DEFAULT_KERNEL_DIR: &str = "../device";
 
 /// The validated graph of the project whose root file is `root`.
 ///
@@ -68,11 +74,20 @@ pub fn validate_with(root: &Utf8Path, read: &load::ReadFile<'_>) -> ProjectResul
     } else {
         loaded.files.iter().map(|f| f.path.clone()).collect()
     };
+    let kernels = loaded
+        .files
+        .iter()
+        .find(|f| f.is_root)
+        .and_then(|f| f.ast.project.as_ref())
+        .and_then(|p| p.get_ref().kernels.as_ref())
+        .map_or(DEFAULT_KERNEL_DIR, |k| k.get_ref().as_str());
+    let kernel_dir = load::resolve(root, kernels);
     let (graph, diagnostics) = validate::validate(&loaded);
     ProjectResult {
         graph: graph.map(Arc::new),
         diagnostics,
         files,
+        kernel_dir,
     }
 }
 

@@ -31,6 +31,9 @@ pub struct ProjectAst {
     pub tiles: Spanned<i64>,
     #[serde(default)]
     pub seed: Option<Spanned<i64>>,
+    /// The directory of kernel sources, relative to the project file.
+    #[serde(default)]
+    pub kernels: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
