@@ -605,15 +605,16 @@ mod tests {
         let program = lowered(&b.graph);
         let placed = placement(&IPU21, &b.graph, &program, &code).expect("fits");
         expect![[r#"
-            tile 0: region0 to 0x4c810, region1 to 0x80800
+            tile 0: region0 to 0x4c810, region1 to 0x80c00
               0x4c000    1000 code
               0x4c3f0      24 exchange tables
-              0x4c410     512 buffer 0 Input { tensor: TensorId(0) }
+              0x80800     512 buffer 0 Input { tensor: TensorId(0) }
               0x80000    2048 buffer 1 Weight { tensor: TensorId(1), iteration: None }
-              0x4c610     512 buffer 2 Activation { tensor: TensorId(2) }
-              0x4c410     512 buffer 3 Activation { tensor: TensorId(3) }
-              0x4c610     512 buffer 4 Activation { tensor: TensorId(4) }
-              0x4c410     512 buffer 5 Activation { tensor: TensorId(5) }
+              0x80a00     512 buffer 2 Activation { tensor: TensorId(2) }
+              0x4c410     512 buffer 3 Operand { op: OpId(1), operand: 0 }
+              0x4c610     512 buffer 4 Activation { tensor: TensorId(3) }
+              0x4c410     512 buffer 5 Activation { tensor: TensorId(4) }
+              0x4c610     512 buffer 6 Activation { tensor: TensorId(5) }
         "#]]
         .assert_eq(&placed.dump(&program));
     }
@@ -625,7 +626,7 @@ mod tests {
         let error = placement(&IPU21, &b.graph, &program, &code).unwrap_err();
         assert_eq!(error.tile, 0);
         assert!(error.over > 0);
-        expect!["tile 0 needs 2097152 bytes but only 424880 are available (1672272 bytes over); largest users: weight `w` (2097152 bytes), activation `gelu1` (524288 bytes), activation `gelu2` (524288 bytes); try more tiles (`tiles` in [project])"].assert_eq(&error.to_string());
+        expect!["tile 0 needs 3145728 bytes but only 424880 are available (2720848 bytes over); largest users: weight `w` (2097152 bytes), activation `gelu1` (524288 bytes), activation `gelu2` (524288 bytes); try more tiles (`tiles` in [project])"].assert_eq(&error.to_string());
     }
 
     #[test]

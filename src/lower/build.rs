@@ -249,13 +249,14 @@ impl Lowering<'_> {
         tile: u32,
         piece: Piece,
         coordinates: Vec<usize>,
+        class: MemoryClass,
     ) -> BufferId {
         self.add_buffer(Buffer {
             tile,
             dtype: self.graph.tensor(tensor).dtype,
             piece,
             coordinates,
-            class: MemoryClass::Standard,
+            class,
             role: BufferRole::Activation { tensor },
         })
     }
@@ -329,7 +330,7 @@ impl Lowering<'_> {
         } else {
             rhs_view.reshaped(&[batch, k, n])
         };
-        let k_block = cost::amp_inputs_per_issue(lhs.dtype) as usize;
+        let k_block = cost::amp_block_inputs(lhs.dtype) as usize;
         let coordinates = vec![batch, m, n];
         let mut runs = Vec::new();
         let mut home = Vec::new();
@@ -352,8 +353,12 @@ impl Lowering<'_> {
                             operand: 0,
                             view: lhs_view.clone(),
                             tile,
-                            piece: Piece::padded_rows(vec![b0, m0, 0], vec![eb, em, k], k_block),
-                            class: MemoryClass::Standard,
+                            piece: Piece {
+                                start: vec![b0, m0, 0],
+                                extent: vec![eb, em, k],
+                                layout: Layout::KBlocks { k: k_block },
+                            },
+                            class: weights,
                         },
                         transfers,
                     )?;
@@ -372,8 +377,13 @@ impl Lowering<'_> {
                         },
                         transfers,
                     )?;
-                    let piece = Piece::row_major(vec![b0, m0, n0], vec![eb, em, en]);
-                    let c = self.output_buffer(node.output, tile, piece, coordinates.clone());
+                    let piece = Piece {
+                        start: vec![b0, m0, n0],
+                        extent: vec![eb, em, en],
+                        layout: Layout::ChannelBlocks,
+                    };
+                    let c =
+                        self.output_buffer(node.output, tile, piece, coordinates.clone(), weights);
                     home.push(c);
                     runs.push(KernelRun {
                         tile,
@@ -455,7 +465,13 @@ impl Lowering<'_> {
                     transfers,
                 )?);
             }
-            let c = self.output_buffer(node.output, tile, row_piece, coordinates.clone());
+            let c = self.output_buffer(
+                node.output,
+                tile,
+                row_piece,
+                coordinates.clone(),
+                MemoryClass::Standard,
+            );
             home.push(c);
             operands.push(OperandRef::Buffer(c));
             let mut params = vec![
@@ -530,6 +546,7 @@ impl Lowering<'_> {
                     tile as u32,
                     piece.clone(),
                     coordinates.clone(),
+                    MemoryClass::Standard,
                 );
                 let owners = self.owner_table(init_view.base)?;
                 let bytes = carry.dtype.size_bytes() as u32;

@@ -22,6 +22,14 @@ pub enum Layout {
     /// Row-major with the last dimension padded to a multiple of `multiple`
     /// (GEMM inputs, so a vector load never reads past a row).
     PaddedRows { multiple: usize },
+    /// GEMM inputs over the last two dimensions `(rows, inner)`:
+    /// `[inner/k][rows][k]`, `inner` padded to a multiple of `k`, so one AMP
+    /// pass over a K block streams every row's `k` inputs contiguously.
+    KBlocks { k: usize },
+    /// GEMM outputs (and partials) over the last two dimensions
+    /// `(rows, cols)`: `[cols/16][rows][16]`, `cols` padded to a multiple
+    /// of 16, so one AMP pass streams every row's 16 channels contiguously.
+    ChannelBlocks,
 }
 
 /// Output channels of one AMP weight block.
@@ -100,7 +108,16 @@ impl Piece {
                 let cols = self.extent[rank - 1].div_ceil(AMP_CHANNELS) * AMP_CHANNELS;
                 outer * inner * cols
             }
+            Layout::KBlocks { k } => self.blocked_slots(k),
+            Layout::ChannelBlocks => self.blocked_slots(AMP_CHANNELS),
         }
+    }
+
+    /// Slots of a layout that pads the last dimension to `block`.
+    fn blocked_slots(&self, block: usize) -> usize {
+        let rank = self.extent.len();
+        let outer: usize = self.extent[..rank - 1].iter().product();
+        outer * self.extent[rank - 1].div_ceil(block) * block
     }
 
     pub fn has_padding(&self) -> bool {
@@ -173,6 +190,48 @@ impl Piece {
                                 }
                             }
                         }
+                    }
+                }
+            }
+            Layout::KBlocks { k } => self.for_each_blocked_slot(k, &mut index, &mut visit),
+            Layout::ChannelBlocks => {
+                self.for_each_blocked_slot(AMP_CHANNELS, &mut index, &mut visit)
+            }
+        }
+    }
+
+    /// `[last/block][rows][block]` over the last two dimensions, leading
+    /// dimensions row-major outside.
+    fn for_each_blocked_slot(
+        &self,
+        block: usize,
+        index: &mut [usize],
+        visit: &mut impl FnMut(usize, Option<&[usize]>),
+    ) {
+        let rank = self.extent.len();
+        let outer_extent = &self.extent[..rank - 2];
+        let outer: usize = outer_extent.iter().product();
+        let (rows, last) = (self.extent[rank - 2], self.extent[rank - 1]);
+        let blocks = last.div_ceil(block);
+        let mut slot = 0;
+        for o in 0..outer {
+            let mut rest = o;
+            for d in (0..rank - 2).rev() {
+                index[d] = self.start[d] + rest % outer_extent[d];
+                rest /= outer_extent[d];
+            }
+            for b in 0..blocks {
+                for r in 0..rows {
+                    index[rank - 2] = self.start[rank - 2] + r;
+                    for c in 0..block {
+                        let j = b * block + c;
+                        if j < last {
+                            index[rank - 1] = self.start[rank - 1] + j;
+                            visit(slot, Some(index));
+                        } else {
+                            visit(slot, None);
+                        }
+                        slot += 1;
                     }
                 }
             }

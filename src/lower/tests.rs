@@ -123,7 +123,7 @@ fn fp8_gemm_with_bias_and_softmax() {
         &b.graph,
         expect![[r#"
             compute cast0 on 16 tiles: cast_f16_f143
-            exchange 0 (op matmul1): 16 transfers, 32768 bytes delivered
+            exchange 0 (op matmul1): 256 transfers, 32768 bytes delivered
             compute matmul1 on 16 tiles: gemm_f8_interleaved_k128_c16_r16
             exchange 1 (op add2): 256 transfers, 8192 bytes delivered
             compute add2 on 16 tiles: add_f16
@@ -181,14 +181,15 @@ fn attention_heads_through_views() {
     check(
         &b.graph,
         expect![[r#"
-        compute matmul4 on 8 tiles: gemm_f16_interleaved_k16_c16_r4
-        compute softmax5 on 8 tiles: softmax_f16
-        buffers 32 on 8 tiles
-          tile 0: 896 bytes
-          tile 1: 896 bytes
-          tile 2: 896 bytes
-          tile 3: 896 bytes
-    "#]],
+            compute matmul4 on 8 tiles: gemm_f16_interleaved_k16_c16_r4
+            exchange 0 (op softmax5): 8 transfers, 1024 bytes delivered
+            compute softmax5 on 8 tiles: softmax_f16
+            buffers 40 on 8 tiles
+              tile 0: 1024 bytes
+              tile 1: 1024 bytes
+              tile 2: 1024 bytes
+              tile 3: 1024 bytes
+        "#]],
     );
 }
 
@@ -237,16 +238,18 @@ fn repeats_are_lowered_once_with_per_iteration_weights() {
     check(
         &graph,
         expect![[r#"
-        repeat 0 x3
-          compute matmul0 on 4 tiles: gemm_f16_interleaved_k16_c16_r2
-          compute add1 on 4 tiles: add_f16
-          exchange 0 (carry layers): 4 transfers, 256 bytes delivered
-        compute gelu2 on 4 tiles: gelu_f16
-        buffers 28 on 4 tiles
-          tile 0: 1792 bytes
-          tile 1: 1792 bytes
-          tile 2: 1792 bytes
-          tile 3: 1792 bytes
-    "#]],
+            repeat 0 x3
+              exchange 0 (op matmul0): 4 transfers, 256 bytes delivered
+              compute matmul0 on 4 tiles: gemm_f16_interleaved_k16_c16_r2
+              exchange 1 (op add1): 4 transfers, 256 bytes delivered
+              compute add1 on 4 tiles: add_f16
+              exchange 2 (carry layers): 4 transfers, 256 bytes delivered
+            compute gelu2 on 4 tiles: gelu_f16
+            buffers 36 on 4 tiles
+              tile 0: 1920 bytes
+              tile 1: 1920 bytes
+              tile 2: 1920 bytes
+              tile 3: 1920 bytes
+        "#]],
     );
 }

@@ -57,20 +57,45 @@ pub fn amp_inputs_per_issue(input: DType) -> u64 {
     }
 }
 
-/// Fraction of AMP issue slots a GEMM inner loop achieves; the rest goes to
-/// weight loads, partial read-out and loop control.
-const AMP_EFFICIENCY_PERCENT: u64 = 75;
+/// Inputs per output channel of one AMP weight block (the width of CWEI):
+/// four issues' worth.
+pub fn amp_block_inputs(input: DType) -> u64 {
+    4 * amp_inputs_per_issue(input)
+}
 
-/// Cycles of a tile GEMM of `rows x inner` by `inner x cols`.
-pub fn gemm_tile_cycles(target: &Target, input: DType, rows: u64, inner: u64, cols: u64) -> u64 {
+/// Issue slots of one GEMM pass (one weight block: 16 channels by one K
+/// block) besides the AMP bundles: 64 weight loads and loop set-up.
+const GEMM_PASS_OVERHEAD_ISSUES: u64 = 64 + 12;
+
+/// Cycles of a tile GEMM of `rows x inner` by `inner x cols`, modelling the
+/// kernel's schedule: the work is cut into passes of one 16-channel block by
+/// one K block; the six workers share the channel blocks (and, when there
+/// are fewer than six, the rows); a pass streams `rows + 1` rows of four AMP
+/// bundles after loading its weights. `interleaved` operands allow the
+/// packed load/load/store bundle; otherwise each AMP issue needs three
+/// memory instructions of its own.
+pub fn gemm_tile_cycles(
+    target: &Target,
+    input: DType,
+    rows: u64,
+    inner: u64,
+    cols: u64,
+    interleaved: bool,
+) -> u64 {
     if rows == 0 || inner == 0 || cols == 0 {
         return 0;
     }
-    let issues =
-        rows * cols.div_ceil(AMP_OUTPUT_CHANNELS) * inner.div_ceil(amp_inputs_per_issue(input));
-    // Six workers issue one AMP each per six cycles: one issue per cycle.
-    let compute = (issues * 100).div_ceil(AMP_EFFICIENCY_PERCENT);
-    compute + u64::from(target.exchange.six_worker_call_cycles)
+    let workers = u64::from(target.worker_contexts);
+    let col_blocks = cols.div_ceil(AMP_OUTPUT_CHANNELS);
+    let k_blocks = inner.div_ceil(amp_block_inputs(input));
+    let row_groups = (workers / col_blocks).max(1);
+    let rows_per_worker = rows.div_ceil(row_groups);
+    let blocks_per_worker = col_blocks.div_ceil(workers);
+    let per_row = if interleaved { 4 } else { 12 };
+    let pass = (rows_per_worker + 1) * per_row + GEMM_PASS_OVERHEAD_ISSUES;
+    let issues = blocks_per_worker * k_blocks * pass;
+    // Each worker issues once every six cycles (the barrel rule).
+    issues * u64::from(target.barrel_slots) + u64::from(target.exchange.six_worker_call_cycles)
 }
 
 /// Cycles per element of the vector kernels, at 4 f16 (or 2 f32) lanes per
@@ -108,13 +133,16 @@ mod tests {
 
     #[test]
     fn fp8_gemm_is_twice_as_fast_as_f16() {
-        let f16 = gemm_tile_cycles(&IPU21, DType::F16, 64, 512, 64);
-        let f8 = gemm_tile_cycles(&IPU21, DType::F143, 64, 512, 64);
+        let f16 = gemm_tile_cycles(&IPU21, DType::F16, 64, 512, 96, true);
+        let f8 = gemm_tile_cycles(&IPU21, DType::F143, 64, 512, 96, true);
         let launch = u64::from(IPU21.exchange.six_worker_call_cycles);
-        // 64 x 4 x 128 f16 issues against 64 x 4 x 64 FP8 issues, each
-        // scaled by the same efficiency (rounded up).
-        assert_eq!(f16 - launch, (64 * 4 * 128 * 100u64).div_ceil(75));
-        assert_eq!(f8 - launch, (64 * 4 * 64 * 100u64).div_ceil(75));
+        // Six channel blocks, one per worker; 32 K blocks of 16 f16 or 16
+        // of 32 FP8; each pass streams 65 rows of 4 bundles plus overhead.
+        let pass = 65 * 4 + GEMM_PASS_OVERHEAD_ISSUES;
+        assert_eq!(f16 - launch, 32 * pass * 6);
+        assert_eq!(f8 - launch, 16 * pass * 6);
+        let slow = gemm_tile_cycles(&IPU21, DType::F143, 64, 512, 96, false);
+        assert!(slow > 2 * f8);
     }
 
     #[test]

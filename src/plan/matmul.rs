@@ -100,7 +100,7 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
         &signature.output,
     );
     let input = lhs.dtype;
-    let inner_block = cost::amp_inputs_per_issue(input) as usize * 2;
+    let inner_block = cost::amp_block_inputs(input) as usize;
     let col_blocks = shape.cols.div_ceil(AMP_OUTPUT_CHANNELS as usize);
     let inner_blocks = shape.inner.div_ceil(inner_block);
 
@@ -153,31 +153,29 @@ fn estimate(
         received += rhs_bytes;
     }
     let phases = 1;
-    let mut compute = b as u64
+    // The memory class applies to all three GEMM operands: the packed
+    // load/load/store bundle of the fast loop needs them interleaved.
+    let compute = b as u64
         * cost::gemm_tile_cycles(
             target,
             lhs.dtype,
             shard.rows as u64,
             shard.inner as u64,
             shard.cols as u64,
+            weights == MemoryClass::Interleaved,
         );
-
-    let (standard_weights, interleaved_weights) = match weights {
-        MemoryClass::Standard => (rhs_bytes, 0),
-        MemoryClass::Interleaved => (0, rhs_bytes),
+    let operands = lhs_bytes + out_bytes + rhs_bytes;
+    let (standard, interleaved) = match weights {
+        MemoryClass::Standard => (operands, 0),
+        MemoryClass::Interleaved => (0, operands),
     };
-    // Standard-memory weights load at half the interleaved rate: one extra
-    // cycle per weight block of 16 channels x 8 inputs.
-    if weights == MemoryClass::Standard {
-        compute += b as u64 * (shard.cols.div_ceil(16) * shard.inner.div_ceil(8)) as u64;
-    }
     let estimate = Estimate {
         compute_cycles: compute,
         exchange_cycles: cost::exchange_cycles(target, received),
         sync_cycles: cost::sync_cycles(target, phases),
         exchange_phases: phases,
-        peak_standard_bytes: lhs_bytes + out_bytes + standard_weights,
-        peak_interleaved_bytes: interleaved_weights,
+        peak_standard_bytes: standard,
+        peak_interleaved_bytes: interleaved,
         resident_weight_bytes: if rhs.weight { rhs_bytes } else { 0 },
     };
     Candidate {

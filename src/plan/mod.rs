@@ -342,10 +342,10 @@ mod tests {
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
                   candidates 76
-                 *finalist 0: grid b1xm16xn4xk1 shard 1x8x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r8 tiles=64 cycles=2595 (compute 971 exchange 1024 sync 600) phases=1 peak_standard=4352 peak_interleaved=8192
-                  finalist 1: grid b1xm16xn4xk1 shard 1x8x512x16 weights standard kernel gemm_f8_k512_c16_r8 tiles=64 cycles=2659 (compute 1035 exchange 1024 sync 600) phases=1 peak_standard=12544 peak_interleaved=0
-                  finalist 2: grid b1xm12xn4xk1 shard 1x11x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r11 tiles=48 cycles=3235 (compute 1227 exchange 1408 sync 600) phases=1 peak_standard=5984 peak_interleaved=8192
-                  finalist 3: grid b1xm12xn4xk1 shard 1x11x512x16 weights standard kernel gemm_f8_k512_c16_r11 tiles=48 cycles=3299 (compute 1291 exchange 1408 sync 600) phases=1 peak_standard=14176 peak_interleaved=0
+                 *finalist 0: grid b1xm16xn4xk1 shard 1x8x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r8 tiles=64 cycles=10360 (compute 8736 exchange 1024 sync 600) phases=1 peak_standard=0 peak_interleaved=12544
+                  finalist 1: grid b1xm16xn4xk1 shard 1x8x512x16 weights standard kernel gemm_f8_k512_c16_r8 tiles=64 cycles=12664 (compute 11040 exchange 1024 sync 600) phases=1 peak_standard=12544 peak_interleaved=0
+                  finalist 2: grid b1xm12xn4xk1 shard 1x11x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r11 tiles=48 cycles=10744 (compute 8736 exchange 1408 sync 600) phases=1 peak_standard=0 peak_interleaved=14176
+                  finalist 3: grid b1xm12xn4xk1 shard 1x11x512x16 weights standard kernel gemm_f8_k512_c16_r11 tiles=48 cycles=13048 (compute 11040 exchange 1408 sync 600) phases=1 peak_standard=14176 peak_interleaved=0
             "#]],
         );
     }
