@@ -12,7 +12,27 @@
 //! - a bundle `{ main ; aux }` is two words at an 8-byte aligned address, the
 //!   main-pipeline instruction first;
 //! - relocations patch one word; [`RelocKind::Abs32`] is the whole word (used
-//!   by `.word symbol`).
+//!   by `.word symbol`);
+//! - a main-pipeline instruction at an 8-byte aligned address followed by an
+//!   aux-pipeline instruction issues with it as one bundle, unless the main
+//!   one changes control flow. There is no bundle bit: `{ main ; aux }` in
+//!   source only asks the assembler to check the pair and align it, and a
+//!   bundle means exactly "main, then aux" executed in one issue slot.
+
+mod decode;
+mod disasm;
+mod encode;
+pub mod fp8;
+pub mod regs;
+pub mod table;
+#[cfg(test)]
+mod tests;
+
+pub use decode::{decode, DecodeError, Inst};
+pub use disasm::{disassemble, pairs, DisasmLine};
+pub use fp8::{erf, Fp8Format};
+pub use regs::ControlReg;
+pub use table::{Contexts, Kind, Op, OpInfo, Pipe};
 
 /// An operand as the assembler parsed it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,18 +71,22 @@ pub struct Fixup {
 pub enum RelocKind {
     /// The whole 32-bit word holds `S + A`.
     Abs32,
+    /// Bits 20..0 hold `S + A`, a tile address (`setzi`, branches, `call`).
+    Abs21,
 }
 
 impl RelocKind {
     pub fn name(self) -> &'static str {
         match self {
             RelocKind::Abs32 => "abs32",
+            RelocKind::Abs21 => "abs21",
         }
     }
 
     pub fn from_name(name: &str) -> Option<RelocKind> {
         match name {
             "abs32" => Some(RelocKind::Abs32),
+            "abs21" => Some(RelocKind::Abs21),
             _ => None,
         }
     }
@@ -84,28 +108,54 @@ pub struct InstError {
 
 /// Encodes one instruction.
 pub fn assemble(mnemonic: &str, operands: &[Operand]) -> Result<Encoded, InstError> {
-    let _ = operands;
-    Err(InstError {
-        operand: None,
-        message: format!("unknown instruction `{mnemonic}`"),
-    })
+    encode::assemble(mnemonic, operands)
 }
 
-/// Checks that two encoded words may issue together as `{ main ; aux }`.
+/// Checks that two encoded words may issue together as `{ main ; aux }`:
+/// the first must be a main-pipeline instruction that does not change
+/// control flow, the second an aux-pipeline one.
 pub fn check_bundle(main: u32, aux: u32) -> Result<(), InstError> {
-    let _ = (main, aux);
-    Err(InstError {
+    let bad = |message: String| InstError {
         operand: None,
-        message: "bundles are not supported yet".into(),
-    })
+        message,
+    };
+    let m = decode(main).map_err(|e| bad(e.to_string()))?;
+    let a = decode(aux).map_err(|e| bad(e.to_string()))?;
+    let (mi, ai) = (m.info(), a.info());
+    if mi.pipe != Pipe::Main {
+        return Err(bad(format!(
+            "`{}` issues in the aux pipeline and cannot be the first of a bundle",
+            mi.mnemonic
+        )));
+    }
+    if mi.control {
+        return Err(bad(format!(
+            "`{}` changes control flow and cannot be bundled",
+            mi.mnemonic
+        )));
+    }
+    if ai.pipe != Pipe::Aux {
+        return Err(bad(format!(
+            "`{}` issues in the main pipeline and cannot be the second of a bundle",
+            ai.mnemonic
+        )));
+    }
+    Ok(())
 }
 
 /// Patches `word` (at address `place`) with `value` = S + A.
 pub fn apply_reloc(kind: RelocKind, word: u32, value: i64, place: u32) -> Result<u32, String> {
-    let _ = (word, place);
+    let _ = place;
     match kind {
         RelocKind::Abs32 => u32::try_from(value)
             .or_else(|_| i32::try_from(value).map(|v| v as u32))
             .map_err(|_| format!("value {value:#x} does not fit in 32 bits")),
+        RelocKind::Abs21 => {
+            if (0..1 << 21).contains(&value) {
+                Ok((word & !0x1F_FFFF) | value as u32)
+            } else {
+                Err(format!("address {value:#x} does not fit in 21 bits"))
+            }
+        }
     }
 }
