@@ -10,6 +10,7 @@
 pub mod cli;
 pub mod db;
 pub mod device;
+pub mod exec;
 pub mod fsutil;
 pub mod graph;
 pub mod isa;
