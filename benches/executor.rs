@@ -67,7 +67,8 @@ fn gemm_tile(amp: &str, rows: u32) -> Tile {
             .iter()
             .flat_map(|v| v.to_le_bytes())
             .collect();
-        tile.write_bytes(STATE + 20 * w, &state).expect("state fits");
+        tile.write_bytes(STATE + 20 * w, &state)
+            .expect("state fits");
         let data: Vec<u8> = (0..stream).map(|i| (i * 37 % 61) as u8 & 0x3B).collect();
         tile.write_bytes(x, &data).expect("inputs fit");
         tile.write_bytes(p - 32, &data).expect("partials fit");
@@ -82,7 +83,10 @@ fn report(name: &str, tile: &mut Tile, useful_macs_per_step: u64, peak: u64) {
     let start = Instant::now();
     let mut steps = 0u64;
     while steps < 3 || start.elapsed().as_secs_f64() < 1.0 {
-        stats = Some(tile.run_supervisor(CODE, 1 << 40).expect("the benchmark runs"));
+        stats = Some(
+            tile.run_supervisor(CODE, 1 << 40)
+                .expect("the benchmark runs"),
+        );
         steps += 1;
     }
     let elapsed = start.elapsed().as_secs_f64();

@@ -629,7 +629,7 @@ impl Thread {
 
 #[inline]
 fn half_to_f32(bits: u32) -> f32 {
-    f16::from_bits(bits as u16).to_f32()
+    amp::f16_to_f32(bits as u16)
 }
 
 /// Lane-wise f16 arithmetic: exact in f64 (f16 sums and products fit its
