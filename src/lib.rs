@@ -13,6 +13,7 @@ pub mod db;
 pub mod device;
 pub mod diagnostic;
 pub mod emit;
+pub mod exec;
 pub mod fsutil;
 pub mod graph;
 pub mod isa;

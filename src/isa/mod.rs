@@ -27,6 +27,7 @@ pub mod regs;
 pub mod table;
 #[cfg(test)]
 mod tests;
+pub mod text;
 
 pub use decode::{decode, DecodeError, Inst};
 pub use disasm::{disassemble, pairs, DisasmLine};

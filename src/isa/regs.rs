@@ -17,8 +17,8 @@ pub enum ControlReg {
     Wid,
     /// The tile id. Read-only.
     Tile,
-    /// Supervisor: 1 when every worker that exited since the last `sync`
-    /// did so with `exitz` of a zero register, else 0. Read-only.
+    /// 1 when every worker of the last compute step (latched by `sync` or
+    /// `halt`) ended with `exitz` of a zero register, else 0. Read-only.
     WStatus,
 }
 

@@ -1,0 +1,181 @@
+//! The accumulating matrix product unit of one worker context (semantics
+//! in `book/src/isa.md`, "The AMP").
+
+use crate::isa::fp8::{pow2, Fp8Format};
+use half::f16;
+
+/// Bytes of weight storage: 16 channels × 16 f16 or 32 FP8 inputs.
+pub const CWEI_BYTES: usize = 512;
+
+/// Which decoding the cached f32 weights hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decoded {
+    Stale,
+    F16,
+    /// FP8 with the weight fields of `$fp8cfg` (format bit, scale byte).
+    F8(u32),
+}
+
+#[derive(Clone)]
+pub struct Amp {
+    pub cwei: [u8; CWEI_BYTES],
+    pub slot: u8,
+    pub current: [f32; 16],
+    pub drain: [f32; 16],
+    pub phase: u8,
+    weights: [f32; 512],
+    decoded: Decoded,
+    /// FP8 input decode table and the `$fp8cfg` input fields it was built for.
+    input_lut: [f32; 256],
+    input_key: Option<u32>,
+}
+
+impl Default for Amp {
+    fn default() -> Self {
+        Amp {
+            cwei: [0; CWEI_BYTES],
+            slot: 0,
+            current: [0.0; 16],
+            drain: [0.0; 16],
+            phase: 0,
+            weights: [0.0; 512],
+            decoded: Decoded::Stale,
+            input_lut: [0.0; 256],
+            input_key: None,
+        }
+    }
+}
+
+/// f16 bits to f32 through a 65536-entry table: the AMP converts 8 to 12
+/// halves per issue, and a table lookup beats the bit manipulation.
+#[inline]
+pub fn f16_to_f32(bits: u16) -> f32 {
+    static TABLE: std::sync::OnceLock<Box<[f32]>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| (0..=u16::MAX).map(|b| f16::from_bits(b).to_f32()).collect());
+    table[usize::from(bits)]
+}
+
+/// The FP8 decode of every code with a scale, as f32 (NaN for 0x80).
+pub fn fp8_table(format: Fp8Format, scale: i32) -> [f32; 256] {
+    let mut t = [0.0; 256];
+    for (code, v) in t.iter_mut().enumerate() {
+        *v = (format.to_f64(code as u8) * pow2(scale)) as f32;
+    }
+    t
+}
+
+/// `$fp8cfg` fields.
+pub fn input_format(cfg: u32) -> Fp8Format {
+    Fp8Format::from_bit(cfg)
+}
+
+pub fn input_scale(cfg: u32) -> i32 {
+    i32::from((cfg >> 8) as u8 as i8)
+}
+
+fn weight_format(cfg: u32) -> Fp8Format {
+    Fp8Format::from_bit(cfg >> 1)
+}
+
+fn weight_scale(cfg: u32) -> i32 {
+    i32::from((cfg >> 16) as u8 as i8)
+}
+
+impl Amp {
+    /// `ampclr`.
+    pub fn clear(&mut self) {
+        self.current = [0.0; 16];
+        self.drain = [0.0; 16];
+        self.phase = 0;
+        self.slot = 0;
+    }
+
+    /// `ldcwei`: 8 bytes into the write slot.
+    pub fn load_weights(&mut self, bytes: [u8; 8]) {
+        let at = usize::from(self.slot) * 8;
+        self.cwei[at..at + 8].copy_from_slice(&bytes);
+        self.slot = (self.slot + 1) % 64;
+        self.decoded = Decoded::Stale;
+    }
+
+    fn weights_f16(&mut self) {
+        if self.decoded != Decoded::F16 {
+            for (i, w) in self.weights[..256].iter_mut().enumerate() {
+                *w = f16_to_f32(u16::from_le_bytes([self.cwei[2 * i], self.cwei[2 * i + 1]]));
+            }
+            self.decoded = Decoded::F16;
+        }
+    }
+
+    fn weights_f8(&mut self, cfg: u32) {
+        let key = cfg & 0x00FF_0002;
+        if self.decoded != Decoded::F8(key) {
+            let table = fp8_table(weight_format(cfg), weight_scale(cfg));
+            for (w, code) in self.weights.iter_mut().zip(self.cwei) {
+                *w = table[usize::from(code)];
+            }
+            self.decoded = Decoded::F8(key);
+        }
+    }
+
+    /// Partials out for this phase, then the phase's MACs, then the bank
+    /// swap after phase 3.
+    fn finish(&mut self, partials_in: u64) -> u64 {
+        let base = 4 * usize::from(self.phase);
+        let mut out = 0u64;
+        for j in 0..4 {
+            let p = f16_to_f32((partials_in >> (16 * j)) as u16);
+            let v = f16::from_f32(self.drain[base + j] + p);
+            out |= u64::from(v.to_bits()) << (16 * j);
+        }
+        out
+    }
+
+    fn advance(&mut self) {
+        self.phase += 1;
+        if self.phase == 4 {
+            self.phase = 0;
+            self.drain = self.current;
+            self.current = [0.0; 16];
+        }
+    }
+
+    /// `f16v4amp`: returns the four f16 partials out.
+    pub fn step_f16(&mut self, inputs: u64, partials_in: u64) -> u64 {
+        self.weights_f16();
+        let out = self.finish(partials_in);
+        let x: [f32; 4] = std::array::from_fn(|j| f16_to_f32((inputs >> (16 * j)) as u16));
+        let k0 = 4 * usize::from(self.phase);
+        for c in 0..16 {
+            let w = &self.weights[16 * c + k0..16 * c + k0 + 4];
+            let s = x[0] * w[0] + x[1] * w[1] + x[2] * w[2] + x[3] * w[3];
+            self.current[c] += s;
+        }
+        self.advance();
+        out
+    }
+
+    /// `f8v8amp`: returns the four f16 partials out.
+    pub fn step_f8(&mut self, inputs: u64, partials_in: u64, cfg: u32) -> u64 {
+        self.weights_f8(cfg);
+        let key = cfg & 0xFF01;
+        if self.input_key != Some(key) {
+            self.input_lut = fp8_table(input_format(cfg), input_scale(cfg));
+            self.input_key = Some(key);
+        }
+        let out = self.finish(partials_in);
+        let x: [f32; 8] =
+            std::array::from_fn(|j| self.input_lut[((inputs >> (8 * j)) & 0xFF) as usize]);
+        let k0 = 8 * usize::from(self.phase);
+        for c in 0..16 {
+            let w = &self.weights[32 * c + k0..32 * c + k0 + 8];
+            let mut s = x[0] * w[0];
+            for j in 1..8 {
+                s += x[j] * w[j];
+            }
+            self.current[c] += s;
+        }
+        self.advance();
+        out
+    }
+}
