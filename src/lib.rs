@@ -21,3 +21,5 @@ pub mod plan;
 pub mod profile;
 pub mod schedule;
 pub mod target;
+pub mod reference;
+pub mod compare;
