@@ -8,6 +8,7 @@
 //! - [`db`]: the salsa database and its file inputs (the core does no IO).
 
 pub mod cli;
+pub mod compare;
 pub mod db;
 pub mod device;
 pub mod fsutil;
@@ -19,7 +20,6 @@ pub mod numerics;
 pub mod place;
 pub mod plan;
 pub mod profile;
+pub mod reference;
 pub mod schedule;
 pub mod target;
-pub mod reference;
-pub mod compare;

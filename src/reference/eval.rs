@@ -88,7 +88,12 @@ fn repeat_starts(graph: &Graph) -> Result<Vec<Option<usize>>, ReferenceError> {
             repeat: repeat.name.clone(),
             reason,
         };
-        for id in [repeat.init, repeat.carry_in, repeat.carry_out, repeat.output] {
+        for id in [
+            repeat.init,
+            repeat.carry_in,
+            repeat.carry_out,
+            repeat.output,
+        ] {
             if id.0 >= tensor_count {
                 return Err(ReferenceError::NoSuchTensor(id.0));
             }
@@ -103,7 +108,9 @@ fn repeat_starts(graph: &Graph) -> Result<Vec<Option<usize>>, ReferenceError> {
             .all(|(offset, op)| op.0 as usize == first as usize + offset);
         let end = first as usize + repeat.body.len();
         if !contiguous || end > graph.ops.len() {
-            return Err(fail("the body is not a contiguous run of the op list".into()));
+            return Err(fail(
+                "the body is not a contiguous run of the op list".into(),
+            ));
         }
         if starts[first as usize].is_some() {
             return Err(fail("two repeats start at the same operation".into()));
@@ -241,7 +248,10 @@ impl Evaluator<'_> {
             let values = self.read(&op.name, id)?;
             let tensor = graph.tensor(id);
             if values.len() != tensor.element_count() {
-                return Err(shape_error(op, format!("`{}` has the wrong size", tensor.name)));
+                return Err(shape_error(
+                    op,
+                    format!("`{}` has the wrong size", tensor.name),
+                ));
             }
             inputs.push((values, tensor));
         }

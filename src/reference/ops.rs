@@ -111,7 +111,10 @@ fn sgemm(
     // derive every extent from a validated `MatmulShape`, so a failure here
     // is a bug in this module, not bad input.
     assert!((rows - 1) * rsa + k <= a.len(), "sgemm: lhs out of bounds");
-    assert!((k - 1) * rsb + (n - 1) * csb < b.len(), "sgemm: rhs out of bounds");
+    assert!(
+        (k - 1) * rsb + (n - 1) * csb < b.len(),
+        "sgemm: rhs out of bounds"
+    );
     assert!(rows * n <= c.len(), "sgemm: output out of bounds");
     // SAFETY: the assertions above bound every element sgemm reads or
     // writes; `c` is exclusively borrowed and its strides do not alias.
@@ -272,8 +275,14 @@ pub fn add(
 /// The axis permutation `out.shape[i] = in.shape[perm[i]]`.
 pub fn transpose(shape: &[usize], perm: &[usize], values: &[f32]) -> Result<Vec<f32>, String> {
     let mut seen = vec![false; shape.len()];
-    if perm.len() != shape.len() || perm.iter().any(|&p| p >= shape.len() || std::mem::replace(&mut seen[p], true)) {
-        return Err(format!("{perm:?} is not a permutation of the axes of {shape:?}"));
+    if perm.len() != shape.len()
+        || perm
+            .iter()
+            .any(|&p| p >= shape.len() || std::mem::replace(&mut seen[p], true))
+    {
+        return Err(format!(
+            "{perm:?} is not a permutation of the axes of {shape:?}"
+        ));
     }
     let own = strides(shape);
     let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
@@ -302,7 +311,11 @@ pub fn softmax(shape: &[usize], values: &[f32], scale: f32, causal: bool) -> Vec
     let mut out = values.to_vec();
     out.par_chunks_mut(last).enumerate().for_each(|(row, y)| {
         let i = row % rows_per_matrix;
-        let visible = if causal { (i + 1).min(y.len()) } else { y.len() };
+        let visible = if causal {
+            (i + 1).min(y.len())
+        } else {
+            y.len()
+        };
         let max = y[..visible]
             .iter()
             .map(|&v| v * scale)
@@ -332,7 +345,10 @@ pub fn layernorm(
     let last = shape.last().copied().unwrap_or(1);
     for (name, p) in [("gamma", gamma), ("beta", beta)] {
         if p.len() != last && p.len() != 1 {
-            return Err(format!("{name} has {} values for a last axis of {last}", p.len()));
+            return Err(format!(
+                "{name} has {} values for a last axis of {last}",
+                p.len()
+            ));
         }
     }
     let mut out = x.to_vec();
@@ -343,7 +359,11 @@ pub fn layernorm(
     out.par_chunks_mut(last).for_each(|row| {
         let n = row.len() as f64;
         let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
-        let variance = row.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / n;
+        let variance = row
+            .iter()
+            .map(|&v| (f64::from(v) - mean).powi(2))
+            .sum::<f64>()
+            / n;
         let inv = 1.0 / (variance + f64::from(epsilon)).sqrt();
         for (j, v) in row.iter_mut().enumerate() {
             *v = ((f64::from(*v) - mean) * inv * param(gamma, j) + param(beta, j)) as f32;
