@@ -9,6 +9,7 @@
 
 pub mod asm;
 pub mod cli;
+pub mod compare;
 pub mod db;
 pub mod device;
 pub mod diagnostic;
@@ -20,11 +21,13 @@ pub mod isa;
 pub mod kernels;
 pub mod logging;
 pub mod lower;
+pub mod numerics;
 pub mod pipeline;
 pub mod place;
 pub mod plan;
 pub mod profile;
 pub mod project;
+pub mod reference;
 pub mod schedule;
 pub mod store;
 pub mod target;

@@ -1,0 +1,82 @@
+//! Number formats of the IPU21 as ipub models them: f16 (IEEE binary16,
+//! through the `half` crate) and the two FP8 "quarter" formats F143 and F152
+//! with their tensor-wide power-of-two scale.
+//!
+//! Everything here is pure arithmetic on bit patterns: the host reference,
+//! the seeded generator, the simulator's cast kernels and the runtime's
+//! readback all go through these functions so that one definition of each
+//! rounding exists in the project. The exact rules are in
+//! `book/src/numerics.md`.
+
+mod erf;
+mod fp8;
+
+#[cfg(test)]
+mod tests;
+
+pub use erf::erf;
+pub use fp8::Fp8Format;
+
+use crate::graph::DType;
+use half::f16;
+
+/// Rounds an f32 to the nearest f16 (ties to even, overflow to infinity, as
+/// IEEE conversion does) and returns it widened back to f32, which is exact.
+pub fn round_f16(x: f32) -> f32 {
+    f16::from_f32(x).to_f32()
+}
+
+/// Rounds a real value to what a tensor of `dtype` with `scale` can hold and
+/// returns the held real value: identity for f32, f16 rounding for f16, and
+/// for FP8 the device's cast path f32 → f16 → FP8 (both steps round to
+/// nearest even; FP8 saturates, NaN stays NaN).
+pub fn round_to_dtype(x: f32, dtype: DType, scale: i8) -> f32 {
+    match dtype {
+        DType::F32 => x,
+        DType::F16 => round_f16(x),
+        DType::F143 => Fp8Format::F143.quantize(x, scale),
+        DType::F152 => Fp8Format::F152.quantize(x, scale),
+    }
+}
+
+/// Encodes real values as the device stores a tensor of `dtype` with
+/// `scale`: little-endian f32 (4 bytes) or f16 (2 bytes) per element, or one
+/// FP8 code per element. Values are rounded as [`round_to_dtype`] rounds.
+pub fn encode(values: &[f32], dtype: DType, scale: i8) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(values.len() * dtype.size_bytes());
+    match dtype {
+        DType::F32 => values
+            .iter()
+            .for_each(|v| bytes.extend_from_slice(&v.to_le_bytes())),
+        DType::F16 => values
+            .iter()
+            .for_each(|&v| bytes.extend_from_slice(&f16::from_f32(v).to_le_bytes())),
+        DType::F143 => bytes.extend(values.iter().map(|&v| Fp8Format::F143.from_f32(v, scale))),
+        DType::F152 => bytes.extend(values.iter().map(|&v| Fp8Format::F152.from_f32(v, scale))),
+    }
+    bytes
+}
+
+/// Decodes device bytes of a tensor of `dtype` with `scale` into real values
+/// (exact for every format). A trailing partial element is ignored, since a
+/// device buffer is always a whole number of elements.
+pub fn decode(bytes: &[u8], dtype: DType, scale: i8) -> Vec<f32> {
+    match dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        DType::F143 => bytes
+            .iter()
+            .map(|&c| Fp8Format::F143.to_f32(c, scale))
+            .collect(),
+        DType::F152 => bytes
+            .iter()
+            .map(|&c| Fp8Format::F152.to_f32(c, scale))
+            .collect(),
+    }
+}

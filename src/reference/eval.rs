@@ -1,0 +1,342 @@
+//! The evaluation loop: ops in graph order, repeats iterated, every result
+//! stored at the precision's rounding.
+
+use super::init::tensor_values;
+use super::ops::{self, Accumulation, MatmulShape};
+use super::{Evaluation, ReferenceError, AMP_K_BLOCK};
+use crate::graph::{Graph, Op, OpId, OpKind, ReferencePrecision, Repeat, Role, Tensor, TensorId};
+use crate::numerics::round_to_dtype;
+use rayon::prelude::*;
+use std::time::Instant;
+
+/// Evaluates every tensor of `graph` at `precision`; see the module docs
+/// of [`crate::reference`] for what each precision rounds.
+pub fn evaluate(
+    graph: &Graph,
+    precision: ReferencePrecision,
+) -> Result<Evaluation, ReferenceError> {
+    evaluate_with_inputs(graph, precision, &|tensor, iteration| {
+        tensor_values(graph, tensor, iteration)
+    })
+}
+
+/// The values of one input or weight (with the iteration of a per-iteration
+/// weight); must be callable from several threads.
+pub type LeafValues<'a> = dyn Fn(TensorId, Option<u32>) -> Vec<f32> + Sync + 'a;
+
+/// [`evaluate`] with the inputs and weights supplied by `leaves` instead of
+/// the seeded generator (hand-written test inputs, or values read from a
+/// device). Supplied values are rounded to their tensor's dtype, as storing
+/// them on the device would.
+pub fn evaluate_with_inputs(
+    graph: &Graph,
+    precision: ReferencePrecision,
+    leaves: &LeafValues<'_>,
+) -> Result<Evaluation, ReferenceError> {
+    let started = Instant::now();
+    tracing::info!(
+        threads = rayon::current_num_threads(),
+        referencePrecision = precision_name(precision),
+        "configured host reference BLAS"
+    );
+    let mut evaluator = Evaluator {
+        graph,
+        precision,
+        values: vec![None; graph.tensors.len()],
+        leaves,
+    };
+    evaluator.generate_leaves(None, None)?;
+    let repeat_at = repeat_starts(graph)?;
+    let mut index = 0;
+    while index < graph.ops.len() {
+        match repeat_at[index] {
+            Some(number) => {
+                let repeat = &graph.repeats[number];
+                evaluator.run_repeat(number, repeat)?;
+                index += repeat.body.len().max(1);
+            }
+            None => {
+                evaluator.run_op(&graph.ops[index])?;
+                index += 1;
+            }
+        }
+    }
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "evaluated host reference"
+    );
+    Ok(Evaluation {
+        precision,
+        values: evaluator.values,
+    })
+}
+
+fn precision_name(precision: ReferencePrecision) -> &'static str {
+    match precision {
+        ReferencePrecision::Device => "device",
+        ReferencePrecision::F32 => "f32",
+    }
+}
+
+/// For each op index, the repeat whose (contiguous, non-empty) body starts
+/// there; checks the shape of every repeat on the way.
+fn repeat_starts(graph: &Graph) -> Result<Vec<Option<usize>>, ReferenceError> {
+    let mut starts = vec![None; graph.ops.len()];
+    let tensor_count = graph.tensors.len() as u32;
+    for (number, repeat) in graph.repeats.iter().enumerate() {
+        let fail = |reason: String| ReferenceError::Repeat {
+            repeat: repeat.name.clone(),
+            reason,
+        };
+        for id in [
+            repeat.init,
+            repeat.carry_in,
+            repeat.carry_out,
+            repeat.output,
+        ] {
+            if id.0 >= tensor_count {
+                return Err(ReferenceError::NoSuchTensor(id.0));
+            }
+        }
+        let Some(&OpId(first)) = repeat.body.first() else {
+            return Err(fail("the body has no operations".into()));
+        };
+        let contiguous = repeat
+            .body
+            .iter()
+            .enumerate()
+            .all(|(offset, op)| op.0 as usize == first as usize + offset);
+        let end = first as usize + repeat.body.len();
+        if !contiguous || end > graph.ops.len() {
+            return Err(fail(
+                "the body is not a contiguous run of the op list".into(),
+            ));
+        }
+        if starts[first as usize].is_some() {
+            return Err(fail("two repeats start at the same operation".into()));
+        }
+        starts[first as usize] = Some(number);
+    }
+    Ok(starts)
+}
+
+struct Evaluator<'g> {
+    graph: &'g Graph,
+    precision: ReferencePrecision,
+    values: Vec<Option<Vec<f32>>>,
+    leaves: &'g LeafValues<'g>,
+}
+
+impl Evaluator<'_> {
+    /// Generates the inputs and weights that belong to `repeat` (or to no
+    /// repeat), in parallel over tensors, rounded to their dtypes.
+    fn generate_leaves(
+        &mut self,
+        repeat: Option<u32>,
+        iteration: Option<u32>,
+    ) -> Result<(), ReferenceError> {
+        let graph = self.graph;
+        let leaves = self.leaves;
+        let generated: Vec<(usize, Vec<f32>)> = graph
+            .tensors
+            .par_iter()
+            .enumerate()
+            .filter(|(_, t)| t.role != Role::Activation && t.repeat == repeat)
+            .map(|(i, t)| {
+                let mut values = leaves(TensorId(i as u32), iteration);
+                values
+                    .iter_mut()
+                    .for_each(|v| *v = round_to_dtype(*v, t.dtype, t.scale));
+                (i, values)
+            })
+            .collect();
+        for (i, values) in generated {
+            let tensor = &graph.tensors[i];
+            if values.len() != tensor.element_count() {
+                return Err(ReferenceError::LeafSize {
+                    tensor: tensor.name.clone(),
+                    expected: tensor.element_count(),
+                    got: values.len(),
+                });
+            }
+            self.values[i] = Some(values);
+        }
+        Ok(())
+    }
+
+    fn run_repeat(&mut self, number: usize, repeat: &Repeat) -> Result<(), ReferenceError> {
+        let graph = self.graph;
+        let init = self.read(&repeat.name, repeat.init)?.to_vec();
+        let carry_in = graph.tensor(repeat.carry_in);
+        if init.len() != carry_in.element_count() {
+            return Err(ReferenceError::Repeat {
+                repeat: repeat.name.clone(),
+                reason: format!(
+                    "`{}` has {} values but the carried `{}` has {}",
+                    graph.tensor(repeat.init).name,
+                    init.len(),
+                    carry_in.name,
+                    carry_in.element_count()
+                ),
+            });
+        }
+        let mut carry = init;
+        for iteration in 0..repeat.count {
+            self.store(repeat.carry_in, carry);
+            self.generate_leaves(Some(number as u32), Some(iteration))?;
+            for &op in &repeat.body {
+                self.run_op(graph.op(op))?;
+            }
+            carry = self.read(&repeat.name, repeat.carry_out)?.to_vec();
+        }
+        self.store(repeat.output, carry);
+        Ok(())
+    }
+
+    fn read(&self, reader: &str, id: TensorId) -> Result<&[f32], ReferenceError> {
+        let tensor = self
+            .graph
+            .tensors
+            .get(id.0 as usize)
+            .ok_or(ReferenceError::NoSuchTensor(id.0))?;
+        self.values[id.0 as usize]
+            .as_deref()
+            .ok_or_else(|| ReferenceError::Unevaluated {
+                op: reader.to_string(),
+                tensor: tensor.name.clone(),
+            })
+    }
+
+    /// Stores `values` as `id` after the precision's rounding: every dtype
+    /// at `Device`, only FP8 at `F32`.
+    fn store(&mut self, id: TensorId, mut values: Vec<f32>) {
+        let tensor = self.graph.tensor(id);
+        let round = match self.precision {
+            ReferencePrecision::Device => tensor.dtype != crate::graph::DType::F32,
+            ReferencePrecision::F32 => tensor.dtype.is_fp8(),
+        };
+        if round {
+            let (dtype, scale) = (tensor.dtype, tensor.scale);
+            values
+                .par_iter_mut()
+                .for_each(|v| *v = round_to_dtype(*v, dtype, scale));
+        }
+        self.values[id.0 as usize] = Some(values);
+    }
+
+    fn run_op(&mut self, op: &Op) -> Result<(), ReferenceError> {
+        let graph = self.graph;
+        let output = graph
+            .tensors
+            .get(op.output.0 as usize)
+            .ok_or(ReferenceError::NoSuchTensor(op.output.0))?;
+        let expected_inputs = match op.kind {
+            OpKind::Matmul { .. } | OpKind::Add => 2,
+            OpKind::Layernorm { .. } => 3,
+            _ => 1,
+        };
+        if op.inputs.len() != expected_inputs {
+            return Err(ReferenceError::InputCount {
+                op: op.name.clone(),
+                kind: op.kind.name(),
+                expected: expected_inputs,
+                got: op.inputs.len(),
+            });
+        }
+        let mut inputs: Vec<(&[f32], &Tensor)> = Vec::with_capacity(op.inputs.len());
+        for &id in &op.inputs {
+            let values = self.read(&op.name, id)?;
+            let tensor = graph.tensor(id);
+            if values.len() != tensor.element_count() {
+                return Err(shape_error(
+                    op,
+                    format!("`{}` has the wrong size", tensor.name),
+                ));
+            }
+            inputs.push((values, tensor));
+        }
+        let result = self
+            .compute(op, &inputs, output)
+            .map_err(|reason| shape_error(op, reason))?;
+        if result.len() != output.element_count() {
+            return Err(shape_error(
+                op,
+                format!(
+                    "computes {} values but `{}` {:?} holds {}",
+                    result.len(),
+                    output.name,
+                    output.shape,
+                    output.element_count()
+                ),
+            ));
+        }
+        self.store(op.output, result);
+        Ok(())
+    }
+
+    fn compute(
+        &self,
+        op: &Op,
+        inputs: &[(&[f32], &Tensor)],
+        output: &Tensor,
+    ) -> Result<Vec<f32>, String> {
+        let (x, x_tensor) = inputs[0];
+        Ok(match &op.kind {
+            OpKind::Matmul { transpose_rhs } => {
+                let (w, w_tensor) = inputs[1];
+                let shape = MatmulShape::new(&x_tensor.shape, &w_tensor.shape, *transpose_rhs)?;
+                let fp8 = x_tensor.dtype.is_fp8() && w_tensor.dtype.is_fp8();
+                if self.precision == ReferencePrecision::Device && fp8 {
+                    fp8_matmul(shape, (x, x_tensor.scale), (w, w_tensor.scale))?
+                } else {
+                    ops::matmul(shape, x, w, Accumulation::F32)?
+                }
+            }
+            OpKind::Add => {
+                let (y, y_tensor) = inputs[1];
+                ops::add(&output.shape, (x, &x_tensor.shape), (y, &y_tensor.shape))?
+            }
+            OpKind::Gelu => ops::gelu(x),
+            OpKind::Softmax { scale, causal } => ops::softmax(&x_tensor.shape, x, *scale, *causal),
+            OpKind::Layernorm { epsilon } => {
+                ops::layernorm(&x_tensor.shape, x, inputs[1].0, inputs[2].0, *epsilon)?
+            }
+            OpKind::Transpose { perm } => ops::transpose(&x_tensor.shape, perm, x)?,
+            // Views, layout changes and casts do not change values; the
+            // store applies the output dtype's rounding.
+            OpKind::Reshape | OpKind::Rearrange { .. } | OpKind::Cast => x.to_vec(),
+        })
+    }
+}
+
+fn shape_error(op: &Op, reason: String) -> ReferenceError {
+    ReferenceError::Shape {
+        op: op.name.clone(),
+        reason,
+    }
+}
+
+/// The device model of an FP8 × FP8 matmul: the AMP multiplies stored
+/// codes (the scales are applied to the result), sums products in f32 within
+/// each block of [`AMP_K_BLOCK`] and keeps the running sum in f16.
+fn fp8_matmul(
+    shape: MatmulShape,
+    (lhs, lhs_scale): (&[f32], i8),
+    (rhs, rhs_scale): (&[f32], i8),
+) -> Result<Vec<f32>, String> {
+    // Multiplying by a power of two is exact for every FP8 value.
+    let unscale = |values: &[f32], scale: i8| -> Vec<f32> {
+        let factor = 2f64.powi(-i32::from(scale)) as f32;
+        values.par_iter().map(|v| v * factor).collect()
+    };
+    let stored = ops::matmul(
+        shape,
+        &unscale(lhs, lhs_scale),
+        &unscale(rhs, rhs_scale),
+        Accumulation::F16Partials {
+            k_block: AMP_K_BLOCK,
+        },
+    )?;
+    let factor = 2f64.powi(i32::from(lhs_scale) + i32::from(rhs_scale)) as f32;
+    Ok(stored.into_iter().map(|v| v * factor).collect())
+}

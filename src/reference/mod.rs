@@ -1,0 +1,82 @@
+//! The host reference: an evaluation of a [`Graph`] on the host, written
+//! independently of the planner, the kernels and the simulator, against
+//! which `ipub run` checks the device's outputs.
+//!
+//! It computes every tensor from the seeded inputs and weights
+//! ([`init`]), running repeat bodies once per iteration with their
+//! per-iteration weights and the carried activation, at one of two
+//! precisions:
+//!
+//! - [`ReferencePrecision::F32`]: every activation is kept in f32; only
+//!   tensors of an FP8 dtype are quantised, because an FP8 cast is an
+//!   operation of the graph, not a storage detail;
+//! - [`ReferencePrecision::Device`]: every activation is rounded to its dtype
+//!   after the operation that produces it (f16 RNE, FP8 through f16 with the
+//!   tensor's scale); matmuls with two FP8 operands accumulate in f16
+//!   partials per block of [`AMP_K_BLOCK`] inner indices in stored (unscaled)
+//!   units, other matmuls accumulate in f32; softmax, layernorm and GELU
+//!   compute in f32 or better and round their output.
+//!
+//! The device's exact summation order is not modelled; the f16-partial model
+//! is an approximation of it, documented in `book/src/numerics.md`.
+
+mod eval;
+pub mod init;
+pub mod ops;
+
+#[cfg(test)]
+mod tests;
+
+pub use crate::graph::ReferencePrecision;
+pub use eval::{evaluate, evaluate_with_inputs, LeafValues};
+pub use init::{tensor_bytes, tensor_values};
+
+use crate::graph::TensorId;
+
+/// Inner-dimension block after which the FP8 matmul model rounds its running
+/// sum to f16: the K of one AMP weight block on the IPU21 (32 FP8 inputs).
+pub const AMP_K_BLOCK: usize = 32;
+
+/// Why the reference could not evaluate a graph. The validator rules these
+/// out for graphs built from projects, so each one names a malformed graph.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("tensor id {0} does not exist in the graph")]
+    NoSuchTensor(u32),
+    #[error("operation `{op}` reads tensor `{tensor}` before anything computes it")]
+    Unevaluated { op: String, tensor: String },
+    #[error("operation `{op}` ({kind}) expects {expected} inputs, got {got}")]
+    InputCount {
+        op: String,
+        kind: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    #[error("operation `{op}`: {reason}")]
+    Shape { op: String, reason: String },
+    #[error("`{tensor}` was given {got} values but holds {expected}")]
+    LeafSize {
+        tensor: String,
+        expected: usize,
+        got: usize,
+    },
+    #[error("repeat `{repeat}`: {reason}")]
+    Repeat { repeat: String, reason: String },
+}
+
+/// The values of every evaluated tensor, by id, in real (scaled) f32.
+/// Tensors inside a repeat body hold their last iteration's values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    pub precision: ReferencePrecision,
+    values: Vec<Option<Vec<f32>>>,
+}
+
+impl Evaluation {
+    /// The values of `tensor`, or `None` if the graph never computes it.
+    pub fn get(&self, tensor: TensorId) -> Option<&[f32]> {
+        self.values
+            .get(tensor.0 as usize)
+            .and_then(|v| v.as_deref())
+    }
+}

@@ -1,0 +1,552 @@
+//! Reference tests: each op on small hand-computed cases through the whole
+//! evaluator, the repeat semantics, the two precisions and the generator.
+
+use super::init::{generate, Xoshiro256StarStar};
+use super::*;
+use crate::graph::*;
+use crate::numerics::round_f16;
+use expect_test::{expect, Expect};
+use std::collections::HashMap;
+
+struct Builder {
+    graph: Graph,
+    /// Hand-written values of inputs and weights, by name.
+    values: HashMap<String, Vec<f32>>,
+}
+
+impl Builder {
+    fn new() -> Builder {
+        Builder {
+            graph: Graph {
+                name: "test".into(),
+                target: "ipu21".into(),
+                tiles: 4,
+                seed: 7,
+                tensors: Vec::new(),
+                ops: Vec::new(),
+                repeats: Vec::new(),
+                outputs: Vec::new(),
+                check: Check {
+                    reference_precision: ReferencePrecision::Device,
+                    min_cosine_similarity: 0.99,
+                    max_abs_error: 1.0,
+                    outputs: Vec::new(),
+                },
+            },
+            values: HashMap::new(),
+        }
+    }
+
+    fn tensor(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        dtype: DType,
+        role: Role,
+        init: Option<Init>,
+    ) -> TensorId {
+        self.graph.tensors.push(Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            dtype,
+            scale: if dtype.is_fp8() { -2 } else { 0 },
+            role,
+            init,
+            repeat: None,
+        });
+        TensorId(self.graph.tensors.len() as u32 - 1)
+    }
+
+    /// An input with hand-written values.
+    fn input(&mut self, name: &str, shape: &[usize], dtype: DType, values: &[f32]) -> TensorId {
+        self.values.insert(name.into(), values.to_vec());
+        self.tensor(name, shape, dtype, Role::Input, Some(Init::Zeros))
+    }
+
+    /// An input or weight drawn by the seeded generator.
+    fn seeded(&mut self, name: &str, shape: &[usize], dtype: DType, role: Role) -> TensorId {
+        self.tensor(name, shape, dtype, role, Some(Init::Normal { std: 1.0 }))
+    }
+
+    fn op(&mut self, kind: OpKind, inputs: &[TensorId], shape: &[usize], dtype: DType) -> TensorId {
+        let name = format!("{}{}", kind.name(), self.graph.ops.len());
+        let output = self.tensor(&name, shape, dtype, Role::Activation, None);
+        self.graph.ops.push(Op {
+            name,
+            kind,
+            inputs: inputs.to_vec(),
+            output,
+        });
+        output
+    }
+
+    /// Evaluates with hand-written values where given, seeded ones elsewhere.
+    fn evaluate(&self, precision: ReferencePrecision) -> Result<Evaluation, ReferenceError> {
+        evaluate_with_inputs(&self.graph, precision, &|id, iteration| match self
+            .values
+            .get(&self.graph.tensor(id).name)
+        {
+            Some(v) => v.clone(),
+            None => tensor_values(&self.graph, id, iteration),
+        })
+    }
+}
+
+fn show(values: &[f32]) -> String {
+    values
+        .iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Evaluates at f32 and shows `output` (or the error).
+fn check(b: &Builder, output: TensorId, expected: Expect) {
+    let text = match b.evaluate(ReferencePrecision::F32) {
+        Ok(e) => show(e.get(output).unwrap_or_default()),
+        Err(e) => format!("error: {e}"),
+    };
+    expected.assert_eq(&text);
+}
+
+const MATMUL: OpKind = OpKind::Matmul {
+    transpose_rhs: false,
+};
+const MATMUL_T: OpKind = OpKind::Matmul {
+    transpose_rhs: true,
+};
+
+#[test]
+fn matmul_2d() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 3], DType::F32, &[1., 2., 3., 4., 5., 6.]);
+    let w = b.input("w", &[3, 2], DType::F32, &[1., 0., 0., 1., 1., -1.]);
+    let y = b.op(MATMUL, &[x, w], &[2, 2], DType::F32);
+    // [1+3, 2-3; 4+6, 5-6]
+    check(&b, y, expect!["4 -1 10 -1"]);
+}
+
+#[test]
+fn matmul_transposed_rhs() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 3], DType::F32, &[1., 2., 3., 4., 5., 6.]);
+    // w is [N=2, K=3]: rows (1, 0, 1) and (0, 1, -1).
+    let w = b.input("w", &[2, 3], DType::F32, &[1., 0., 1., 0., 1., -1.]);
+    let y = b.op(MATMUL_T, &[x, w], &[2, 2], DType::F32);
+    check(&b, y, expect!["4 -1 10 -1"]);
+}
+
+#[test]
+fn matmul_batched_with_shared_and_per_batch_rhs() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 1, 2], DType::F32, &[1., 2., 3., 4.]);
+    let shared = b.input("shared", &[2, 2], DType::F32, &[1., 10., 100., 1000.]);
+    let per_batch = b.input("per_batch", &[2, 2, 1], DType::F32, &[1., 1., 2., -1.]);
+    let y = b.op(MATMUL, &[x, shared], &[2, 1, 2], DType::F32);
+    let z = b.op(MATMUL, &[x, per_batch], &[2, 1, 1], DType::F32);
+    check(&b, y, expect!["201 2010 403 4030"]);
+    check(&b, z, expect!["3 2"]);
+}
+
+#[test]
+fn matmul_with_many_row_blocks_matches_a_naive_sum() {
+    // 150 rows span three sgemm tasks; K = 70 spans three FP8 blocks.
+    let (batch, m, k, n) = (2, 150, 70, 9);
+    let mut b = Builder::new();
+    let x = b.seeded("x", &[batch, m, k], DType::F32, Role::Input);
+    let w = b.seeded("w", &[n, k], DType::F32, Role::Weight);
+    let y = b.op(MATMUL_T, &[x, w], &[batch, m, n], DType::F32);
+    let e = b.evaluate(ReferencePrecision::F32).expect("evaluates");
+    let xs = tensor_values(&b.graph, x, None);
+    let ws = tensor_values(&b.graph, w, None);
+    let ys = e.get(y).expect("computed");
+    for bi in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let exact: f64 = (0..k)
+                    .map(|kk| f64::from(xs[(bi * m + i) * k + kk]) * f64::from(ws[j * k + kk]))
+                    .sum();
+                let got = f64::from(ys[(bi * m + i) * n + j]);
+                assert!(
+                    (got - exact).abs() < 1e-4,
+                    "[{bi},{i},{j}] {got} vs {exact}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_shape_errors_are_reported() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 3], DType::F32, &[0.; 6]);
+    let w = b.input("w", &[2, 2], DType::F32, &[0.; 4]);
+    let y = b.op(MATMUL, &[x, w], &[2, 2], DType::F32);
+    check(&b, y, expect!["error: operation `matmul0`: inner dimensions differ: [2, 3] x [2, 2] (transpose_rhs=false)"]);
+}
+
+#[test]
+fn add_broadcasts() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 3], DType::F32, &[1., 2., 3., 4., 5., 6.]);
+    let row = b.input("row", &[3], DType::F32, &[10., 20., 30.]);
+    let col = b.input("col", &[2, 1], DType::F32, &[100., 200.]);
+    let one = b.input("one", &[1, 3], DType::F32, &[1000., 2000., 3000.]);
+    let same = b.op(OpKind::Add, &[x, x], &[2, 3], DType::F32);
+    let with_row = b.op(OpKind::Add, &[x, row], &[2, 3], DType::F32);
+    let outer = b.op(OpKind::Add, &[col, one], &[2, 3], DType::F32);
+    check(&b, same, expect!["2 4 6 8 10 12"]);
+    check(&b, with_row, expect!["11 22 33 14 25 36"]);
+    check(&b, outer, expect!["1100 2100 3100 1200 2200 3200"]);
+}
+
+#[test]
+fn add_rejects_incompatible_shapes() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 3], DType::F32, &[0.; 6]);
+    let y = b.input("y", &[2], DType::F32, &[0.; 2]);
+    let z = b.op(OpKind::Add, &[x, y], &[2, 3], DType::F32);
+    check(
+        &b,
+        z,
+        expect!["error: operation `add0`: cannot broadcast [2] to [2, 3]"],
+    );
+}
+
+#[test]
+fn gelu_is_exact() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[5], DType::F32, &[-2., -1., 0., 1., 2.]);
+    let y = b.op(OpKind::Gelu, &[x], &[5], DType::F32);
+    // x Φ(x): Φ(1) = 0.8413447460685429, Φ(2) = 0.9772498680518208.
+    check(
+        &b,
+        y,
+        expect!["-0.045500264 -0.15865526 0 0.8413448 1.9544997"],
+    );
+}
+
+#[test]
+fn softmax_with_scale_and_causal_mask() {
+    let mut b = Builder::new();
+    let x = b.input(
+        "x",
+        &[1, 3, 3],
+        DType::F32,
+        &[0., 0., 0., 0., 0., 0., 1., 2., 3.],
+    );
+    let causal = b.op(
+        OpKind::Softmax {
+            scale: 1.0,
+            causal: true,
+        },
+        &[x],
+        &[1, 3, 3],
+        DType::F32,
+    );
+    let scaled = b.op(
+        OpKind::Softmax {
+            scale: std::f32::consts::LN_2,
+            causal: false,
+        },
+        &[x],
+        &[1, 3, 3],
+        DType::F32,
+    );
+    // Row 0 sees one column, row 1 two; row 2 is softmax(1, 2, 3).
+    check(
+        &b,
+        causal,
+        expect!["1 0 0 0.5 0.5 0 0.09003057 0.24472848 0.66524094"],
+    );
+    // Scaling by ln 2 turns exp into powers of two: 2/14, 4/14, 8/14.
+    check(&b, scaled, expect!["0.33333334 0.33333334 0.33333334 0.33333334 0.33333334 0.33333334 0.14285715 0.2857143 0.5714286"]);
+}
+
+#[test]
+fn layernorm_with_gamma_and_beta() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 4], DType::F32, &[1., 2., 3., 4., 5., 5., 5., 5.]);
+    let gamma = b.input("gamma", &[4], DType::F32, &[1., 1., 2., 2.]);
+    let beta = b.input("beta", &[4], DType::F32, &[0., 0., 0., 10.]);
+    let y = b.op(
+        OpKind::Layernorm { epsilon: 0.0 },
+        &[x, gamma, beta],
+        &[2, 4],
+        DType::F32,
+    );
+    let z = b.op(
+        OpKind::Layernorm { epsilon: 1.0 },
+        &[x, gamma, beta],
+        &[2, 4],
+        DType::F32,
+    );
+    // Mean 2.5, biased variance 1.25: (x - 2.5) / sqrt(1.25) = ±0.4472, ±1.3416.
+    check(
+        &b,
+        y,
+        expect!["-1.3416408 -0.4472136 0.8944272 12.683282 NaN NaN NaN NaN"],
+    );
+    check(&b, z, expect!["-1 -0.33333334 0.6666667 12 0 0 0 10"]);
+}
+
+#[test]
+fn transpose_reshape_rearrange_and_cast() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 3], DType::F32, &[1., 2., 3., 4., 5., 6.]);
+    let t = b.op(
+        OpKind::Transpose { perm: vec![1, 0] },
+        &[x],
+        &[3, 2],
+        DType::F32,
+    );
+    let r = b.op(OpKind::Reshape, &[x], &[3, 1, 2], DType::F32);
+    let t3 = b.op(
+        OpKind::Transpose {
+            perm: vec![2, 0, 1],
+        },
+        &[r],
+        &[2, 3, 1],
+        DType::F32,
+    );
+    let block = b.op(
+        OpKind::Rearrange { block: [1, 2] },
+        &[t3],
+        &[2, 3, 1],
+        DType::F32,
+    );
+    let cast = b.op(OpKind::Cast, &[block], &[2, 3, 1], DType::F16);
+    check(&b, t, expect!["1 4 2 5 3 6"]);
+    check(&b, t3, expect!["1 3 5 2 4 6"]);
+    check(&b, cast, expect!["1 3 5 2 4 6"]);
+    let bad = b.op(
+        OpKind::Transpose { perm: vec![0, 0] },
+        &[x],
+        &[2, 2],
+        DType::F32,
+    );
+    check(
+        &b,
+        bad,
+        expect!["error: operation `transpose5`: [0, 0] is not a permutation of the axes of [2, 3]"],
+    );
+}
+
+#[test]
+fn fp8_casts_quantise_with_the_output_scale_at_both_precisions() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[6], DType::F32, &[0.3, 1.0, 7.1, 100.0, -0.001, 1e-4]);
+    let q = b.op(OpKind::Cast, &[x], &[6], DType::F143); // scale -2: 0.25 steps near 1
+    let h = b.op(OpKind::Cast, &[x], &[6], DType::F16);
+    for precision in [ReferencePrecision::F32, ReferencePrecision::Device] {
+        let e = b.evaluate(precision).expect("evaluates");
+        expect!["0.3125 1 7 60 -0.0009765625 0"].assert_eq(&show(e.get(q).unwrap_or_default()));
+        let f16_text = show(e.get(h).unwrap_or_default());
+        match precision {
+            ReferencePrecision::F32 => expect!["0.3 1 7.1 100 -0.001 0.0001"].assert_eq(&f16_text),
+            ReferencePrecision::Device => {
+                expect!["0.30004883 1 7.1015625 100 -0.0010004044 0.000100016594"]
+                    .assert_eq(&f16_text)
+            }
+        }
+    }
+}
+
+#[test]
+fn device_precision_rounds_f16_matmuls_once() {
+    let mut b = Builder::new();
+    let x = b.seeded("x", &[5, 40], DType::F16, Role::Input);
+    let w = b.seeded("w", &[40, 6], DType::F16, Role::Weight);
+    let y = b.op(MATMUL, &[x, w], &[5, 6], DType::F16);
+    let wide = b.evaluate(ReferencePrecision::F32).expect("f32");
+    let device = b.evaluate(ReferencePrecision::Device).expect("device");
+    let wide = wide.get(y).unwrap_or_default();
+    let device = device.get(y).unwrap_or_default();
+    // f16 matmuls accumulate in f32 and round the result once.
+    let rounded: Vec<f32> = wide.iter().map(|&v| round_f16(v)).collect();
+    assert_eq!(device, &rounded[..]);
+    assert_ne!(device, wide);
+}
+
+#[test]
+fn device_precision_models_fp8_partials_in_f16() {
+    let mut b = Builder::new();
+    let x = b.seeded("x", &[8, 256], DType::F143, Role::Input);
+    let w = b.seeded("w", &[256, 8], DType::F143, Role::Weight);
+    let y = b.op(MATMUL, &[x, w], &[8, 8], DType::F16);
+    let wide = b.evaluate(ReferencePrecision::F32).expect("f32");
+    let device = b.evaluate(ReferencePrecision::Device).expect("device");
+    let (wide, device) = (
+        wide.get(y).unwrap_or_default(),
+        device.get(y).unwrap_or_default(),
+    );
+    // Eight f16 roundings of sums of size ~16 stay within a few f16 ulps
+    // (2^-6 at 16), but do change results that a single rounding would not.
+    let single: Vec<f32> = wide.iter().map(|&v| round_f16(v)).collect();
+    assert_ne!(device, &single[..]);
+    let comparison = crate::compare::compare(device, wide, 0.9999, 0.1);
+    assert!(comparison.passed(), "{:?}", comparison.failure_message());
+}
+
+/// A residual block `h + h @ w_i` repeated three times with per-iteration
+/// weights, checked against a hand-written loop over the generator.
+#[test]
+fn repeat_carries_the_activation_and_uses_per_iteration_weights() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 2], DType::F32, &[1., 0., 0., 1.]);
+    let h = b.tensor("h", &[2, 2], DType::F32, Role::Activation, None);
+    let w = b.seeded("w", &[2, 2], DType::F32, Role::Weight);
+    b.graph.tensors[w.0 as usize].repeat = Some(0);
+    let y = b.op(MATMUL, &[h, w], &[2, 2], DType::F32);
+    let r = b.op(OpKind::Add, &[h, y], &[2, 2], DType::F32);
+    let out = b.tensor("out", &[2, 2], DType::F32, Role::Activation, None);
+    b.graph.repeats.push(Repeat {
+        name: "layers".into(),
+        count: 3,
+        init: x,
+        carry_in: h,
+        carry_out: r,
+        output: out,
+        body: vec![OpId(0), OpId(1)],
+    });
+    let g = b.op(OpKind::Add, &[out, out], &[2, 2], DType::F32);
+    let e = b.evaluate(ReferencePrecision::F32).expect("evaluates");
+
+    let mut expected = vec![1.0f64, 0., 0., 1.];
+    for iteration in 0..3 {
+        let wi = tensor_values(&b.graph, w, Some(iteration));
+        let mut next = expected.clone();
+        for i in 0..2 {
+            for j in 0..2 {
+                next[i * 2 + j] += (0..2)
+                    .map(|k| expected[i * 2 + k] * f64::from(wi[k * 2 + j]))
+                    .sum::<f64>();
+            }
+        }
+        expected = next;
+    }
+    let got = e.get(g).unwrap_or_default();
+    for (g, x) in got.iter().zip(&expected) {
+        assert!(
+            (f64::from(*g) - 2.0 * x).abs() < 1e-5,
+            "{got:?} vs {expected:?}"
+        );
+    }
+    assert_ne!(
+        tensor_values(&b.graph, w, Some(0)),
+        tensor_values(&b.graph, w, Some(1))
+    );
+    expect!["1.5359124 4.809697 0.53601944 3.2190087"]
+        .assert_eq(&show(e.get(out).unwrap_or_default()));
+}
+
+#[test]
+fn malformed_graphs_are_errors_not_panics() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2], DType::F32, &[1., 2.]);
+    let dangling = b.tensor("dangling", &[2], DType::F32, Role::Activation, None);
+    let y = b.op(OpKind::Add, &[x, dangling], &[2], DType::F32);
+    check(
+        &b,
+        y,
+        expect!["error: operation `add0` reads tensor `dangling` before anything computes it"],
+    );
+    b.graph.ops[0].inputs = vec![x];
+    check(
+        &b,
+        y,
+        expect!["error: operation `add0` (add) expects 2 inputs, got 1"],
+    );
+    b.graph.ops[0].inputs = vec![x, TensorId(99)];
+    check(
+        &b,
+        y,
+        expect!["error: tensor id 99 does not exist in the graph"],
+    );
+    b.graph.ops[0].inputs = vec![x, x];
+    b.graph.tensors[y.0 as usize].shape = vec![3];
+    check(
+        &b,
+        y,
+        expect!["error: operation `add0`: cannot broadcast [2] to [3]"],
+    );
+}
+
+#[test]
+fn xoshiro_matches_the_published_sequence() {
+    let mut rng = Xoshiro256StarStar::from_state([1, 2, 3, 4]);
+    let first: Vec<u64> = (0..6).map(|_| rng.next_u64()).collect();
+    assert_eq!(
+        first,
+        [
+            11520,
+            0,
+            1509978240,
+            1215971899390074240,
+            1216172134540287360,
+            607988272756665600
+        ]
+    );
+}
+
+#[test]
+fn generator_is_deterministic_and_keyed() {
+    let normal = Init::Normal { std: 1.0 };
+    let a = generate(42, "x", None, normal, 6);
+    expect!["0.6619084 -0.6385637 0.9793948 -1.3501866 2.3672118 -0.593842"].assert_eq(&show(&a));
+    let uniform = generate(42, "x", None, Init::Uniform { scale: 0.5 }, 4);
+    expect!["0.15511584 0.37785667 -0.2512008 0.34987855"].assert_eq(&show(&uniform));
+    assert_eq!(a, generate(42, "x", None, normal, 6));
+    assert_eq!(&a[..5], &generate(42, "x", None, normal, 5)[..]);
+    assert_ne!(a, generate(43, "x", None, normal, 6));
+    assert_ne!(a, generate(42, "y", None, normal, 6));
+    assert_ne!(a, generate(42, "x", Some(0), normal, 6));
+    assert_ne!(
+        generate(42, "x", Some(0), normal, 6),
+        generate(42, "x", Some(1), normal, 6)
+    );
+    assert_eq!(generate(1, "z", None, Init::Ones, 3), [1.0; 3]);
+}
+
+#[test]
+fn generator_statistics_match_the_distributions() {
+    let n = 100_000;
+    let normal = generate(3, "n", None, Init::Normal { std: 2.0 }, n);
+    let mean = normal.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
+    let var = normal
+        .iter()
+        .map(|&v| (f64::from(v) - mean).powi(2))
+        .sum::<f64>()
+        / n as f64;
+    assert!(
+        mean.abs() < 0.03 && (var.sqrt() - 2.0).abs() < 0.03,
+        "{mean} {var}"
+    );
+    let uniform = generate(3, "u", None, Init::Uniform { scale: 3.0 }, n);
+    assert!(uniform.iter().all(|&v| (-3.0..3.0).contains(&v)));
+    let mean = uniform.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
+    assert!(mean.abs() < 0.03, "{mean}");
+}
+
+#[test]
+fn tensor_values_and_bytes_follow_the_dtype() {
+    let mut b = Builder::new();
+    let mut out = String::new();
+    for dtype in [DType::F32, DType::F16, DType::F143, DType::F152] {
+        let id = b.seeded(&format!("t_{dtype}"), &[2, 2], dtype, Role::Weight);
+        let values = tensor_values(&b.graph, id, None);
+        let bytes = tensor_bytes(&b.graph, id, None);
+        assert_eq!(bytes.len(), 4 * dtype.size_bytes());
+        assert_eq!(
+            crate::numerics::decode(&bytes, dtype, b.graph.tensor(id).scale),
+            values
+        );
+        out.push_str(&format!("{dtype}: {} | {bytes:02x?}\n", show(&values)));
+    }
+    expect![[r#"
+        f32: 0.9818799 1.019672 -1.2603221 -0.62372285 | [7b, 5c, 7b, 3f, 9d, 84, 82, 3f, 3c, 52, a1, bf, 4d, ac, 1f, bf]
+        f16: -1.4160156 -1.8095703 0.671875 -0.43554688 | [aa, bd, 3d, bf, 60, 39, f8, b6]
+        f143: -1.5 1.5 0.6875 -0.6875 | [d4, 54, 4b, cb]
+        f152: 0.25 -0.375 1.75 0.375 | [40, c2, 4b, 42]
+    "#]].assert_eq(&out);
+}
