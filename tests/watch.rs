@@ -48,23 +48,26 @@ impl Watch {
     /// Waits for a line containing `needle`; returns the lines since the
     /// previous wait.
     fn wait_for(&mut self, needle: &str) -> Vec<String> {
-        let mut batch = Vec::new();
-        loop {
-            match self.lines.recv_timeout(Duration::from_secs(30)) {
+        self.wait_for_all(&[needle])
+    }
+
+    /// Waits until every needle has been seen in some line (stdout and
+    /// stderr are read separately, so their relative order is not fixed).
+    fn wait_for_all(&mut self, needles: &[&str]) -> Vec<String> {
+        let mut batch: Vec<String> = Vec::new();
+        while !needles.iter().all(|n| batch.iter().any(|l| l.contains(n))) {
+            match self.lines.recv_timeout(Duration::from_secs(60)) {
                 Ok(line) => {
                     self.seen.push(line.clone());
-                    let found = line.contains(needle);
                     batch.push(line);
-                    if found {
-                        return batch;
-                    }
                 }
                 Err(_) => panic!(
-                    "no `{needle}` from ipub watch; saw:\n{}",
+                    "no {needles:?} from ipub watch; saw:\n{}",
                     self.seen.join("\n")
                 ),
             }
         }
+        batch
     }
 }
 
@@ -97,7 +100,9 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
     save_by_rename(&project, &format!("# edited\n{original}"));
     let lines = watch.wait_for("rebuilt after change to matmul-f8.toml");
     assert!(
-        lines.last().unwrap().contains("(1 queries recomputed)"),
+        lines
+            .iter()
+            .any(|l| l.contains("rebuilt") && l.contains("(1 queries recomputed)")),
         "{lines:?}"
     );
 
@@ -106,12 +111,13 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
         &project,
         &original.replace("inputs = [\"x8\", \"w\"]", "inputs = [\"x8\", \"wx\"]"),
     );
-    let lines = watch.wait_for("rebuilt after change");
+    let lines = watch.wait_for_all(&["rebuilt after change", "unknown tensor `wx`"]);
     assert!(
-        lines.iter().any(|l| l.contains("unknown tensor `wx`")),
+        lines
+            .iter()
+            .any(|l| l.contains("rebuilt") && l.contains("errors above")),
         "{lines:?}"
     );
-    assert!(lines.last().unwrap().contains("errors above"), "{lines:?}");
 
     // The fix with a real change: the shape edit replans.
     save_by_rename(
@@ -119,7 +125,12 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
         &original.replace("shape = [128, 64]", "shape = [256, 64]"),
     );
     let lines = watch.wait_for("rebuilt after change");
-    assert!(!lines.last().unwrap().contains("errors"), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("rebuilt") && !l.contains("errors")),
+        "{lines:?}"
+    );
 
     let status = watch.child.wait().expect("watch exits after its rebuilds");
     assert!(status.success());
