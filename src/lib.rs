@@ -15,6 +15,7 @@ pub mod graph;
 pub mod isa;
 pub mod logging;
 pub mod lower;
+pub mod package;
 pub mod place;
 pub mod plan;
 pub mod profile;

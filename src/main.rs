@@ -19,6 +19,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Show a package's tiles, memory per tile, kernels, steps, exchanges and bindings.
+    Inspect(cli::inspect::InspectArgs),
     /// Summarise a run's cycle profile; export HTML or a Chrome trace.
     Profile(cli::profile::ProfileArgs),
 }
@@ -27,6 +29,7 @@ fn main() -> ExitCode {
     let args = Cli::parse();
     ipub::logging::init_with(args.log.as_deref(), "info");
     let result = match &args.command {
+        Command::Inspect(a) => cli::inspect::run(a),
         Command::Profile(a) => cli::profile::run(a),
     };
     match result {

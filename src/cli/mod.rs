@@ -1,3 +1,4 @@
 //! One module per `ipub` command; each `run` returns the process exit code.
 
+pub mod inspect;
 pub mod profile;
