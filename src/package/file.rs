@@ -116,12 +116,10 @@ pub fn encode(package: &Package) -> Result<Vec<u8>, PackageError> {
                 .collect(),
         })
         .collect();
-    let segments: Vec<u8> = package
-        .tiles
-        .iter()
-        .flat_map(|image| &image.segments)
-        .flat_map(|s| s.data.iter().copied())
-        .collect();
+    let mut segments = Vec::new();
+    for segment in package.tiles.iter().flat_map(|image| &image.segments) {
+        segments.extend_from_slice(&segment.data);
+    }
     let calls = Calls {
         initialize: package.initialize.clone(),
         run: package.run.clone(),
