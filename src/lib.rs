@@ -22,6 +22,7 @@ pub mod kernels;
 pub mod logging;
 pub mod lower;
 pub mod numerics;
+pub mod package;
 pub mod pipeline;
 pub mod place;
 pub mod plan;

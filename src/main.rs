@@ -29,6 +29,8 @@ enum Command {
     Watch(cli::watch::WatchArgs),
     /// Compile kernel sources; list kernel objects.
     Kernel(cli::kernel::KernelArgs),
+    /// Show a package's tiles, memory per tile, kernels, steps, exchanges and bindings.
+    Inspect(cli::inspect::InspectArgs),
     /// Summarise a run's cycle profile; export HTML or a Chrome trace.
     Profile(cli::profile::ProfileArgs),
 }
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Check(a) => cli::check::run(a),
         Command::Clean(a) => cli::clean::run(a),
         Command::Kernel(a) => cli::kernel::run(a),
+        Command::Inspect(a) => cli::inspect::run(a),
         Command::Profile(a) => cli::profile::run(a),
         Command::Watch(a) => cli::watch::run(a),
     };

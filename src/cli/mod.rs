@@ -3,6 +3,7 @@
 pub mod build;
 pub mod check;
 pub mod clean;
+pub mod inspect;
 pub mod kernel;
 pub mod profile;
 pub mod watch;

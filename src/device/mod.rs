@@ -2,3 +2,4 @@
 //! device interface so a hardware driver could sit beside the embedded model.
 
 pub mod lock;
+pub mod model;

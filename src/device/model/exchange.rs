@@ -1,0 +1,157 @@
+//! The exchange engine: an exchange program as copies between tile
+//! memories, and what it costs in cycles.
+//!
+//! Semantics: every transfer of a phase reads its source before any
+//! transfer writes, so the result never depends on transfer order; a
+//! broadcast is one read and many writes. Every address is checked first,
+//! and two transfers writing the same byte are a fault, so a phase either
+//! happens completely or not at all.
+//!
+//! Cost: the model of [`crate::schedule`], so the device measures what the
+//! compiler estimated. A tile sends and receives 4 bytes a cycle; each
+//! transfer costs its sender one issue cycle; a copy within a tile runs at
+//! the local copy rate. With paired exchange, the tiles of a pair
+//! (`physical ^ 2`) share 8 bytes a cycle. The horizon is the busiest tile's
+//! (or pair's) cycles.
+
+use super::memory::TileMemories;
+use super::{Fault, FaultCause};
+use crate::package::ExchangeProgram;
+use crate::target::Target;
+use std::collections::BTreeMap;
+
+/// What an exchange phase costs, without its sync.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExchangeCost {
+    /// Cycles from the phase's start to the last delivered byte.
+    pub horizon: u64,
+    /// `(tile, busy cycles)` for every tile that sends or receives,
+    /// ascending by tile.
+    pub tiles: Vec<(u32, u64)>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Load {
+    sent: u64,
+    received: u64,
+    issues: u64,
+    local: u64,
+}
+
+impl Load {
+    fn cycles(&self, rate: u64, copy_rate: u64) -> u64 {
+        (self.sent.div_ceil(rate) + self.issues).max(self.received.div_ceil(rate))
+            + self.local.div_ceil(copy_rate)
+    }
+}
+
+/// The cycles `program` takes on `target`.
+pub fn exchange_cost(target: &Target, program: &ExchangeProgram) -> ExchangeCost {
+    let mut loads: BTreeMap<u32, Load> = BTreeMap::new();
+    for transfer in &program.transfers {
+        let bytes = u64::from(transfer.bytes);
+        let mut remote = false;
+        for &(tile, _) in &transfer.destinations {
+            let load = loads.entry(tile).or_default();
+            if tile == transfer.source_tile {
+                load.local += bytes;
+            } else {
+                load.received += bytes;
+                remote = true;
+            }
+        }
+        if remote {
+            // One send reaches every destination in the same cycle.
+            let load = loads.entry(transfer.source_tile).or_default();
+            load.sent += bytes;
+            load.issues += 1;
+        }
+    }
+    let copy_rate = u64::from(target.exchange.memcpy_bytes_per_cycle);
+    let tiles: Vec<(u32, u64)> = if program.paired {
+        let mut pairs: BTreeMap<u32, Load> = BTreeMap::new();
+        for (&tile, load) in &loads {
+            let pair = pairs.entry(tile & !2).or_default();
+            pair.sent += load.sent;
+            pair.received += load.received;
+            pair.issues += load.issues;
+            pair.local = pair.local.max(load.local);
+        }
+        let rate = u64::from(target.exchange.paired_bytes_per_cycle);
+        loads
+            .keys()
+            .map(|&tile| (tile, pairs[&(tile & !2)].cycles(rate, copy_rate)))
+            .collect()
+    } else {
+        let rate = u64::from(target.exchange.bytes_per_cycle);
+        loads
+            .iter()
+            .map(|(&tile, load)| (tile, load.cycles(rate, copy_rate)))
+            .collect()
+    };
+    ExchangeCost {
+        horizon: tiles.iter().map(|&(_, c)| c).max().unwrap_or(0),
+        tiles,
+    }
+}
+
+/// Performs `program`'s copies, or nothing and a fault (without its step,
+/// which the caller knows).
+pub(super) fn execute(memories: &mut TileMemories, program: &ExchangeProgram) -> Result<(), Fault> {
+    // Check every address before touching memory.
+    let mut sources = Vec::with_capacity(program.transfers.len());
+    let mut writes = Vec::new();
+    for transfer in &program.transfers {
+        let (tile, address, bytes) = (
+            transfer.source_tile,
+            transfer.source_address,
+            transfer.bytes,
+        );
+        if memories.tile(tile).is_none() {
+            return Err(Fault::new(tile, FaultCause::TileNotLoaded));
+        }
+        let range = memories.span(address, bytes).ok_or_else(|| {
+            Fault::new(tile, FaultCause::ExchangeFromBadAddress { address, bytes })
+        })?;
+        sources.push(range);
+        for &(tile, address) in &transfer.destinations {
+            if memories.tile(tile).is_none() {
+                return Err(Fault::new(tile, FaultCause::TileNotLoaded));
+            }
+            let range = memories.span(address, bytes).ok_or_else(|| {
+                Fault::new(tile, FaultCause::ExchangeToBadAddress { address, bytes })
+            })?;
+            writes.push((tile, range, address));
+        }
+    }
+    let mut order: Vec<usize> = (0..writes.len()).collect();
+    order.sort_unstable_by_key(|&i| (writes[i].0, writes[i].1.start));
+    for pair in order.windows(2) {
+        let (a, b) = (&writes[pair[0]], &writes[pair[1]]);
+        if a.0 == b.0 && b.1.start < a.1.end {
+            return Err(Fault::new(
+                b.0,
+                FaultCause::ExchangeOverlap { address: b.2 },
+            ));
+        }
+    }
+
+    // All reads, then all writes.
+    let total: usize = sources.iter().map(|r| r.len()).sum();
+    let mut staged = Vec::with_capacity(total);
+    for (transfer, range) in program.transfers.iter().zip(&sources) {
+        let memory = memories
+            .tile(transfer.source_tile)
+            .ok_or_else(|| Fault::new(transfer.source_tile, FaultCause::TileNotLoaded))?;
+        staged.extend_from_slice(&memory[range.clone()]);
+    }
+    let mut at = 0;
+    for transfer in &program.transfers {
+        let data = &staged[at..at + transfer.bytes as usize];
+        for &(tile, address) in &transfer.destinations {
+            memories.write(tile, address, data)?;
+        }
+        at += transfer.bytes as usize;
+    }
+    Ok(())
+}

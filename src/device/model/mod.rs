@@ -1,0 +1,310 @@
+//! The embedded IPU21 model: tile memories, host exchange through bindings,
+//! the exchange engine and the walk over a host call's steps.
+//!
+//! Tile code runs behind the [`ComputeEngine`] seam: the device hands each
+//! participating tile's whole memory and supervisor entry point to the
+//! engine, on rayon's pool, and collects the results in tile order. Exchange
+//! runs on one thread as copies between tile memories. Together with the
+//! engine's own determinism this makes every result and cycle count
+//! independent of thread count and scheduling.
+//!
+//! Cycle accounting per host call, in order: a compute step costs its
+//! slowest tile; an exchange step costs one global sync plus the phase's
+//! horizon (see [`exchange`]); a host write or read costs its bytes over the
+//! host link. Steps do not overlap.
+
+mod exchange;
+mod memory;
+mod run;
+
+#[cfg(test)]
+mod tests;
+
+pub use exchange::{exchange_cost, ExchangeCost};
+pub use memory::TileMemories;
+pub use run::{CallRecord, HostBuffers};
+
+use crate::package::{Binding, Package, PackageError};
+use crate::target::{target_by_name, Target};
+use std::fmt;
+use std::sync::Arc;
+
+/// What one tile's compute phase cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ComputeStats {
+    /// Tile cycles from the phase's start to the tile reaching its sync.
+    pub cycles: u64,
+    /// Instructions executed by all of the tile's contexts.
+    pub instructions: u64,
+}
+
+/// Runs one tile's code for one compute phase. The instruction-set
+/// executor implements it; the device owns memory, scheduling and exchange.
+pub trait ComputeEngine: Sync {
+    /// Runs `tile`'s supervisor from `entry_pc` until it syncs. `memory` is
+    /// the tile's whole memory: `memory[0]` is the byte at the target's
+    /// memory base (0x4C000 on ipu21). A run longer than `watchdog_cycles`
+    /// is a [`FaultCause::Watchdog`] fault.
+    fn run_compute(
+        &self,
+        tile: u32,
+        memory: &mut [u8],
+        entry_pc: u32,
+        watchdog_cycles: u64,
+    ) -> Result<ComputeStats, Fault>;
+}
+
+/// Why a tile stopped, as a hardware exception would report it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FaultCause {
+    /// A load or store outside tile memory.
+    OutOfRange { address: u32, bytes: u32 },
+    /// A load or store not aligned to its size.
+    Misaligned { address: u32, alignment: u32 },
+    /// The program counter left region 0, the only executable memory.
+    ExecuteOutsideRegion0 { pc: u32 },
+    /// A word that does not decode to an instruction.
+    BadInstruction { word: u32 },
+    /// The tile ran longer than the watchdog allows.
+    Watchdog { cycles: u64 },
+    /// An exchange transfer reads outside the sending tile's memory.
+    ExchangeFromBadAddress { address: u32, bytes: u32 },
+    /// An exchange transfer writes outside the receiving tile's memory.
+    ExchangeToBadAddress { address: u32, bytes: u32 },
+    /// Two transfers of one phase write the same bytes, so the result would
+    /// depend on their order.
+    ExchangeOverlap { address: u32 },
+    /// A step names a tile the package does not load (a compiler bug that
+    /// validation normally catches).
+    TileNotLoaded,
+}
+
+impl fmt::Display for FaultCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FaultCause::OutOfRange { address, bytes } => {
+                write!(f, "out-of-range access ({bytes} bytes at {address:#x})")
+            }
+            FaultCause::Misaligned { address, alignment } => write!(
+                f,
+                "misaligned access ({address:#x} is not {alignment}-byte aligned)"
+            ),
+            FaultCause::ExecuteOutsideRegion0 { pc } => {
+                write!(f, "executing outside region 0 (pc {pc:#x})")
+            }
+            FaultCause::BadInstruction { word } => write!(f, "bad instruction ({word:#010x})"),
+            FaultCause::Watchdog { cycles } => {
+                write!(f, "watchdog: still running after {cycles} cycles")
+            }
+            FaultCause::ExchangeFromBadAddress { address, bytes } => {
+                write!(
+                    f,
+                    "exchange from a bad address ({bytes} bytes at {address:#x})"
+                )
+            }
+            FaultCause::ExchangeToBadAddress { address, bytes } => {
+                write!(
+                    f,
+                    "exchange to a bad address ({bytes} bytes at {address:#x})"
+                )
+            }
+            FaultCause::ExchangeOverlap { address } => {
+                write!(
+                    f,
+                    "two exchange transfers write the same bytes (at {address:#x})"
+                )
+            }
+            FaultCause::TileNotLoaded => write!(f, "the tile has no memory loaded"),
+        }
+    }
+}
+
+/// A tile's exception: which tile, where it was and why it stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Fault {
+    pub tile: u32,
+    /// 0 for the supervisor, 1..=6 for worker contexts; `None` when no
+    /// context is involved (exchange).
+    pub context: Option<u32>,
+    pub pc: Option<u32>,
+    pub cause: FaultCause,
+    /// The step's label (`compute qkv`, `exchange 3 (op qkv)`); the device
+    /// fills it in when an engine leaves it empty.
+    pub step: Option<String>,
+}
+
+impl Fault {
+    /// A fault of `tile` with no context or program counter.
+    pub fn new(tile: u32, cause: FaultCause) -> Fault {
+        Fault {
+            tile,
+            context: None,
+            pc: None,
+            cause,
+            step: None,
+        }
+    }
+
+    /// A fault raised by code: `context` at `pc`.
+    pub fn at(tile: u32, context: u32, pc: u32, cause: FaultCause) -> Fault {
+        Fault {
+            context: Some(context),
+            pc: Some(pc),
+            ..Fault::new(tile, cause)
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tile {}", self.tile)?;
+        match self.context {
+            Some(0) => write!(f, ", supervisor")?,
+            Some(context) => write!(f, ", worker {context}")?,
+            None => {}
+        }
+        if let Some(pc) = self.pc {
+            write!(f, ", pc {pc:#x}")?;
+        }
+        write!(f, ": {}", self.cause)?;
+        if let Some(step) = &self.step {
+            write!(f, " in step `{step}`")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Fault {}
+
+/// What can stop a load or a host call.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error(transparent)]
+    Package(#[from] PackageError),
+    #[error("device fault: {0}")]
+    Fault(Fault),
+    #[error("binding {binding} does not exist")]
+    NoBinding { binding: u32 },
+    #[error("no host data was given for binding {binding} (`{tensor}`)")]
+    MissingInput { binding: u32, tensor: String },
+    #[error("binding {binding} (`{tensor}`) takes {expected} bytes but {actual} were given")]
+    InputLength {
+        binding: u32,
+        tensor: String,
+        expected: u64,
+        actual: u64,
+    },
+}
+
+impl From<Fault> for DeviceError {
+    fn from(fault: Fault) -> Self {
+        DeviceError::Fault(fault)
+    }
+}
+
+/// A loaded package on the model: the package, its target and its tiles'
+/// memories.
+pub struct ModelDevice {
+    package: Arc<Package>,
+    target: &'static Target,
+    memories: TileMemories,
+    /// Cycles a tile may run in one compute step before the watchdog fires.
+    pub watchdog_cycles: u64,
+}
+
+/// About 1.3 s of device time: far above any compiled phase, low enough
+/// that a runaway kernel stops in seconds of simulation.
+pub const DEFAULT_WATCHDOG_CYCLES: u64 = 2_000_000_000;
+
+impl ModelDevice {
+    /// Validates `package`, gives every tile it uses a zeroed memory and
+    /// writes its segments.
+    pub fn load(package: Arc<Package>) -> Result<ModelDevice, DeviceError> {
+        package.validate()?;
+        let target =
+            target_by_name(&package.header.target).ok_or_else(|| PackageError::WrongTarget {
+                target: package.header.target.clone(),
+            })?;
+        let mut memories = TileMemories::new(target, package.tiles.iter().map(|t| t.tile));
+        for image in &package.tiles {
+            for segment in &image.segments {
+                memories.load_segment(image.tile, segment)?;
+            }
+        }
+        Ok(ModelDevice {
+            package,
+            target,
+            memories,
+            watchdog_cycles: DEFAULT_WATCHDOG_CYCLES,
+        })
+    }
+
+    pub fn package(&self) -> &Package {
+        &self.package
+    }
+
+    pub fn target(&self) -> &'static Target {
+        self.target
+    }
+
+    /// The memory of `tile` (index 0 is the target's memory base), when the
+    /// package uses the tile.
+    pub fn memory(&self, tile: u32) -> Option<&[u8]> {
+        self.memories.tile(tile)
+    }
+
+    /// Scatters a logical tensor's row-major bytes into tile memory through
+    /// binding `binding`'s pieces.
+    pub fn write_binding(&mut self, binding: u32, bytes: &[u8]) -> Result<(), DeviceError> {
+        // A second handle, so the binding can be read while memory is written.
+        let package = Arc::clone(&self.package);
+        let b = binding_of(&package, binding)?;
+        if bytes.len() as u64 != b.byte_len() {
+            return Err(DeviceError::InputLength {
+                binding,
+                tensor: tensor_name(&package, binding),
+                expected: b.byte_len(),
+                actual: bytes.len() as u64,
+            });
+        }
+        for piece in &b.pieces {
+            // Validation keeps every piece inside the tensor's bytes.
+            let start = piece.logical_offset as usize;
+            let source = &bytes[start..start + piece.bytes as usize];
+            self.memories.write(piece.tile, piece.address, source)?;
+        }
+        Ok(())
+    }
+
+    /// Gathers binding `binding`'s tensor out of tile memory as row-major
+    /// bytes.
+    pub fn read_binding(&self, binding: u32) -> Result<Vec<u8>, DeviceError> {
+        let b = binding_of(&self.package, binding)?;
+        let mut out = vec![0u8; b.byte_len() as usize];
+        for piece in &b.pieces {
+            let start = piece.logical_offset as usize;
+            out[start..start + piece.bytes as usize].copy_from_slice(self.memories.read(
+                piece.tile,
+                piece.address,
+                piece.bytes,
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+fn binding_of(package: &Package, binding: u32) -> Result<&Binding, DeviceError> {
+    package
+        .bindings
+        .get(binding as usize)
+        .ok_or(DeviceError::NoBinding { binding })
+}
+
+/// The name of binding `binding`'s tensor, for messages.
+pub(crate) fn tensor_name(package: &Package, binding: u32) -> String {
+    package
+        .bindings
+        .get(binding as usize)
+        .and_then(|b| package.graph.tensors.get(b.tensor.0 as usize))
+        .map_or_else(|| format!("binding {binding}"), |t| t.name.clone())
+}

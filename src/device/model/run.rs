@@ -1,0 +1,251 @@
+//! Walking a host call's steps: compute on rayon's pool, exchange on one
+//! thread, repeats as loops, host streams through bindings, and one cycle
+//! record per step in the profile's own shape.
+
+use super::exchange::{exchange_cost, execute};
+use super::{
+    tensor_name, ComputeEngine, ComputeStats, DeviceError, Fault, FaultCause, ModelDevice,
+};
+use crate::package::{Call, Package, Step};
+use crate::profile::{StepKind, StepProfile, TileActivity};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The bytes the host streams in and reads back, by binding index.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostBuffers {
+    /// Row-major bytes for each binding a `HostWrite` step names.
+    pub inputs: BTreeMap<u32, Vec<u8>>,
+    /// Filled by `HostRead` steps.
+    pub outputs: BTreeMap<u32, Vec<u8>>,
+}
+
+/// The cycles of one host call, step by step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallRecord {
+    pub call: Call,
+    /// Cycles from the call's start to its last step's end.
+    pub cycles: u64,
+    /// Start cycles are relative to the call's start; a repeat's body steps
+    /// appear once per iteration, with the iteration.
+    pub steps: Vec<StepProfile>,
+}
+
+impl ModelDevice {
+    /// Runs host call `call`: every step in order, repeats looped, compute
+    /// through `engine`. Results and records do not depend on the number of
+    /// threads. The first fault (the lowest tile's, in a compute step) stops
+    /// the call.
+    pub fn run_call<E: ComputeEngine + ?Sized>(
+        &mut self,
+        call: Call,
+        engine: &E,
+        host: &mut HostBuffers,
+    ) -> Result<CallRecord, DeviceError> {
+        let package = Arc::clone(&self.package);
+        let mut walk = Walk {
+            device: self,
+            package: &package,
+            call,
+            engine,
+            host,
+            clock: 0,
+            records: Vec::new(),
+        };
+        walk.steps(&package.call(call).steps, 0, None)?;
+        Ok(CallRecord {
+            call,
+            cycles: walk.clock,
+            steps: walk.records,
+        })
+    }
+}
+
+struct Walk<'a, E: ?Sized> {
+    device: &'a mut ModelDevice,
+    package: &'a Package,
+    call: Call,
+    engine: &'a E,
+    host: &'a mut HostBuffers,
+    clock: u64,
+    records: Vec<StepProfile>,
+}
+
+/// Steps in a step's subtree, itself included: how far pre-order numbering
+/// advances past it.
+fn subtree_size(step: &Step) -> u32 {
+    match step {
+        Step::Repeat { body, .. } => 1 + body.iter().map(subtree_size).sum::<u32>(),
+        _ => 1,
+    }
+}
+
+impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
+    fn record(
+        &mut self,
+        kind: StepKind,
+        label: String,
+        op: Option<String>,
+        iteration: Option<u32>,
+        cycles: u64,
+        tiles: Vec<TileActivity>,
+    ) {
+        self.records.push(StepProfile {
+            kind,
+            label,
+            op,
+            iteration,
+            start_cycle: self.clock,
+            cycles,
+            tiles,
+        });
+        self.clock += cycles;
+    }
+
+    /// Runs `steps`, the first of which has pre-order index `first`.
+    fn steps(
+        &mut self,
+        steps: &[Step],
+        first: u32,
+        iteration: Option<u32>,
+    ) -> Result<(), DeviceError> {
+        let mut index = first;
+        for step in steps {
+            match step {
+                Step::Compute { label, op, tiles } => {
+                    let activity = self.compute(index, label, tiles)?;
+                    let cycles = activity.iter().map(|t| t.busy_cycles).max().unwrap_or(0);
+                    self.record(
+                        StepKind::Compute,
+                        label.clone(),
+                        op.clone(),
+                        iteration,
+                        cycles,
+                        activity,
+                    );
+                }
+                Step::Exchange { program } => self.exchange(*program, iteration)?,
+                Step::Repeat { count, body } => {
+                    for i in 0..*count {
+                        self.steps(body, index + 1, Some(i))?;
+                    }
+                }
+                Step::HostWrite { binding } => {
+                    let name = tensor_name(self.package, *binding);
+                    let bytes =
+                        self.host
+                            .inputs
+                            .get(binding)
+                            .ok_or_else(|| DeviceError::MissingInput {
+                                binding: *binding,
+                                tensor: name.clone(),
+                            })?;
+                    self.device.write_binding(*binding, bytes)?;
+                    let cycles = self.host_cycles(bytes.len() as u64);
+                    let label = format!("host write {name}");
+                    self.record(StepKind::Host, label, None, iteration, cycles, vec![]);
+                }
+                Step::HostRead { binding } => {
+                    let bytes = self.device.read_binding(*binding)?;
+                    let cycles = self.host_cycles(bytes.len() as u64);
+                    self.host.outputs.insert(*binding, bytes);
+                    let label = format!("host read {}", tensor_name(self.package, *binding));
+                    self.record(StepKind::Host, label, None, iteration, cycles, vec![]);
+                }
+            }
+            index += subtree_size(step);
+        }
+        Ok(())
+    }
+
+    /// Runs every tile of a compute step in parallel; results come back in
+    /// ascending tile order whatever the pool did.
+    fn compute(
+        &mut self,
+        index: u32,
+        label: &str,
+        tiles: &[(u32, u32)],
+    ) -> Result<Vec<TileActivity>, DeviceError> {
+        let with_step = |mut fault: Fault| {
+            fault.step.get_or_insert_with(|| format!("compute {label}"));
+            DeviceError::Fault(fault)
+        };
+        let mut entries = tiles.to_vec();
+        entries.sort_unstable();
+        let ids: Vec<u32> = entries.iter().map(|&(tile, _)| tile).collect();
+        let watchdog = self.device.watchdog_cycles;
+        let engine = self.engine;
+        let memories = self
+            .device
+            .memories
+            .many_mut(&ids)
+            .map_err(|tile| with_step(Fault::new(tile, FaultCause::TileNotLoaded)))?;
+        let results: Vec<Result<ComputeStats, Fault>> = memories
+            .into_par_iter()
+            .zip(entries.par_iter())
+            .map(|((tile, memory), &(_, pc))| engine.run_compute(tile, memory, pc, watchdog))
+            .collect();
+        let mut activity = Vec::with_capacity(results.len());
+        for (&(tile, _), result) in entries.iter().zip(results) {
+            let stats = result.map_err(with_step)?;
+            activity.push(TileActivity {
+                tile,
+                kernel: self
+                    .package
+                    .profile
+                    .kernel(self.call, index, tile)
+                    .map(str::to_string),
+                busy_cycles: stats.cycles,
+                instructions: stats.instructions,
+            });
+        }
+        Ok(activity)
+    }
+
+    /// A global sync, then the exchange program.
+    fn exchange(&mut self, index: u32, iteration: Option<u32>) -> Result<(), DeviceError> {
+        let program = self.package.exchanges.get(index as usize).ok_or_else(|| {
+            crate::package::PackageError::invalid(
+                "calls",
+                format!("exchange program {index} does not exist"),
+            )
+        })?;
+        let sync = u64::from(self.device.target.exchange.global_sync_cycles);
+        self.record(StepKind::Sync, "sync".into(), None, iteration, sync, vec![]);
+        execute(&mut self.device.memories, program).map_err(|mut fault| {
+            fault
+                .step
+                .get_or_insert_with(|| format!("exchange {index} ({})", program.label));
+            DeviceError::Fault(fault)
+        })?;
+        let cost = exchange_cost(self.device.target, program);
+        let tiles = cost
+            .tiles
+            .iter()
+            .map(|&(tile, busy)| TileActivity {
+                tile,
+                kernel: None,
+                busy_cycles: busy,
+                instructions: 0,
+            })
+            .collect();
+        self.record(
+            StepKind::Exchange,
+            program.label.clone(),
+            None,
+            iteration,
+            cost.horizon,
+            tiles,
+        );
+        Ok(())
+    }
+
+    /// Cycles to move `bytes` over the host link.
+    fn host_cycles(&self, bytes: u64) -> u64 {
+        let target = self.device.target;
+        let cycles = (u128::from(bytes) * u128::from(target.clock_hz))
+            .div_ceil(u128::from(target.host_link_bytes_per_second.max(1)));
+        u64::try_from(cycles).unwrap_or(u64::MAX)
+    }
+}

@@ -1,0 +1,386 @@
+//! The `.ipuexe` container: a fixed header, a table of named parts, then
+//! the parts. The exact byte layout is in `book/src/package-format.md`.
+//!
+//! Every byte of a file is covered by a checksum: the header carries the
+//! blake3 hash of the part table, the table carries each part's hash, and
+//! the parts must follow the table back to back up to the end of the file.
+//! So a truncated or bit-flipped file is always an error naming what is
+//! wrong, and never decodes into something else.
+
+use super::{
+    Binding, ExchangeProgram, Header, HostCall, Package, PackageError, ProfileLayout, Segment,
+    SegmentKind, TileImage, FORMAT_VERSION,
+};
+use crate::fsutil::write_atomic;
+use crate::graph::Graph;
+use camino::Utf8Path;
+use serde::{Deserialize, Serialize};
+
+/// The first eight bytes of every package. The high first byte and the
+/// final newline catch transfers that mangle binary files as text.
+pub const MAGIC: [u8; 8] = *b"\x89IPUEXE\n";
+
+/// Magic, version, part count, table hash.
+pub const HEADER_BYTES: usize = 8 + 4 + 4 + 32;
+
+/// Name, offset, length, hash.
+pub const TABLE_ENTRY_BYTES: usize = 16 + 8 + 8 + 32;
+
+/// A bound on the part count, so a corrupt count cannot ask for a huge table.
+pub const MAX_PARTS: usize = 64;
+
+/// The parts of a version 1 package, in the order the writer puts them.
+pub const PART_NAMES: [&str; 8] = [
+    "meta", "graph", "tiles", "segments", "exchange", "calls", "bindings", "profile",
+];
+
+/// What the `meta` part holds (the format version lives in the fixed header).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Meta {
+    compiler_version: String,
+    target: String,
+}
+
+/// One tile in the `tiles` part; segment payloads are in `segments`, in the
+/// same order.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TileEntry {
+    tile: u32,
+    segments: Vec<SegmentEntry>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SegmentEntry {
+    address: u32,
+    bytes: u32,
+    memory_size: u32,
+    kind: SegmentKind,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Calls {
+    initialize: HostCall,
+    run: HostCall,
+}
+
+/// Validates `package` and writes it to `path` atomically: a reader sees
+/// the old file or the whole new one, never a half-written package.
+pub fn write(path: &Utf8Path, package: &Package) -> Result<(), PackageError> {
+    let bytes = encode(package)?;
+    write_atomic(path, &bytes).map_err(|source| PackageError::Write {
+        path: path.to_string(),
+        source,
+    })
+}
+
+/// Reads and fully validates the package at `path`.
+pub fn read(path: &Utf8Path) -> Result<Package, PackageError> {
+    let bytes = std::fs::read(path).map_err(|source| PackageError::Read {
+        path: path.to_string(),
+        source,
+    })?;
+    parse(&bytes)
+}
+
+/// Validates `package` and encodes it as a `.ipuexe` file's bytes.
+pub fn encode(package: &Package) -> Result<Vec<u8>, PackageError> {
+    package.validate()?;
+    fn json<T: Serialize>(part: &'static str, value: &T) -> Result<Vec<u8>, PackageError> {
+        serde_json::to_vec(value).map_err(|error| PackageError::Decode {
+            part,
+            message: format!("cannot be encoded: {error}"),
+        })
+    }
+    let meta = Meta {
+        compiler_version: package.header.compiler_version.clone(),
+        target: package.header.target.clone(),
+    };
+    let tiles: Vec<TileEntry> = package
+        .tiles
+        .iter()
+        .map(|image| TileEntry {
+            tile: image.tile,
+            segments: image
+                .segments
+                .iter()
+                .map(|s| SegmentEntry {
+                    address: s.address,
+                    bytes: s.bytes(),
+                    memory_size: s.memory_size,
+                    kind: s.kind,
+                })
+                .collect(),
+        })
+        .collect();
+    let mut segments = Vec::new();
+    for segment in package.tiles.iter().flat_map(|image| &image.segments) {
+        segments.extend_from_slice(&segment.data);
+    }
+    let calls = Calls {
+        initialize: package.initialize.clone(),
+        run: package.run.clone(),
+    };
+    let parts: [Vec<u8>; 8] = [
+        json("meta", &meta)?,
+        json("graph", &package.graph)?,
+        json("tiles", &tiles)?,
+        segments,
+        json("exchange", &package.exchanges)?,
+        json("calls", &calls)?,
+        json("bindings", &package.bindings)?,
+        json("profile", &package.profile)?,
+    ];
+
+    let named: Vec<(&str, &[u8])> = PART_NAMES
+        .iter()
+        .copied()
+        .zip(parts.iter().map(Vec::as_slice))
+        .collect();
+    Ok(assemble(FORMAT_VERSION, &named))
+}
+
+/// Lays out the fixed header, the part table and the parts, with every
+/// checksum. Does not look inside the parts.
+pub(crate) fn assemble(version: u32, parts: &[(&str, &[u8])]) -> Vec<u8> {
+    let table_bytes = parts.len() * TABLE_ENTRY_BYTES;
+    let mut table = Vec::with_capacity(table_bytes);
+    let mut offset = (HEADER_BYTES + table_bytes) as u64;
+    for (name, part) in parts {
+        let mut field = [0u8; 16];
+        let name = &name.as_bytes()[..name.len().min(16)];
+        field[..name.len()].copy_from_slice(name);
+        table.extend_from_slice(&field);
+        table.extend_from_slice(&offset.to_le_bytes());
+        table.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        table.extend_from_slice(blake3::hash(part).as_bytes());
+        offset += part.len() as u64;
+    }
+
+    let mut out = Vec::with_capacity(offset as usize);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&(parts.len() as u32).to_le_bytes());
+    out.extend_from_slice(blake3::hash(&table).as_bytes());
+    out.extend_from_slice(&table);
+    for (_, part) in parts {
+        out.extend_from_slice(part);
+    }
+    out
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    let mut field = [0u8; 4];
+    field.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(field)
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut field = [0u8; 8];
+    field.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(field)
+}
+
+/// Parses and fully validates a package from a file's bytes.
+pub fn parse(bytes: &[u8]) -> Result<Package, PackageError> {
+    let file_length = bytes.len() as u64;
+    // The magic and version come first so that an old or foreign file gets
+    // the most useful message even if the rest is unreadable to us.
+    if bytes.len() < 12 {
+        if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
+            return Err(PackageError::BadMagic);
+        }
+        return Err(PackageError::TooShort {
+            length: file_length,
+            needed: HEADER_BYTES as u64,
+        });
+    }
+    if bytes[..MAGIC.len()] != MAGIC {
+        return Err(PackageError::BadMagic);
+    }
+    let version = u32_at(bytes, 8);
+    if version > FORMAT_VERSION {
+        return Err(PackageError::NewerVersion { version });
+    }
+    if version < FORMAT_VERSION {
+        return Err(PackageError::OlderVersion { version });
+    }
+    if bytes.len() < HEADER_BYTES {
+        return Err(PackageError::TooShort {
+            length: file_length,
+            needed: HEADER_BYTES as u64,
+        });
+    }
+    let count = u32_at(bytes, 12) as usize;
+    if count > MAX_PARTS {
+        return Err(PackageError::BadTable {
+            message: format!("it claims {count} parts (at most {MAX_PARTS} are allowed)"),
+        });
+    }
+    let table_end = HEADER_BYTES + count * TABLE_ENTRY_BYTES;
+    if bytes.len() < table_end {
+        return Err(PackageError::TooShort {
+            length: file_length,
+            needed: table_end as u64,
+        });
+    }
+    let table = &bytes[HEADER_BYTES..table_end];
+    if blake3::hash(table).as_bytes()[..] != bytes[16..48] {
+        return Err(PackageError::CorruptTable);
+    }
+
+    let mut parts: Vec<(String, &[u8])> = Vec::with_capacity(count);
+    let mut expected_offset = table_end as u64;
+    for entry in table.chunks_exact(TABLE_ENTRY_BYTES) {
+        let name_field = &entry[..16];
+        let name_length = name_field.iter().position(|&b| b == 0).unwrap_or(16);
+        let name = std::str::from_utf8(&name_field[..name_length])
+            .ok()
+            .filter(|n| !n.is_empty() && name_field[name_length..].iter().all(|&b| b == 0))
+            .ok_or_else(|| PackageError::BadTable {
+                message: "a part name is not NUL-padded text".into(),
+            })?
+            .to_string();
+        let offset = u64_at(entry, 16);
+        let length = u64_at(entry, 24);
+        let end = offset.saturating_add(length);
+        if end > file_length {
+            return Err(PackageError::PartOutOfBounds {
+                part: name,
+                offset,
+                end,
+                file_length,
+            });
+        }
+        if offset != expected_offset {
+            return Err(PackageError::BadTable {
+                message: format!(
+                    "part `{name}` starts at byte {offset}, not right after the previous part at {expected_offset}"
+                ),
+            });
+        }
+        expected_offset = end;
+        let payload = &bytes[offset as usize..end as usize];
+        if blake3::hash(payload).as_bytes()[..] != entry[32..64] {
+            return Err(PackageError::ChecksumMismatch { part: name });
+        }
+        if parts.iter().any(|(n, _)| *n == name) {
+            return Err(PackageError::BadTable {
+                message: format!("part `{name}` appears twice"),
+            });
+        }
+        parts.push((name, payload));
+    }
+    if expected_offset != file_length {
+        return Err(PackageError::BadTable {
+            message: format!(
+                "the parts end at byte {expected_offset} but the file has {file_length} bytes"
+            ),
+        });
+    }
+    if let Some((name, _)) = parts
+        .iter()
+        .find(|(n, _)| !PART_NAMES.contains(&n.as_str()))
+    {
+        return Err(PackageError::BadTable {
+            message: format!("unknown part `{name}` for format version {FORMAT_VERSION}"),
+        });
+    }
+    let part = |name: &'static str| {
+        parts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, payload)| *payload)
+            .ok_or(PackageError::MissingPart { part: name })
+    };
+    fn json<T: serde::de::DeserializeOwned>(
+        part: &'static str,
+        payload: &[u8],
+    ) -> Result<T, PackageError> {
+        serde_json::from_slice(payload).map_err(|error| PackageError::Decode {
+            part,
+            message: error.to_string(),
+        })
+    }
+
+    let meta: Meta = json("meta", part("meta")?)?;
+    if crate::target::target_by_name(&meta.target).is_none() {
+        return Err(PackageError::WrongTarget {
+            target: meta.target,
+        });
+    }
+    let graph: Graph = json("graph", part("graph")?)?;
+    let tile_entries: Vec<TileEntry> = json("tiles", part("tiles")?)?;
+    let tiles = segments(tile_entries, part("segments")?)?;
+    let exchanges: Vec<ExchangeProgram> = json("exchange", part("exchange")?)?;
+    let calls: Calls = json("calls", part("calls")?)?;
+    let bindings: Vec<Binding> = json("bindings", part("bindings")?)?;
+    let profile: ProfileLayout = json("profile", part("profile")?)?;
+
+    let package = Package {
+        header: Header {
+            format_version: version,
+            compiler_version: meta.compiler_version,
+            target: meta.target,
+        },
+        tiles,
+        exchanges,
+        initialize: calls.initialize,
+        run: calls.run,
+        bindings,
+        profile,
+        graph,
+    };
+    package.validate()?;
+    Ok(package)
+}
+
+/// Cuts the `segments` part into each segment's payload.
+fn segments(entries: Vec<TileEntry>, payloads: &[u8]) -> Result<Vec<TileImage>, PackageError> {
+    let mut at = 0usize;
+    let mut tiles = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let mut segments = Vec::with_capacity(entry.segments.len());
+        for s in entry.segments {
+            let end = at
+                .checked_add(s.bytes as usize)
+                .filter(|&end| end <= payloads.len())
+                .ok_or_else(|| {
+                    PackageError::invalid(
+                        "segments",
+                        format!(
+                            "tile {} segment at {:#x} needs {} bytes beyond the part's {}",
+                            entry.tile,
+                            s.address,
+                            s.bytes,
+                            payloads.len()
+                        ),
+                    )
+                })?;
+            segments.push(Segment {
+                address: s.address,
+                memory_size: s.memory_size,
+                kind: s.kind,
+                data: payloads[at..end].to_vec(),
+            });
+            at = end;
+        }
+        tiles.push(TileImage {
+            tile: entry.tile,
+            segments,
+        });
+    }
+    if at != payloads.len() {
+        return Err(PackageError::invalid(
+            "segments",
+            format!(
+                "the tiles use {at} bytes of segment data but the part has {}",
+                payloads.len()
+            ),
+        ));
+    }
+    Ok(tiles)
+}

@@ -1,0 +1,431 @@
+//! The loadable program: what `ipub build` writes into a `.ipuexe` and what
+//! a device loads and runs.
+//!
+//! A [`Package`] is plain data. It holds, for every tile the program uses,
+//! the memory segments the loader writes; the exchange programs the
+//! supervisors run between compute phases; the two host calls
+//! (`initialize`, then `run`) as trees of [`Step`]s; the host bindings that
+//! scatter a logical tensor's bytes into tile memory and gather them back;
+//! the layout a runtime needs to attribute cycles to kernels; and the
+//! validated graph with its numeric check settings, so a package can be run
+//! and checked without its project.
+//!
+//! Invariants, established by [`Package::validate`] (which [`file::parse`]
+//! and [`file::write`] both run) and relied on by the devices:
+//!
+//! - tiles are listed once each, in ascending order, with ids below the
+//!   target's tile count; every tile a step, transfer or binding names is
+//!   listed;
+//! - segments lie inside the target's loadable memory, never overlap, and
+//!   code lies in region 0;
+//! - every step reference (exchange program, binding, compute entry point,
+//!   profile entry) points at something that exists;
+//! - every binding covers each byte of its tensor at least once.
+//!
+//! Exchange addresses are deliberately *not* checked here: like the tile
+//! code they stand for, they are checked by the device when they run, which
+//! reports a bad one as a fault of the tile and step.
+
+pub mod file;
+pub mod inspect;
+mod validate;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+use crate::graph::{DType, Graph, TensorId};
+use serde::{Deserialize, Serialize};
+
+pub use file::{parse, read, write};
+
+/// Version of the `.ipuexe` container and its parts; bumped on any
+/// incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Identifies the producing compiler in every package it writes.
+pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What produced the package and what it runs on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub format_version: u32,
+    /// The `ipub` version that wrote the package.
+    pub compiler_version: String,
+    /// The target name (`ipu21`).
+    pub target: String,
+}
+
+impl Header {
+    /// The header this build of ipub writes for `target`.
+    pub fn current(target: &str) -> Header {
+        Header {
+            format_version: FORMAT_VERSION,
+            compiler_version: COMPILER_VERSION.to_string(),
+            target: target.to_string(),
+        }
+    }
+}
+
+/// What a segment holds; inspect reports memory by these categories.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SegmentKind {
+    /// Instructions (and their literal pools); must lie in region 0.
+    Code,
+    /// Initialised data: weights, constants, exchange and vertex tables.
+    Data,
+    /// Memory the loader clears and nothing initialises (no payload).
+    Zero,
+}
+
+impl SegmentKind {
+    pub const fn name(self) -> &'static str {
+        match self {
+            SegmentKind::Code => "code",
+            SegmentKind::Data => "data",
+            SegmentKind::Zero => "zero",
+        }
+    }
+}
+
+/// One contiguous range of a tile's memory the loader writes: `data` at
+/// `address`, then zeros up to `memory_size` bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub address: u32,
+    /// Bytes the range occupies in tile memory (at least `data.len()`).
+    pub memory_size: u32,
+    pub kind: SegmentKind,
+    /// The initialised bytes; empty for [`SegmentKind::Zero`].
+    pub data: Vec<u8>,
+}
+
+impl Segment {
+    /// Bytes of payload stored in the file.
+    pub fn bytes(&self) -> u32 {
+        self.data.len() as u32
+    }
+
+    /// Exclusive end address in tile memory.
+    pub fn end(&self) -> u64 {
+        u64::from(self.address) + u64::from(self.memory_size)
+    }
+}
+
+/// The image of one used tile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileImage {
+    pub tile: u32,
+    /// In ascending address order.
+    pub segments: Vec<Segment>,
+}
+
+impl TileImage {
+    /// Memory the tile's segments occupy, for one category.
+    pub fn bytes_of(&self, kind: SegmentKind) -> u64 {
+        self.segments
+            .iter()
+            .filter(|s| s.kind == kind)
+            .map(|s| u64::from(s.memory_size))
+            .sum()
+    }
+}
+
+/// One copy out of one tile's memory into one or more tiles' memories
+/// (more than one destination is a broadcast: one read, many writes).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Transfer {
+    pub source_tile: u32,
+    pub source_address: u32,
+    pub bytes: u32,
+    /// `(tile, address)` of each receiving copy.
+    pub destinations: Vec<(u32, u32)>,
+}
+
+/// A statically compiled exchange phase: every transfer happens between one
+/// sync and the next.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ExchangeProgram {
+    /// What the phase is for (`op qkv`, `carry encoder`), for logs and dumps.
+    pub label: String,
+    pub transfers: Vec<Transfer>,
+    /// True when the schedule uses paired 64-bit exchange.
+    pub paired: bool,
+    /// The compiler's estimate of the phase's cycles, from sync to the last
+    /// delivered byte (without the sync itself).
+    pub horizon_cycles: u64,
+}
+
+impl ExchangeProgram {
+    /// Bytes read out of source tiles (a broadcast counts once).
+    pub fn bytes_sent(&self) -> u64 {
+        self.transfers.iter().map(|t| u64::from(t.bytes)).sum()
+    }
+
+    /// Bytes written into destination tiles (a broadcast counts per copy).
+    pub fn bytes_delivered(&self) -> u64 {
+        self.transfers
+            .iter()
+            .map(|t| u64::from(t.bytes) * t.destinations.len() as u64)
+            .sum()
+    }
+}
+
+/// The host calls a package provides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Call {
+    /// Runs once after loading (weights in, initial exchanges).
+    Initialize,
+    /// Runs once per inference.
+    Run,
+}
+
+impl Call {
+    pub const ALL: [Call; 2] = [Call::Initialize, Call::Run];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Call::Initialize => "initialize",
+            Call::Run => "run",
+        }
+    }
+}
+
+/// One step of a host call's control flow.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    /// Every listed tile runs its supervisor from the entry point until it
+    /// reaches the sync that ends the phase.
+    Compute {
+        /// The operation's name or another label for logs and profiles.
+        label: String,
+        /// The graph operation this step computes, when there is one.
+        op: Option<String>,
+        /// `(tile, supervisor entry pc)` for each participating tile.
+        tiles: Vec<(u32, u32)>,
+    },
+    /// A sync, then the exchange program with this index.
+    Exchange { program: u32 },
+    /// The body runs `count` times; it is stored once.
+    Repeat { count: u32, body: Vec<Step> },
+    /// The host streams the binding's bytes into tile memory.
+    HostWrite { binding: u32 },
+    /// The host reads the binding's bytes back out of tile memory.
+    HostRead { binding: u32 },
+}
+
+/// The steps of one host call.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCall {
+    pub steps: Vec<Step>,
+}
+
+impl HostCall {
+    /// Exchange phases in the call as stored (a repeat's body once); the
+    /// figure the seeds log as `phases=`.
+    pub fn phase_count(&self) -> u64 {
+        fn count(steps: &[Step]) -> u64 {
+            steps
+                .iter()
+                .map(|s| match s {
+                    Step::Exchange { .. } => 1,
+                    Step::Repeat { body, .. } => count(body),
+                    _ => 0,
+                })
+                .sum()
+        }
+        count(&self.steps)
+    }
+
+    /// Exchange phases the call executes (a repeat's body `count` times).
+    pub fn executed_phase_count(&self) -> u64 {
+        fn count(steps: &[Step]) -> u64 {
+            steps
+                .iter()
+                .map(|s| match s {
+                    Step::Exchange { .. } => 1,
+                    Step::Repeat { count: n, body } => u64::from(*n).saturating_mul(count(body)),
+                    _ => 0,
+                })
+                .fold(0u64, u64::saturating_add)
+        }
+        count(&self.steps)
+    }
+
+    /// Every step in pre-order (a repeat before its body), with its index
+    /// in that order: the numbering [`ProfileLayout`] uses.
+    pub fn preorder(&self) -> Vec<&Step> {
+        fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a Step>) {
+            for step in steps {
+                out.push(step);
+                if let Step::Repeat { body, .. } = step {
+                    walk(body, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.steps, &mut out);
+        out
+    }
+}
+
+/// A contiguous run of a tensor's bytes held at one place in one tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Piece {
+    /// Byte offset into the tensor's row-major bytes.
+    pub logical_offset: u64,
+    pub bytes: u32,
+    pub tile: u32,
+    pub address: u32,
+}
+
+/// Where a host-visible tensor lives: its row-major bytes, piece by piece.
+/// Other layouts are expressed as many pieces; a tensor replicated on
+/// several tiles has overlapping pieces (a host write fills every copy; a
+/// host read gathers in piece order, so the last piece covering a byte
+/// provides it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Binding {
+    pub tensor: TensorId,
+    /// For a repeat's per-iteration weight: which iteration's instance.
+    pub iteration: Option<u32>,
+    pub dtype: DType,
+    pub element_count: u64,
+    pub pieces: Vec<Piece>,
+}
+
+impl Binding {
+    /// Bytes of the whole logical tensor.
+    pub fn byte_len(&self) -> u64 {
+        self.element_count * self.dtype.size_bytes() as u64
+    }
+}
+
+/// Which kernel one tile runs in one compute step.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StepKernels {
+    pub call: Call,
+    /// The step's index in [`HostCall::preorder`]; it is a compute step.
+    pub step: u32,
+    /// `(tile, index into ProfileLayout::kernels)`.
+    pub tiles: Vec<(u32, u32)>,
+}
+
+/// What a runtime needs to attribute cycles: kernel names per compute step
+/// and tile, and the compiler's estimate to compare the measurement with.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProfileLayout {
+    /// The compiler's cost-model prediction for one `run` call.
+    pub estimated_cycles: u64,
+    /// Kernel names, each once.
+    pub kernels: Vec<String>,
+    pub steps: Vec<StepKernels>,
+}
+
+impl ProfileLayout {
+    /// The kernel `tile` runs in compute step `step` of `call`, if recorded.
+    pub fn kernel(&self, call: Call, step: u32, tile: u32) -> Option<&str> {
+        let entry = self
+            .steps
+            .iter()
+            .find(|s| s.call == call && s.step == step)?;
+        let &(_, kernel) = entry.tiles.iter().find(|(t, _)| *t == tile)?;
+        self.kernels.get(kernel as usize).map(String::as_str)
+    }
+}
+
+/// A complete loadable program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Package {
+    pub header: Header,
+    /// Used tiles, ascending.
+    pub tiles: Vec<TileImage>,
+    pub exchanges: Vec<ExchangeProgram>,
+    pub initialize: HostCall,
+    pub run: HostCall,
+    pub bindings: Vec<Binding>,
+    pub profile: ProfileLayout,
+    /// The validated graph, with its check settings (`graph.check`).
+    pub graph: Graph,
+}
+
+impl Package {
+    pub fn call(&self, call: Call) -> &HostCall {
+        match call {
+            Call::Initialize => &self.initialize,
+            Call::Run => &self.run,
+        }
+    }
+
+    /// The image of `tile`, when the package uses it.
+    pub fn tile(&self, tile: u32) -> Option<&TileImage> {
+        self.tiles
+            .binary_search_by_key(&tile, |t| t.tile)
+            .ok()
+            .map(|i| &self.tiles[i])
+    }
+
+    /// Checks every invariant listed in the module documentation.
+    pub fn validate(&self) -> Result<(), PackageError> {
+        validate::package(self)
+    }
+}
+
+/// Everything that can be wrong with a package file or a package.
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    #[error("cannot read package {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write package {path}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("not an ipub package: the file is {length} bytes, shorter than the {needed}-byte header and part table")]
+    TooShort { length: u64, needed: u64 },
+    #[error("not an ipub package: the file does not start with the .ipuexe magic bytes")]
+    BadMagic,
+    #[error(
+        "package format version {version} is newer than this ipub supports ({FORMAT_VERSION})"
+    )]
+    NewerVersion { version: u32 },
+    #[error("package format version {version} is not supported (this ipub reads version {FORMAT_VERSION})")]
+    OlderVersion { version: u32 },
+    #[error("the package's part table is corrupt (its checksum does not match)")]
+    CorruptTable,
+    #[error("the package's part table is malformed: {message}")]
+    BadTable { message: String },
+    #[error("part `{part}` (bytes {offset}..{end}) lies outside the {file_length}-byte file: the file is truncated or corrupt")]
+    PartOutOfBounds {
+        part: String,
+        offset: u64,
+        end: u64,
+        file_length: u64,
+    },
+    #[error("checksum of part `{part}` does not match: the package is corrupt")]
+    ChecksumMismatch { part: String },
+    #[error("the package has no `{part}` part")]
+    MissingPart { part: &'static str },
+    #[error("part `{part}` cannot be decoded: {message}")]
+    Decode { part: &'static str, message: String },
+    #[error("package targets `{target}`; this ipub supports only ipu21")]
+    WrongTarget { target: String },
+    #[error("invalid package ({part}): {message}")]
+    Invalid { part: &'static str, message: String },
+}
+
+impl PackageError {
+    pub(crate) fn invalid(part: &'static str, message: impl Into<String>) -> PackageError {
+        PackageError::Invalid {
+            part,
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! Package round trips, validation and corruption tests, and the sample
+//! package other modules' tests load.
+
+use super::file::{assemble, encode, HEADER_BYTES, TABLE_ENTRY_BYTES};
+use super::*;
+use crate::graph::{Check, Init, Op, OpKind, ReferencePrecision, Role, Tensor};
+use expect_test::{expect, Expect};
+
+fn tensor(name: &str, shape: &[usize], role: Role) -> Tensor {
+    Tensor {
+        name: name.into(),
+        shape: shape.to_vec(),
+        dtype: DType::F16,
+        scale: 0,
+        role,
+        init: (role != Role::Activation).then_some(Init::Uniform { scale: 1.0 }),
+        repeat: None,
+    }
+}
+
+pub(crate) fn sample_graph() -> Graph {
+    Graph {
+        name: "sample".into(),
+        target: "ipu21".into(),
+        tiles: 8,
+        seed: 7,
+        tensors: vec![
+            tensor("x", &[4, 8], Role::Input),
+            tensor("w", &[8, 8], Role::Weight),
+            tensor("y", &[4, 8], Role::Activation),
+        ],
+        ops: vec![Op {
+            name: "y".into(),
+            kind: OpKind::Matmul {
+                transpose_rhs: false,
+            },
+            inputs: vec![TensorId(0), TensorId(1)],
+            output: TensorId(2),
+        }],
+        repeats: vec![],
+        outputs: vec![TensorId(2)],
+        check: Check {
+            reference_precision: ReferencePrecision::Device,
+            min_cosine_similarity: 0.99,
+            max_abs_error: 0.25,
+            outputs: vec![TensorId(2)],
+        },
+    }
+}
+
+const CODE: u32 = 0x4C000;
+const WEIGHTS: u32 = 0x80000;
+const WORK: u32 = 0x90000;
+
+/// Four tiles (0, 1, 2, 5): `x` is split over tiles 0 and 1, `w` is
+/// replicated on both, one exchange program broadcasts `x`'s halves to tiles
+/// 2 and 5, whose results `y` is read back from.
+pub(crate) fn sample() -> Package {
+    let image = |tile: u32| TileImage {
+        tile,
+        segments: vec![
+            Segment {
+                address: CODE,
+                memory_size: 64,
+                kind: SegmentKind::Code,
+                data: (0..64).map(|i| (i as u8) ^ (tile as u8)).collect(),
+            },
+            Segment {
+                address: WEIGHTS,
+                memory_size: 256,
+                kind: SegmentKind::Data,
+                data: vec![0xAB; 128],
+            },
+            Segment {
+                address: WORK,
+                memory_size: 512,
+                kind: SegmentKind::Zero,
+                data: vec![],
+            },
+        ],
+    };
+    let piece = |logical_offset, bytes, tile, address| Piece {
+        logical_offset,
+        bytes,
+        tile,
+        address,
+    };
+    let compute = |label: &str, tiles: &[u32]| Step::Compute {
+        label: label.into(),
+        op: Some("y".into()),
+        tiles: tiles.iter().map(|&t| (t, CODE + 16)).collect(),
+    };
+    Package {
+        header: Header {
+            // Fixed rather than the crate version, so snapshots survive releases.
+            compiler_version: "0.1.0".into(),
+            ..Header::current("ipu21")
+        },
+        tiles: [0, 1, 2, 5].into_iter().map(image).collect(),
+        exchanges: vec![ExchangeProgram {
+            label: "op y".into(),
+            transfers: vec![
+                Transfer {
+                    source_tile: 0,
+                    source_address: WORK,
+                    bytes: 32,
+                    destinations: vec![(2, WORK + 0x80), (5, WORK + 0x80)],
+                },
+                Transfer {
+                    source_tile: 1,
+                    source_address: WORK,
+                    bytes: 32,
+                    destinations: vec![(2, WORK + 0xA0)],
+                },
+            ],
+            paired: false,
+            horizon_cycles: 17,
+        }],
+        initialize: HostCall {
+            steps: vec![Step::HostWrite { binding: 1 }],
+        },
+        run: HostCall {
+            steps: vec![
+                Step::HostWrite { binding: 0 },
+                compute("y", &[0, 1]),
+                Step::Repeat {
+                    count: 3,
+                    body: vec![Step::Exchange { program: 0 }, compute("y", &[2, 5])],
+                },
+                Step::HostRead { binding: 2 },
+            ],
+        },
+        bindings: vec![
+            Binding {
+                tensor: TensorId(0),
+                iteration: None,
+                dtype: DType::F16,
+                element_count: 32,
+                pieces: vec![piece(0, 32, 0, WORK), piece(32, 32, 1, WORK)],
+            },
+            Binding {
+                tensor: TensorId(1),
+                iteration: None,
+                dtype: DType::F16,
+                element_count: 64,
+                pieces: vec![piece(0, 128, 0, WEIGHTS), piece(0, 128, 1, WEIGHTS)],
+            },
+            Binding {
+                tensor: TensorId(2),
+                iteration: None,
+                dtype: DType::F16,
+                element_count: 32,
+                pieces: vec![piece(0, 32, 2, WORK + 0x40), piece(32, 32, 5, WORK + 0x40)],
+            },
+        ],
+        profile: ProfileLayout {
+            estimated_cycles: 4000,
+            kernels: vec!["gemm_f16_k8".into(), "add_f16".into()],
+            steps: vec![
+                StepKernels {
+                    call: Call::Run,
+                    step: 1,
+                    tiles: vec![(0, 0), (1, 0)],
+                },
+                StepKernels {
+                    call: Call::Run,
+                    step: 4,
+                    tiles: vec![(2, 1), (5, 1)],
+                },
+            ],
+        },
+        graph: sample_graph(),
+    }
+}
+
+#[test]
+fn packages_round_trip_through_files() {
+    let package = sample();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = camino::Utf8PathBuf::from_path_buf(dir.path().join("sample.ipuexe")).expect("utf-8");
+    write(&path, &package).expect("write");
+    assert_eq!(read(&path).expect("read"), package);
+    // Encoding is deterministic, so identical packages give identical files.
+    assert_eq!(
+        encode(&package).expect("encode"),
+        std::fs::read(&path).expect("bytes")
+    );
+}
+
+#[test]
+fn phase_counts_are_derived_from_the_steps() {
+    let package = sample();
+    assert_eq!(package.run.phase_count(), 1);
+    assert_eq!(package.run.executed_phase_count(), 3);
+    assert_eq!(package.run.preorder().len(), 6);
+    assert_eq!(package.profile.kernel(Call::Run, 4, 5), Some("add_f16"));
+    assert_eq!(package.profile.kernel(Call::Run, 4, 0), None);
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    let bytes = encode(&sample()).expect("encode");
+    for length in 0..bytes.len() {
+        assert!(
+            parse(&bytes[..length]).is_err(),
+            "truncating to {length} bytes was accepted"
+        );
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    check_error(
+        parse(&longer),
+        expect!["the package's part table is malformed: the parts end at byte 4169 but the file has 4170 bytes"],
+    );
+}
+
+#[test]
+fn every_bit_flip_is_an_error() {
+    let bytes = encode(&sample()).expect("encode");
+    for offset in 0..bytes.len() {
+        for bit in [offset % 8, (offset + 3) % 8] {
+            let mut flipped = bytes.clone();
+            flipped[offset] ^= 1 << bit;
+            assert!(
+                parse(&flipped).is_err(),
+                "flipping bit {bit} of byte {offset} was accepted"
+            );
+        }
+    }
+}
+
+fn check_error<T: std::fmt::Debug>(result: Result<T, PackageError>, expect: Expect) {
+    match result {
+        Ok(value) => panic!("expected an error, got {value:?}"),
+        Err(error) => expect.assert_eq(&error.to_string()),
+    }
+}
+
+/// The parts of an encoded file, by the table (the file is trusted here).
+fn parts_of(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let count = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
+    (0..count)
+        .map(|i| {
+            let entry = &bytes[HEADER_BYTES + i * TABLE_ENTRY_BYTES..][..TABLE_ENTRY_BYTES];
+            let name = String::from_utf8(entry[..16].iter().copied().filter(|&b| b != 0).collect())
+                .expect("name");
+            let offset = u64::from_le_bytes(entry[16..24].try_into().expect("8 bytes")) as usize;
+            let length = u64::from_le_bytes(entry[24..32].try_into().expect("8 bytes")) as usize;
+            (name, bytes[offset..offset + length].to_vec())
+        })
+        .collect()
+}
+
+/// Re-assembles `bytes` with valid checksums after `edit` changed its parts.
+fn reassemble(
+    bytes: &[u8],
+    version: u32,
+    edit: impl FnOnce(&mut Vec<(String, Vec<u8>)>),
+) -> Vec<u8> {
+    let mut parts = parts_of(bytes);
+    edit(&mut parts);
+    let named: Vec<(&str, &[u8])> = parts
+        .iter()
+        .map(|(n, p)| (n.as_str(), p.as_slice()))
+        .collect();
+    assemble(version, &named)
+}
+
+fn replace_json(
+    parts: &mut [(String, Vec<u8>)],
+    name: &str,
+    edit: impl FnOnce(&mut serde_json::Value),
+) {
+    let part = parts.iter_mut().find(|(n, _)| n == name).expect("part");
+    let mut value: serde_json::Value = serde_json::from_slice(&part.1).expect("json");
+    edit(&mut value);
+    part.1 = serde_json::to_vec(&value).expect("json");
+}
+
+#[test]
+fn container_errors_name_what_is_wrong() {
+    let bytes = encode(&sample()).expect("encode");
+    check_error(
+        parse(b""),
+        expect!["not an ipub package: the file does not start with the .ipuexe magic bytes"],
+    );
+    check_error(
+        parse(b"PK\x03\x04 a zip file"),
+        expect!["not an ipub package: the file does not start with the .ipuexe magic bytes"],
+    );
+    check_error(parse(&bytes[..30]), expect!["not an ipub package: the file is 30 bytes, shorter than the 48-byte header and part table"]);
+
+    let mut newer = bytes.clone();
+    newer[8..12].copy_from_slice(&7u32.to_le_bytes());
+    check_error(
+        parse(&newer),
+        expect!["package format version 7 is newer than this ipub supports (1)"],
+    );
+    let mut older = bytes.clone();
+    older[8..12].copy_from_slice(&0u32.to_le_bytes());
+    check_error(
+        parse(&older),
+        expect!["package format version 0 is not supported (this ipub reads version 1)"],
+    );
+
+    let mut table = bytes.clone();
+    table[HEADER_BYTES + 20] ^= 0x10;
+    check_error(
+        parse(&table),
+        expect!["the package's part table is corrupt (its checksum does not match)"],
+    );
+
+    let mut payload = bytes.clone();
+    let last = payload.len() - 3;
+    payload[last] ^= 1;
+    check_error(
+        parse(&payload),
+        expect!["checksum of part `profile` does not match: the package is corrupt"],
+    );
+
+    let short = reassemble(&bytes, 1, |parts| parts.retain(|(n, _)| n != "bindings"));
+    check_error(parse(&short), expect!["the package has no `bindings` part"]);
+    let unknown = reassemble(&bytes, 1, |parts| parts.push(("extra".into(), vec![1, 2])));
+    check_error(
+        parse(&unknown),
+        expect!["the package's part table is malformed: unknown part `extra` for format version 1"],
+    );
+    let twice = reassemble(&bytes, 1, |parts| {
+        let copy = parts[0].clone();
+        parts.push(copy)
+    });
+    check_error(
+        parse(&twice),
+        expect!["the package's part table is malformed: part `meta` appears twice"],
+    );
+    let garbled = reassemble(&bytes, 1, |parts| parts[5].1 = b"{\"initialize\":".to_vec());
+    check_error(
+        parse(&garbled),
+        expect!["part `calls` cannot be decoded: EOF while parsing a value at line 1 column 14"],
+    );
+}
+
+#[test]
+fn the_target_must_be_ipu21() {
+    let bytes = encode(&sample()).expect("encode");
+    let other = reassemble(&bytes, 1, |parts| {
+        replace_json(parts, "meta", |meta| meta["target"] = "ipu9".into())
+    });
+    check_error(
+        parse(&other),
+        expect!["package targets `ipu9`; this ipub supports only ipu21"],
+    );
+}
+
+/// Checks that `edit`ed sample packages are rejected both when written and
+/// when a file holding them (with valid checksums) is read.
+fn check_invalid(edit: impl Fn(&mut Package), expect: Expect) {
+    let mut package = sample();
+    edit(&mut package);
+    let message = encode(&package)
+        .expect_err("invalid package encoded")
+        .to_string();
+    expect.assert_eq(&message);
+    package.validate().expect_err("validate");
+}
+
+#[test]
+fn segments_must_fit_the_memory_map() {
+    check_invalid(
+        |p| p.tiles[0].segments[2].address = 0xE7B00,
+        expect!["invalid package (tiles): tile 0 zero segment at 0xe7b00: 0xe7b00..0xe7d00 is outside loadable memory 0x4c000..0xe7bb0"],
+    );
+    check_invalid(
+        |p| p.tiles[0].segments[0].address = 0x40000,
+        expect!["invalid package (tiles): tile 0 code segment at 0x40000: 0x40000..0x40040 is outside loadable memory 0x4c000..0xe7bb0"],
+    );
+    check_invalid(
+        |p| p.tiles[1].segments[0].address = 0x7FFE0,
+        expect!["invalid package (tiles): tile 1 code segment at 0x7ffe0: code must lie in region 0 (below 0x80000) but ends at 0x80020"],
+    );
+    check_invalid(
+        |p| p.tiles[1].segments[1].memory_size = 100,
+        expect!["invalid package (tiles): tile 1 data segment at 0x80000: 128 bytes of data exceed its memory size of 100"],
+    );
+    check_invalid(
+        |p| p.tiles[1].segments[1].address = 0x4C020,
+        expect!["invalid package (tiles): tile 1 data segment at 0x4c020: overlaps the previous segment or is out of order"],
+    );
+    check_invalid(
+        |p| p.tiles[2].segments[2].data = vec![1],
+        expect![
+            "invalid package (tiles): tile 2 zero segment at 0x90000: a zero segment carries data"
+        ],
+    );
+    check_invalid(
+        |p| p.tiles[3].tile = 1472,
+        expect!["invalid package (tiles): tile 1472 does not exist (ipu21 has 1472 tiles)"],
+    );
+    check_invalid(
+        |p| p.tiles.swap(0, 1),
+        expect!["invalid package (tiles): tile 0 is listed out of order or twice"],
+    );
+}
+
+#[test]
+fn references_must_resolve() {
+    check_invalid(
+        |p| p.run.steps[0] = Step::HostWrite { binding: 9 },
+        expect!["invalid package (calls): call `run`: binding 9 does not exist (3 bindings)"],
+    );
+    check_invalid(
+        |p| p.initialize.steps.push(Step::Exchange { program: 1 }),
+        expect!["invalid package (calls): call `initialize`: exchange program 1 does not exist (1 programs)"],
+    );
+    check_invalid(
+        |p| p.run.steps[1] = Step::Compute { label: "y".into(), op: None, tiles: vec![(3, CODE)] },
+        expect!["invalid package (calls): call `run`: compute `y` runs on tile 3, which is not one of the package's tiles"],
+    );
+    check_invalid(
+        |p| p.run.steps[1] = Step::Compute { label: "y".into(), op: None, tiles: vec![(0, WEIGHTS)] },
+        expect!["invalid package (calls): call `run`: compute `y` enters tile 0 at 0x80000, which is not an aligned address in its code"],
+    );
+    check_invalid(
+        |p| {
+            p.run.steps[2] = Step::Repeat {
+                count: 0,
+                body: vec![],
+            }
+        },
+        expect!["invalid package (calls): call `run`: a repeat runs zero times"],
+    );
+    check_invalid(
+        |p| p.exchanges[0].transfers[1].destinations[0].0 = 4,
+        expect!["invalid package (exchange): exchange program 0 (op y), transfer 1: tile 4 is not one of the package's tiles"],
+    );
+    check_invalid(
+        |p| p.profile.steps[0].step = 2,
+        expect!["invalid package (profile): call `run` step 2: is not a compute step"],
+    );
+    check_invalid(
+        |p| p.profile.steps[1].tiles[0].1 = 2,
+        expect!["invalid package (profile): call `run` step 4: kernel 2 is not in the kernel list"],
+    );
+}
+
+#[test]
+fn bindings_must_cover_their_tensor_inside_tile_memory() {
+    check_invalid(
+        |p| p.bindings[0].pieces.pop().map_or((), drop),
+        expect!["invalid package (bindings): binding 0: no piece holds byte 32 of tensor `x` (64 bytes)"],
+    );
+    check_invalid(
+        |p| p.bindings[0].pieces[1].logical_offset = 40,
+        expect!["invalid package (bindings): binding 0: piece 1 covers bytes from 40 beyond the tensor's 64"],
+    );
+    check_invalid(
+        |p| p.bindings[2].pieces[0].address = 0xE7BA0,
+        expect!["invalid package (bindings): binding 2: piece 0 at 0xe7ba0 (32 bytes) on tile 2 is outside loadable memory"],
+    );
+    check_invalid(
+        |p| p.bindings[2].pieces[0].tile = 3,
+        expect!["invalid package (bindings): binding 2: piece 0 is on tile 3, which is not one of the package's tiles"],
+    );
+    check_invalid(
+        |p| p.bindings[1].dtype = DType::F32,
+        expect!["invalid package (bindings): binding 1: is f32 x 64 but tensor `w` is f16 x 64"],
+    );
+}
+
+#[test]
+fn inspect_shows_tiles_kernels_steps_exchanges_and_bindings() {
+    expect![[r#"
+        package sample for ipu21: format 1, written by ipub 0.1.0
+        tiles: 4 used of 1472
+          tile    0: code      64  data     256  zero     512  free  637040 of 637872 bytes
+          tile    1: code      64  data     256  zero     512  free  637040 of 637872 bytes
+          tile    2: code      64  data     256  zero     512  free  637040 of 637872 bytes
+          tile    5: code      64  data     256  zero     512  free  637040 of 637872 bytes
+          all tiles: code 256  data 1024  zero 2048 bytes
+        kernels: 2 (estimated run: 4000 cycles)
+          gemm_f16_k8: 2 tiles, 1 compute steps
+          add_f16: 2 tiles, 1 compute steps
+        call initialize: 1 steps, 0 exchange phases (0 executed)
+          host write w (binding 1)
+        call run: 6 steps, 1 exchange phases (3 executed)
+          host write x (binding 0)
+          compute y (op y) on 2 tiles
+          repeat x3
+            sync; exchange 0 (op y)
+            compute y (op y) on 2 tiles
+          host read y (binding 2)
+        exchange programs: 1
+          0 op y: 2 transfers (1 broadcasts) from 2 tiles, 64 bytes sent, 96 delivered, horizon 17 cycles, ordinary
+        bindings: 3
+          0 x: f16 x 32 (64 bytes) in 2 pieces on 2 tiles
+          1 w: f16 x 64 (128 bytes) in 2 pieces on 2 tiles
+          2 y: f16 x 32 (64 bytes) in 2 pieces on 2 tiles
+    "#]].assert_eq(&inspect::render(&sample()));
+}

@@ -1,0 +1,351 @@
+//! The package's semantic checks: everything a device relies on without
+//! re-checking, so that a corrupt or hand-made package is an error here and
+//! never a panic later.
+
+use super::{Binding, Call, Package, PackageError, SegmentKind, Step, TileImage, FORMAT_VERSION};
+use crate::target::{target_by_name, Target};
+use std::collections::BTreeMap;
+
+/// Deeper nesting than this is not something the compiler emits; refusing
+/// it keeps the recursive walks of devices bounded.
+const MAX_REPEAT_DEPTH: usize = 16;
+
+pub(super) fn package(package: &Package) -> Result<(), PackageError> {
+    let header = &package.header;
+    if header.format_version != FORMAT_VERSION {
+        return Err(if header.format_version > FORMAT_VERSION {
+            PackageError::NewerVersion {
+                version: header.format_version,
+            }
+        } else {
+            PackageError::OlderVersion {
+                version: header.format_version,
+            }
+        });
+    }
+    let target = target_by_name(&header.target).ok_or_else(|| PackageError::WrongTarget {
+        target: header.target.clone(),
+    })?;
+    if header.compiler_version.is_empty() {
+        return Err(PackageError::invalid(
+            "meta",
+            "the compiler version is empty",
+        ));
+    }
+    if package.graph.target != header.target {
+        return Err(PackageError::invalid(
+            "graph",
+            format!(
+                "the graph targets `{}` but the package targets `{}`",
+                package.graph.target, header.target
+            ),
+        ));
+    }
+    tiles(target, &package.tiles)?;
+    let used = |tile: u32| package.tile(tile).is_some();
+
+    for (index, program) in package.exchanges.iter().enumerate() {
+        for (t, transfer) in program.transfers.iter().enumerate() {
+            let at = || format!("exchange program {index} ({}), transfer {t}", program.label);
+            if transfer.bytes == 0 {
+                return Err(PackageError::invalid(
+                    "exchange",
+                    format!("{}: moves no bytes", at()),
+                ));
+            }
+            if transfer.destinations.is_empty() {
+                return Err(PackageError::invalid(
+                    "exchange",
+                    format!("{}: has no destination", at()),
+                ));
+            }
+            let tiles = std::iter::once(transfer.source_tile)
+                .chain(transfer.destinations.iter().map(|&(tile, _)| tile));
+            for tile in tiles {
+                if !used(tile) {
+                    return Err(PackageError::invalid(
+                        "exchange",
+                        format!("{}: tile {tile} is not one of the package's tiles", at()),
+                    ));
+                }
+            }
+        }
+    }
+
+    for (index, binding) in package.bindings.iter().enumerate() {
+        self::binding(package, target, index, binding)?;
+    }
+
+    for call in Call::ALL {
+        steps(package, call, &package.call(call).steps, 0)?;
+    }
+    profile(package)
+}
+
+fn tiles(target: &Target, tiles: &[TileImage]) -> Result<(), PackageError> {
+    let memory = target.memory;
+    let mut previous = None;
+    for image in tiles {
+        if image.tile >= target.tiles {
+            return Err(PackageError::invalid(
+                "tiles",
+                format!(
+                    "tile {} does not exist ({} has {} tiles)",
+                    image.tile, target.name, target.tiles
+                ),
+            ));
+        }
+        if previous.is_some_and(|p| p >= image.tile) {
+            return Err(PackageError::invalid(
+                "tiles",
+                format!("tile {} is listed out of order or twice", image.tile),
+            ));
+        }
+        previous = Some(image.tile);
+        let mut end_of_previous = 0u64;
+        for segment in &image.segments {
+            let at = format!(
+                "tile {} {} segment at {:#x}",
+                image.tile,
+                segment.kind.name(),
+                segment.address
+            );
+            if segment.bytes() > segment.memory_size {
+                return Err(PackageError::invalid(
+                    "tiles",
+                    format!(
+                        "{at}: {} bytes of data exceed its memory size of {}",
+                        segment.bytes(),
+                        segment.memory_size
+                    ),
+                ));
+            }
+            if segment.memory_size == 0 {
+                return Err(PackageError::invalid("tiles", format!("{at}: is empty")));
+            }
+            if segment.kind == SegmentKind::Zero && segment.bytes() != 0 {
+                return Err(PackageError::invalid(
+                    "tiles",
+                    format!("{at}: a zero segment carries data"),
+                ));
+            }
+            if !memory
+                .loadable
+                .contains_span(segment.address, segment.memory_size)
+            {
+                return Err(PackageError::invalid(
+                    "tiles",
+                    format!(
+                        "{at}: {:#x}..{:#x} is outside loadable memory {:#x}..{:#x}",
+                        segment.address,
+                        segment.end(),
+                        memory.loadable.start,
+                        memory.loadable.end
+                    ),
+                ));
+            }
+            if segment.kind == SegmentKind::Code {
+                if !memory
+                    .region0
+                    .contains_span(segment.address, segment.memory_size)
+                {
+                    return Err(PackageError::invalid(
+                        "tiles",
+                        format!(
+                            "{at}: code must lie in region 0 (below {:#x}) but ends at {:#x}",
+                            memory.region0.end,
+                            segment.end()
+                        ),
+                    ));
+                }
+                if segment.address % 4 != 0 {
+                    return Err(PackageError::invalid(
+                        "tiles",
+                        format!("{at}: code must be 4-byte aligned"),
+                    ));
+                }
+            }
+            if u64::from(segment.address) < end_of_previous {
+                return Err(PackageError::invalid(
+                    "tiles",
+                    format!("{at}: overlaps the previous segment or is out of order"),
+                ));
+            }
+            end_of_previous = segment.end();
+        }
+    }
+    Ok(())
+}
+
+fn binding(
+    package: &Package,
+    target: &Target,
+    index: usize,
+    binding: &Binding,
+) -> Result<(), PackageError> {
+    let fail = |message: String| {
+        Err(PackageError::invalid(
+            "bindings",
+            format!("binding {index}: {message}"),
+        ))
+    };
+    let Some(tensor) = package.graph.tensors.get(binding.tensor.0 as usize) else {
+        return fail(format!("tensor {} is not in the graph", binding.tensor.0));
+    };
+    if tensor.dtype != binding.dtype || tensor.element_count() as u64 != binding.element_count {
+        return fail(format!(
+            "is {} x {} but tensor `{}` is {} x {}",
+            binding.dtype,
+            binding.element_count,
+            tensor.name,
+            tensor.dtype,
+            tensor.element_count()
+        ));
+    }
+    let total = binding.byte_len();
+    let mut ranges = Vec::with_capacity(binding.pieces.len());
+    for (p, piece) in binding.pieces.iter().enumerate() {
+        if piece.bytes == 0 {
+            return fail(format!("piece {p} is empty"));
+        }
+        if package.tile(piece.tile).is_none() {
+            return fail(format!(
+                "piece {p} is on tile {}, which is not one of the package's tiles",
+                piece.tile
+            ));
+        }
+        if !target
+            .memory
+            .loadable
+            .contains_span(piece.address, piece.bytes)
+        {
+            return fail(format!(
+                "piece {p} at {:#x} ({} bytes) on tile {} is outside loadable memory",
+                piece.address, piece.bytes, piece.tile
+            ));
+        }
+        let end = piece.logical_offset.checked_add(u64::from(piece.bytes));
+        if end.is_none_or(|end| end > total) {
+            return fail(format!(
+                "piece {p} covers bytes from {} beyond the tensor's {total}",
+                piece.logical_offset
+            ));
+        }
+        ranges.push((
+            piece.logical_offset,
+            piece.logical_offset + u64::from(piece.bytes),
+        ));
+    }
+    ranges.sort_unstable();
+    let mut covered = 0u64;
+    for (start, end) in ranges {
+        if start > covered {
+            break;
+        }
+        covered = covered.max(end);
+    }
+    if covered < total {
+        return fail(format!(
+            "no piece holds byte {covered} of tensor `{}` ({total} bytes)",
+            tensor.name
+        ));
+    }
+    Ok(())
+}
+
+fn steps(package: &Package, call: Call, steps: &[Step], depth: usize) -> Result<(), PackageError> {
+    let fail = |message: String| {
+        Err(PackageError::invalid(
+            "calls",
+            format!("call `{}`: {message}", call.name()),
+        ))
+    };
+    if depth > MAX_REPEAT_DEPTH {
+        return fail(format!("repeats nest deeper than {MAX_REPEAT_DEPTH}"));
+    }
+    for step in steps {
+        match step {
+            Step::Compute { label, tiles, .. } => {
+                let mut seen = Vec::with_capacity(tiles.len());
+                for &(tile, entry) in tiles {
+                    let Some(image) = package.tile(tile) else {
+                        return fail(format!(
+                            "compute `{label}` runs on tile {tile}, which is not one of the package's tiles"
+                        ));
+                    };
+                    let in_code = image.segments.iter().any(|s| {
+                        s.kind == SegmentKind::Code
+                            && entry >= s.address
+                            && u64::from(entry) < u64::from(s.address) + u64::from(s.bytes())
+                    });
+                    if !in_code || entry % 4 != 0 {
+                        return fail(format!(
+                            "compute `{label}` enters tile {tile} at {entry:#x}, which is not an aligned address in its code"
+                        ));
+                    }
+                    seen.push(tile);
+                }
+                seen.sort_unstable();
+                if seen.windows(2).any(|w| w[0] == w[1]) {
+                    return fail(format!("compute `{label}` lists a tile twice"));
+                }
+            }
+            Step::Exchange { program } => {
+                if *program as usize >= package.exchanges.len() {
+                    return fail(format!(
+                        "exchange program {program} does not exist ({} programs)",
+                        package.exchanges.len()
+                    ));
+                }
+            }
+            Step::Repeat { count, body } => {
+                if *count == 0 {
+                    return fail("a repeat runs zero times".into());
+                }
+                self::steps(package, call, body, depth + 1)?;
+            }
+            Step::HostWrite { binding } | Step::HostRead { binding } => {
+                if *binding as usize >= package.bindings.len() {
+                    return fail(format!(
+                        "binding {binding} does not exist ({} bindings)",
+                        package.bindings.len()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn profile(package: &Package) -> Result<(), PackageError> {
+    let layout = &package.profile;
+    let preorders: BTreeMap<Call, Vec<&Step>> = Call::ALL
+        .into_iter()
+        .map(|call| (call, package.call(call).preorder()))
+        .collect();
+    for entry in &layout.steps {
+        let fail = |message: String| {
+            Err(PackageError::invalid(
+                "profile",
+                format!(
+                    "call `{}` step {}: {message}",
+                    entry.call.name(),
+                    entry.step
+                ),
+            ))
+        };
+        let Some(Step::Compute { tiles, .. }) = preorders[&entry.call].get(entry.step as usize)
+        else {
+            return fail("is not a compute step".into());
+        };
+        for &(tile, kernel) in &entry.tiles {
+            if !tiles.iter().any(|&(t, _)| t == tile) {
+                return fail(format!("tile {tile} does not take part in the step"));
+            }
+            if kernel as usize >= layout.kernels.len() {
+                return fail(format!("kernel {kernel} is not in the kernel list"));
+            }
+        }
+    }
+    Ok(())
+}
