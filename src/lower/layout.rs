@@ -6,6 +6,7 @@
 //! index stored in each slot, or nothing for padding. Exchange lowering
 //! walks slots, so any layout the kernels want can be produced by exchange.
 
+use super::view::MAX_RANK;
 use serde::{Deserialize, Serialize};
 
 /// Storage order of a piece.
@@ -178,6 +179,124 @@ impl Piece {
             }
         }
     }
+}
+
+impl Piece {
+    /// Calls `visit(run)` for every run of storage slots that hold
+    /// consecutive logical indices along one dimension, in address order.
+    /// Padding slots belong to no run; together the runs visit exactly the
+    /// slots [`Piece::for_each_slot`] gives an index, with the same indices.
+    ///
+    /// Exchange lowering and the verifier work run by run: the index
+    /// arithmetic is paid once per run instead of once per element.
+    pub fn for_each_run(&self, mut visit: impl FnMut(&SlotRun<'_>)) {
+        let rank = self.extent.len();
+        let mut index = [0usize; MAX_RANK];
+        let Some(index) = index.get_mut(..rank) else {
+            // Ranks above `MAX_RANK` are rejected by validation; visit
+            // element by element rather than fail.
+            self.for_each_slot(|slot, index| {
+                if let Some(index) = index {
+                    visit(&SlotRun {
+                        slot,
+                        index,
+                        dim: index.len().saturating_sub(1),
+                        len: 1,
+                    });
+                }
+            });
+            return;
+        };
+        if rank == 0 {
+            visit(&SlotRun {
+                slot: 0,
+                index,
+                dim: 0,
+                len: 1,
+            });
+            return;
+        }
+        match self.layout {
+            Layout::RowMajor | Layout::PaddedRows { .. } => {
+                let row_length = self.extent[rank - 1];
+                let pitch = match self.layout {
+                    Layout::PaddedRows { multiple } => row_length.div_ceil(multiple) * multiple,
+                    _ => row_length,
+                };
+                if row_length == 0 {
+                    return;
+                }
+                let rows: usize = self.extent[..rank - 1].iter().product();
+                index.copy_from_slice(&self.start);
+                for row in 0..rows {
+                    if row > 0 {
+                        // Odometer step over the leading dimensions.
+                        for d in (0..rank - 1).rev() {
+                            index[d] += 1;
+                            if index[d] < self.start[d] + self.extent[d] {
+                                break;
+                            }
+                            index[d] = self.start[d];
+                        }
+                    }
+                    visit(&SlotRun {
+                        slot: row * pitch,
+                        index,
+                        dim: rank - 1,
+                        len: row_length,
+                    });
+                }
+            }
+            Layout::AmpWeights { k } => {
+                if rank < 2 || k == 0 {
+                    return;
+                }
+                let outer_extent = &self.extent[..rank - 2];
+                let outer: usize = outer_extent.iter().product();
+                let (inner, cols) = (self.extent[rank - 2], self.extent[rank - 1]);
+                let inner_blocks = inner.div_ceil(k);
+                let col_blocks = cols.div_ceil(AMP_CHANNELS);
+                let mut slot = 0;
+                for o in 0..outer {
+                    let mut rest = o;
+                    for d in (0..rank - 2).rev() {
+                        index[d] = self.start[d] + rest % outer_extent[d];
+                        rest /= outer_extent[d];
+                    }
+                    for cb in 0..col_blocks {
+                        for kb in 0..inner_blocks {
+                            let len = k.min(inner - kb * k);
+                            for c in 0..AMP_CHANNELS {
+                                let j = cb * AMP_CHANNELS + c;
+                                if j < cols {
+                                    index[rank - 2] = self.start[rank - 2] + kb * k;
+                                    index[rank - 1] = self.start[rank - 1] + j;
+                                    visit(&SlotRun {
+                                        slot,
+                                        index,
+                                        dim: rank - 2,
+                                        len,
+                                    });
+                                }
+                                slot += k;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Slots `slot..slot + len` of a piece hold the logical indices `index`,
+/// `index + e(dim)`, ..., `index + (len - 1) e(dim)`, where `e(dim)` steps
+/// dimension `dim` by one.
+#[derive(Debug)]
+pub struct SlotRun<'a> {
+    pub slot: usize,
+    pub index: &'a [usize],
+    pub dim: usize,
+    pub len: usize,
 }
 
 /// Row-major flat index of `index` in `shape`.

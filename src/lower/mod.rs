@@ -5,6 +5,7 @@
 mod build;
 pub mod layout;
 pub mod program;
+mod runs;
 pub mod verify;
 pub mod view;
 

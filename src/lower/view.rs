@@ -167,6 +167,99 @@ impl View {
     }
 }
 
+impl View {
+    /// The base flat indices of the view indices `index + t e(dim)` for
+    /// `t` in `0..len` (`e(dim)` steps dimension `dim` by one), as far as
+    /// they are affine: returns `(first, stride, count)` with `count >= 1`
+    /// (when `len >= 1`) such that the first `count` of them are
+    /// `first + t * stride`.
+    ///
+    /// Transposes and broadcasts keep a run affine; a reshape keeps it
+    /// affine until a coordinate of its input shape wraps, which ends the
+    /// affine prefix there. Callers ask again from where it stopped, so a
+    /// run costs one call per affine piece instead of one per element.
+    pub fn base_run(&self, index: &[usize], dim: usize, len: usize) -> (usize, usize, usize) {
+        let rank = index.len();
+        if len <= 1 || dim >= rank || rank > MAX_RANK {
+            return (self.base_flat_index(index), 0, len.min(1));
+        }
+        let mut current = [0usize; MAX_RANK];
+        let mut delta = [0usize; MAX_RANK];
+        current[..rank].copy_from_slice(index);
+        delta[dim] = 1;
+        let mut rank = rank;
+        let mut count = len;
+        let mut current_shape: &[usize] = &self.shape;
+        for step in &self.steps {
+            match step {
+                Step::Transpose { perm, in_shape } => {
+                    let (mut inner, mut inner_delta) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
+                    for (d, &p) in perm.iter().enumerate() {
+                        inner[p] = current[d];
+                        inner_delta[p] = delta[d];
+                    }
+                    (current, delta) = (inner, inner_delta);
+                    rank = in_shape.len();
+                    current_shape = in_shape;
+                }
+                Step::Reshape { in_shape } => {
+                    let mut flat = flat_index(current_shape, &current[..rank]);
+                    let step = flat_index(current_shape, &delta[..rank]);
+                    rank = in_shape.len();
+                    for d in (0..rank).rev() {
+                        current[d] = flat % in_shape[d];
+                        flat /= in_shape[d];
+                        delta[d] = 0;
+                    }
+                    if step > 0 {
+                        // Step the outermost coordinate whose stride divides
+                        // the flat step; the inner ones then stay put until
+                        // that coordinate leaves its extent.
+                        let mut stride = 1;
+                        let mut chosen = None;
+                        for d in (0..rank).rev() {
+                            if in_shape[d] > 1 && step % stride == 0 {
+                                chosen = Some((d, step / stride));
+                            }
+                            stride *= in_shape[d];
+                            if stride == 0 || stride > step {
+                                break;
+                            }
+                        }
+                        match chosen {
+                            Some((d, by)) => {
+                                delta[d] = by;
+                                let room = in_shape[d].saturating_sub(current[d]).div_ceil(by);
+                                count = count.min(room);
+                            }
+                            // Only possible for a tensor without elements.
+                            None => count = 1,
+                        }
+                    }
+                    current_shape = in_shape;
+                }
+                Step::Broadcast { in_shape } => {
+                    let skip = rank - in_shape.len();
+                    for (d, &extent) in in_shape.iter().enumerate() {
+                        if extent == 1 {
+                            (current[d], delta[d]) = (0, 0);
+                        } else {
+                            (current[d], delta[d]) = (current[skip + d], delta[skip + d]);
+                        }
+                    }
+                    rank = in_shape.len();
+                    current_shape = in_shape;
+                }
+            }
+        }
+        (
+            flat_index(current_shape, &current[..rank]),
+            flat_index(current_shape, &delta[..rank]),
+            count.max(1),
+        )
+    }
+}
+
 /// The largest tensor rank the compiler handles.
 pub const MAX_RANK: usize = 8;
 
