@@ -27,8 +27,8 @@ fn best_of(runs: usize, mut work: impl FnMut()) -> Duration {
 
 fn main() {
     println!(
-        "{:<30} {:>12} {:>12}  (best of {RUNS})",
-        "project", "lower", "verify"
+        "{:<30} {:>12} {:>12} {:>9} {:>10}  (best of {RUNS})",
+        "project", "lower", "verify", "buffers", "transfers"
     );
     for project in PROJECTS {
         let db = Database::on_disk();
@@ -51,6 +51,7 @@ fn main() {
                 std::process::exit(1);
             }
         };
+        let transfers: usize = program.phases.iter().map(|p| p.transfers.len()).sum();
         let lowering = best_of(RUNS, || {
             std::hint::black_box(lower().ok());
         });
@@ -58,9 +59,11 @@ fn main() {
             std::hint::black_box(ipub::lower::verify::verify(&graph, &program).ok());
         });
         println!(
-            "{project:<30} {:>9.1} ms {:>9.1} ms",
+            "{project:<30} {:>9.1} ms {:>9.1} ms {:>9} {:>10}",
             lowering.as_secs_f64() * 1e3,
-            verifying.as_secs_f64() * 1e3
+            verifying.as_secs_f64() * 1e3,
+            program.buffers.len(),
+            transfers
         );
     }
 }

@@ -42,5 +42,6 @@ fn example_projects_lower_to_the_recorded_programs() {
         projects/matmul-f8.toml 52fd74ff16a44f125742ded8407827cf3eac31761eff21db1612a6b00214e605
         projects/mlp-f16.toml 6feb960dd851ef16c3798ae5fd756715abccd373cacfa4ccf7202b2e13e7a872
         projects/vit-fp8.toml 72a17ab2fccce70d9c6661f4df36f1c9fc9ff1dc3566a488ed95fa5b249fa643
-    "#]].assert_eq(&actual.concat());
+    "#]]
+    .assert_eq(&actual.concat());
 }

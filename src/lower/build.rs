@@ -10,7 +10,7 @@
 
 use super::layout::{Layout, Piece};
 use super::program::*;
-use super::runs::{fill, OwnerTable};
+use super::runs::{fill, merge_broadcasts, Gather, OwnerTable};
 use super::view::View;
 use crate::graph::{Graph, OpId, OpKind, Repeat, Role, TensorId};
 use crate::plan::cost::{self, MemoryClass};
@@ -96,7 +96,7 @@ impl Lowering<'_> {
         id
     }
 
-    fn add_phase(&mut self, purpose: String, transfers: Vec<Transfer>) -> Option<Step> {
+    fn add_phase(&mut self, purpose: String, transfers: Vec<Gather>) -> Option<Step> {
         if transfers.is_empty() {
             return None;
         }
@@ -141,7 +141,7 @@ impl Lowering<'_> {
     fn demand(
         &mut self,
         demand: Demand,
-        transfers: &mut Vec<Transfer>,
+        transfers: &mut Vec<Gather>,
     ) -> Result<OperandRef, LowerError> {
         let base = self.graph.tensor(demand.view.base);
         match base.role {
@@ -195,7 +195,7 @@ impl Lowering<'_> {
     fn gathered_buffer(
         &mut self,
         demand: Demand,
-        transfers: &mut Vec<Transfer>,
+        transfers: &mut Vec<Gather>,
     ) -> Result<BufferId, LowerError> {
         let base = demand.view.base;
         let owners = self.owner_table(base)?;
@@ -295,7 +295,7 @@ impl Lowering<'_> {
         shard: &crate::plan::matmul::Shard,
         weights: MemoryClass,
         kernel: &str,
-        transfers: &mut Vec<Transfer>,
+        transfers: &mut Vec<Gather>,
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
@@ -383,8 +383,14 @@ impl Lowering<'_> {
                             ("rhs_scale".into(), i64::from(rhs.scale)),
                             ("out_scale".into(), i64::from(out.scale)),
                             // FP8 kernels serve both formats; the state says which.
-                            ("lhs_f152".into(), i64::from(lhs.dtype == crate::graph::DType::F152)),
-                            ("rhs_f152".into(), i64::from(rhs.dtype == crate::graph::DType::F152)),
+                            (
+                                "lhs_f152".into(),
+                                i64::from(lhs.dtype == crate::graph::DType::F152),
+                            ),
+                            (
+                                "rhs_f152".into(),
+                                i64::from(rhs.dtype == crate::graph::DType::F152),
+                            ),
                         ],
                     });
                 }
@@ -401,7 +407,7 @@ impl Lowering<'_> {
         row_length: usize,
         rows_per_tile: usize,
         kernel: &str,
-        transfers: &mut Vec<Transfer>,
+        transfers: &mut Vec<Gather>,
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
@@ -603,22 +609,4 @@ impl Lowering<'_> {
         }
         Ok(())
     }
-}
-
-/// Merges transfers of the same source bytes into one broadcast each,
-/// keeping first-seen order.
-fn merge_broadcasts(transfers: Vec<Transfer>) -> Vec<Transfer> {
-    let mut merged: Vec<Transfer> = Vec::with_capacity(transfers.len());
-    let mut seen: HashMap<(BufferId, u32, u32), usize> = HashMap::new();
-    for transfer in transfers {
-        let key = (transfer.source, transfer.source_offset, transfer.bytes);
-        match seen.get(&key) {
-            Some(&i) => merged[i].destinations.extend(transfer.destinations),
-            None => {
-                seen.insert(key, merged.len());
-                merged.push(transfer);
-            }
-        }
-    }
-    merged
 }

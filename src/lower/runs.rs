@@ -55,6 +55,18 @@ impl OwnerTable {
     }
 }
 
+/// A transfer to one destination, before transfers of the same source
+/// bytes are merged into broadcasts (plain data, so gathering allocates
+/// nothing per transfer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Gather {
+    pub source: u32,
+    pub source_offset: u32,
+    pub bytes: u32,
+    pub destination: BufferId,
+    pub offset: u32,
+}
+
 /// Adds the transfers that fill `piece` of buffer `destination` from the
 /// homes in `owners`, one per run contiguous in both source and destination.
 ///
@@ -67,7 +79,7 @@ pub(super) fn fill(
     owners: &OwnerTable,
     element_bytes: u32,
     destination: BufferId,
-    transfers: &mut Vec<Transfer>,
+    transfers: &mut Vec<Gather>,
 ) {
     let start = transfers.len();
     let mut at: Vec<usize> = Vec::with_capacity(piece.extent.len());
@@ -93,22 +105,72 @@ pub(super) fn fill(
                 let bytes = stretch as u32 * element_bytes;
                 t += stretch;
                 if let Some(last) = transfers[start..].last_mut() {
-                    if last.source.0 == source
+                    if last.source == source
                         && last.source_offset + last.bytes == source_offset
-                        && last.destinations[0].1 + last.bytes == offset
+                        && last.offset + last.bytes == offset
                     {
                         last.bytes += bytes;
                         continue;
                     }
                 }
-                transfers.push(Transfer {
-                    source: BufferId(source),
+                transfers.push(Gather {
+                    source,
                     source_offset,
                     bytes,
-                    destinations: vec![(destination, offset)],
+                    destination,
+                    offset,
                 });
             }
             done += count;
         }
     });
+}
+
+/// Merges transfers of the same source bytes into one broadcast each,
+/// keeping first-seen order (of the transfers and of each broadcast's
+/// destinations).
+///
+/// Sorting (key, position) pairs groups equal keys with their first
+/// occurrence first, which gives the same result as a first-seen hash map
+/// without hashing every transfer.
+pub(super) fn merge_broadcasts(transfers: Vec<Gather>) -> Vec<Transfer> {
+    let key = |t: &Gather| {
+        (u128::from(t.source) << 96)
+            | (u128::from(t.source_offset) << 64)
+            | (u128::from(t.bytes) << 32)
+    };
+    let mut order: Vec<u128> = transfers
+        .iter()
+        .enumerate()
+        .map(|(position, t)| key(t) | position as u128)
+        .collect();
+    order.sort_unstable();
+    // For each transfer, the position of the first one with its key.
+    let mut first = vec![0usize; transfers.len()];
+    for group in order.chunk_by(|a, b| a >> 32 == b >> 32) {
+        let leader = (group[0] & u128::from(u32::MAX)) as usize;
+        for &member in group {
+            first[(member & u128::from(u32::MAX)) as usize] = leader;
+        }
+    }
+    let mut merged: Vec<Transfer> = Vec::new();
+    // Position in `merged` of each transfer that leads its group.
+    let mut slot_of = vec![0usize; transfers.len()];
+    for (position, t) in transfers.into_iter().enumerate() {
+        let leader = first[position];
+        if leader == position {
+            slot_of[position] = merged.len();
+            merged.push(Transfer {
+                source: BufferId(t.source),
+                source_offset: t.source_offset,
+                bytes: t.bytes,
+                destinations: vec![(t.destination, t.offset)],
+            });
+        } else {
+            merged[slot_of[leader]]
+                .destinations
+                .push((t.destination, t.offset));
+        }
+    }
+    merged
 }

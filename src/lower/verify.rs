@@ -7,7 +7,7 @@
 //! each element exactly once.
 
 use super::layout::flat_index;
-use super::program::{BufferRole, Program};
+use super::program::{Buffer, BufferRole, Program};
 use crate::graph::Graph;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -45,8 +45,10 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
                     .get_mut(destination.0 as usize)
                     .filter(|w| !w.is_empty())
                 {
+                    // Saturating: a byte written 255 times or more is as
+                    // wrong as one written twice, and must not wrap to 0.
                     for byte in &mut bytes[offset as usize..(offset + transfer.bytes) as usize] {
-                        *byte += 1;
+                        *byte = byte.saturating_add(1);
                     }
                 }
             }
@@ -56,21 +58,40 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
         if !matches!(buffer.role, BufferRole::Operand { .. }) {
             continue;
         }
-        let element = buffer.dtype.size_bytes();
-        let mut result = Ok(());
-        buffer.piece.for_each_slot(|slot, index| {
-            let count = written[id][slot * element];
-            let expected = u8::from(index.is_some());
-            if result.is_ok() && count != expected {
-                result = Err(VerifyError(format!(
-                    "slot {slot} of operand buffer {id} on tile {} is written {count} times, expected {expected}",
-                    buffer.tile
-                )));
-            }
-        });
-        result?;
+        check_operand_writes(id, buffer, &written[id])?;
     }
     verify_homes(graph, program)
+}
+
+/// Checks that the first byte of every slot of operand buffer `id` was
+/// written once if the slot holds an element and never if it is padding,
+/// reporting the first slot in address order that was not.
+fn check_operand_writes(id: usize, buffer: &Buffer, written: &[u8]) -> Result<(), VerifyError> {
+    let element = buffer.dtype.size_bytes();
+    let check = |slot: usize, expected: u8| {
+        let count = written[slot * element];
+        if count == expected {
+            return Ok(());
+        }
+        Err(VerifyError(format!(
+            "slot {slot} of operand buffer {id} on tile {} is written {count} times, expected {expected}",
+            buffer.tile
+        )))
+    };
+    // Runs come in address order; the gaps between them are padding.
+    let mut next = 0;
+    let mut result = Ok(());
+    buffer.piece.for_each_run(|run| {
+        if result.is_err() {
+            return;
+        }
+        result = (next..run.slot)
+            .try_for_each(|slot| check(slot, 0))
+            .and_then(|()| (run.slot..run.slot + run.len).try_for_each(|slot| check(slot, 1)));
+        next = run.slot + run.len;
+    });
+    result?;
+    (next..buffer.piece.slots()).try_for_each(|slot| check(slot, 0))
 }
 
 fn verify_homes(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
@@ -82,9 +103,12 @@ fn verify_homes(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
         let counts = coverage
             .entry(tensor)
             .or_insert_with(|| vec![0; graph.tensor(tensor).element_count()]);
-        buffer.piece.for_each_slot(|_, index| {
-            if let Some(index) = index {
-                counts[flat_index(&buffer.coordinates, index)] += 1;
+        let coordinates = &buffer.coordinates;
+        buffer.piece.for_each_run(|run| {
+            let first = flat_index(coordinates, run.index);
+            let stride: usize = coordinates[run.dim + 1..].iter().product();
+            for t in 0..run.len {
+                counts[first + t * stride] += 1;
             }
         });
     }
