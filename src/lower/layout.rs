@@ -377,4 +377,77 @@ mod tests {
         assert_eq!(visited[66], None);
         assert_eq!(visited.iter().filter(|s| s.is_some()).count(), 3 * 17);
     }
+
+    /// Expands runs back into (slot, index) pairs.
+    fn runs(piece: &Piece) -> Vec<(usize, Vec<usize>)> {
+        let mut out = Vec::new();
+        piece.for_each_run(|run| {
+            for t in 0..run.len {
+                let mut index = run.index.to_vec();
+                index[run.dim] += t;
+                out.push((run.slot + t, index));
+            }
+        });
+        out
+    }
+
+    fn elements_by_slot(piece: &Piece) -> Vec<(usize, Vec<usize>)> {
+        let mut out = Vec::new();
+        piece.for_each_slot(|slot, index| {
+            if let Some(index) = index {
+                out.push((slot, index.to_vec()));
+            }
+        });
+        out
+    }
+
+    #[test]
+    fn runs_visit_the_same_slots_and_indices_as_slot_by_slot() {
+        let boxes = [
+            (vec![3], vec![5]),
+            (vec![1, 2], vec![3, 5]),
+            (vec![0, 4, 0], vec![2, 3, 17]),
+            (vec![1, 0, 2, 3], vec![2, 2, 9, 33]),
+        ];
+        let layouts = [
+            Layout::RowMajor,
+            Layout::PaddedRows { multiple: 8 },
+            Layout::AmpWeights { k: 4 },
+            Layout::AmpWeights { k: 16 },
+        ];
+        for (start, extent) in boxes {
+            for layout in layouts {
+                if matches!(layout, Layout::AmpWeights { .. }) && extent.len() < 2 {
+                    continue;
+                }
+                let piece = Piece {
+                    start: start.clone(),
+                    extent: extent.clone(),
+                    layout,
+                };
+                assert_eq!(runs(&piece), elements_by_slot(&piece), "{piece:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn runs_are_rows_or_amp_input_columns() {
+        let mut seen = Vec::new();
+        Piece::row_major(vec![1, 2], vec![2, 3])
+            .for_each_run(|run| seen.push((run.slot, run.index.to_vec(), run.dim, run.len)));
+        assert_eq!(seen, vec![(0, vec![1, 2], 1, 3), (3, vec![2, 2], 1, 3)]);
+        seen.clear();
+        let amp = Piece {
+            start: vec![0, 0],
+            extent: vec![3, 17],
+            layout: Layout::AmpWeights { k: 2 },
+        };
+        amp.for_each_run(|run| seen.push((run.slot, run.index.to_vec(), run.dim, run.len)));
+        // Channel 0 of the first block holds inputs 0 and 1; the second
+        // inner block holds only input 2; channel 16 starts column block 2.
+        assert_eq!(seen[0], (0, vec![0, 0], 0, 2));
+        assert_eq!(seen[16], (32, vec![2, 0], 0, 1));
+        assert_eq!(seen[32], (64, vec![0, 16], 0, 2));
+        assert_eq!(seen.len(), 17 * 2);
+    }
 }

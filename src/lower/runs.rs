@@ -36,8 +36,15 @@ impl OwnerTable {
             buffer.piece.for_each_run(|run| {
                 let first = flat_index(coordinates, run.index);
                 let stride: usize = coordinates[run.dim + 1..].iter().product();
-                for t in 0..run.len {
-                    owner[first + t * stride] = (id.0, (run.slot + t) as u32);
+                let holders = (run.slot as u32..).map(|slot| (id.0, slot));
+                if stride == 1 {
+                    for (entry, holder) in owner[first..first + run.len].iter_mut().zip(holders) {
+                        *entry = holder;
+                    }
+                } else {
+                    for (t, holder) in holders.take(run.len).enumerate() {
+                        owner[first + t * stride] = holder;
+                    }
                 }
             });
         }

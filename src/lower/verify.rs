@@ -67,31 +67,34 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
 /// written once if the slot holds an element and never if it is padding,
 /// reporting the first slot in address order that was not.
 fn check_operand_writes(id: usize, buffer: &Buffer, written: &[u8]) -> Result<(), VerifyError> {
-    let element = buffer.dtype.size_bytes();
-    let check = |slot: usize, expected: u8| {
-        let count = written[slot * element];
-        if count == expected {
-            return Ok(());
-        }
-        Err(VerifyError(format!(
-            "slot {slot} of operand buffer {id} on tile {} is written {count} times, expected {expected}",
-            buffer.tile
-        )))
+    let element = buffer.dtype.size_bytes().max(1);
+    // The first slot of `slots` whose first byte was not written `expected`
+    // times, with that count.
+    let mismatch = |slots: std::ops::Range<usize>, expected: u8| {
+        let counts = written.get(slots.start * element..slots.end * element)?;
+        let offset = counts
+            .iter()
+            .step_by(element)
+            .position(|&c| c != expected)?;
+        Some((slots.start + offset, counts[offset * element], expected))
     };
     // Runs come in address order; the gaps between them are padding.
     let mut next = 0;
-    let mut result = Ok(());
+    let mut found = None;
     buffer.piece.for_each_run(|run| {
-        if result.is_err() {
-            return;
+        if found.is_none() {
+            found =
+                mismatch(next..run.slot, 0).or_else(|| mismatch(run.slot..run.slot + run.len, 1));
         }
-        result = (next..run.slot)
-            .try_for_each(|slot| check(slot, 0))
-            .and_then(|()| (run.slot..run.slot + run.len).try_for_each(|slot| check(slot, 1)));
         next = run.slot + run.len;
     });
-    result?;
-    (next..buffer.piece.slots()).try_for_each(|slot| check(slot, 0))
+    match found.or_else(|| mismatch(next..buffer.piece.slots(), 0)) {
+        None => Ok(()),
+        Some((slot, count, expected)) => Err(VerifyError(format!(
+            "slot {slot} of operand buffer {id} on tile {} is written {count} times, expected {expected}",
+            buffer.tile
+        ))),
+    }
 }
 
 fn verify_homes(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
