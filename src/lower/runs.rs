@@ -181,3 +181,197 @@ pub(super) fn merge_broadcasts(transfers: Vec<Gather>) -> Vec<Transfer> {
     }
     merged
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, TensorId};
+    use crate::lower::layout::Layout;
+    use crate::lower::program::BufferRole;
+    use crate::plan::cost::MemoryClass;
+    use std::collections::HashMap;
+
+    const SHAPE: [usize; 2] = [6, 10];
+
+    fn home(start: [usize; 2], extent: [usize; 2]) -> Buffer {
+        Buffer {
+            tile: 0,
+            dtype: DType::F16,
+            piece: Piece::row_major(start.to_vec(), extent.to_vec()),
+            coordinates: SHAPE.to_vec(),
+            class: MemoryClass::Standard,
+            role: BufferRole::Activation {
+                tensor: TensorId(0),
+            },
+        }
+    }
+
+    /// Row blocks (each home one contiguous stretch) and column blocks
+    /// (every row of a home a separate stretch).
+    fn homes() -> [Vec<Buffer>; 2] {
+        [
+            vec![
+                home([0, 0], [2, 10]),
+                home([2, 0], [2, 10]),
+                home([4, 0], [2, 10]),
+            ],
+            vec![home([0, 0], [6, 4]), home([0, 4], [6, 6])],
+        ]
+    }
+
+    /// The element-by-element walk lowering did before it worked in runs.
+    fn reference_fill(piece: &Piece, view: &View, homes: &[Buffer]) -> Vec<Gather> {
+        let mut owners = vec![(u32::MAX, 0u32); SHAPE.iter().product()];
+        for (id, buffer) in homes.iter().enumerate() {
+            buffer.piece.for_each_slot(|slot, index| {
+                if let Some(index) = index {
+                    owners[flat_index(&buffer.coordinates, index)] = (id as u32, slot as u32);
+                }
+            });
+        }
+        let mut transfers: Vec<Gather> = Vec::new();
+        piece.for_each_slot(|slot, index| {
+            let Some(index) = index else { return };
+            let (source, source_slot) = owners[view.base_flat_index(index)];
+            let (source_offset, offset) = (source_slot * 2, slot as u32 * 2);
+            if let Some(last) = transfers.last_mut() {
+                if last.source == source
+                    && last.source_offset + last.bytes == source_offset
+                    && last.offset + last.bytes == offset
+                {
+                    last.bytes += 2;
+                    return;
+                }
+            }
+            transfers.push(Gather {
+                source,
+                source_offset,
+                bytes: 2,
+                destination: BufferId(99),
+                offset,
+            });
+        });
+        transfers
+    }
+
+    fn views() -> Vec<View> {
+        let base = View::identity(TensorId(0), &SHAPE, &SHAPE);
+        vec![
+            base.clone(),
+            base.clone().transposed_last_two(),
+            base.clone().reshaped(&[3, 20]),
+            base.clone().reshaped(&[2, 3, 10]).transposed_last_two(),
+            base.clone().broadcast_to(&[2, 6, 10]),
+            View::identity(TensorId(0), &SHAPE, &[60])
+                .reshaped(&[60, 1])
+                .broadcast_to(&[60, 3]),
+        ]
+    }
+
+    fn pieces(shape: &[usize]) -> Vec<Piece> {
+        let rank = shape.len();
+        let whole = Piece::row_major(vec![0; rank], shape.to_vec());
+        let mut start = vec![0; rank];
+        let mut extent = shape.to_vec();
+        start[rank - 1] = 1;
+        extent[rank - 1] -= 1;
+        if rank > 1 {
+            start[rank - 2] = shape[rank - 2] / 2;
+            extent[rank - 2] -= shape[rank - 2] / 2;
+        }
+        let mut inner = vec![
+            whole.clone(),
+            Piece::row_major(start.clone(), extent.clone()),
+        ];
+        inner.push(Piece::padded_rows(start.clone(), extent.clone(), 8));
+        if rank >= 2 {
+            for k in [4, 8] {
+                inner.push(Piece {
+                    start: start.clone(),
+                    extent: extent.clone(),
+                    layout: Layout::AmpWeights { k },
+                });
+            }
+        }
+        inner
+    }
+
+    #[test]
+    fn gathers_equal_the_element_by_element_walk() {
+        for homes in homes() {
+            let table = OwnerTable::new(
+                60,
+                homes
+                    .iter()
+                    .enumerate()
+                    .map(|(id, b)| (BufferId(id as u32), b)),
+            )
+            .expect("the homes cover the tensor");
+            for view in views() {
+                for piece in pieces(&view.shape) {
+                    let mut gathers = Vec::new();
+                    fill(&piece, &view, &table, 2, BufferId(99), &mut gathers);
+                    assert_eq!(
+                        gathers,
+                        reference_fill(&piece, &view, &homes),
+                        "{piece:?} through {view:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_element_no_home_holds_is_reported() {
+        let homes = [home([0, 0], [2, 10]), home([3, 0], [3, 10])];
+        let table = OwnerTable::new(60, homes.iter().map(|b| (BufferId(0), b)));
+        assert_eq!(table.err(), Some(20));
+    }
+
+    #[test]
+    fn broadcasts_merge_in_first_seen_order() {
+        let gather = |source, source_offset, destination, offset| Gather {
+            source,
+            source_offset,
+            bytes: 4,
+            destination: BufferId(destination),
+            offset,
+        };
+        let gathers = vec![
+            gather(2, 0, 10, 0),
+            gather(1, 8, 10, 4),
+            gather(2, 0, 11, 0),
+            gather(1, 4, 11, 4),
+            gather(1, 8, 12, 0),
+            gather(2, 0, 12, 4),
+        ];
+        // What a first-seen hash map gives.
+        let mut expected: Vec<Transfer> = Vec::new();
+        let mut seen = HashMap::new();
+        for g in &gathers {
+            let key = (g.source, g.source_offset, g.bytes);
+            match seen.get(&key) {
+                Some(&i) => {
+                    let t: &mut Transfer = &mut expected[i];
+                    t.destinations.push((g.destination, g.offset))
+                }
+                None => {
+                    seen.insert(key, expected.len());
+                    expected.push(Transfer {
+                        source: BufferId(g.source),
+                        source_offset: g.source_offset,
+                        bytes: g.bytes,
+                        destinations: vec![(g.destination, g.offset)],
+                    });
+                }
+            }
+        }
+        let merged = merge_broadcasts(gathers);
+        assert_eq!(merged, expected);
+        assert_eq!(merged.len(), 3);
+        assert_eq!(
+            merged[0].destinations,
+            vec![(BufferId(10), 0), (BufferId(11), 0), (BufferId(12), 4)]
+        );
+    }
+}

@@ -126,3 +126,119 @@ fn verify_homes(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, OpKind, Role};
+    use crate::lower::program::{BufferId, Transfer};
+    use crate::lower::tests::{lowered, Builder};
+    use expect_test::{expect, Expect};
+
+    /// A product whose left operand is gathered into rows padded from 42
+    /// to 44 elements, so operand buffers have padding slots.
+    fn graph() -> crate::graph::Graph {
+        let mut b = Builder::new(4);
+        let x = b.tensor("x", &[16, 42], DType::F16, Role::Input);
+        let w = b.tensor("w", &[42, 16], DType::F16, Role::Weight);
+        let y = b.op(OpKind::Add, &[x, x], &[16, 42], DType::F16);
+        let z = b.op(
+            OpKind::Matmul {
+                transpose_rhs: false,
+            },
+            &[y, w],
+            &[16, 16],
+            DType::F16,
+        );
+        b.graph.outputs = vec![z];
+        b.graph
+    }
+
+    /// Breaks the lowered program with `edit` and checks the verifier's
+    /// message.
+    fn check(edit: impl FnOnce(&mut Program), expected: Expect) {
+        let graph = graph();
+        let mut program = lowered(&graph);
+        edit(&mut program);
+        let error = verify(&graph, &program).expect_err("the edit breaks the program");
+        expected.assert_eq(&error.to_string());
+    }
+
+    fn padded_operand(program: &Program) -> (BufferId, usize) {
+        let (id, buffer) = program
+            .buffers
+            .iter()
+            .enumerate()
+            .find(|(_, b)| matches!(b.role, BufferRole::Operand { .. }) && b.piece.has_padding())
+            .expect("a padded operand");
+        let mut padding = None;
+        buffer.piece.for_each_slot(|slot, index| {
+            if index.is_none() && padding.is_none() {
+                padding = Some(slot);
+            }
+        });
+        (BufferId(id as u32), padding.expect("a padding slot"))
+    }
+
+    #[test]
+    fn a_byte_written_twice_is_reported_at_its_slot() {
+        check(
+            |program| {
+                let transfer = program.phases[0].transfers[1].clone();
+                program.phases[0].transfers.push(transfer);
+            },
+            expect!["internal compiler error: lowered program fails verification: slot 44 of operand buffer 8 on tile 0 is written 2 times, expected 1"],
+        );
+    }
+
+    #[test]
+    fn a_slot_never_written_is_reported() {
+        check(
+            |program| {
+                program.phases[0].transfers.remove(0);
+            },
+            expect!["internal compiler error: lowered program fails verification: slot 0 of operand buffer 8 on tile 0 is written 0 times, expected 1"],
+        );
+    }
+
+    #[test]
+    fn padding_written_by_exchange_is_reported() {
+        check(
+            |program| {
+                let (buffer, slot) = padded_operand(program);
+                let source = program.phases[0].transfers[0].source;
+                program.phases[0].transfers.push(Transfer {
+                    source,
+                    source_offset: 0,
+                    bytes: 2,
+                    destinations: vec![(buffer, slot as u32 * 2)],
+                });
+            },
+            expect!["internal compiler error: lowered program fails verification: slot 42 of operand buffer 8 on tile 0 is written 1 times, expected 0"],
+        );
+    }
+
+    #[test]
+    fn transfers_past_the_end_of_a_buffer_are_reported() {
+        check(
+            |program| program.phases[0].transfers[0].source_offset = 1 << 20,
+            expect!["internal compiler error: lowered program fails verification: phase 0 reads past the end of buffer 1 on tile 0"],
+        );
+    }
+
+    #[test]
+    fn an_element_with_two_homes_is_reported() {
+        check(
+            |program| {
+                let home = program
+                    .buffers
+                    .iter()
+                    .find(|b| matches!(b.role, BufferRole::Activation { .. }))
+                    .cloned()
+                    .expect("an activation home");
+                program.buffers.push(home);
+            },
+            expect!["internal compiler error: lowered program fails verification: element 0 of `add0` is held by 2 home buffers, expected 1"],
+        );
+    }
+}
