@@ -226,7 +226,7 @@ impl View {
                         let mut stride = 1;
                         let mut chosen = None;
                         for d in (0..rank).rev() {
-                            if in_shape[d] > 1 && step % stride == 0 {
+                            if in_shape[d] > 1 && step.is_multiple_of(stride) {
                                 chosen = Some((d, step / stride));
                             }
                             stride *= in_shape[d];
