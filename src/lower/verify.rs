@@ -24,10 +24,12 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
             _ => Vec::new(),
         })
         .collect();
+    // Buffer sizes, computed once rather than per transfer.
+    let sizes: Vec<u32> = program.buffers.iter().map(|b| b.bytes()).collect();
     for (phase_index, phase) in program.phases.iter().enumerate() {
         for transfer in &phase.transfers {
             let source = program.buffer(transfer.source);
-            if transfer.source_offset + transfer.bytes > source.bytes() {
+            if transfer.source_offset + transfer.bytes > sizes[transfer.source.0 as usize] {
                 return fail(format!(
                     "phase {phase_index} reads past the end of buffer {} on tile {}",
                     transfer.source.0, source.tile
@@ -35,7 +37,7 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
             }
             for &(destination, offset) in &transfer.destinations {
                 let buffer = program.buffer(destination);
-                if offset + transfer.bytes > buffer.bytes() {
+                if offset + transfer.bytes > sizes[destination.0 as usize] {
                     return fail(format!(
                         "phase {phase_index} writes past the end of buffer {} on tile {}",
                         destination.0, buffer.tile
@@ -71,12 +73,13 @@ fn check_operand_writes(id: usize, buffer: &Buffer, written: &[u8]) -> Result<()
     // The first slot of `slots` whose first byte was not written `expected`
     // times, with that count.
     let mismatch = |slots: std::ops::Range<usize>, expected: u8| {
-        let counts = written.get(slots.start * element..slots.end * element)?;
-        let offset = counts
-            .iter()
-            .step_by(element)
-            .position(|&c| c != expected)?;
-        Some((slots.start + offset, counts[offset * element], expected))
+        for slot in slots {
+            let count = written[slot * element];
+            if count != expected {
+                return Some((slot, count, expected));
+            }
+        }
+        None
     };
     // Runs come in address order; the gaps between them are padding.
     let mut next = 0;
