@@ -4,7 +4,8 @@
 //! dimension) stored on one tile in a [`Layout`]. Storage slots are visited
 //! in address order by [`Piece::for_each_slot`], which yields the logical
 //! index stored in each slot, or nothing for padding. Exchange lowering
-//! walks slots, so any layout the kernels want can be produced by exchange.
+//! walks slots, so any layout the kernels want can be produced by exchange;
+//! it takes them a run at a time ([`Piece::for_each_run`]) to stay fast.
 
 use super::view::MAX_RANK;
 use serde::{Deserialize, Serialize};
