@@ -8,8 +8,9 @@
 //! gathered by exchange, one transfer per contiguous run, with transfers of
 //! the same source bytes merged into broadcasts.
 
-use super::layout::{flat_index, Layout, Piece};
+use super::layout::{Layout, Piece};
 use super::program::*;
+use super::runs::{fill, merge_broadcasts, Gather, OwnerTable};
 use super::view::View;
 use crate::graph::{Graph, OpId, OpKind, Repeat, Role, TensorId};
 use crate::plan::cost::{self, MemoryClass};
@@ -81,7 +82,7 @@ struct Lowering<'g> {
     /// Buffers holding each materialised activation.
     homes: HashMap<TensorId, Vec<BufferId>>,
     /// For each materialised activation: element → (buffer, slot).
-    owners: HashMap<TensorId, Arc<Vec<(u32, u32)>>>,
+    owners: HashMap<TensorId, Arc<OwnerTable>>,
     host_buffers: HashMap<(TensorId, Option<u32>, u32, Piece, View), BufferId>,
     bindings: BindingPieces,
     /// The repeat being lowered: (index, iteration count).
@@ -95,7 +96,7 @@ impl Lowering<'_> {
         id
     }
 
-    fn add_phase(&mut self, purpose: String, transfers: Vec<Transfer>) -> Option<Step> {
+    fn add_phase(&mut self, purpose: String, transfers: Vec<Gather>) -> Option<Step> {
         if transfers.is_empty() {
             return None;
         }
@@ -112,7 +113,7 @@ impl Lowering<'_> {
         self.homes.insert(tensor, buffers);
     }
 
-    fn owner_table(&mut self, tensor: TensorId) -> Result<Arc<Vec<(u32, u32)>>, LowerError> {
+    fn owner_table(&mut self, tensor: TensorId) -> Result<Arc<OwnerTable>, LowerError> {
         if let Some(table) = self.owners.get(&tensor) {
             return Ok(table.clone());
         }
@@ -121,21 +122,15 @@ impl Lowering<'_> {
             .homes
             .get(&tensor)
             .ok_or_else(|| LowerError::NotProduced(name()))?;
-        let mut table = vec![(u32::MAX, 0u32); self.graph.tensor(tensor).element_count()];
-        for &id in home {
-            let buffer = &self.program.buffers[id.0 as usize];
-            buffer.piece.for_each_slot(|slot, index| {
-                if let Some(index) = index {
-                    table[flat_index(&buffer.coordinates, index)] = (id.0, slot as u32);
-                }
-            });
-        }
-        if let Some(element) = table.iter().position(|&(b, _)| b == u32::MAX) {
-            return Err(LowerError::Uncovered {
-                tensor: name(),
-                element,
-            });
-        }
+        let buffers = &self.program.buffers;
+        let table = OwnerTable::new(
+            self.graph.tensor(tensor).element_count(),
+            home.iter().map(|&id| (id, &buffers[id.0 as usize])),
+        )
+        .map_err(|element| LowerError::Uncovered {
+            tensor: name(),
+            element,
+        })?;
         let table = Arc::new(table);
         self.owners.insert(tensor, table.clone());
         Ok(table)
@@ -146,7 +141,7 @@ impl Lowering<'_> {
     fn demand(
         &mut self,
         demand: Demand,
-        transfers: &mut Vec<Transfer>,
+        transfers: &mut Vec<Gather>,
     ) -> Result<OperandRef, LowerError> {
         let base = self.graph.tensor(demand.view.base);
         match base.role {
@@ -200,7 +195,7 @@ impl Lowering<'_> {
     fn gathered_buffer(
         &mut self,
         demand: Demand,
-        transfers: &mut Vec<Transfer>,
+        transfers: &mut Vec<Gather>,
     ) -> Result<BufferId, LowerError> {
         let base = demand.view.base;
         let owners = self.owner_table(base)?;
@@ -301,7 +296,7 @@ impl Lowering<'_> {
         shard: &crate::plan::matmul::Shard,
         weights: MemoryClass,
         kernel: &str,
-        transfers: &mut Vec<Transfer>,
+        transfers: &mut Vec<Gather>,
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
@@ -422,7 +417,7 @@ impl Lowering<'_> {
         row_length: usize,
         rows_per_tile: usize,
         kernel: &str,
-        transfers: &mut Vec<Transfer>,
+        transfers: &mut Vec<Gather>,
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
@@ -631,55 +626,4 @@ impl Lowering<'_> {
         }
         Ok(())
     }
-}
-
-/// Adds the transfers that fill `piece` of buffer `destination` from the
-/// homes in `owners`, one per run contiguous in both source and destination.
-fn fill(
-    piece: &Piece,
-    view: &View,
-    owners: &[(u32, u32)],
-    element_bytes: u32,
-    destination: BufferId,
-    transfers: &mut Vec<Transfer>,
-) {
-    let start = transfers.len();
-    piece.for_each_slot(|slot, index| {
-        let Some(index) = index else { return };
-        let (source, source_slot) = owners[view.base_flat_index(index)];
-        let (source_offset, offset) = (source_slot * element_bytes, slot as u32 * element_bytes);
-        if let Some(last) = transfers[start..].last_mut() {
-            if last.source.0 == source
-                && last.source_offset + last.bytes == source_offset
-                && last.destinations[0].1 + last.bytes == offset
-            {
-                last.bytes += element_bytes;
-                return;
-            }
-        }
-        transfers.push(Transfer {
-            source: BufferId(source),
-            source_offset,
-            bytes: element_bytes,
-            destinations: vec![(destination, offset)],
-        });
-    });
-}
-
-/// Merges transfers of the same source bytes into one broadcast each,
-/// keeping first-seen order.
-fn merge_broadcasts(transfers: Vec<Transfer>) -> Vec<Transfer> {
-    let mut merged: Vec<Transfer> = Vec::with_capacity(transfers.len());
-    let mut seen: HashMap<(BufferId, u32, u32), usize> = HashMap::new();
-    for transfer in transfers {
-        let key = (transfer.source, transfer.source_offset, transfer.bytes);
-        match seen.get(&key) {
-            Some(&i) => merged[i].destinations.extend(transfer.destinations),
-            None => {
-                seen.insert(key, merged.len());
-                merged.push(transfer);
-            }
-        }
-    }
-    merged
 }

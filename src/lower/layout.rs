@@ -4,8 +4,10 @@
 //! dimension) stored on one tile in a [`Layout`]. Storage slots are visited
 //! in address order by [`Piece::for_each_slot`], which yields the logical
 //! index stored in each slot, or nothing for padding. Exchange lowering
-//! walks slots, so any layout the kernels want can be produced by exchange.
+//! walks slots, so any layout the kernels want can be produced by exchange;
+//! it takes them a run at a time ([`Piece::for_each_run`]) to stay fast.
 
+use super::view::MAX_RANK;
 use serde::{Deserialize, Serialize};
 
 /// Storage order of a piece.
@@ -239,6 +241,166 @@ impl Piece {
     }
 }
 
+impl Piece {
+    /// Calls `visit(run)` for every run of storage slots that hold
+    /// consecutive logical indices along one dimension, in address order.
+    /// Padding slots belong to no run; together the runs visit exactly the
+    /// slots [`Piece::for_each_slot`] gives an index, with the same indices.
+    ///
+    /// Exchange lowering and the verifier work run by run: the index
+    /// arithmetic is paid once per run instead of once per element.
+    pub fn for_each_run(&self, mut visit: impl FnMut(&SlotRun<'_>)) {
+        let rank = self.extent.len();
+        let mut index = [0usize; MAX_RANK];
+        let Some(index) = index.get_mut(..rank) else {
+            // Ranks above `MAX_RANK` are rejected by validation; visit
+            // element by element rather than fail.
+            self.for_each_slot(|slot, index| {
+                if let Some(index) = index {
+                    visit(&SlotRun {
+                        slot,
+                        index,
+                        dim: index.len().saturating_sub(1),
+                        len: 1,
+                    });
+                }
+            });
+            return;
+        };
+        if rank == 0 {
+            visit(&SlotRun {
+                slot: 0,
+                index,
+                dim: 0,
+                len: 1,
+            });
+            return;
+        }
+        match self.layout {
+            Layout::RowMajor | Layout::PaddedRows { .. } => {
+                let row_length = self.extent[rank - 1];
+                let pitch = match self.layout {
+                    Layout::PaddedRows { multiple } => row_length.div_ceil(multiple) * multiple,
+                    _ => row_length,
+                };
+                if row_length == 0 {
+                    return;
+                }
+                let rows: usize = self.extent[..rank - 1].iter().product();
+                index.copy_from_slice(&self.start);
+                for row in 0..rows {
+                    if row > 0 {
+                        // Odometer step over the leading dimensions.
+                        for d in (0..rank - 1).rev() {
+                            index[d] += 1;
+                            if index[d] < self.start[d] + self.extent[d] {
+                                break;
+                            }
+                            index[d] = self.start[d];
+                        }
+                    }
+                    visit(&SlotRun {
+                        slot: row * pitch,
+                        index,
+                        dim: rank - 1,
+                        len: row_length,
+                    });
+                }
+            }
+            Layout::AmpWeights { k } => {
+                if rank < 2 || k == 0 {
+                    return;
+                }
+                let outer_extent = &self.extent[..rank - 2];
+                let outer: usize = outer_extent.iter().product();
+                let (inner, cols) = (self.extent[rank - 2], self.extent[rank - 1]);
+                let inner_blocks = inner.div_ceil(k);
+                let col_blocks = cols.div_ceil(AMP_CHANNELS);
+                let mut slot = 0;
+                for o in 0..outer {
+                    let mut rest = o;
+                    for d in (0..rank - 2).rev() {
+                        index[d] = self.start[d] + rest % outer_extent[d];
+                        rest /= outer_extent[d];
+                    }
+                    for cb in 0..col_blocks {
+                        for kb in 0..inner_blocks {
+                            let len = k.min(inner - kb * k);
+                            for c in 0..AMP_CHANNELS {
+                                let j = cb * AMP_CHANNELS + c;
+                                if j < cols {
+                                    index[rank - 2] = self.start[rank - 2] + kb * k;
+                                    index[rank - 1] = self.start[rank - 1] + j;
+                                    visit(&SlotRun {
+                                        slot,
+                                        index,
+                                        dim: rank - 2,
+                                        len,
+                                    });
+                                }
+                                slot += k;
+                            }
+                        }
+                    }
+                }
+            }
+            Layout::KBlocks { k } => self.for_each_blocked_run(k, index, &mut visit),
+            Layout::ChannelBlocks => self.for_each_blocked_run(AMP_CHANNELS, index, &mut visit),
+        }
+    }
+
+    /// Runs of `[last/block][rows][block]`: one per (block, row), along the
+    /// last dimension.
+    fn for_each_blocked_run(
+        &self,
+        block: usize,
+        index: &mut [usize],
+        visit: &mut impl FnMut(&SlotRun<'_>),
+    ) {
+        let rank = self.extent.len();
+        if rank < 2 || block == 0 {
+            return;
+        }
+        let outer_extent = &self.extent[..rank - 2];
+        let outer: usize = outer_extent.iter().product();
+        let (rows, last) = (self.extent[rank - 2], self.extent[rank - 1]);
+        let blocks = last.div_ceil(block);
+        let mut slot = 0;
+        for o in 0..outer {
+            let mut rest = o;
+            for d in (0..rank - 2).rev() {
+                index[d] = self.start[d] + rest % outer_extent[d];
+                rest /= outer_extent[d];
+            }
+            for b in 0..blocks {
+                let len = block.min(last - b * block);
+                for r in 0..rows {
+                    index[rank - 2] = self.start[rank - 2] + r;
+                    index[rank - 1] = self.start[rank - 1] + b * block;
+                    visit(&SlotRun {
+                        slot,
+                        index,
+                        dim: rank - 1,
+                        len,
+                    });
+                    slot += block;
+                }
+            }
+        }
+    }
+}
+
+/// Slots `slot..slot + len` of a piece hold the logical indices `index`,
+/// `index + e(dim)`, ..., `index + (len - 1) e(dim)`, where `e(dim)` steps
+/// dimension `dim` by one.
+#[derive(Debug)]
+pub struct SlotRun<'a> {
+    pub slot: usize,
+    pub index: &'a [usize],
+    pub dim: usize,
+    pub len: usize,
+}
+
 /// Row-major flat index of `index` in `shape`.
 pub fn flat_index(shape: &[usize], index: &[usize]) -> usize {
     index
@@ -316,5 +478,82 @@ mod tests {
         assert_eq!(visited[64], Some(vec![0, 16]));
         assert_eq!(visited[66], None);
         assert_eq!(visited.iter().filter(|s| s.is_some()).count(), 3 * 17);
+    }
+
+    /// Expands runs back into (slot, index) pairs.
+    fn runs(piece: &Piece) -> Vec<(usize, Vec<usize>)> {
+        let mut out = Vec::new();
+        piece.for_each_run(|run| {
+            for t in 0..run.len {
+                let mut index = run.index.to_vec();
+                index[run.dim] += t;
+                out.push((run.slot + t, index));
+            }
+        });
+        out
+    }
+
+    fn elements_by_slot(piece: &Piece) -> Vec<(usize, Vec<usize>)> {
+        let mut out = Vec::new();
+        piece.for_each_slot(|slot, index| {
+            if let Some(index) = index {
+                out.push((slot, index.to_vec()));
+            }
+        });
+        out
+    }
+
+    #[test]
+    fn runs_visit_the_same_slots_and_indices_as_slot_by_slot() {
+        let boxes = [
+            (vec![3], vec![5]),
+            (vec![1, 2], vec![3, 5]),
+            (vec![0, 4, 0], vec![2, 3, 17]),
+            (vec![1, 0, 2, 3], vec![2, 2, 9, 33]),
+        ];
+        let layouts = [
+            Layout::RowMajor,
+            Layout::PaddedRows { multiple: 8 },
+            Layout::AmpWeights { k: 4 },
+            Layout::AmpWeights { k: 16 },
+            Layout::KBlocks { k: 8 },
+            Layout::ChannelBlocks,
+        ];
+        for (start, extent) in boxes {
+            for layout in layouts {
+                if !matches!(layout, Layout::RowMajor | Layout::PaddedRows { .. })
+                    && extent.len() < 2
+                {
+                    continue;
+                }
+                let piece = Piece {
+                    start: start.clone(),
+                    extent: extent.clone(),
+                    layout,
+                };
+                assert_eq!(runs(&piece), elements_by_slot(&piece), "{piece:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn runs_are_rows_or_amp_input_columns() {
+        let mut seen = Vec::new();
+        Piece::row_major(vec![1, 2], vec![2, 3])
+            .for_each_run(|run| seen.push((run.slot, run.index.to_vec(), run.dim, run.len)));
+        assert_eq!(seen, vec![(0, vec![1, 2], 1, 3), (3, vec![2, 2], 1, 3)]);
+        seen.clear();
+        let amp = Piece {
+            start: vec![0, 0],
+            extent: vec![3, 17],
+            layout: Layout::AmpWeights { k: 2 },
+        };
+        amp.for_each_run(|run| seen.push((run.slot, run.index.to_vec(), run.dim, run.len)));
+        // Channel 0 of the first block holds inputs 0 and 1; the second
+        // inner block holds only input 2; channel 16 starts column block 2.
+        assert_eq!(seen[0], (0, vec![0, 0], 0, 2));
+        assert_eq!(seen[16], (32, vec![2, 0], 0, 1));
+        assert_eq!(seen[32], (64, vec![0, 16], 0, 2));
+        assert_eq!(seen.len(), 17 * 2);
     }
 }

@@ -7,7 +7,7 @@
 //! each element exactly once.
 
 use super::layout::flat_index;
-use super::program::{BufferRole, Program};
+use super::program::{Buffer, BufferRole, Program};
 use crate::graph::Graph;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -24,10 +24,12 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
             _ => Vec::new(),
         })
         .collect();
+    // Buffer sizes, computed once rather than per transfer.
+    let sizes: Vec<u32> = program.buffers.iter().map(|b| b.bytes()).collect();
     for (phase_index, phase) in program.phases.iter().enumerate() {
         for transfer in &phase.transfers {
             let source = program.buffer(transfer.source);
-            if transfer.source_offset + transfer.bytes > source.bytes() {
+            if transfer.source_offset + transfer.bytes > sizes[transfer.source.0 as usize] {
                 return fail(format!(
                     "phase {phase_index} reads past the end of buffer {} on tile {}",
                     transfer.source.0, source.tile
@@ -35,7 +37,7 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
             }
             for &(destination, offset) in &transfer.destinations {
                 let buffer = program.buffer(destination);
-                if offset + transfer.bytes > buffer.bytes() {
+                if offset + transfer.bytes > sizes[destination.0 as usize] {
                     return fail(format!(
                         "phase {phase_index} writes past the end of buffer {} on tile {}",
                         destination.0, buffer.tile
@@ -45,8 +47,10 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
                     .get_mut(destination.0 as usize)
                     .filter(|w| !w.is_empty())
                 {
+                    // Saturating: a byte written 255 times or more is as
+                    // wrong as one written twice, and must not wrap to 0.
                     for byte in &mut bytes[offset as usize..(offset + transfer.bytes) as usize] {
-                        *byte += 1;
+                        *byte = byte.saturating_add(1);
                     }
                 }
             }
@@ -56,21 +60,44 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
         if !matches!(buffer.role, BufferRole::Operand { .. }) {
             continue;
         }
-        let element = buffer.dtype.size_bytes();
-        let mut result = Ok(());
-        buffer.piece.for_each_slot(|slot, index| {
-            let count = written[id][slot * element];
-            let expected = u8::from(index.is_some());
-            if result.is_ok() && count != expected {
-                result = Err(VerifyError(format!(
-                    "slot {slot} of operand buffer {id} on tile {} is written {count} times, expected {expected}",
-                    buffer.tile
-                )));
-            }
-        });
-        result?;
+        check_operand_writes(id, buffer, &written[id])?;
     }
     verify_homes(graph, program)
+}
+
+/// Checks that the first byte of every slot of operand buffer `id` was
+/// written once if the slot holds an element and never if it is padding,
+/// reporting the first slot in address order that was not.
+fn check_operand_writes(id: usize, buffer: &Buffer, written: &[u8]) -> Result<(), VerifyError> {
+    let element = buffer.dtype.size_bytes().max(1);
+    // The first slot of `slots` whose first byte was not written `expected`
+    // times, with that count.
+    let mismatch = |slots: std::ops::Range<usize>, expected: u8| {
+        for slot in slots {
+            let count = written[slot * element];
+            if count != expected {
+                return Some((slot, count, expected));
+            }
+        }
+        None
+    };
+    // Runs come in address order; the gaps between them are padding.
+    let mut next = 0;
+    let mut found = None;
+    buffer.piece.for_each_run(|run| {
+        if found.is_none() {
+            found =
+                mismatch(next..run.slot, 0).or_else(|| mismatch(run.slot..run.slot + run.len, 1));
+        }
+        next = run.slot + run.len;
+    });
+    match found.or_else(|| mismatch(next..buffer.piece.slots(), 0)) {
+        None => Ok(()),
+        Some((slot, count, expected)) => Err(VerifyError(format!(
+            "slot {slot} of operand buffer {id} on tile {} is written {count} times, expected {expected}",
+            buffer.tile
+        ))),
+    }
 }
 
 fn verify_homes(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
@@ -82,9 +109,12 @@ fn verify_homes(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
         let counts = coverage
             .entry(tensor)
             .or_insert_with(|| vec![0; graph.tensor(tensor).element_count()]);
-        buffer.piece.for_each_slot(|_, index| {
-            if let Some(index) = index {
-                counts[flat_index(&buffer.coordinates, index)] += 1;
+        let coordinates = &buffer.coordinates;
+        buffer.piece.for_each_run(|run| {
+            let first = flat_index(coordinates, run.index);
+            let stride: usize = coordinates[run.dim + 1..].iter().product();
+            for t in 0..run.len {
+                counts[first + t * stride] += 1;
             }
         });
     }
@@ -98,4 +128,120 @@ fn verify_homes(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, OpKind, Role};
+    use crate::lower::program::{BufferId, Transfer};
+    use crate::lower::tests::{lowered, Builder};
+    use expect_test::{expect, Expect};
+
+    /// A product whose left operand is gathered into rows padded from 42
+    /// to 44 elements, so operand buffers have padding slots.
+    fn graph() -> crate::graph::Graph {
+        let mut b = Builder::new(4);
+        let x = b.tensor("x", &[16, 42], DType::F16, Role::Input);
+        let w = b.tensor("w", &[42, 16], DType::F16, Role::Weight);
+        let y = b.op(OpKind::Add, &[x, x], &[16, 42], DType::F16);
+        let z = b.op(
+            OpKind::Matmul {
+                transpose_rhs: false,
+            },
+            &[y, w],
+            &[16, 16],
+            DType::F16,
+        );
+        b.graph.outputs = vec![z];
+        b.graph
+    }
+
+    /// Breaks the lowered program with `edit` and checks the verifier's
+    /// message.
+    fn check(edit: impl FnOnce(&mut Program), expected: Expect) {
+        let graph = graph();
+        let mut program = lowered(&graph);
+        edit(&mut program);
+        let error = verify(&graph, &program).expect_err("the edit breaks the program");
+        expected.assert_eq(&error.to_string());
+    }
+
+    fn padded_operand(program: &Program) -> (BufferId, usize) {
+        let (id, buffer) = program
+            .buffers
+            .iter()
+            .enumerate()
+            .find(|(_, b)| matches!(b.role, BufferRole::Operand { .. }) && b.piece.has_padding())
+            .expect("a padded operand");
+        let mut padding = None;
+        buffer.piece.for_each_slot(|slot, index| {
+            if index.is_none() && padding.is_none() {
+                padding = Some(slot);
+            }
+        });
+        (BufferId(id as u32), padding.expect("a padding slot"))
+    }
+
+    #[test]
+    fn a_byte_written_twice_is_reported_at_its_slot() {
+        check(
+            |program| {
+                let transfer = program.phases[0].transfers[1].clone();
+                program.phases[0].transfers.push(transfer);
+            },
+            expect!["internal compiler error: lowered program fails verification: slot 16 of operand buffer 8 on tile 0 is written 2 times, expected 1"],
+        );
+    }
+
+    #[test]
+    fn a_slot_never_written_is_reported() {
+        check(
+            |program| {
+                program.phases[0].transfers.remove(0);
+            },
+            expect!["internal compiler error: lowered program fails verification: slot 0 of operand buffer 8 on tile 0 is written 0 times, expected 1"],
+        );
+    }
+
+    #[test]
+    fn padding_written_by_exchange_is_reported() {
+        check(
+            |program| {
+                let (buffer, slot) = padded_operand(program);
+                let source = program.phases[0].transfers[0].source;
+                program.phases[0].transfers.push(Transfer {
+                    source,
+                    source_offset: 0,
+                    bytes: 2,
+                    destinations: vec![(buffer, slot as u32 * 2)],
+                });
+            },
+            expect!["internal compiler error: lowered program fails verification: slot 138 of operand buffer 8 on tile 0 is written 1 times, expected 0"],
+        );
+    }
+
+    #[test]
+    fn transfers_past_the_end_of_a_buffer_are_reported() {
+        check(
+            |program| program.phases[0].transfers[0].source_offset = 1 << 20,
+            expect!["internal compiler error: lowered program fails verification: phase 0 reads past the end of buffer 1 on tile 0"],
+        );
+    }
+
+    #[test]
+    fn an_element_with_two_homes_is_reported() {
+        check(
+            |program| {
+                let home = program
+                    .buffers
+                    .iter()
+                    .find(|b| matches!(b.role, BufferRole::Activation { .. }))
+                    .cloned()
+                    .expect("an activation home");
+                program.buffers.push(home);
+            },
+            expect!["internal compiler error: lowered program fails verification: element 0 of `add0` is held by 2 home buffers, expected 1"],
+        );
+    }
 }

@@ -167,6 +167,107 @@ impl View {
     }
 }
 
+impl View {
+    /// The base flat indices of the view indices `index + t e(dim)` for
+    /// `t` in `0..len` (`e(dim)` steps dimension `dim` by one), as far as
+    /// they are affine: returns `(first, stride, count)` with `count >= 1`
+    /// (when `len >= 1`) such that the first `count` of them are
+    /// `first + t * stride`.
+    ///
+    /// Transposes and broadcasts keep a run affine; a reshape keeps it
+    /// affine until a coordinate of its input shape wraps, which ends the
+    /// affine prefix there. Callers ask again from where it stopped, so a
+    /// run costs one call per affine piece instead of one per element.
+    pub fn base_run(&self, index: &[usize], dim: usize, len: usize) -> (usize, usize, usize) {
+        let rank = index.len();
+        if len <= 1 || dim >= rank || rank > MAX_RANK {
+            return (self.base_flat_index(index), 0, len.min(1));
+        }
+        let mut current = [0usize; MAX_RANK];
+        let mut delta = [0usize; MAX_RANK];
+        current[..rank].copy_from_slice(index);
+        delta[dim] = 1;
+        let mut rank = rank;
+        let mut count = len;
+        let mut current_shape: &[usize] = &self.shape;
+        for (number, step) in self.steps.iter().enumerate() {
+            match step {
+                // A reshape keeps the flat order, so one followed by another
+                // reshape or by the final flattening changes nothing and
+                // must not cut runs where its coordinates wrap.
+                Step::Reshape { .. }
+                    if matches!(
+                        self.steps.get(number + 1),
+                        None | Some(Step::Reshape { .. })
+                    ) => {}
+                Step::Transpose { perm, in_shape } => {
+                    let (mut inner, mut inner_delta) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
+                    for (d, &p) in perm.iter().enumerate() {
+                        inner[p] = current[d];
+                        inner_delta[p] = delta[d];
+                    }
+                    (current, delta) = (inner, inner_delta);
+                    rank = in_shape.len();
+                    current_shape = in_shape;
+                }
+                Step::Reshape { in_shape } => {
+                    let mut flat = flat_index(current_shape, &current[..rank]);
+                    let step = flat_index(current_shape, &delta[..rank]);
+                    rank = in_shape.len();
+                    for d in (0..rank).rev() {
+                        current[d] = flat % in_shape[d];
+                        flat /= in_shape[d];
+                        delta[d] = 0;
+                    }
+                    if step > 0 {
+                        // Step the outermost coordinate whose stride divides
+                        // the flat step; the inner ones then stay put until
+                        // that coordinate leaves its extent.
+                        let mut stride = 1;
+                        let mut chosen = None;
+                        for d in (0..rank).rev() {
+                            if in_shape[d] > 1 && step.is_multiple_of(stride) {
+                                chosen = Some((d, step / stride));
+                            }
+                            stride *= in_shape[d];
+                            if stride == 0 || stride > step {
+                                break;
+                            }
+                        }
+                        match chosen {
+                            Some((d, by)) => {
+                                delta[d] = by;
+                                let room = in_shape[d].saturating_sub(current[d]).div_ceil(by);
+                                count = count.min(room);
+                            }
+                            // Only possible for a tensor without elements.
+                            None => count = 1,
+                        }
+                    }
+                    current_shape = in_shape;
+                }
+                Step::Broadcast { in_shape } => {
+                    let skip = rank - in_shape.len();
+                    for (d, &extent) in in_shape.iter().enumerate() {
+                        if extent == 1 {
+                            (current[d], delta[d]) = (0, 0);
+                        } else {
+                            (current[d], delta[d]) = (current[skip + d], delta[skip + d]);
+                        }
+                    }
+                    rank = in_shape.len();
+                    current_shape = in_shape;
+                }
+            }
+        }
+        (
+            flat_index(current_shape, &current[..rank]),
+            flat_index(current_shape, &delta[..rank]),
+            count.max(1),
+        )
+    }
+}
+
 /// The largest tensor rank the compiler handles.
 pub const MAX_RANK: usize = 8;
 
@@ -243,5 +344,79 @@ mod tests {
         assert_eq!(view.base_flat_index(&[5, 1]), 6 + 5);
         let bias = View::of(&graph(), TensorId(0)).broadcast_to(&[3, 4, 6]);
         assert_eq!(bias.base_flat_index(&[2, 1, 4]), 6 + 4);
+    }
+
+    /// Checks `base_run` against `base_flat_index` from every index of the
+    /// view along every dimension, and returns how many calls it takes to
+    /// cover every full row along the last dimension (fewer is better).
+    fn check_runs(view: &View) -> usize {
+        let rank = view.shape.len();
+        let total: usize = view.shape.iter().product();
+        let mut calls = 0;
+        for flat in 0..total {
+            let mut index = vec![0; rank];
+            let mut rest = flat;
+            for d in (0..rank).rev() {
+                index[d] = rest % view.shape[d];
+                rest /= view.shape[d];
+            }
+            for dim in 0..rank {
+                let len = view.shape[dim] - index[dim];
+                let (first, stride, count) = view.base_run(&index, dim, len);
+                assert!((1..=len).contains(&count), "{view:?} {index:?} {dim}");
+                for t in 0..count {
+                    let mut at = index.clone();
+                    at[dim] += t;
+                    assert_eq!(
+                        first + t * stride,
+                        view.base_flat_index(&at),
+                        "{view:?} from {index:?} along {dim}, step {t}"
+                    );
+                }
+            }
+            if index[rank - 1] == 0 {
+                let mut at = index.clone();
+                while at[rank - 1] < view.shape[rank - 1] {
+                    let len = view.shape[rank - 1] - at[rank - 1];
+                    at[rank - 1] += view.base_run(&at, rank - 1, len).2;
+                    calls += 1;
+                }
+            }
+        }
+        calls
+    }
+
+    #[test]
+    fn runs_through_views_agree_with_element_indices() {
+        let g = graph();
+        let heads = View::of(&g, TensorId(2));
+        assert_eq!(check_runs(&heads), 8, "one call per row of 3");
+        assert_eq!(check_runs(&heads.clone().reshaped(&[2, 12])), 8);
+        assert_eq!(check_runs(&heads.clone().transposed_last_two()), 6);
+        assert_eq!(
+            check_runs(&heads.reshaped(&[8, 3]).broadcast_to(&[2, 8, 3])),
+            16
+        );
+        let x = View::of(&g, TensorId(0));
+        assert_eq!(check_runs(&x.clone().reshaped(&[24])), 1, "contiguous");
+        assert_eq!(check_runs(&x.clone().reshaped(&[3, 8])), 3);
+        assert_eq!(
+            check_runs(&x.clone().reshaped(&[2, 2, 6]).transposed_last_two()),
+            12
+        );
+        assert_eq!(check_runs(&x.clone().broadcast_to(&[3, 4, 6])), 12);
+        let row = View::identity(TensorId(0), &[1, 6], &[1, 6]);
+        assert_eq!(check_runs(&row.clone().broadcast_to(&[5, 3, 6])), 15);
+        assert_eq!(check_runs(&row.broadcast_to(&[4, 6]).reshaped(&[2, 12])), 4);
+    }
+
+    #[test]
+    fn transposed_runs_step_by_the_base_row_length() {
+        let view = View::of(&graph(), TensorId(0)).transposed_last_two();
+        // Column 2 of x read as a row of the transposed view.
+        assert_eq!(view.base_run(&[2, 0], 1, 4), (2, 6, 4));
+        // A broadcast row repeats the same elements: stride 0.
+        let bias = View::identity(TensorId(0), &[1, 6], &[1, 6]).broadcast_to(&[4, 6]);
+        assert_eq!(bias.base_run(&[0, 3], 0, 4), (3, 0, 4));
     }
 }
