@@ -309,7 +309,10 @@ fn addresses(case: &Case, d: &Data) -> Addresses {
         let out = PLAIN_DATA + 64;
         let in0 = out + align(d.out_len) + 64;
         let in1 = in0 + align(d.in0.len()) + 64;
-        assert!(in1 + align(d.in1.len()) < 0x80000, "the case fits in region 0");
+        assert!(
+            in1 + align(d.in1.len()) < 0x80000,
+            "the case fits in region 0"
+        );
         Addresses { in0, in1, out }
     }
 }
@@ -420,8 +423,14 @@ fn run(case: &Case) -> Run {
         }
         assert_eq!(*byte, GUARD, "{name}: stray store at {:#x}", lo + i);
     }
-    assert_eq!(&memory[in0_range.start as usize..in0_range.end as usize], &d.in0[..]);
-    assert_eq!(&memory[in1_range.start as usize..in1_range.end as usize], &d.in1[..]);
+    assert_eq!(
+        &memory[in0_range.start as usize..in0_range.end as usize],
+        &d.in0[..]
+    );
+    assert_eq!(
+        &memory[in1_range.start as usize..in1_range.end as usize],
+        &d.in1[..]
+    );
 
     // The output: [b][C'/16][rows][16]; padding channels must be zero.
     let out = &memory[out_range.start as usize..out_range.end as usize];
@@ -501,6 +510,10 @@ fn f16_interleaved_matches_the_amp_emulation_and_the_exact_product() {
     check(Case::new(1, 1, 16, 5).seed(3));
     // Five column blocks: one worker idle; 13 rows.
     check(Case::new(1, 13, 17, 80).seed(4));
+    // One column block over six row groups of 11 rows and one of 9.
+    check(Case::new(1, 64, 48, 16).seed(10));
+    // Three column blocks, two row groups of 4 and 3 rows.
+    check(Case::new(1, 7, 16, 48).seed(11));
 }
 
 #[test]
@@ -521,7 +534,12 @@ fn fp8_interleaved_matches_the_amp_emulation_and_the_exact_product() {
 #[test]
 fn fp8_plain_matches_the_amp_emulation_and_the_exact_product() {
     check(Case::new(1, 3, 50, 16).fp8(F143, 0, F152, 2).plain());
-    check(Case::new(2, 8, 64, 112).fp8(F152, -1, F152, 0).plain().seed(9));
+    check(
+        Case::new(2, 8, 64, 112)
+            .fp8(F152, -1, F152, 0)
+            .plain()
+            .seed(9),
+    );
 }
 
 /// The throughput of the representative shape (rows 64, K 384, cols 96:
