@@ -22,11 +22,12 @@
 // are zero (an all-zero register pair); later passes read the previous
 // pass's outputs and overwrite them in place, which is safe because every
 // partial is read before its slot is stored again. An output row leaves
-// the AMP during the next row's four issues, so a pass runs one extra
-// (flush) row; its inputs re-read the last row rather than reading past
-// the buffer. The first row's four issues drain an empty bank: those
-// outputs are dropped rather than stored, so nothing outside the unit's
-// rows is ever written.
+// the AMP during the next row's four issues, so a row's outputs lag it; the
+// unit's first four issues drain an empty bank and those outputs are
+// dropped rather than stored, and its last pass runs one extra (flush) row
+// whose inputs re-read the last row rather than reading past the buffer.
+// Nothing outside the unit's output rows is ever written and nothing
+// outside the operands is read.
 //
 // Registers of the pass loops:
 //   $m4:6   inputs, partials in, outputs (the ld2xst64pace triple)
@@ -68,10 +69,12 @@
         .ipub_param lhs_f152, 36, u32
         .ipub_param rhs_f152, 40, u32
 #endif
-        // Six cycles per issue: per worker, its column blocks times the K
-        // blocks times one pass (weights, set-up, rows + 1 of four AMP
-        // issues, or twelve without interleaved memory), plus set-up.
-        .ipub_cost "6 * ((C + 95) / 96) * ((K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16)) * (80 + (INTERLEAVED ? 4 : 12) * (1 + ((C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16))))) + 400"
+        // Six cycles per issue. Per worker: its units (column blocks) times,
+        // per K block, 72 issues of weights and pointers plus four AMP issues
+        // per row (twelve without interleaved memory), plus the flush row,
+        // plus the set-up. N is the rows a worker streams: all of them, or
+        // one of max(1, 6 / column blocks) row groups.
+        .ipub_cost "6 * ((C + 95) / 96) * (((K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16)) * (72 + (INTERLEAVED ? 4 : 12) * ((C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)))) + 16) + 360"
 
         .align  8
 gemm_amp:
@@ -268,11 +271,18 @@ plain_pass:
 
 #if INTERLEAVED
 // ---------------------------------------------------------------------
-// Paced passes: one { ld2xst64pace ; AMP } bundle per issue. The first
-// row's four issues load inputs only; the fifth also has its partials
-// loaded beforehand but stores nothing (the output is the dropped empty
-// bank), and from the sixth on every bundle stores the previous bundle's
-// output.
+// Paced passes: one { ld2xst64pace ; AMP } bundle per issue, the loaded
+// partials and the stored outputs lagging the inputs as the AMP does. The
+// passes of a unit form one stream: a pass's first four issues drain the
+// previous pass's last row (its partials and output slots continue where
+// that pass left them), then the partials pointer moves to this pass's
+// first row for the fifth issue and the output pointer for the sixth. Only
+// the unit's first pass, with nothing before it, has four issues that load
+// inputs only (draining the empty bank, whose output is dropped), and only
+// its last pass runs a flush row, which re-reads its last input row rather
+// than reading past the buffer.
+#define PACE(partials) { ld2xst64pace $a0:1, $a2:3, $a4:5, $m4:6+= ; AMP $a4:5, $a0:1, partials }
+
         .align  8
 paced_unit:
         // First K block: zero partials; the paced loads of "partials" read
@@ -286,37 +296,56 @@ paced_unit:
         .endr
         mov     $m6, $m8
         rpt     $m11, 2
-        { ld2xst64pace $a0:1, $a2:3, $a4:5, $m4:6+= ; AMP $a4:5, $a0:1, $a6:7 }
+        PACE($a6:7)
+        add     $m9, $m9, $m14
+        brnzdec $m10, paced_second
         { add $m4, $m4, -32 ; AUXNOP }
         .rept 4
-        { ld2xst64pace $a0:1, $a2:3, $a4:5, $m4:6+= ; AMP $a4:5, $a0:1, $a6:7 }
+        PACE($a6:7)
         .endr
         st64step $a4:5, $m6+=, 8
+        br      next_unit
+
+        .align  8
+paced_second:
+        // Second K block: the first four issues drain the first block's
+        // last row, whose partials are zero.
+        rpt     64, 1
+        ldcwei  $m7+=
+        { mov $m4, $m9 ; AUXNOP }
+        .rept 4
+        PACE($a6:7)
+        .endr
+        { mov $m5, $m8 ; AUXNOP }
+        PACE($a2:3)
+        mov     $m6, $m8
+        rpt     $m11, 2
+        PACE($a2:3)
         add     $m9, $m9, $m14
         brnzdec $m10, paced_pass
-        br      next_unit
+        br      paced_flush
 
         .align  8
 paced_pass:
         rpt     64, 1
         ldcwei  $m7+=
-        mov     $m4, $m9
-        mov     $m5, $m8
-        { ld64step $a2:3, $m5+=, 8 ; AUXNOP }
+        { mov $m4, $m9 ; AUXNOP }
         .rept 4
-        { ld64step $a0:1, $m4+=, 8 ; AMP $a4:5, $a0:1, $a6:7 }
+        PACE($a2:3)
         .endr
-        { ld64step $a0:1, $m4+=, 8 ; AMP $a4:5, $a0:1, $a2:3 }
+        { mov $m5, $m8 ; AUXNOP }
+        PACE($a2:3)
         mov     $m6, $m8
         rpt     $m11, 2
-        { ld2xst64pace $a0:1, $a2:3, $a4:5, $m4:6+= ; AMP $a4:5, $a0:1, $a2:3 }
-        { add $m4, $m4, -32 ; AUXNOP }
-        .rept 4
-        { ld2xst64pace $a0:1, $a2:3, $a4:5, $m4:6+= ; AMP $a4:5, $a0:1, $a2:3 }
-        .endr
-        st64step $a4:5, $m6+=, 8
+        PACE($a2:3)
         add     $m9, $m9, $m14
         brnzdec $m10, paced_pass
+paced_flush:
+        { add $m4, $m4, -32 ; AUXNOP }
+        .rept 4
+        PACE($a2:3)
+        .endr
+        st64step $a4:5, $m6+=, 8
         br      next_unit
 #endif
         .size   gemm_amp, . - gemm_amp
