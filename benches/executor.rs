@@ -1,12 +1,19 @@
 //! Executor benchmark: simulated instructions per second and the AMP
 //! throughput of a hand-written GEMM inner loop on one tile with six
-//! workers, against the IPU21 peaks (64 f16 / 128 FP8 MACs per cycle).
+//! workers, against the IPU21 peaks (64 f16 / 128 FP8 MACs per cycle), and
+//! the same figures for the real GEMM kernel (`device/gemm_f16_amp.S`,
+//! assembled through the kernel pipeline) on a representative shard.
 //!
 //! Run with `cargo bench --bench executor` (or `cargo test --bench
 //! executor` for a quicker unoptimised build); it prints its figures.
 
+use camino::Utf8Path;
+use ipub::asm::{self, Placement};
+use ipub::db::OsFs;
 use ipub::exec::{StepStats, Tile};
 use ipub::isa::text::assemble_program;
+use ipub::kernels::{self, variant_name};
+use ipub::pipeline::kernels::variant_of;
 use ipub::target::IPU21;
 use std::time::Instant;
 
@@ -107,7 +114,107 @@ fn report(name: &str, tile: &mut Tile, useful_macs_per_step: u64, peak: u64) {
     );
 }
 
+/// A tile set up to run `device/gemm_f16_amp.S` on one shard of `rows` x
+/// `inner` by `inner` x `cols` (batch 1): the supervisor at [`CODE`], the
+/// kernel after it, buffers in interleaved memory or in region 0.
+fn device_gemm_tile(fp8: bool, interleaved: bool, rows: u32, inner: u32, cols: u32) -> Tile {
+    let base = match (fp8, interleaved) {
+        (false, false) => "gemm_f16",
+        (false, true) => "gemm_f16_interleaved",
+        (true, false) => "gemm_f8",
+        (true, true) => "gemm_f8_interleaved",
+    };
+    let name = variant_name(
+        base,
+        &[
+            ("k", i64::from(inner)),
+            ("c", i64::from(cols)),
+            ("r", i64::from(rows)),
+        ],
+    );
+    let dir = Utf8Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/device"));
+    let variant = variant_of(&name, dir).expect("a GEMM variant name");
+    let pre = asm::preprocess(
+        &OsFs,
+        &variant.source,
+        &variant.defines,
+        &variant.include_dirs,
+    );
+    let compiled = kernels::compile_preprocessed(pre, &variant, &IPU21, "bench")
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let kernel_at = CODE + 0x100;
+    let objects = [compiled.object.clone()];
+    let linked = asm::link(
+        &objects,
+        &Placement::pack(&objects, kernel_at, 0x4E000),
+        &IPU21,
+    )
+    .expect("the kernel links");
+    let entry = linked.symbols["gemm_amp"].value;
+    let state_at = 0x4F000u32;
+    let supervisor = assemble_program(
+        &format!("setzi $m1, {entry:#x}\nsetzi $m2, {state_at:#x}\nrunall $m1, $m2\nsync 0\n"),
+        CODE,
+    )
+    .expect("the supervisor assembles");
+    let mut code: Vec<u8> = supervisor.iter().flat_map(|w| w.to_le_bytes()).collect();
+    code.resize((kernel_at - CODE) as usize, 0);
+    let text = linked
+        .sections
+        .iter()
+        .find(|s| s.code)
+        .expect("a code section");
+    code.extend_from_slice(&text.bytes);
+    let words: Vec<u32> = code
+        .chunks(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let mut tile = Tile::new(&IPU21, 0);
+    tile.load_code(CODE, &words).expect("code fits");
+
+    let kb = if fp8 { 32 } else { 16 };
+    let (k_blocks, col_blocks) = (inner.div_ceil(kb), cols.div_ceil(16));
+    let in0_len = k_blocks * rows * 32;
+    let in1_len = col_blocks * k_blocks * 512;
+    let data_at = if interleaved { REGION1 } else { 0x50000 };
+    let (in0, in1, out) = (data_at, data_at + in0_len, data_at + in0_len + in1_len);
+    // Small finite f16 and FP8 values (no FP8 NaN, no f16 infinities).
+    let bytes = |n: u32| -> Vec<u8> { (0..n).map(|i| (i * 37 % 61) as u8 & 0x3B).collect() };
+    tile.write_bytes(in0, &bytes(in0_len)).expect("in0 fits");
+    tile.write_bytes(in1, &bytes(in1_len)).expect("in1 fits");
+    let params = compiled.metadata.entries[0].params.clone();
+    for p in params {
+        let value: u32 = match p.name.as_str() {
+            "in0" => in0,
+            "in1" => in1,
+            "out" => out,
+            "batch" => 1,
+            "rows" => rows,
+            "inner" => inner,
+            "cols" => cols,
+            _ => 0,
+        };
+        tile.write_bytes(state_at + p.offset, &value.to_le_bytes())
+            .expect("state fits");
+    }
+    tile
+}
+
 fn main() {
+    // The real kernel on a shard of 64 rows, K 384, 96 columns: one
+    // column block per worker.
+    let (rows, inner, cols) = (64, 384, 96);
+    let macs = u64::from(rows * inner * cols);
+    for (fp8, interleaved, name) in [
+        (false, true, "kernel f16 interleaved"),
+        (true, true, "kernel f8 interleaved"),
+        (false, false, "kernel f16 plain"),
+        (true, false, "kernel f8 plain"),
+    ] {
+        let mut tile = device_gemm_tile(fp8, interleaved, rows, inner, cols);
+        report(name, &mut tile, macs, if fp8 { 128 } else { 64 });
+    }
+
     let rows = 256;
     let mut tile = gemm_tile("f16v4amp", rows);
     report("gemm f16", &mut tile, 6 * u64::from(rows) * 16 * 16, 64);
