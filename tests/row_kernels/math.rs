@@ -237,3 +237,64 @@ fn layernorm_is_within_f16_rounding_of_the_f64_reference() {
         }
     }
 }
+
+/// Cycles of each kernel for one tile's share of a representative
+/// operand, with the kernel's own cost formula beside it. The figures are
+/// exact (the executor is deterministic), so a change in a kernel's speed
+/// shows here as a diff.
+#[test]
+fn cycles_of_representative_shapes() {
+    let mut rng = Rng::new(3);
+    let mut lines = Vec::new();
+    let mut measure = |name: &str, rows: usize, row_length: usize, inputs: usize, extra: Vec<(&str, i64)>| {
+        let kernel = compile(name);
+        let n = rows * row_length;
+        let x = f16_bytes(&random_f16(&mut rng, n, 1.0));
+        let row = f16_bytes(&random_f16(&mut rng, row_length, 1.0));
+        let buffers: Vec<&[u8]> = match inputs {
+            1 => vec![&x],
+            2 => vec![&x, &x],
+            _ => vec![&x, &row, &row],
+        };
+        let mut params = base_params(rows, row_length);
+        params.extend(extra);
+        let out_bytes = if name.ends_with("f143") { n } else { 2 * n };
+        let out = kernel.run(&Run {
+            inputs: buffers,
+            out_bytes,
+            params,
+        });
+        lines.push(format!(
+            "{name} {rows}x{row_length}: {} cycles, {:.2} per element",
+            out.cycles,
+            out.cycles as f64 / n as f64
+        ));
+    };
+    measure("cast_f16_f143", 64, 256, 1, vec![]);
+    measure("add_f16", 64, 256, 2, vec![]);
+    measure("gelu_f16", 64, 256, 1, vec![]);
+    measure("rearrange_f16_b16x4", 64, 256, 1, vec![]);
+    let softmax = vec![
+        ("scale_bits", i64::from(0.125f32.to_bits())),
+        ("first_row", 0),
+        ("matrix_rows", 64),
+        ("causal", 0),
+    ];
+    measure("softmax_f16", 64, 128, 1, softmax.clone());
+    measure("softmax_f16_causal", 64, 128, 1, softmax);
+    measure(
+        "layernorm_f16",
+        64,
+        256,
+        3,
+        vec![("epsilon_bits", i64::from(1e-5f32.to_bits()))],
+    );
+    expect_test::expect![[r#"
+        cast_f16_f143 64x256: 8376 cycles, 0.51 per element
+        add_f16 64x256: 12450 cycles, 0.76 per element
+        gelu_f16 64x256: 90354 cycles, 5.51 per element
+        rearrange_f16_b16x4 64x256: 8334 cycles, 0.51 per element
+        softmax_f16 64x128: 153486 cycles, 18.74 per element
+        softmax_f16_causal 64x128: 49014 cycles, 5.98 per element
+        layernorm_f16 64x256: 271980 cycles, 16.60 per element"#]].assert_eq(&lines.join("\n"));
+}
