@@ -294,7 +294,7 @@ fn cycles_of_representative_shapes() {
         add_f16 64x256: 12450 cycles, 0.76 per element
         gelu_f16 64x256: 90354 cycles, 5.51 per element
         rearrange_f16_b16x4 64x256: 8334 cycles, 0.51 per element
-        softmax_f16 64x128: 153486 cycles, 18.74 per element
-        softmax_f16_causal 64x128: 49014 cycles, 5.98 per element
+        softmax_f16 64x128: 84648 cycles, 10.33 per element
+        softmax_f16_causal 64x128: 33372 cycles, 4.07 per element
         layernorm_f16 64x256: 271980 cycles, 16.60 per element"#]].assert_eq(&lines.join("\n"));
 }
