@@ -67,7 +67,7 @@
         .ipub_param rows, 16, u32
         .ipub_param row_length, 20, u32
         .ipub_param epsilon_bits, 24, f32
-        .ipub_cost "rows * row_length * 8 + rows * 200 + 150"
+        .ipub_cost "rows * row_length * 7 + rows * 100 + 150"
 layernorm_f16:
         row_setup 16, 20, 0, 12
         mov     $m14, $m2

@@ -27,6 +27,7 @@ pub struct Kernel {
     code: Vec<u8>,
     entry: u32,
     metadata: EntryMetadata,
+    defines: BTreeMap<String, String>,
 }
 
 pub fn device_dir() -> Utf8PathBuf {
@@ -71,6 +72,7 @@ pub fn compile(name: &str) -> Kernel {
         code,
         entry,
         metadata,
+        defines: variant.defines,
     }
 }
 
@@ -96,6 +98,21 @@ impl Kernel {
             .map(|p| format!("{}@{}:{}", p.name, p.offset, p.kind))
             .collect::<Vec<_>>()
             .join(" ")
+    }
+
+    /// The entry's cost formula evaluated for one run, with the variant's
+    /// defines and the run's `rows` and `row_length` bound.
+    pub fn estimate(&self, rows: usize, row_length: usize) -> i64 {
+        let cost = self.metadata.cost.as_ref().expect("a cost formula");
+        let mut values: BTreeMap<String, i64> = self
+            .defines
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
+            .collect();
+        values.insert("rows".into(), rows as i64);
+        values.insert("row_length".into(), row_length as i64);
+        kernels::eval_cost(&cost.formula, &values)
+            .unwrap_or_else(|e| panic!("cost formula `{}`: {e}", cost.formula))
     }
 
     pub fn run(&self, run: &Run) -> Outcome {

@@ -238,63 +238,67 @@ fn layernorm_is_within_f16_rounding_of_the_f64_reference() {
     }
 }
 
+/// Runs `name` on a `rows x row_length` operand and reports its cycles
+/// beside its cost formula's estimate.
+fn measure(name: &str, rows: usize, row_length: usize, extra: &[(&'static str, i64)]) -> String {
+    let kernel = compile(name);
+    let mut rng = Rng::new(3);
+    let n = rows * row_length;
+    let x = f16_bytes(&random_f16(&mut rng, n, 1.0));
+    let row = f16_bytes(&random_f16(&mut rng, row_length, 1.0));
+    let inputs: Vec<&[u8]> = match name {
+        "add_f16" => vec![&x, &x],
+        "layernorm_f16" => vec![&x, &row, &row],
+        _ => vec![&x],
+    };
+    let mut params = base_params(rows, row_length);
+    params.extend_from_slice(extra);
+    let out_bytes = if name.ends_with("f143") { n } else { 2 * n };
+    let out = kernel.run(&Run {
+        inputs,
+        out_bytes,
+        params,
+    });
+    format!(
+        "{name} {rows}x{row_length}: {} cycles ({:.2} per element), cost formula {}",
+        out.cycles,
+        out.cycles as f64 / n as f64,
+        kernel.estimate(rows, row_length),
+    )
+}
+
 /// Cycles of each kernel for one tile's share of a representative
-/// operand, with the kernel's own cost formula beside it. The figures are
-/// exact (the executor is deterministic), so a change in a kernel's speed
-/// shows here as a diff.
+/// operand. The figures are exact (the executor is deterministic), so a
+/// change in a kernel's speed or cost formula shows here as a diff.
 #[test]
 fn cycles_of_representative_shapes() {
-    let mut rng = Rng::new(3);
-    let mut lines = Vec::new();
-    let mut measure = |name: &str, rows: usize, row_length: usize, inputs: usize, extra: Vec<(&str, i64)>| {
-        let kernel = compile(name);
-        let n = rows * row_length;
-        let x = f16_bytes(&random_f16(&mut rng, n, 1.0));
-        let row = f16_bytes(&random_f16(&mut rng, row_length, 1.0));
-        let buffers: Vec<&[u8]> = match inputs {
-            1 => vec![&x],
-            2 => vec![&x, &x],
-            _ => vec![&x, &row, &row],
-        };
-        let mut params = base_params(rows, row_length);
-        params.extend(extra);
-        let out_bytes = if name.ends_with("f143") { n } else { 2 * n };
-        let out = kernel.run(&Run {
-            inputs: buffers,
-            out_bytes,
-            params,
-        });
-        lines.push(format!(
-            "{name} {rows}x{row_length}: {} cycles, {:.2} per element",
-            out.cycles,
-            out.cycles as f64 / n as f64
-        ));
-    };
-    measure("cast_f16_f143", 64, 256, 1, vec![]);
-    measure("add_f16", 64, 256, 2, vec![]);
-    measure("gelu_f16", 64, 256, 1, vec![]);
-    measure("rearrange_f16_b16x4", 64, 256, 1, vec![]);
-    let softmax = vec![
+    let softmax = [
         ("scale_bits", i64::from(0.125f32.to_bits())),
         ("first_row", 0),
-        ("matrix_rows", 64),
+        ("matrix_rows", 128),
         ("causal", 0),
     ];
-    measure("softmax_f16", 64, 128, 1, softmax.clone());
-    measure("softmax_f16_causal", 64, 128, 1, softmax);
-    measure(
-        "layernorm_f16",
-        64,
-        256,
-        3,
-        vec![("epsilon_bits", i64::from(1e-5f32.to_bits()))],
-    );
+    let lines = [
+        measure("cast_f16_f143", 64, 256, &[]),
+        measure("add_f16", 64, 256, &[]),
+        measure("gelu_f16", 64, 256, &[]),
+        measure("rearrange_f16_b16x4", 64, 256, &[]),
+        measure("softmax_f16", 128, 128, &softmax),
+        measure("softmax_f16_causal", 128, 128, &softmax),
+        measure(
+            "layernorm_f16",
+            64,
+            256,
+            &[("epsilon_bits", i64::from(1e-5f32.to_bits()))],
+        ),
+    ];
     expect_test::expect![[r#"
-        cast_f16_f143 64x256: 8376 cycles, 0.51 per element
-        add_f16 64x256: 12450 cycles, 0.76 per element
-        gelu_f16 64x256: 90354 cycles, 5.51 per element
-        rearrange_f16_b16x4 64x256: 8334 cycles, 0.51 per element
-        softmax_f16 64x128: 84648 cycles, 10.33 per element
-        softmax_f16_causal 64x128: 33372 cycles, 4.07 per element
-        layernorm_f16 64x256: 121698 cycles, 7.43 per element"#]].assert_eq(&lines.join("\n"));
+        cast_f16_f143 64x256: 8376 cycles (0.51 per element), cost formula 8312
+        add_f16 64x256: 12450 cycles (0.76 per element), cost formula 12408
+        gelu_f16 64x256: 90354 cycles (5.51 per element), cost formula 90262
+        rearrange_f16_b16x4 64x256: 8334 cycles (0.51 per element), cost formula 8312
+        softmax_f16 128x128: 169194 cycles (10.33 per element), cost formula 168598
+        softmax_f16_causal 128x128: 100680 cycles (6.15 per element), cost formula 107408
+        layernorm_f16 64x256: 121698 cycles (7.43 per element), cost formula 121238"#]]
+    .assert_eq(&lines.join("\n"));
 }
