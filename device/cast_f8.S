@@ -1,0 +1,186 @@
+// Casts between f16 and the FP8 formats (F143, F152) and between f16 and
+// f32, element-wise over `rows * row_length` dense elements.
+//
+// FP8 results are the `f16v4tof8` conversion: the f16 value divided by
+// 2^out_scale, rounded to nearest even and saturated; FP8 inputs are
+// multiplied by 2^in_scale (`f8v4tof16`). f16 to f32 is exact; f32 to f16
+// rounds to nearest even. See `include/rows.h` for the work split.
+
+#include "include/rows.h"
+
+        .text
+
+// ---- f16 -> FP8 -------------------------------------------------------
+// State: in0 (f16), out (FP8), rows, row_length, out_scale.
+
+        .globl  cast_f16_f143
+        .type   cast_f16_f143, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_param out_scale, 16, i32
+        .ipub_cost "rows * row_length / 2 + 120"
+cast_f16_f143:
+        setzi   $m10, 0
+        br      cast_f16_f8
+        .size   cast_f16_f143, . - cast_f16_f143
+
+        .globl  cast_f16_f152
+        .type   cast_f16_f152, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_param out_scale, 16, i32
+        .ipub_cost "rows * row_length / 2 + 120"
+cast_f16_f152:
+        setzi   $m10, 1
+        .size   cast_f16_f152, . - cast_f16_f152
+
+// $m10 holds the format bit; the scale goes to bits 15..8 of $fp8cfg.
+cast_f16_f8:
+        ld32    $m6, $m0, 16
+        and     $m6, $m6, 0xff
+        shl     $m6, $m6, 8
+        or      $m10, $m10, $m6
+        put     $fp8cfg, $m10
+        flat_split 8, 12, 2
+        worker_ptr $m7, 0, 8
+        worker_ptr $m9, 4, 4
+        rpt_at  4
+        rpt     $m5, 3
+        { ld64step $a0:1, $m7+=, 48 ; f16v4tof8 $a2, $a0:1 }
+        st32step $a2, $m9+=, 24
+        tail_owner cast_f16_f8_done
+        tail_ptr $m7, 0, 8
+        tail_ptr $m9, 4, 4
+        // The aligned 8 bytes holding the tail lie inside tile memory; the
+        // lanes past the end are converted but never stored.
+        ld64    $a0:1, $m7, 0
+        f16v4tof8 $a2, $a0:1
+        mov     $m10, $a2
+        store_bytes $m10, $m9, cast_f16_f8_tail
+cast_f16_f8_done:
+        exitz   $mzero
+
+// ---- FP8 -> f16 -------------------------------------------------------
+// State: in0 (FP8), out (f16), rows, row_length, in_scale.
+
+        .globl  cast_f143_f16
+        .type   cast_f143_f16, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_param in_scale, 16, i32
+        .ipub_cost "rows * row_length / 2 + 120"
+cast_f143_f16:
+        setzi   $m10, 0
+        br      cast_f8_f16
+        .size   cast_f143_f16, . - cast_f143_f16
+
+        .globl  cast_f152_f16
+        .type   cast_f152_f16, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_param in_scale, 16, i32
+        .ipub_cost "rows * row_length / 2 + 120"
+cast_f152_f16:
+        setzi   $m10, 1
+        .size   cast_f152_f16, . - cast_f152_f16
+
+cast_f8_f16:
+        ld32    $m6, $m0, 16
+        and     $m6, $m6, 0xff
+        shl     $m6, $m6, 8
+        or      $m10, $m10, $m6
+        put     $fp8cfg, $m10
+        flat_split 8, 12, 2
+        worker_ptr $m7, 0, 4
+        worker_ptr $m9, 4, 8
+        rpt_at  4
+        rpt     $m5, 3
+        { ld32step $a0, $m7+=, 24 ; f8v4tof16 $a2:3, $a0 }
+        st64step $a2:3, $m9+=, 48
+        tail_owner cast_f8_f16_done
+        tail_ptr $m7, 0, 4
+        tail_ptr $m9, 4, 8
+        ld32    $a0, $m7, 0
+        f8v4tof16 $a2:3, $a0
+        mov     $m10, $a2
+        mov     $m11, $a3
+        store_f16_lanes $m10, $m11, $m9, cast_f8_f16_tail
+cast_f8_f16_done:
+        exitz   $mzero
+
+// ---- f16 -> f32 -------------------------------------------------------
+// State: in0 (f16), out (f32), rows, row_length.
+
+        .globl  cast_f16_f32
+        .type   cast_f16_f32, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_cost "rows * row_length * 3 / 4 + 120"
+cast_f16_f32:
+        flat_split 8, 12, 2
+        worker_ptr $m7, 0, 8
+        worker_ptr $m9, 4, 16
+        rpt_at  4
+        rpt     $m5, 5
+        { ld64step $a0:1, $m7+=, 48 ; f16v2tof32 $a2:3, $a0 }
+        { st64step $a2:3, $m9+=, 8 ; f16v2tof32 $a4:5, $a1 }
+        st64step $a4:5, $m9+=, 88
+        tail_owner cast_f16_f32_done
+        tail_ptr $m7, 0, 8
+        tail_ptr $m9, 4, 16
+        ld64    $a0:1, $m7, 0
+        f16v2tof32 $a2:3, $a0
+        f16v2tof32 $a4:5, $a1
+        sub     $m3, $m3, 1
+cast_f16_f32_tail:
+        st32step $a2, $m9+=, 4
+        mov     $a2, $a3
+        mov     $a3, $a4
+        brnzdec $m3, cast_f16_f32_tail
+cast_f16_f32_done:
+        exitz   $mzero
+        .size   cast_f16_f32, . - cast_f16_f32
+
+// ---- f32 -> f16 -------------------------------------------------------
+// State: in0 (f32), out (f16), rows, row_length.
+
+        .globl  cast_f32_f16
+        .type   cast_f32_f16, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_cost "rows * row_length * 3 / 4 + 120"
+cast_f32_f16:
+        flat_split 8, 12, 2
+        worker_ptr $m7, 0, 16
+        worker_ptr $m9, 4, 8
+        rpt_at  4
+        rpt     $m5, 5
+        { ld64step $a0:1, $m7+=, 8 ; f32v2tof16 $a4, $a0:1 }
+        { ld64step $a2:3, $m7+=, 88 ; f32v2tof16 $a5, $a2:3 }
+        st64step $a4:5, $m9+=, 48
+        tail_owner cast_f32_f16_done
+        tail_ptr $m7, 0, 16
+        tail_ptr $m9, 4, 8
+        // The 16-byte unit holding the tail lies inside tile memory.
+        ld64    $a0:1, $m7, 0
+        ld64    $a2:3, $m7, 8
+        f32v2tof16 $a4, $a0:1
+        f32v2tof16 $a5, $a2:3
+        mov     $m10, $a4
+        mov     $m11, $a5
+        store_f16_lanes $m10, $m11, $m9, cast_f32_f16_tail
+cast_f32_f16_done:
+        exitz   $mzero
+        .size   cast_f32_f16, . - cast_f32_f16

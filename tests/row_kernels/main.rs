@@ -1,0 +1,51 @@
+//! Device tests of the row-wise kernels in `device/`: each variant runs on
+//! the single-tile executor with six workers on seeded random data and is
+//! compared with a host computation (bit-exact for casts, add and
+//! rearrange; within stated f16 ulps for GELU, softmax and layernorm).
+//! Shapes cover fewer rows than workers and row lengths that are not
+//! multiples of 4, so rows start misaligned and units have tails.
+
+mod elementwise;
+mod harness;
+mod math;
+
+use expect_test::expect;
+use harness::compile;
+
+/// Every row kernel variant's state struct, as the emitter will fill it:
+/// only operand names and lowering parameters, packed from 0.
+#[test]
+fn row_kernels_declare_the_emitters_fields() {
+    let fields: Vec<String> = [
+        "cast_f16_f143",
+        "cast_f16_f152",
+        "cast_f143_f16",
+        "cast_f152_f16",
+        "cast_f16_f32",
+        "cast_f32_f16",
+        "add_f16",
+        "add_f32",
+        "gelu_f16",
+        "softmax_f16",
+        "softmax_f16_causal",
+        "layernorm_f16",
+        "rearrange_f16_b16x4",
+    ]
+    .iter()
+    .map(|k| format!("{k}: {}", compile(k).fields()))
+    .collect();
+    expect![[r#"
+        cast_f16_f143: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 out_scale@16:i32
+        cast_f16_f152: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 out_scale@16:i32
+        cast_f143_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 in_scale@16:i32
+        cast_f152_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 in_scale@16:i32
+        cast_f16_f32: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
+        cast_f32_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
+        add_f16: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32
+        add_f32: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32
+        gelu_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
+        softmax_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32
+        softmax_f16_causal: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32 first_row@20:u32 matrix_rows@24:u32
+        layernorm_f16: in0@0:ptr in1@4:ptr in2@8:ptr out@12:ptr rows@16:u32 row_length@20:u32 epsilon_bits@24:f32
+        rearrange_f16_b16x4: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32"#]].assert_eq(&fields.join("\n"));
+}
