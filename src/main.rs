@@ -23,6 +23,8 @@ enum Command {
     Build(cli::build::BuildArgs),
     /// Remove persisted build results (and with --all the kernel cache).
     Clean(cli::clean::CleanArgs),
+    /// Build a project, run it on the embedded IPU21 model and check its numerics.
+    Run(cli::run::RunArgs),
     /// Validate projects; print diagnostics with file:line:column.
     Check(cli::check::CheckArgs),
     /// Rebuild projects on every save of a project, include or kernel source.
@@ -39,11 +41,15 @@ fn main() -> ExitCode {
     let args = Cli::parse();
     // Building commands print their own phase lines; the seed-style event
     // log is for runs (and for any command with `--log info`).
-    let default_level = "warn";
+    let default_level = match args.command {
+        Command::Run(_) => "info",
+        _ => "warn",
+    };
     ipub::logging::init_with(args.log.as_deref(), default_level);
     let result = match &args.command {
         Command::Build(a) => cli::build::run(a),
         Command::Check(a) => cli::check::run(a),
+        Command::Run(a) => cli::run::run(a),
         Command::Clean(a) => cli::clean::run(a),
         Command::Kernel(a) => cli::kernel::run(a),
         Command::Inspect(a) => cli::inspect::run(a),

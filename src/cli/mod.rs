@@ -6,4 +6,5 @@ pub mod clean;
 pub mod inspect;
 pub mod kernel;
 pub mod profile;
+pub mod run;
 pub mod watch;

@@ -6,5 +6,6 @@
 //! - [`bindings`]: host bindings as byte runs between tensors and tiles.
 
 pub mod bindings;
+pub mod package;
 pub mod steps;
 pub mod tile;

@@ -36,6 +36,10 @@ pub enum BuildError {
     Lower(String),
     #[error("{0}")]
     Placement(#[from] PlacementError),
+    #[error("{0}")]
+    Kernel(String),
+    #[error("emission failed (a compiler bug): {0}")]
+    Emit(String),
 }
 
 impl From<LowerError> for BuildError {
@@ -133,14 +137,134 @@ pub fn placement(
 ) -> Result<Arc<crate::place::Placement>, BuildError> {
     let graph = graph(db, project)?;
     let program = program(db, project).clone()?;
-    // Support blocks (code, exchange tables, kernel states, profile) are
-    // sized by emission, which links the kernels the tile runs.
-    let support = |_tile: u32| Vec::<SupportBlock>::new();
+    // Each tile's code (supervisor routines and the kernels it runs) and
+    // kernel states go first in region 0; emission sizes them.
+    let kernels = project_kernels(db, project).clone()?;
+    let codes = kernel_codes(&kernels);
+    let steps = crate::emit::steps::compute_steps(&program);
+    let by_tile = crate::emit::steps::tile_steps(&steps);
+    let mut sizes = std::collections::BTreeMap::new();
+    for (tile, tile_steps) in &by_tile {
+        let size = crate::emit::tile::support_sizes(*tile, tile_steps, &codes)
+            .map_err(|e| BuildError::Emit(e.to_string()))?;
+        sizes.insert(*tile, size);
+    }
+    let support = |tile: u32| {
+        let (code, states) = sizes.get(&tile).copied().unwrap_or((0, 0));
+        vec![
+            SupportBlock {
+                kind: crate::place::SupportKind::Code,
+                bytes: code,
+            },
+            SupportBlock {
+                kind: crate::place::SupportKind::KernelStates,
+                bytes: states,
+            },
+        ]
+    };
     let target = target_of(&graph);
     let placed = crate::place::placement(target, &graph, &program, &support)?;
     crate::place::verify(target, &program, &placed)
         .map_err(|bug| BuildError::Lower(bug.to_string()))?;
     Ok(Arc::new(placed))
+}
+
+/// Every kernel variant the project's program runs, compiled.
+#[salsa::tracked(returns(ref))]
+pub fn project_kernels(
+    db: &dyn Db,
+    project: SourceFile,
+) -> Result<Arc<std::collections::BTreeMap<String, Arc<kernels::KernelObject>>>, BuildError> {
+    let program = program(db, project).clone()?;
+    let kernel_dir = crate::project::project_graph(db, project)
+        .kernel_dir
+        .clone();
+    let mut names: Vec<&str> = program
+        .kernel_runs()
+        .iter()
+        .map(|r| r.kernel.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut compiled = std::collections::BTreeMap::new();
+    let mut errors = Vec::new();
+    for name in names {
+        let variant = kernels::KernelVariant::new(db, name.to_string(), kernel_dir.clone());
+        match kernels::kernel_object(db, variant) {
+            Ok(object) => {
+                compiled.insert(name.to_string(), object.clone());
+            }
+            Err(error) => errors.push(error.to_string()),
+        }
+    }
+    if errors.is_empty() {
+        Ok(Arc::new(compiled))
+    } else {
+        Err(BuildError::Kernel(errors.join("\n")))
+    }
+}
+
+/// The emitter's view of compiled kernels: object and entry point.
+pub fn kernel_codes(
+    kernels: &std::collections::BTreeMap<String, Arc<kernels::KernelObject>>,
+) -> std::collections::BTreeMap<String, crate::emit::tile::KernelCode<'_>> {
+    kernels
+        .iter()
+        .filter_map(|(name, k)| {
+            let entry = k.metadata.entries.first()?;
+            Some((
+                name.clone(),
+                crate::emit::tile::KernelCode {
+                    object: &k.object,
+                    entry,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Every used tile's image (supervisor code, kernels, states).
+#[salsa::tracked(returns(ref))]
+pub fn tile_images(
+    db: &dyn Db,
+    project: SourceFile,
+) -> Result<Arc<Vec<crate::emit::tile::TileImage>>, BuildError> {
+    let graph = graph(db, project)?;
+    let program = program(db, project).clone()?;
+    let placement = placement(db, project).clone()?;
+    let kernels = project_kernels(db, project).clone()?;
+    let codes = kernel_codes(&kernels);
+    let steps = crate::emit::steps::compute_steps(&program);
+    let by_tile = crate::emit::steps::tile_steps(&steps);
+    let mut images = Vec::new();
+    for (tile, tile_steps) in &by_tile {
+        let support = &placement
+            .tiles
+            .get(tile)
+            .map(|t| t.support.clone())
+            .unwrap_or_default();
+        let address = |kind| {
+            support
+                .iter()
+                .find(|(k, _, _)| *k == kind)
+                .map_or(0, |(_, a, _)| *a)
+        };
+        let image = crate::emit::tile::tile_image(
+            *tile,
+            tile_steps,
+            &crate::emit::tile::TileInputs {
+                target: target_of(&graph),
+                program: &program,
+                placement: &placement,
+                kernels: &codes,
+                code_address: address(crate::place::SupportKind::Code),
+                states_address: address(crate::place::SupportKind::KernelStates),
+            },
+        )
+        .map_err(|e| BuildError::Emit(e.to_string()))?;
+        images.push(image);
+    }
+    Ok(Arc::new(images))
 }
 
 #[cfg(test)]

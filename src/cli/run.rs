@@ -1,0 +1,201 @@
+//! `ipub run`: build a project's package, run it on the embedded IPU21
+//! model, check its outputs against the host reference and write the
+//! cycle profile.
+
+use crate::cli::build::build;
+use crate::db::{Database, Db, SourceFile};
+use crate::device::engine::ExecEngine;
+use crate::device::lock::{default_lock_path, DeviceLock};
+use crate::device::model::{HostBuffers, ModelDevice};
+use crate::package::{Call, Package, Step};
+use crate::pipeline::{self, BuildError};
+use anyhow::{anyhow, Context as _};
+use camino::{Utf8Path, Utf8PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The project to build and run.
+    #[arg(value_name = "PROJECT.toml")]
+    pub project: Utf8PathBuf,
+    /// Where the package and the profile go (default `target/ipub/<project>`).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<Utf8PathBuf>,
+    /// Stop a tile that runs longer than this many cycles in one step.
+    #[arg(long, default_value_t = 2_000_000_000, value_name = "CYCLES")]
+    pub watchdog: u64,
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+    let db = Database::on_disk();
+    let file = db.file(&args.project);
+    if !build(&db, file, true).ok {
+        return Ok(1);
+    }
+    let package = match package(&db, file) {
+        Ok(package) => package,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(1);
+        }
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Utf8PathBuf::from("target/ipub").join(&package.graph.name));
+    let path = out.join(format!("{}.ipuexe", package.graph.name));
+    tracing::info!(tiles = package.tiles.len(), "writing application package");
+    crate::package::file::write(&path, &package).with_context(|| format!("writing {path}"))?;
+    tracing::info!("application package written");
+    println!("   package {path} ({} tiles)", package.tiles.len());
+    run_package(&package, &out, args.watchdog, &path)
+}
+
+/// Assembles the package from the pipeline's queries.
+pub fn package(db: &Database, file: SourceFile) -> Result<Package, BuildError> {
+    let graph = pipeline::graph(db, file)?;
+    let program = pipeline::program(db, file).clone()?;
+    let placement = pipeline::placement(db, file).clone()?;
+    let images = pipeline::tile_images(db, file).clone()?;
+    let schedules: Vec<_> = (0..program.phases.len() as u32)
+        .filter_map(|p| pipeline::phase_schedule(db, file, p).as_ref().copied())
+        .collect();
+    let estimated_cycles = pipeline::op_signatures(db, file)
+        .iter()
+        .zip(&graph.ops)
+        .enumerate()
+        .map(|(i, (s, _))| {
+            let plans = pipeline::operator_plans(db, pipeline::Signature::new(db, s.clone()));
+            let times = graph
+                .repeat_of(crate::graph::OpId(i as u32))
+                .map_or(1, |r| u64::from(r.count));
+            plans.selected().estimate.total_cycles() * times
+        })
+        .sum();
+    let weight_bytes =
+        |tensor, iteration| crate::reference::init::tensor_bytes(&graph, tensor, iteration);
+    crate::emit::package::package(&crate::emit::package::PackageInputs {
+        graph: &graph,
+        program: &program,
+        placement: &placement,
+        images: &images,
+        schedules: &schedules,
+        estimated_cycles,
+        weight_bytes: &weight_bytes,
+    })
+    .map_err(BuildError::Emit)
+}
+
+/// Runs a package on the model and checks its numerics. Exit code 0 when
+/// every checked output passes.
+pub fn run_package(
+    package: &Package,
+    out: &Utf8Path,
+    watchdog: u64,
+    path: &Utf8Path,
+) -> anyhow::Result<i32> {
+    let graph = &package.graph;
+    let lock = DeviceLock::acquire(&default_lock_path())?;
+    tracing::info!("opening IPU device path=model:ipu21");
+    let package = Arc::new(package.clone());
+    let mut device = ModelDevice::load(Arc::clone(&package)).map_err(|e| anyhow!("{e}"))?;
+    device.watchdog_cycles = watchdog;
+    tracing::info!(
+        tile_count = package.tiles.len(),
+        "application loaded and initial synchronization completed"
+    );
+    let engine = ExecEngine::new(device.target(), &package);
+    let mut host = HostBuffers::default();
+    for step in &package.run.steps {
+        if let Step::HostWrite { binding } = step {
+            let b = &package.bindings[*binding as usize];
+            host.inputs.insert(
+                *binding,
+                crate::reference::init::tensor_bytes(graph, b.tensor, b.iteration),
+            );
+        }
+    }
+    tracing::info!("host exchange session started");
+    for call in [Call::Initialize, Call::Run] {
+        tracing::info!(
+            call = call.name(),
+            phases = package.call(call).phase_count(),
+            "invoking streaming host exchange call"
+        );
+    }
+    let _ = device
+        .run_call(Call::Initialize, &engine, &mut host)
+        .map_err(|e| anyhow!("{e}"))?;
+    let record = match device.run_call(Call::Run, &engine, &mut host) {
+        Ok(record) => record,
+        Err(error) => {
+            eprintln!("error: the device faulted: {error}");
+            println!(
+                "numericalTest=FAIL package={path} tiles={} hardwareTest=FAIL",
+                package.tiles.len()
+            );
+            return Ok(1);
+        }
+    };
+    drop(lock);
+
+    let profile = crate::profile::Profile {
+        format_version: crate::profile::FORMAT_VERSION,
+        project: graph.name.clone(),
+        target: graph.target.clone(),
+        clock_hz: device.target().clock_hz,
+        total_cycles: record.cycles,
+        estimated_cycles: package.profile.estimated_cycles,
+        steps: record.steps.clone(),
+    };
+    let profile_path = out.join(format!("{}.profile.json", graph.name));
+    crate::fsutil::write_atomic(&profile_path, profile.to_json().as_bytes())?;
+
+    let reference = crate::reference::evaluate(graph, graph.check.reference_precision)
+        .map_err(|e| anyhow!("host reference: {e}"))?;
+    let mut min_cos = f64::INFINITY;
+    let mut max_abs = 0f64;
+    let mut failures = Vec::new();
+    for step in &package.run.steps {
+        let Step::HostRead { binding } = step else {
+            continue;
+        };
+        let b = &package.bindings[*binding as usize];
+        if !graph.check.outputs.contains(&b.tensor) {
+            continue;
+        }
+        let tensor = graph.tensor(b.tensor);
+        let bytes = host.outputs.get(binding).cloned().unwrap_or_default();
+        let values = crate::numerics::decode(&bytes, tensor.dtype, tensor.scale);
+        let expected = reference.get(b.tensor).unwrap_or(&[]);
+        let comparison = crate::compare::compare(
+            &values,
+            expected,
+            graph.check.min_cosine_similarity,
+            graph.check.max_abs_error,
+        );
+        println!(
+            "    output {}: cosine similarity {:.9}, maximum absolute error {}",
+            tensor.name, comparison.cosine_similarity, comparison.max_abs_error
+        );
+        min_cos = min_cos.min(comparison.cosine_similarity);
+        max_abs = max_abs.max(f64::from(comparison.max_abs_error));
+        if let Some(message) = comparison.failure_message() {
+            failures.push(format!("{}: {message}", tensor.name));
+        }
+    }
+    println!(
+        "    cycles {} measured, {} estimated; profile {profile_path}",
+        record.cycles, package.profile.estimated_cycles
+    );
+    let verdict = if failures.is_empty() { "PASS" } else { "FAIL" };
+    println!(
+        "referenceMinimumCosineSimilarity={min_cos:.9} referenceMaximumAbsoluteError={max_abs} numericalTest={verdict} cycles={} package={path} tiles={} hardwareTest=PASS",
+        record.cycles,
+        package.tiles.len()
+    );
+    for failure in &failures {
+        eprintln!("error: {failure}");
+    }
+    Ok(i32::from(!failures.is_empty()))
+}

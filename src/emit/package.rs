@@ -1,0 +1,308 @@
+//! The package: tile images with preloaded weights, exchange programs with
+//! tile addresses, the host calls, bindings for inputs and outputs, and the
+//! profile layout.
+
+use super::bindings::binding_runs;
+use super::steps::compute_steps;
+use super::tile::TileImage as EmittedImage;
+use crate::graph::{Graph, Role};
+use crate::lower::{Program, Step as ProgramStep};
+use crate::package::{
+    Binding, Call, ExchangeProgram, Header, HostCall, Package, Piece, ProfileLayout, Segment,
+    SegmentKind, Step, StepKernels, TileImage, Transfer,
+};
+use crate::place::Placement;
+use crate::schedule::ExchangeSchedule;
+use std::collections::BTreeMap;
+
+/// Everything the package is made of.
+pub struct PackageInputs<'a> {
+    pub graph: &'a Graph,
+    pub program: &'a Program,
+    pub placement: &'a Placement,
+    pub images: &'a [EmittedImage],
+    pub schedules: &'a [ExchangeSchedule],
+    pub estimated_cycles: u64,
+    /// Row-major device bytes of a weight (and iteration).
+    pub weight_bytes: &'a dyn Fn(crate::graph::TensorId, Option<u32>) -> Vec<u8>,
+}
+
+pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
+    let PackageInputs {
+        graph,
+        program,
+        placement,
+        images,
+        schedules,
+        estimated_cycles,
+        weight_bytes,
+    } = *inputs;
+    // Weights go into the images: each weight buffer becomes one segment.
+    let mut weight_segments: BTreeMap<u32, Vec<Segment>> = BTreeMap::new();
+    let mut bindings = Vec::new();
+    let mut host_writes = Vec::new();
+    for binding in &program.host_writes {
+        let runs = binding_runs(program, placement, binding)
+            .ok_or("a host-written buffer has no address")?;
+        let tensor = graph.tensor(binding.tensor);
+        if tensor.role == Role::Weight {
+            let bytes = weight_bytes(binding.tensor, binding.iteration);
+            let mut by_buffer: BTreeMap<(u32, u32), Vec<u8>> = BTreeMap::new();
+            for (buffer, _) in &binding.pieces {
+                let b = program.buffer(*buffer);
+                let address = placement
+                    .address(b.tile, *buffer)
+                    .ok_or("a weight buffer has no address")?;
+                by_buffer
+                    .entry((b.tile, address))
+                    .or_insert_with(|| vec![0; b.bytes() as usize]);
+            }
+            for run in runs {
+                let (&(tile, start), data) = by_buffer
+                    .range_mut(..=(run.tile, run.address))
+                    .next_back()
+                    .ok_or("a weight run outside its buffers")?;
+                if tile != run.tile {
+                    return Err("a weight run outside its buffers".into());
+                }
+                let offset = (run.address - start) as usize;
+                let logical = run.logical_offset as usize;
+                data[offset..offset + run.bytes as usize]
+                    .copy_from_slice(&bytes[logical..logical + run.bytes as usize]);
+            }
+            for ((tile, address), data) in by_buffer {
+                weight_segments.entry(tile).or_default().push(Segment {
+                    address,
+                    memory_size: data.len() as u32,
+                    kind: SegmentKind::Data,
+                    data,
+                });
+            }
+        } else {
+            host_writes.push(bindings.len() as u32);
+            bindings.push(package_binding(graph, binding, runs));
+        }
+    }
+    let mut host_reads = Vec::new();
+    for binding in &program.host_reads {
+        let runs =
+            binding_runs(program, placement, binding).ok_or("an output buffer has no address")?;
+        host_reads.push(bindings.len() as u32);
+        bindings.push(package_binding(graph, binding, runs));
+    }
+
+    let tiles = images
+        .iter()
+        .map(|image| {
+            let mut segments: Vec<Segment> = image
+                .segments
+                .iter()
+                .filter(|s| !s.bytes.is_empty())
+                .map(|s| Segment {
+                    address: s.address,
+                    memory_size: s.bytes.len() as u32,
+                    kind: if s.code {
+                        SegmentKind::Code
+                    } else {
+                        SegmentKind::Data
+                    },
+                    data: s.bytes.clone(),
+                })
+                .collect();
+            segments.extend(weight_segments.remove(&image.tile).unwrap_or_default());
+            segments.sort_by_key(|s| s.address);
+            TileImage {
+                tile: image.tile,
+                segments,
+            }
+        })
+        .collect::<Vec<_>>();
+    let mut tiles = tiles;
+    // Tiles that hold only weights still need an image.
+    for (tile, mut segments) in weight_segments {
+        segments.sort_by_key(|s| s.address);
+        tiles.push(TileImage { tile, segments });
+    }
+    tiles.sort_by_key(|t| t.tile);
+
+    let exchanges = program
+        .phases
+        .iter()
+        .zip(schedules)
+        .map(|(phase, schedule)| {
+            let transfers = phase
+                .transfers
+                .iter()
+                .map(|t| {
+                    let source = program.buffer(t.source);
+                    let at = |buffer: crate::lower::BufferId, offset: u32| {
+                        let b = program.buffer(buffer);
+                        placement
+                            .address(b.tile, buffer)
+                            .map(|a| (b.tile, a + offset))
+                    };
+                    Ok(Transfer {
+                        source_tile: source.tile,
+                        source_address: at(t.source, t.source_offset)
+                            .ok_or("an exchange source has no address")?
+                            .1,
+                        bytes: t.bytes,
+                        destinations: t
+                            .destinations
+                            .iter()
+                            .map(|&(d, o)| at(d, o).ok_or("an exchange destination has no address"))
+                            .collect::<Result<_, _>>()?,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(ExchangeProgram {
+                label: phase.purpose.clone(),
+                transfers,
+                paired: schedule.use_paired,
+                horizon_cycles: schedule.horizon(),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+
+    // Entry points of each compute step on each tile.
+    let mut entries: BTreeMap<u32, Vec<(u32, u32)>> = BTreeMap::new();
+    let mut kernels_of: BTreeMap<(u32, u32), String> = BTreeMap::new();
+    for image in images {
+        for (&step, &pc) in &image.entries {
+            entries.entry(step).or_default().push((image.tile, pc));
+        }
+    }
+    let numbered = compute_steps(program);
+    for step in &numbered {
+        for run in step.runs {
+            kernels_of
+                .entry((step.id, run.tile))
+                .or_insert_with(|| run.kernel.clone());
+        }
+    }
+    let mut run_steps: Vec<Step> = host_writes
+        .iter()
+        .map(|&binding| Step::HostWrite { binding })
+        .collect();
+    let mut compute_index = 0u32;
+    run_steps.extend(convert(graph, &program.steps, &entries, &mut compute_index));
+    run_steps.extend(host_reads.iter().map(|&binding| Step::HostRead { binding }));
+    let run = HostCall { steps: run_steps };
+
+    // The profile layout: kernels per compute step (pre-order index).
+    let mut kernels: Vec<String> = kernels_of.values().cloned().collect();
+    kernels.sort();
+    kernels.dedup();
+    let mut profile_steps = Vec::new();
+    let mut preorder = 0u32;
+    let mut compute = 0u32;
+    layout_steps(
+        &run.steps,
+        &mut preorder,
+        &mut compute,
+        &kernels_of,
+        &kernels,
+        &mut profile_steps,
+    );
+    Ok(Package {
+        header: Header::current(&graph.target),
+        tiles,
+        exchanges,
+        initialize: HostCall::default(),
+        run,
+        bindings,
+        profile: ProfileLayout {
+            estimated_cycles,
+            kernels,
+            steps: profile_steps,
+        },
+        graph: graph.clone(),
+    })
+}
+
+fn package_binding(
+    graph: &Graph,
+    binding: &crate::lower::Binding,
+    runs: Vec<super::bindings::BindingRun>,
+) -> Binding {
+    let tensor = graph.tensor(binding.tensor);
+    Binding {
+        tensor: binding.tensor,
+        iteration: binding.iteration,
+        dtype: tensor.dtype,
+        element_count: tensor.element_count() as u64,
+        pieces: runs
+            .into_iter()
+            .map(|r| Piece {
+                logical_offset: r.logical_offset,
+                bytes: r.bytes,
+                tile: r.tile,
+                address: r.address,
+            })
+            .collect(),
+    }
+}
+
+fn convert(
+    graph: &Graph,
+    steps: &[ProgramStep],
+    entries: &BTreeMap<u32, Vec<(u32, u32)>>,
+    compute_index: &mut u32,
+) -> Vec<Step> {
+    steps
+        .iter()
+        .map(|step| match step {
+            ProgramStep::Compute { op, .. } => {
+                let id = *compute_index;
+                *compute_index += 1;
+                let name = graph.op(*op).name.clone();
+                Step::Compute {
+                    label: name.clone(),
+                    op: Some(name),
+                    tiles: entries.get(&id).cloned().unwrap_or_default(),
+                }
+            }
+            ProgramStep::Exchange(phase) => Step::Exchange { program: phase.0 },
+            ProgramStep::Repeat { count, body, .. } => Step::Repeat {
+                count: *count,
+                body: convert(graph, body, entries, compute_index),
+            },
+        })
+        .collect()
+}
+
+fn layout_steps(
+    steps: &[Step],
+    preorder: &mut u32,
+    compute: &mut u32,
+    kernels_of: &BTreeMap<(u32, u32), String>,
+    kernels: &[String],
+    out: &mut Vec<StepKernels>,
+) {
+    for step in steps {
+        let index = *preorder;
+        *preorder += 1;
+        match step {
+            Step::Compute { tiles, .. } => {
+                let id = *compute;
+                *compute += 1;
+                out.push(StepKernels {
+                    call: Call::Run,
+                    step: index,
+                    tiles: tiles
+                        .iter()
+                        .filter_map(|(tile, _)| {
+                            let name = kernels_of.get(&(id, *tile))?;
+                            let k = kernels.iter().position(|k| k == name)? as u32;
+                            Some((*tile, k))
+                        })
+                        .collect(),
+                });
+            }
+            Step::Repeat { body, .. } => {
+                layout_steps(body, preorder, compute, kernels_of, kernels, out)
+            }
+            _ => {}
+        }
+    }
+}
