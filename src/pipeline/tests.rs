@@ -56,8 +56,28 @@ outputs = ["y"]
 
 const PATH: &str = "p/two-layers.toml";
 
-fn built() -> (Database, MemoryFs, SourceFile) {
+/// An in-memory file system with the crate's kernel sources under
+/// `device/` (where `p/*.toml` projects find them).
+fn with_kernels() -> MemoryFs {
     let fs = MemoryFs::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("device");
+    for dir in [root.clone(), root.join("include")] {
+        for entry in std::fs::read_dir(&dir).expect("device directory") {
+            let path = entry.expect("entry").path();
+            if path.is_file() {
+                let relative = path
+                    .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+                    .expect("inside");
+                let text = std::fs::read_to_string(&path).expect("kernel source");
+                fs.write(relative.to_str().expect("utf-8"), &text);
+            }
+        }
+    }
+    fs
+}
+
+fn built() -> (Database, MemoryFs, SourceFile) {
+    let fs = with_kernels();
     fs.write(PATH, PROJECT);
     let db = Database::new(Arc::new(fs.clone()));
     let file = db.file(Utf8Path::new(PATH));
@@ -132,7 +152,7 @@ fn a_revert_reuses_the_earlier_plans() {
 
 #[test]
 fn a_project_that_cannot_fit_reports_the_placement_shortfall() {
-    let fs = MemoryFs::new();
+    let fs = with_kernels();
     fs.write(
         PATH,
         &PROJECT

@@ -1,0 +1,103 @@
+//! `ipub run` end to end: build, run on the embedded model, check numerics.
+
+use std::process::Command;
+
+fn ipub(args: &[&str], cache: &std::path::Path) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("IPUB_CACHE_DIR", cache)
+        .env("IPUB_DEVICE_LOCK", cache.join("device.lock"))
+        .env("IPUB_LOG", "warn")
+        .output()
+        .expect("run ipub");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn run_passes(project: &str) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = dir.path().join("out");
+    let (code, stdout, stderr) = ipub(
+        &["run", project, "--out", out.to_str().expect("utf-8")],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.contains("numericalTest=PASS"), "{stdout}");
+    assert!(last.contains("hardwareTest=PASS"), "{stdout}");
+    assert!(
+        stdout.contains("cycles ") && stdout.contains("estimated"),
+        "{stdout}"
+    );
+    let name = std::path::Path::new(project)
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(out.join(format!("{name}.ipuexe")).exists());
+    assert!(out.join(format!("{name}.profile.json")).exists());
+    // The package reads back and inspects.
+    let (code, stdout, stderr) = ipub(
+        &[
+            "inspect",
+            out.join(format!("{name}.ipuexe")).to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+}
+
+#[test]
+fn matmul_f8_passes_on_the_model() {
+    run_passes("projects/matmul-f8.toml");
+}
+
+#[test]
+fn vit_fp8_passes_on_the_model() {
+    run_passes("projects/vit-fp8.toml");
+}
+
+#[test]
+fn vit_fp8_on_two_tiles_fails_with_the_placement_error() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/projects/vit-fp8.toml"
+    ))
+    .expect("project");
+    let projects = dir.path().join("projects");
+    std::fs::create_dir_all(projects.join("layers")).expect("mkdir");
+    std::fs::write(
+        projects.join("vit-fp8.toml"),
+        source.replace("tiles = 64", "tiles = 2").replace(
+            "seed = 0",
+            concat!(
+                "seed = 0\nkernels = \"",
+                env!("CARGO_MANIFEST_DIR"),
+                "/device\""
+            ),
+        ),
+    )
+    .expect("write");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/projects/layers/vit-encoder.toml"
+        ),
+        projects.join("layers/vit-encoder.toml"),
+    )
+    .expect("copy include");
+    let project = projects.join("vit-fp8.toml");
+    let (code, stdout, stderr) = ipub(&["build", project.to_str().unwrap()], dir.path());
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stderr.contains("try more tiles"), "{stderr}");
+    assert!(
+        stderr.contains("needs") && stderr.contains("bytes over"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
