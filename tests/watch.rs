@@ -83,7 +83,17 @@ fn save_by_rename(path: &Path, contents: &str) {
 fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("projects/matmul-f8.toml");
-    let original = std::fs::read_to_string(source).expect("read project");
+    // The copy finds its kernel sources in the crate's `device/`.
+    let original = std::fs::read_to_string(source)
+        .expect("read project")
+        .replace(
+            "seed = 4",
+            concat!(
+                "seed = 4\nkernels = \"",
+                env!("CARGO_MANIFEST_DIR"),
+                "/device\""
+            ),
+        );
     let project = dir.path().join("matmul-f8.toml");
     std::fs::write(&project, &original).expect("copy project");
 
