@@ -568,3 +568,14 @@ fn float_helpers_round_once() {
     assert_eq!(a[9], 1);
     assert_eq!(f32::from_bits(a[10]), 1.0);
 }
+
+#[test]
+fn a_register_repeat_with_a_long_body_does_not_panic_the_host() {
+    // `rpt $m, len` keeps the length in an operand field the executor reads
+    // like a register index; lengths of 16 and more must still run.
+    let body = "    add $m2, $m2, 1\n".repeat(20);
+    let code = format!("    setzi $m1, 3\n    rpt $m1, 20\n{body}    exitz $mzero\n");
+    let mut tile = tile_with(&code);
+    tile.run_worker(0, CODE, DATA, WATCHDOG).expect("runs");
+    assert_eq!(tile.worker_regs(0).unwrap().m[2], 60);
+}

@@ -32,9 +32,12 @@ impl Regs {
         }
     }
 
+    /// Operand fields are read before the instruction is known to use
+    /// them as registers (`rpt $m, len` keeps its length in one), so a
+    /// field beyond the register file reads as zero instead of panicking.
     #[inline]
     fn m(&self, r: u8) -> u32 {
-        self.m[usize::from(r)]
+        self.m.get(usize::from(r)).copied().unwrap_or(0)
     }
 
     #[inline]
