@@ -158,3 +158,84 @@ fn no_prefix_of_any_corpus_file_panics() {
         }
     }
 }
+
+/// Assembly -> encoding -> disassembly -> assembly gives the same words,
+/// for the corpus and for every device kernel (with representative
+/// defines).
+#[test]
+fn code_disassembles_and_reassembles_to_the_same_words() {
+    let root = Utf8Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources: Vec<(Utf8PathBuf, AssembleOptions)> = sources()
+        .into_iter()
+        .filter(|p| !p.file_name().unwrap_or("").starts_with("error-"))
+        .map(|p| (p, AssembleOptions::default()))
+        .collect();
+    for name in [
+        "gemm_f8_interleaved_k64_c32_r8",
+        "gemm_f16_k48_c16_r3",
+        "cast_f16_f143",
+        "add_f16",
+        "gelu_f16",
+        "softmax_f16_causal",
+        "layernorm_f16",
+        "rearrange_f16_b16x4",
+    ] {
+        let variant = ipub::pipeline::kernels::variant_of(name, &root.join("device"))
+            .expect("a device kernel");
+        sources.push((variant.source.clone(), ipub::kernels::options(&variant)));
+    }
+    let mut checked = 0;
+    for (path, options) in sources {
+        let assembly = assemble_file(&OsFs, &path, &options);
+        let Some(object) = assembly.object.as_ref() else {
+            panic!("{path}: {}", assembly.render_errors());
+        };
+        for section in object
+            .sections
+            .iter()
+            .filter(|s| s.code && !s.bytes.is_empty())
+        {
+            let text: String = ipub::isa::disassemble(&section.bytes, 0)
+                .iter()
+                .map(|line| format!("    {}\n", line.text))
+                .collect();
+            let words = ipub::isa::text::assemble_program(&text, 0)
+                .unwrap_or_else(|e| panic!("{path} {}: {e}\n{text}", section.name));
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            assert_eq!(bytes, section.bytes, "{path} {}", section.name);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 9, "only {checked} code sections checked");
+}
+
+#[test]
+fn kernel_run_executes_a_device_kernel_on_the_single_tile_executor() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["kernel", "run", "device/add.S", "--entry", "add_f16"];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_ipub"))
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run ipub")
+    };
+    let output = run(&[
+        "--buffer",
+        "in0=64",
+        "--buffer",
+        "in1=64",
+        "--buffer",
+        "out=64:zero",
+        "--param",
+        "rows=2",
+        "--param",
+        "row_length=16",
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("workers ok true"), "{stdout}");
+    let missing = run(&["--buffer", "in0=64"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("--buffer in1=BYTES"));
+}

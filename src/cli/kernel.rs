@@ -22,6 +22,8 @@ pub enum KernelCommand {
     Compile(CompileArgs),
     /// List a kernel object: sections, symbols, relocations, code.
     Disasm(DisasmArgs),
+    /// Run a kernel on the single-tile executor with all six workers.
+    Run(crate::cli::kernel_run::RunArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -55,6 +57,7 @@ pub fn run(args: &KernelArgs) -> anyhow::Result<i32> {
     match &args.command {
         KernelCommand::Compile(a) => compile(a),
         KernelCommand::Disasm(a) => disasm(a),
+        KernelCommand::Run(a) => crate::cli::kernel_run::run(a),
     }
 }
 
@@ -145,5 +148,11 @@ fn disasm(args: &DisasmArgs) -> anyhow::Result<i32> {
     let object = Object::read(&bytes)
         .with_context(|| format!("{} is not a valid kernel object", args.object))?;
     print!("{}", object.dump());
+    for section in object.sections.iter().filter(|s| s.code) {
+        println!("disassembly of {}:", section.name);
+        for line in crate::isa::disassemble(&section.bytes, 0) {
+            println!("{line}");
+        }
+    }
     Ok(0)
 }

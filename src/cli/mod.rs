@@ -5,6 +5,7 @@ pub mod check;
 pub mod clean;
 pub mod inspect;
 pub mod kernel;
+pub mod kernel_run;
 pub mod profile;
 pub mod run;
 pub mod watch;

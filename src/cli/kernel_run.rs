@@ -1,0 +1,206 @@
+//! `ipub kernel run`: assemble a kernel and run it on the single-tile
+//! executor with a state struct built from command-line values.
+//!
+//! Every `ptr` field of the kernel's state gets a buffer (`--buffer
+//! name=BYTES`, filled with a seeded pattern, or with `:zero`, zeros; `:il`
+//! puts it in interleaved memory); every other field takes `--param
+//! name=VALUE` (floats for `f32` fields). The supervisor starts all six
+//! workers with `runall` and waits with `sync`; the command prints cycles,
+//! instructions and AMP work, then the first bytes of each buffer.
+
+use crate::db::OsFs;
+use crate::kernels::{self, Variant};
+use crate::target::IPU21;
+use anyhow::{bail, Context as _};
+use camino::Utf8PathBuf;
+use std::collections::BTreeMap;
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The kernel source (`.S`).
+    pub source: Utf8PathBuf,
+    /// The entry symbol to run.
+    #[arg(long)]
+    pub entry: String,
+    /// Predefine a macro: `-D NAME=VALUE`.
+    #[arg(short = 'D', value_name = "NAME=VALUE")]
+    pub defines: Vec<String>,
+    /// A buffer for a `ptr` field: `name=BYTES[:zero][:il]`.
+    #[arg(long = "buffer", value_name = "NAME=BYTES")]
+    pub buffers: Vec<String>,
+    /// A value for a non-pointer field: `name=VALUE`.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// Bytes of each buffer to print afterwards.
+    #[arg(long, default_value_t = 32)]
+    pub show: usize,
+}
+
+const CODE: u32 = 0x4C000;
+const STATE: u32 = 0x70000;
+const STANDARD: u32 = 0x71000;
+const INTERLEAVED: u32 = 0x90000;
+
+pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+    let mut variant = Variant::new("run", args.source.clone()).entry(args.entry.clone());
+    for define in &args.defines {
+        let (key, value) = define.split_once('=').unwrap_or((define, "1"));
+        variant.defines.insert(key.to_string(), value.to_string());
+    }
+    let pre = crate::asm::preprocess(
+        &OsFs,
+        &variant.source,
+        &variant.defines,
+        &variant.include_dirs,
+    );
+    let compiled = match kernels::compile_preprocessed(pre, &variant, &IPU21, "run") {
+        Ok(compiled) => compiled,
+        Err(kernels::KernelError::Assembly { rendered, .. }) => {
+            eprint!("{rendered}");
+            return Ok(1);
+        }
+        Err(other) => return Err(other.into()),
+    };
+    let entry = &compiled.metadata.entries[0];
+    let objects = std::slice::from_ref(&compiled.object);
+    let linked = crate::asm::link(
+        objects,
+        &crate::asm::Placement::pack(objects, CODE, 0x68000),
+        &IPU21,
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "{}",
+            e.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    let entry_pc = linked
+        .symbols
+        .get(&entry.symbol)
+        .context("entry lost in linking")?
+        .value as u32;
+
+    let mut tile = crate::exec::Tile::new(&IPU21, 0);
+    for section in &linked.sections {
+        tile.write_bytes(section.address, &section.bytes)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let supervisor = crate::isa::text::assemble_program(
+        &format!("setzi $m1, {STATE}\nsetzi $m2, {entry_pc}\nrunall $m2, $m1\nsync 0\n"),
+        0x6F000,
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    let bytes: Vec<u8> = supervisor.iter().flat_map(|w| w.to_le_bytes()).collect();
+    tile.write_bytes(0x6F000, &bytes)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let parse = |list: &[String]| -> anyhow::Result<BTreeMap<String, String>> {
+        list.iter()
+            .map(|s| match s.split_once('=') {
+                Some((k, v)) => Ok((k.to_string(), v.to_string())),
+                None => bail!("`{s}`: expected NAME=VALUE"),
+            })
+            .collect()
+    };
+    let buffers = parse(&args.buffers)?;
+    let params = parse(&args.params)?;
+    let (mut standard, mut interleaved) = (STANDARD, INTERLEAVED);
+    let mut placed = Vec::new();
+    let mut state = vec![0u8; 256];
+    let mut seed = 0x9E37_79B9u32;
+    for field in &entry.params {
+        let value: u32 = if field.kind == "ptr" {
+            let spec = buffers.get(&field.name).with_context(|| {
+                format!(
+                    "field `{}` is a pointer: pass --buffer {}=BYTES",
+                    field.name, field.name
+                )
+            })?;
+            let mut parts = spec.split(':');
+            let size: u32 = parts.next().unwrap_or("").parse().context("buffer size")?;
+            let flags: Vec<&str> = parts.collect();
+            let cursor = if flags.contains(&"il") {
+                &mut interleaved
+            } else {
+                &mut standard
+            };
+            let address = *cursor;
+            *cursor = (address + size).next_multiple_of(16);
+            let data: Vec<u8> = (0..size)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 17;
+                    seed ^= seed << 5;
+                    if flags.contains(&"zero") {
+                        0
+                    } else {
+                        (seed & 0x3f) as u8
+                    }
+                })
+                .collect();
+            tile.write_bytes(address, &data)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            placed.push((field.name.clone(), address, size));
+            address
+        } else {
+            let text = params.get(&field.name).with_context(|| {
+                format!("field `{}` needs --param {}=VALUE", field.name, field.name)
+            })?;
+            if field.kind == "f32" {
+                text.parse::<f32>().context("an f32 value")?.to_bits()
+            } else {
+                text.parse::<i64>().context("an integer value")? as u32
+            }
+        };
+        let at = field.offset as usize;
+        let width = if matches!(field.kind.as_str(), "u16" | "f16") {
+            2
+        } else {
+            4
+        };
+        state[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+    }
+    tile.write_bytes(STATE, &state)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let code_end = linked
+        .sections
+        .iter()
+        .map(|s| s.address + s.bytes.len() as u32)
+        .max()
+        .unwrap_or(CODE)
+        .max(0x6F000 + bytes.len() as u32);
+    let code = tile
+        .read_bytes(CODE, code_end - CODE)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .to_vec();
+    tile.set_program(std::sync::Arc::new(crate::exec::Program::decode(
+        &code, CODE,
+    )));
+    match tile.run_supervisor(0x6F000, 1_000_000_000) {
+        Ok(stats) => {
+            println!(
+                "cycles {} supervisor instructions {} worker instructions {} amp MACs {} workers ok {}",
+                stats.cycles,
+                stats.supervisor_instructions,
+                stats.worker_instructions,
+                stats.amp_macs,
+                stats.workers_ok
+            );
+            for (name, address, size) in placed {
+                let shown = tile
+                    .read_bytes(address, size.min(args.show as u32))
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                let hex: Vec<String> = shown.iter().map(|b| format!("{b:02x}")).collect();
+                println!("{name} @ {address:#x}: {}", hex.join(" "));
+            }
+            Ok(i32::from(!stats.workers_ok))
+        }
+        Err(fault) => {
+            eprintln!("error: fault: {fault}");
+            Ok(1)
+        }
+    }
+}
