@@ -92,6 +92,7 @@ pub fn variant_of(name: &str, kernel_dir: &Utf8Path) -> Option<Variant> {
         | "cast_f32_f16" => ("cast_f8.S", name, None),
         "add_f16" | "add_f32" => ("add.S", name, None),
         "gelu_f16" => ("gelu_f16.S", name, None),
+        "reduce_add_f16" => ("reduce_add.S", name, None),
         "layernorm_f16" => ("layernorm_f16.S", name, None),
         "softmax_f16" => ("softmax_f16.S", "softmax_f16", Some(0)),
         "softmax_f16_causal" => ("softmax_f16.S", "softmax_f16", Some(1)),

@@ -8,6 +8,7 @@
 mod elementwise;
 mod harness;
 mod math;
+mod reduce;
 
 use expect_test::expect;
 use harness::compile;
