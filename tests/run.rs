@@ -101,3 +101,41 @@ fn vit_fp8_on_two_tiles_fails_with_the_placement_error() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn runs_are_deterministic_across_thread_counts() {
+    let run_with = |threads: &str| {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let out = dir.path().join("out");
+        let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
+            .args([
+                "run",
+                "projects/vit-fp8.toml",
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("IPUB_CACHE_DIR", dir.path())
+            .env("IPUB_DEVICE_LOCK", dir.path().join("device.lock"))
+            .env("IPUB_LOG", "warn")
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .expect("run ipub");
+        assert!(output.status.success());
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let results: Vec<String> = stdout
+            .lines()
+            .filter(|l| l.contains("output ") || l.contains("numericalTest="))
+            .map(|l| l.replace(out.to_str().unwrap(), "OUT"))
+            .collect();
+        let profile = std::fs::read(out.join("vit-fp8.profile.json")).expect("profile");
+        let package = std::fs::read(out.join("vit-fp8.ipuexe")).expect("package");
+        (results, profile, package)
+    };
+    let one = run_with("1");
+    let two = run_with("2");
+    assert!(!one.0.is_empty());
+    assert_eq!(one.0, two.0, "outputs, errors and cycles");
+    assert!(one.1 == two.1, "profiles differ between 1 and 2 threads");
+    assert!(one.2 == two.2, "packages differ between 1 and 2 threads");
+}
