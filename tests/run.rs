@@ -40,6 +40,22 @@ fn run_passes(project: &str) {
         .unwrap();
     assert!(out.join(format!("{name}.ipuexe")).exists());
     assert!(out.join(format!("{name}.profile.json")).exists());
+    // The written package runs as is, and a damaged copy is refused.
+    let package = out.join(format!("{name}.ipuexe"));
+    let (code, stdout, stderr) = ipub(&["run", package.to_str().unwrap()], dir.path());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("numericalTest=PASS"), "{stdout}");
+    let mut bytes = std::fs::read(&package).expect("package");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    let damaged = dir.path().join("damaged.ipuexe");
+    std::fs::write(&damaged, bytes).expect("write");
+    let (code, _, stderr) = ipub(&["run", damaged.to_str().unwrap()], dir.path());
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("error") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
     // The package reads back and inspects.
     let (code, stdout, stderr) = ipub(
         &[

@@ -4,9 +4,9 @@
 
 use crate::cli::build::build;
 use crate::db::{Database, Db, SourceFile};
-use crate::device::engine::ExecEngine;
+use crate::device::embedded::{Device, EmbeddedModel};
 use crate::device::lock::{default_lock_path, DeviceLock};
-use crate::device::model::{HostBuffers, ModelDevice};
+use crate::device::model::HostBuffers;
 use crate::package::{Call, Package, Step};
 use crate::pipeline::{self, BuildError};
 use anyhow::{anyhow, Context as _};
@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The project to build and run.
-    #[arg(value_name = "PROJECT.toml")]
+    /// The project to build and run, or a package (`.ipuexe`) to run as is.
+    #[arg(value_name = "PROJECT.toml|PACKAGE.ipuexe")]
     pub project: Utf8PathBuf,
     /// Where the package and the profile go (default `target/ipub/<project>`).
     #[arg(long, value_name = "DIR")]
@@ -27,6 +27,15 @@ pub struct RunArgs {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+    if args.project.extension() == Some("ipuexe") {
+        let package = crate::package::file::read(&args.project).map_err(|e| anyhow!("{e}"))?;
+        let out = args.out.clone().unwrap_or_else(|| {
+            args.project
+                .parent()
+                .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned)
+        });
+        return run_package(&package, &out, args.watchdog, &args.project);
+    }
     let db = Database::on_disk();
     let file = db.file(&args.project);
     if !build(&db, file, true).ok {
@@ -48,6 +57,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     crate::package::file::write(&path, &package).with_context(|| format!("writing {path}"))?;
     tracing::info!("application package written");
     println!("   package {path} ({} tiles)", package.tiles.len());
+    // Run what was written: the package is read back and validated.
+    let package = crate::package::file::read(&path).map_err(|e| anyhow!("{e}"))?;
     run_package(&package, &out, args.watchdog, &path)
 }
 
@@ -96,15 +107,14 @@ pub fn run_package(
 ) -> anyhow::Result<i32> {
     let graph = &package.graph;
     let lock = DeviceLock::acquire(&default_lock_path())?;
-    tracing::info!("opening IPU device path=model:ipu21");
+    let mut device: Box<dyn Device> = Box::new(EmbeddedModel::new(watchdog));
+    let clock_hz = crate::target::target_by_name(&graph.target)
+        .map_or(crate::target::IPU21.clock_hz, |t| t.clock_hz);
     let package = Arc::new(package.clone());
-    let mut device = ModelDevice::load(Arc::clone(&package)).map_err(|e| anyhow!("{e}"))?;
-    device.watchdog_cycles = watchdog;
-    tracing::info!(
-        tile_count = package.tiles.len(),
-        "application loaded and initial synchronization completed"
-    );
-    let engine = ExecEngine::new(device.target(), &package);
+    device.open().map_err(|e| anyhow!("{e}"))?;
+    device
+        .load(Arc::clone(&package))
+        .map_err(|e| anyhow!("{e}"))?;
     let mut host = HostBuffers::default();
     for step in &package.run.steps {
         if let Step::HostWrite { binding } = step {
@@ -115,18 +125,10 @@ pub fn run_package(
             );
         }
     }
-    tracing::info!("host exchange session started");
-    for call in [Call::Initialize, Call::Run] {
-        tracing::info!(
-            call = call.name(),
-            phases = package.call(call).phase_count(),
-            "invoking streaming host exchange call"
-        );
-    }
-    let _ = device
-        .run_call(Call::Initialize, &engine, &mut host)
+    device
+        .call(Call::Initialize, &mut host)
         .map_err(|e| anyhow!("{e}"))?;
-    let record = match device.run_call(Call::Run, &engine, &mut host) {
+    let record = match device.call(Call::Run, &mut host) {
         Ok(record) => record,
         Err(error) => {
             eprintln!("error: the device faulted: {error}");
@@ -143,7 +145,7 @@ pub fn run_package(
         format_version: crate::profile::FORMAT_VERSION,
         project: graph.name.clone(),
         target: graph.target.clone(),
-        clock_hz: device.target().clock_hz,
+        clock_hz,
         total_cycles: record.cycles,
         estimated_cycles: package.profile.estimated_cycles,
         steps: record.steps.clone(),
