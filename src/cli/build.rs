@@ -16,6 +16,9 @@ pub struct BuildArgs {
     /// placement (repeatable).
     #[arg(long, value_enum, value_name = "IR")]
     pub emit: Vec<Emit>,
+    /// Where the package goes (default `target/ipub/<project>`).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<Utf8PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -34,6 +37,26 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
     if !outcome.ok {
         return Ok(1);
     }
+    let started = Instant::now();
+    let package = match crate::cli::run::package(&db, file) {
+        Ok(package) => package,
+        Err(error) => {
+            report(&db, &error);
+            return Ok(1);
+        }
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Utf8PathBuf::from("target/ipub").join(&package.graph.name));
+    let path = out.join(format!("{}.ipuexe", package.graph.name));
+    crate::package::file::write(&path, &package).map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!(
+        "{:>10} {path} ({} tiles, {:.1} ms)",
+        "package",
+        package.tiles.len(),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
     for emit in &args.emit {
         print!("{}", dump(&db, file, *emit));
     }

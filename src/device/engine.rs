@@ -71,7 +71,7 @@ impl ComputeEngine for ExecEngine {
                 cycles: stats.cycles,
                 instructions: stats.supervisor_instructions + stats.worker_instructions,
             }),
-            Ok(_) => Err(Fault::new(tile, FaultCause::BadInstruction { word: 0 })),
+            Ok(_) => Err(Fault::new(tile, FaultCause::WorkerFailed)),
             Err(fault) => {
                 let context = match fault.context {
                     exec::Context::Supervisor => 0,
@@ -92,10 +92,9 @@ impl ComputeEngine for ExecEngine {
                     exec::FaultCause::InvalidInstruction { word, .. } => {
                         FaultCause::BadInstruction { word }
                     }
-                    exec::FaultCause::NotInterleaved { addr } => FaultCause::Misaligned {
-                        address: addr,
-                        alignment: 16,
-                    },
+                    exec::FaultCause::NotInterleaved { addr } => {
+                        FaultCause::NotInterleaved { address: addr }
+                    }
                     exec::FaultCause::Watchdog => FaultCause::Watchdog {
                         cycles: watchdog_cycles,
                     },

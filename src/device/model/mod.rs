@@ -77,6 +77,11 @@ pub enum FaultCause {
     /// A step names a tile the package does not load (a compiler bug that
     /// validation normally catches).
     TileNotLoaded,
+    /// A 128-bit or paired access outside interleaved memory (region 1).
+    NotInterleaved { address: u32 },
+    /// A worker ended with a non-zero exit flag (the kernel reported
+    /// failure).
+    WorkerFailed,
 }
 
 impl fmt::Display for FaultCause {
@@ -115,6 +120,11 @@ impl fmt::Display for FaultCause {
                 )
             }
             FaultCause::TileNotLoaded => write!(f, "the tile has no memory loaded"),
+            FaultCause::NotInterleaved { address } => write!(
+                f,
+                "128-bit or paired access at {address:#x} outside interleaved memory"
+            ),
+            FaultCause::WorkerFailed => write!(f, "a worker exited with a failure flag"),
         }
     }
 }
