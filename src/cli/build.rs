@@ -12,22 +12,42 @@ pub struct BuildArgs {
     /// The project to build.
     #[arg(value_name = "PROJECT.toml")]
     pub project: Utf8PathBuf,
-    /// Print an IR dump after building: graph, plan, shards, exchanges or
-    /// placement (repeatable).
-    #[arg(long, value_enum, value_name = "IR")]
+    /// Print an IR dump after building: graph, plan, shards, exchanges,
+    /// placement or tile=N (repeatable).
+    #[arg(long, value_name = "IR", value_parser = parse_emit)]
     pub emit: Vec<Emit>,
     /// Where the package goes (default `target/ipub/<project>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<Utf8PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Emit {
     Graph,
     Plan,
     Shards,
     Exchanges,
     Placement,
+    /// One tile's image: segments, step entries, kernels, disassembly.
+    Tile(u32),
+}
+
+fn parse_emit(text: &str) -> Result<Emit, String> {
+    Ok(match text {
+        "graph" => Emit::Graph,
+        "plan" => Emit::Plan,
+        "shards" => Emit::Shards,
+        "exchanges" => Emit::Exchanges,
+        "placement" => Emit::Placement,
+        _ => match text.strip_prefix("tile=").map(str::parse::<u32>) {
+            Some(Ok(tile)) => Emit::Tile(tile),
+            _ => {
+                return Err(format!(
+                    "unknown IR `{text}`: use graph, plan, shards, exchanges, placement or tile=N"
+                ))
+            }
+        },
+    })
 }
 
 pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
@@ -269,5 +289,37 @@ pub fn dump(db: &Database, file: SourceFile, emit: Emit) -> String {
             (Ok(program), Ok(placement)) => placement.dump(&program),
             _ => String::new(),
         },
+        Emit::Tile(tile) => match pipeline::tile_images(db, file) {
+            Ok(images) => match images.iter().find(|i| i.tile == tile) {
+                Some(image) => tile_dump(image),
+                None => format!("tile {tile} runs no code\n"),
+            },
+            Err(error) => format!("{error}\n"),
+        },
     }
+}
+
+/// A tile image as text: segments, supervisor entries, kernels and the
+/// disassembly of its code.
+fn tile_dump(image: &crate::emit::tile::TileImage) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!("tile {} kernels {}\n", image.tile, image.kernels.join(", "));
+    for (step, pc) in &image.entries {
+        let _ = writeln!(out, "  step {step} entry {pc:#x}");
+    }
+    for segment in &image.segments {
+        let _ = writeln!(
+            out,
+            "  segment {:#x} {} bytes {}",
+            segment.address,
+            segment.bytes.len(),
+            if segment.code { "code" } else { "data" }
+        );
+        if segment.code {
+            for line in crate::isa::disassemble(&segment.bytes, segment.address) {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    out
 }

@@ -174,3 +174,26 @@ fn a_project_that_cannot_fit_reports_the_placement_shortfall() {
         other => panic!("expected a placement error, got {other:?}"),
     }
 }
+
+#[test]
+fn tile_images_hold_supervisor_routines_for_each_step_and_the_kernels_they_run() {
+    let (db, _, file) = built();
+    let images = tile_images(&db, file).clone().expect("images");
+    let tile0 = images
+        .iter()
+        .find(|i| i.tile == 0)
+        .expect("tile 0 runs code");
+    let mut kernels = tile0.kernels.clone();
+    kernels.sort();
+    assert_eq!(kernels.len(), 2, "{kernels:?}");
+    assert!(
+        kernels.iter().any(|k| k.starts_with("gemm_f16")),
+        "{kernels:?}"
+    );
+    assert!(kernels.contains(&"gelu_f16".to_string()), "{kernels:?}");
+    // Three compute steps: both matmuls and the GELU.
+    assert_eq!(tile0.entries.len(), 3);
+    let code = tile0.segments.iter().find(|s| s.code).expect("code");
+    let first = crate::isa::disassemble(&code.bytes, code.address);
+    assert!(first.iter().any(|l| l.text.starts_with("runall")));
+}
