@@ -79,11 +79,18 @@ pub fn write(path: &Utf8Path, package: &Package) -> Result<(), PackageError> {
 
 /// Reads and fully validates the package at `path`.
 pub fn read(path: &Utf8Path) -> Result<Package, PackageError> {
+    tracing::info!(%path, "reading application package");
     let bytes = std::fs::read(path).map_err(|source| PackageError::Read {
         path: path.to_string(),
         source,
     })?;
-    parse(&bytes)
+    let package = parse(&bytes)?;
+    tracing::info!(
+        tiles = package.tiles.len(),
+        compiler = %package.header.compiler_version,
+        "application package read"
+    );
+    Ok(package)
 }
 
 /// Validates `package` and encodes it as a `.ipuexe` file's bytes.
