@@ -121,12 +121,18 @@ pub fn program(db: &dyn Db, project: SourceFile) -> Result<Arc<Program>, BuildEr
 pub fn phase_schedule(db: &dyn Db, project: SourceFile, phase: u32) -> Option<ExchangeSchedule> {
     let program = program(db, project).as_ref().ok()?;
     let graph = graph(db, project).ok()?;
+    let index = phase;
     let phase = program.phases.get(phase as usize)?;
-    Some(crate::schedule::exchange_schedule(
-        target_of(&graph),
-        program,
-        phase,
-    ))
+    let schedule = crate::schedule::exchange_schedule(target_of(&graph), program, phase);
+    tracing::info!(
+        phase = index,
+        candidates = schedule.senders,
+        ordinary_horizon = schedule.ordinary_horizon,
+        paired_horizon = schedule.paired_horizon,
+        use_paired = schedule.use_paired,
+        "compared ordinary and paired exchange schedules"
+    );
+    Some(schedule)
 }
 
 /// Every tile's placement.
