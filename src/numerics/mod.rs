@@ -15,7 +15,7 @@ mod fp8;
 mod tests;
 
 pub use erf::erf;
-pub use fp8::Fp8Format;
+pub use fp8::{Fp8Format, NAN_CODE};
 
 use crate::graph::DType;
 use half::f16;
