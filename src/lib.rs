@@ -5,7 +5,9 @@
 //!
 //! - [`target`]: the machine as data;
 //! - [`graph`]: the validated project graph every phase starts from;
-//! - [`db`]: the salsa database and its file inputs (the core does no IO).
+//! - [`db`]: the salsa database and its file inputs (the core does no IO);
+//! - [`numerics`], [`reference`], [`compare`]: number formats, the seeded
+//!   generator and host reference, and the numerics check.
 
 pub mod asm;
 pub mod cli;

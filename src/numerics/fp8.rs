@@ -10,7 +10,7 @@
 //! ± the largest finite value.
 
 use half::f16;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 /// One of the two FP8 formats of the IPU21.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -61,10 +61,31 @@ fn build_table(format: Fp8Format) -> [f32; 256] {
     table
 }
 
+/// f16 → code tables, one per format and scale, built on first use from
+/// [`Fp8Format::encode_f16_arithmetic`]: a cast is then one f16 conversion and
+/// one load, which matters for the generator and the reference (millions of
+/// casts per run).
+type EncodeTable = [u8; 1 << 16];
+static ENCODE_TABLES: [[OnceLock<Box<EncodeTable>>; 256]; 2] = [
+    [const { OnceLock::new() }; 256],
+    [const { OnceLock::new() }; 256],
+];
+
 /// `2^exponent` as an f32, exact for every exponent an `i8` scale produces
-/// (the smallest, 2^-128, is an f32 subnormal).
+/// (the smallest, 2^-128, is an f32 subnormal). Built from bits because
+/// this sits on the decode path.
 fn pow2(exponent: i32) -> f32 {
-    2f64.powi(exponent) as f32
+    let exponent = exponent.clamp(-149, 127);
+    if exponent >= -126 {
+        f32::from_bits(((exponent + 127) as u32) << 23)
+    } else {
+        f32::from_bits(1 << (exponent + 149))
+    }
+}
+
+/// `2^exponent` as an f64 for `-1022 <= exponent <= 1023`.
+fn pow2_f64(exponent: i32) -> f64 {
+    f64::from_bits(((exponent.clamp(-1022, 1023) + 1023) as u64) << 52)
 }
 
 impl Fp8Format {
@@ -132,14 +153,34 @@ impl Fp8Format {
     /// to the even code, saturating to ± the largest finite value (infinities
     /// included); NaN becomes [`NAN_CODE`]; a negative value that rounds to
     /// zero gives `+0` because `-0`'s pattern is NaN.
-    pub fn from_f16(self, x: f16, scale: i8) -> u8 {
+    pub fn encode_f16(self, x: f16, scale: i8) -> u8 {
+        self.encode_table(scale)[usize::from(x.to_bits())]
+    }
+
+    /// The table of [`Fp8Format::encode_f16`] for `scale`, indexed by f16 bits.
+    pub fn encode_table(self, scale: i8) -> &'static EncodeTable {
+        let format_index = match self {
+            Fp8Format::F143 => 0,
+            Fp8Format::F152 => 1,
+        };
+        ENCODE_TABLES[format_index][usize::from(scale as u8)].get_or_init(|| {
+            let mut table = Box::new([0u8; 1 << 16]);
+            for (bits, code) in table.iter_mut().enumerate() {
+                *code = self.encode_f16_arithmetic(f16::from_bits(bits as u16), scale);
+            }
+            table
+        })
+    }
+
+    /// The definition behind the encode tables.
+    fn encode_f16_arithmetic(self, x: f16, scale: i8) -> u8 {
         let value = x.to_f64();
         if value.is_nan() {
             return NAN_CODE;
         }
         let sign = if value.is_sign_negative() { 0x80 } else { 0 };
         // Scaling an f16 by a power of two is exact in f64.
-        let magnitude = value.abs() * 2f64.powi(-i32::from(scale));
+        let magnitude = value.abs() * pow2_f64(-i32::from(scale));
         let code = self.encode_magnitude(magnitude);
         if code == 0 {
             0
@@ -150,15 +191,15 @@ impl Fp8Format {
 
     /// The device's f32 → FP8 cast, which goes through f16 as the hardware
     /// does (no direct conversion exists): f32 → f16 rounds to nearest even,
-    /// then [`Fp8Format::from_f16`].
-    pub fn from_f32(self, x: f32, scale: i8) -> u8 {
-        self.from_f16(f16::from_f32(x), scale)
+    /// then [`Fp8Format::encode_f16`].
+    pub fn encode_f32(self, x: f32, scale: i8) -> u8 {
+        self.encode_f16(f16::from_f32(x), scale)
     }
 
     /// Rounds a real value through the device cast and back: the value an
     /// FP8 tensor with `scale` holds after casting `x` into it.
     pub fn quantize(self, x: f32, scale: i8) -> f32 {
-        self.to_f32(self.from_f32(x, scale), scale)
+        self.to_f32(self.encode_f32(x, scale), scale)
     }
 
     /// Rounds a non-negative (or infinite) stored magnitude to the nearest
@@ -176,7 +217,7 @@ impl Fp8Format {
         } else {
             f64_exponent(magnitude).max(min_normal_exponent)
         };
-        let quantum = 2f64.powi(exponent - mantissa_bits);
+        let quantum = pow2_f64(exponent - mantissa_bits);
         // Exact: the quotient by a power of two only moves the exponent.
         let steps = round_half_even(magnitude / quantum);
         // For a normal value `steps` includes the implicit leading bit

@@ -15,7 +15,7 @@ mod fp8;
 mod tests;
 
 pub use erf::erf;
-pub use fp8::Fp8Format;
+pub use fp8::{Fp8Format, NAN_CODE};
 
 use crate::graph::DType;
 use half::f16;
@@ -51,8 +51,8 @@ pub fn encode(values: &[f32], dtype: DType, scale: i8) -> Vec<u8> {
         DType::F16 => values
             .iter()
             .for_each(|&v| bytes.extend_from_slice(&f16::from_f32(v).to_le_bytes())),
-        DType::F143 => bytes.extend(values.iter().map(|&v| Fp8Format::F143.from_f32(v, scale))),
-        DType::F152 => bytes.extend(values.iter().map(|&v| Fp8Format::F152.from_f32(v, scale))),
+        DType::F143 => bytes.extend(values.iter().map(|&v| Fp8Format::F143.encode_f32(v, scale))),
+        DType::F152 => bytes.extend(values.iter().map(|&v| Fp8Format::F152.encode_f32(v, scale))),
     }
     bytes
 }

@@ -150,7 +150,7 @@ fn every_code_round_trips_through_f16_at_several_scales() {
                     "{format:?} {code:#x} scale {scale}: f16 not exact"
                 );
                 assert_eq!(
-                    format.from_f16(half, scale),
+                    format.encode_f16(half, scale),
                     code,
                     "{format:?} {code:#x} scale {scale}"
                 );
@@ -175,13 +175,13 @@ fn midpoints_round_to_the_even_code() {
                 }
                 tested += 1;
                 let even = if code % 2 == 0 { code } else { code + 1 };
-                assert_eq!(format.from_f16(mid, scale), even, "{format:?} {code:#x}");
+                assert_eq!(format.encode_f16(mid, scale), even, "{format:?} {code:#x}");
                 let below = f16::from_bits(mid.to_bits() - 1);
                 let above = f16::from_bits(mid.to_bits() + 1);
-                assert_eq!(format.from_f16(below, scale), code);
-                assert_eq!(format.from_f16(above, scale), code + 1);
+                assert_eq!(format.encode_f16(below, scale), code);
+                assert_eq!(format.encode_f16(above, scale), code + 1);
                 let negative_even = if even == 0 { 0 } else { even | 0x80 };
-                assert_eq!(format.from_f16(-mid, scale), negative_even);
+                assert_eq!(format.encode_f16(-mid, scale), negative_even);
             }
         }
     }
@@ -205,7 +205,7 @@ fn out_of_range_values_saturate_and_nan_is_0x80() {
             f16::NEG_ZERO,
             f16::from_f32(-1e-7),
         ] {
-            let _ = writeln!(out, "{format:?} {x} -> {:#04x}", format.from_f16(x, 0));
+            let _ = writeln!(out, "{format:?} {x} -> {:#04x}", format.encode_f16(x, 0));
         }
     }
     expect![[r#"
@@ -236,7 +236,7 @@ fn out_of_range_values_saturate_and_nan_is_0x80() {
 #[test]
 fn scale_shifts_the_grid() {
     // With scale -3 the real value 0.375 = 3 × 2^-3 is stored as the code of 3.
-    let code = Fp8Format::F143.from_f32(0.375, -3);
+    let code = Fp8Format::F143.encode_f32(0.375, -3);
     assert_eq!(Fp8Format::F143.decode_table()[usize::from(code)], 3.0);
     assert_eq!(Fp8Format::F143.to_f32(code, -3), 0.375);
     // 1000 saturates at scale 0 but fits with scale 3 (1000 / 8 = 125 → 128).
@@ -246,7 +246,7 @@ fn scale_shifts_the_grid() {
 
 /// An independent f16 → FP8 cast: scan every code for the nearest real
 /// value, ties to the even code, infinities to the largest code.
-fn slow_from_f16(format: Fp8Format, x: f16, scale: i8) -> u8 {
+fn slow_encode_f16(format: Fp8Format, x: f16, scale: i8) -> u8 {
     let value = f64::from(x.to_f32());
     if value.is_nan() {
         return NAN_CODE;
@@ -279,8 +279,8 @@ fn every_f16_casts_like_a_nearest_code_search() {
             for bits in 0..=u16::MAX {
                 let x = f16::from_bits(bits);
                 assert_eq!(
-                    format.from_f16(x, scale),
-                    slow_from_f16(format, x, scale),
+                    format.encode_f16(x, scale),
+                    slow_encode_f16(format, x, scale),
                     "{format:?} scale {scale} input {x} ({bits:#06x})"
                 );
             }

@@ -20,6 +20,7 @@
 
 use crate::graph::{Graph, Init, TensorId};
 use crate::numerics::{encode, round_to_dtype};
+use rayon::prelude::*;
 
 /// The domain separator that starts every key; bump it if the generator's
 /// definition ever changes, so old and new streams cannot be confused.
@@ -100,19 +101,24 @@ pub fn generate(
                 .collect()
         }
         Init::Normal { std } => {
+            // The stream is sequential by definition, but drawing is cheap;
+            // the transcendental functions run in parallel afterwards.
             let mut rng = Xoshiro256StarStar::for_tensor(seed, name, iteration);
+            let pairs = count.div_ceil(2);
+            let draws: Vec<u64> = (0..2 * pairs).map(|_| rng.next_u64()).collect();
             let std = f64::from(std);
-            let mut values = Vec::with_capacity(count + 1);
-            while values.len() < count {
-                let a = rng.next_u64();
-                let b = rng.next_u64();
-                let u1 = ((a >> 11) + 1) as f64 * 2f64.powi(-53);
-                let u2 = (b >> 11) as f64 * 2f64.powi(-53);
-                let r = (-2.0 * u1.ln()).sqrt();
-                let angle = std::f64::consts::TAU * u2;
-                values.push((std * r * angle.cos()) as f32);
-                values.push((std * r * angle.sin()) as f32);
-            }
+            let mut values = vec![0.0f32; 2 * pairs];
+            values
+                .par_chunks_mut(2)
+                .zip(draws.par_chunks(2))
+                .for_each(|(pair, draw)| {
+                    let u1 = ((draw[0] >> 11) + 1) as f64 * 2f64.powi(-53);
+                    let u2 = (draw[1] >> 11) as f64 * 2f64.powi(-53);
+                    let r = (-2.0 * u1.ln()).sqrt();
+                    let (sin, cos) = (std::f64::consts::TAU * u2).sin_cos();
+                    pair[0] = (std * r * cos) as f32;
+                    pair[1] = (std * r * sin) as f32;
+                });
             values.truncate(count);
             values
         }
@@ -127,9 +133,9 @@ pub fn generate(
 pub fn tensor_values(graph: &Graph, tensor: TensorId, iteration: Option<u32>) -> Vec<f32> {
     let t = graph.tensor(tensor);
     let mut values = unrounded(graph, tensor, iteration);
-    for v in &mut values {
-        *v = round_to_dtype(*v, t.dtype, t.scale);
-    }
+    values
+        .par_iter_mut()
+        .for_each(|v| *v = round_to_dtype(*v, t.dtype, t.scale));
     values
 }
 

@@ -550,3 +550,127 @@ fn tensor_values_and_bytes_follow_the_dtype() {
         f152: 0.25 -0.375 1.75 0.375 | [40, c2, 4b, 42]
     "#]].assert_eq(&out);
 }
+
+/// One ViT-S encoder block in FP8 (197 tokens, width 384, 6 heads of 64,
+/// MLP 1536), repeated three times with per-iteration weights: the size the
+/// reference must evaluate quickly.
+fn vit_graph() -> (Builder, TensorId) {
+    let (tokens, width, heads, head, mlp) = (197, 384, 6, 64, 1536);
+    let mut b = Builder::new();
+    let x = b.seeded("x", &[tokens, width], DType::F16, Role::Input);
+    let h = b.tensor("h", &[tokens, width], DType::F16, Role::Activation, None);
+    let first = b.graph.ops.len() as u32;
+    let weight = |b: &mut Builder, name: &str, shape: &[usize], dtype: DType, init: Init| {
+        let id = b.tensor(name, shape, dtype, Role::Weight, Some(init));
+        b.graph.tensors[id.0 as usize].repeat = Some(0);
+        if dtype.is_fp8() {
+            b.graph.tensors[id.0 as usize].scale = -5;
+        }
+        id
+    };
+    let fan_in = |n: usize| Init::Normal {
+        std: 1.0 / (n as f32).sqrt(),
+    };
+    let g1 = weight(&mut b, "g1", &[width], DType::F16, Init::Ones);
+    let b1 = weight(&mut b, "b1", &[width], DType::F16, Init::Zeros);
+    let ln1 = b.op(
+        OpKind::Layernorm { epsilon: 1e-5 },
+        &[h, g1, b1],
+        &[tokens, width],
+        DType::F16,
+    );
+    let ln1q = b.op(OpKind::Cast, &[ln1], &[tokens, width], DType::F143);
+    let heads_of = |b: &mut Builder, name: &str| {
+        let w = weight(b, name, &[width, width], DType::F143, fan_in(width));
+        let y = b.op(MATMUL, &[ln1q, w], &[tokens, width], DType::F16);
+        let r = b.op(OpKind::Reshape, &[y], &[tokens, heads, head], DType::F16);
+        b.op(
+            OpKind::Transpose {
+                perm: vec![1, 0, 2],
+            },
+            &[r],
+            &[heads, tokens, head],
+            DType::F16,
+        )
+    };
+    let q = heads_of(&mut b, "wq");
+    let k = heads_of(&mut b, "wk");
+    let v = heads_of(&mut b, "wv");
+    let s = b.op(MATMUL_T, &[q, k], &[heads, tokens, tokens], DType::F16);
+    let p = b.op(
+        OpKind::Softmax {
+            scale: 0.125,
+            causal: false,
+        },
+        &[s],
+        &[heads, tokens, tokens],
+        DType::F16,
+    );
+    let a = b.op(MATMUL, &[p, v], &[heads, tokens, head], DType::F16);
+    let at = b.op(
+        OpKind::Transpose {
+            perm: vec![1, 0, 2],
+        },
+        &[a],
+        &[tokens, heads, head],
+        DType::F16,
+    );
+    let ar = b.op(OpKind::Reshape, &[at], &[tokens, width], DType::F16);
+    let aq = b.op(OpKind::Cast, &[ar], &[tokens, width], DType::F143);
+    let wo = weight(&mut b, "wo", &[width, width], DType::F143, fan_in(width));
+    let o = b.op(MATMUL, &[aq, wo], &[tokens, width], DType::F16);
+    let h1 = b.op(OpKind::Add, &[h, o], &[tokens, width], DType::F16);
+    let g2 = weight(&mut b, "g2", &[width], DType::F16, Init::Ones);
+    let b2 = weight(&mut b, "b2", &[width], DType::F16, Init::Zeros);
+    let ln2 = b.op(
+        OpKind::Layernorm { epsilon: 1e-5 },
+        &[h1, g2, b2],
+        &[tokens, width],
+        DType::F16,
+    );
+    let ln2q = b.op(OpKind::Cast, &[ln2], &[tokens, width], DType::F143);
+    let w1 = weight(&mut b, "w1", &[width, mlp], DType::F143, fan_in(width));
+    let f1 = b.op(MATMUL, &[ln2q, w1], &[tokens, mlp], DType::F16);
+    let gelu = b.op(OpKind::Gelu, &[f1], &[tokens, mlp], DType::F16);
+    let gq = b.op(OpKind::Cast, &[gelu], &[tokens, mlp], DType::F143);
+    let w2 = weight(&mut b, "w2", &[mlp, width], DType::F143, fan_in(mlp));
+    let f2 = b.op(MATMUL, &[gq, w2], &[tokens, width], DType::F16);
+    let h2 = b.op(OpKind::Add, &[h1, f2], &[tokens, width], DType::F16);
+    let last = b.graph.ops.len() as u32;
+    let out = b.tensor("out", &[tokens, width], DType::F16, Role::Activation, None);
+    b.graph.repeats.push(Repeat {
+        name: "blocks".into(),
+        count: 3,
+        init: x,
+        carry_in: h,
+        carry_out: h2,
+        output: out,
+        body: (first..last).map(OpId).collect(),
+    });
+    b.graph.outputs = vec![out];
+    b.graph.check.outputs = vec![out];
+    (b, out)
+}
+
+#[test]
+fn vit_sized_graph_agrees_between_precisions() {
+    let (b, out) = vit_graph();
+    assert_eq!(b.graph.ops.len(), 26);
+    let device = b.evaluate(ReferencePrecision::Device).expect("device");
+    let wide = b.evaluate(ReferencePrecision::F32).expect("f32");
+    let (device, wide) = (
+        device.get(out).unwrap_or_default(),
+        wide.get(out).unwrap_or_default(),
+    );
+    assert_eq!(device.len(), 197 * 384);
+    assert!(device.iter().all(|v| v.is_finite()));
+    let comparison = crate::compare::compare(device, wide, 0.999, 0.5);
+    assert!(comparison.passed(), "{:?}", comparison.failure_message());
+    // Device rounding is visible: every device value is an f16.
+    assert!(device.iter().all(|&v| round_f16(v) == v));
+    assert!(wide.iter().any(|&v| round_f16(v) != v));
+    expect!["cos 0.999523 max_abs 0.21953106"].assert_eq(&format!(
+        "cos {:.6} max_abs {}",
+        comparison.cosine_similarity, comparison.max_abs_error
+    ));
+}
