@@ -20,6 +20,7 @@ impl Watch {
             .args(["watch", project, "--debounce", "50"])
             .arg(format!("--max-rebuilds={rebuilds}"))
             .current_dir(dir)
+            .env("IPUB_CACHE_DIR", dir.join(".cache"))
             .env_remove("RUST_LOG")
             .env_remove("IPUB_LOG")
             .stdout(Stdio::piped())
@@ -143,5 +144,41 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
     );
 
     let status = watch.child.wait().expect("watch exits after its rebuilds");
+    assert!(status.success());
+}
+
+#[test]
+fn watch_recompiles_an_edited_kernel_source() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(dir.path().join("projects")).expect("mkdir");
+    std::fs::create_dir_all(dir.path().join("device/include")).expect("mkdir");
+    for sub in ["device", "device/include"] {
+        for entry in std::fs::read_dir(crate_dir.join(sub)).expect("device dir") {
+            let path = entry.expect("entry").path();
+            if path.is_file() {
+                std::fs::copy(&path, dir.path().join(sub).join(path.file_name().unwrap()))
+                    .expect("copy kernel");
+            }
+        }
+    }
+    std::fs::copy(
+        crate_dir.join("projects/matmul-f8.toml"),
+        dir.path().join("projects/matmul-f8.toml"),
+    )
+    .expect("copy project");
+    let mut watch = Watch::start(dir.path(), "projects/matmul-f8.toml", 1);
+    watch.wait_for("watching");
+    let kernel = dir.path().join("device/cast_f8.S");
+    let source = std::fs::read_to_string(&kernel).expect("kernel");
+    std::fs::write(&kernel, format!("// edited\n{source}")).expect("edit kernel");
+    let lines = watch.wait_for("rebuilt after change to device/cast_f8.S");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("rebuilt") && !l.contains("errors")),
+        "{lines:?}"
+    );
+    let status = watch.child.wait().expect("watch exits after its rebuild");
     assert!(status.success());
 }
