@@ -27,17 +27,14 @@ pub fn build_identity() -> &'static str {
 /// directory (`$XDG_CACHE_HOME` or `~/.cache`) plus `ipub`, else a
 /// directory under the system's temporary directory.
 pub fn cache_root() -> Utf8PathBuf {
-    if let Some(dir) = std::env::var_os("IPUB_CACHE_DIR").and_then(|d| d.into_string().ok()) {
+    // Unset and empty variables are treated alike.
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if let Some(dir) = var("IPUB_CACHE_DIR") {
         return Utf8PathBuf::from(dir);
     }
-    let platform = std::env::var_os("XDG_CACHE_HOME")
-        .and_then(|d| d.into_string().ok())
+    let platform = var("XDG_CACHE_HOME")
         .map(Utf8PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .and_then(|h| h.into_string().ok())
-                .map(|h| Utf8PathBuf::from(h).join(".cache"))
-        });
+        .or_else(|| var("HOME").map(|h| Utf8PathBuf::from(h).join(".cache")));
     match platform {
         Some(dir) => dir.join("ipub"),
         None => Utf8PathBuf::from_path_buf(std::env::temp_dir())

@@ -87,12 +87,7 @@ impl KernelCache {
     /// The cache at `$IPUB_CACHE_DIR`, `$XDG_CACHE_HOME/ipub` or
     /// `~/.cache/ipub`; `None` when none of them is set.
     pub fn from_env() -> Option<KernelCache> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let root = var("IPUB_CACHE_DIR")
-            .map(Utf8PathBuf::from)
-            .or_else(|| var("XDG_CACHE_HOME").map(|d| Utf8PathBuf::from(d).join("ipub")))
-            .or_else(|| var("HOME").map(|h| Utf8PathBuf::from(h).join(".cache/ipub")))?;
-        Some(KernelCache::new(root))
+        Some(KernelCache::new(crate::store::cache_root()))
     }
 
     pub fn entry_dir(&self, key: &str) -> Utf8PathBuf {
