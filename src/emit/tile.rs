@@ -12,7 +12,7 @@ use super::steps::{run_is_per_iteration, TileStep};
 use crate::asm::{self, Object};
 use crate::db::MemoryFs;
 use crate::kernels::EntryMetadata;
-use crate::lower::{KernelRun, OperandRef, Program};
+use crate::lower::{KernelRun, OperandRef};
 use crate::place::Placement;
 use crate::target::Target;
 use camino::Utf8Path;
@@ -139,9 +139,9 @@ fn kernel<'k, 'a>(
     })
 }
 
-/// The supervisor's assembly source. With `addresses: None` every address
-/// is a placeholder, for sizing (the instruction count does not depend on
-/// the values).
+/// The supervisor's assembly source. Kernels missing from `entries` get a
+/// placeholder address, which is how the code is sized before linking (the
+/// instruction count does not depend on the values).
 fn supervisor_source(
     steps: &[TileStep],
     states: &StateMap,
@@ -238,7 +238,6 @@ fn used_kernels(steps: &[TileStep]) -> Vec<String> {
 /// Everything `tile_image` reads besides the tile's own steps.
 pub struct TileInputs<'a> {
     pub target: &'a Target,
-    pub program: &'a Program,
     pub placement: &'a Placement,
     pub kernels: &'a BTreeMap<String, KernelCode<'a>>,
     pub code_address: u32,
@@ -254,7 +253,6 @@ pub fn tile_image(
 ) -> Result<TileImage, EmitError> {
     let TileInputs {
         target,
-        program,
         placement,
         kernels,
         code_address,
@@ -334,7 +332,7 @@ pub fn tile_image(
     }
     segments.push(Segment {
         address: states_address,
-        bytes: state_bytes(tile, steps, &states, kernels, program, placement)?,
+        bytes: state_bytes(tile, steps, &states, kernels, placement)?,
         code: false,
     });
     segments.sort_by_key(|s| s.address);
@@ -351,7 +349,6 @@ fn state_bytes(
     steps: &[TileStep],
     states: &StateMap,
     kernels: &BTreeMap<String, KernelCode>,
-    program: &Program,
     placement: &Placement,
 ) -> Result<Vec<u8>, EmitError> {
     let base = states
@@ -371,7 +368,7 @@ fn state_bytes(
             for iteration in 0..iterations {
                 let at = (address - base + iteration * stride) as usize;
                 for field in &entry.params {
-                    let value = field_value(tile, run, &field.name, iteration, placement, program)
+                    let value = field_value(tile, run, &field.name, iteration, placement)
                         .ok_or_else(|| EmitError::UnknownField {
                             tile,
                             kernel: run.kernel.clone(),
@@ -398,7 +395,6 @@ fn field_value(
     name: &str,
     iteration: u32,
     placement: &Placement,
-    program: &Program,
 ) -> Option<Result<u32, EmitError>> {
     let operand = match name {
         "out" => run.operands.last(),
@@ -413,7 +409,6 @@ fn field_value(
             OperandRef::Buffer(b) => *b,
             OperandRef::PerIteration(buffers) => *buffers.get(iteration as usize)?,
         };
-        let _ = program;
         return Some(placement.address(tile, buffer).ok_or(EmitError::Unplaced {
             tile,
             buffer: buffer.0,
@@ -528,7 +523,6 @@ done:
             tile_steps,
             &TileInputs {
                 target: &IPU21,
-                program: &program,
                 placement: &placement,
                 kernels: &kernels,
                 code_address: blocks[0].1,

@@ -260,7 +260,6 @@ pub fn tile_images(
             tile_steps,
             &crate::emit::tile::TileInputs {
                 target: target_of(&graph),
-                program: &program,
                 placement: &placement,
                 kernels: &codes,
                 code_address: address(crate::place::SupportKind::Code),

@@ -393,7 +393,7 @@ impl<'a> Validator<'a> {
             match nodes[index] {
                 Node::Op(file, op) => {
                     let env = self.env.clone();
-                    if let Some(id) = self.op(file, op, &env, None) {
+                    if let Some(id) = self.op(file, op, &env) {
                         self.env.insert(op.get_ref().name.get_ref().clone(), id);
                     }
                 }
@@ -487,7 +487,6 @@ impl<'a> Validator<'a> {
         file: usize,
         op: &Spanned<OpAst>,
         env: &HashMap<String, TensorId>,
-        _repeat: Option<u32>,
     ) -> Option<TensorId> {
         let site = self.site(file);
         let ast = op.get_ref();
@@ -598,7 +597,7 @@ impl<'a> Validator<'a> {
                 continue;
             };
             let scope = body_env.clone();
-            match self.op(file, op, &scope, Some(index)) {
+            match self.op(file, op, &scope) {
                 Some(id) => {
                     body_env.insert(op.get_ref().name.get_ref().clone(), id);
                 }
