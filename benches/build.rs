@@ -5,8 +5,7 @@
 
 use ipub::db::{Database, Db};
 use ipub::device::embedded::{Device, EmbeddedModel};
-use ipub::device::model::HostBuffers;
-use ipub::package::{Call, Step};
+use ipub::package::Call;
 use ipub::profile::StepKind;
 use std::sync::Arc;
 use std::time::Instant;
@@ -39,16 +38,7 @@ fn main() {
         let mut device = EmbeddedModel::new(2_000_000_000);
         device.open().expect("opens");
         device.load(Arc::clone(&package)).expect("loads");
-        let mut host = HostBuffers::default();
-        for step in &package.run.steps {
-            if let Step::HostWrite { binding } = step {
-                let b = &package.bindings[*binding as usize];
-                host.inputs.insert(
-                    *binding,
-                    ipub::reference::init::tensor_bytes(&package.graph, b.tensor, b.iteration),
-                );
-            }
-        }
+        let mut host = ipub::cli::run::seeded_inputs(&package);
         let record = device.call(Call::Run, &mut host).expect("runs");
         let exchange: u64 = record
             .steps

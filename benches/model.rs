@@ -4,8 +4,8 @@
 
 use ipub::db::{Database, Db};
 use ipub::device::engine::ExecEngine;
-use ipub::device::model::{ComputeEngine, ComputeStats, Fault, HostBuffers, ModelDevice};
-use ipub::package::{Call, Step};
+use ipub::device::model::{ComputeEngine, ComputeStats, Fault, ModelDevice};
+use ipub::package::Call;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,7 +38,6 @@ fn main() {
     let path = camino::Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("projects/vit-fp8.toml");
     let file = db.file(&path);
     let package = Arc::new(ipub::cli::run::package(&db, file).expect("vit-fp8 builds"));
-    let graph = &package.graph;
     let mut best = f64::INFINITY;
     let mut result = (0, 0);
     for _ in 0..3 {
@@ -48,16 +47,7 @@ fn main() {
             inner: &inner,
             instructions: AtomicU64::new(0),
         };
-        let mut host = HostBuffers::default();
-        for step in &package.run.steps {
-            if let Step::HostWrite { binding } = step {
-                let b = &package.bindings[*binding as usize];
-                host.inputs.insert(
-                    *binding,
-                    ipub::reference::init::tensor_bytes(graph, b.tensor, b.iteration),
-                );
-            }
-        }
+        let mut host = ipub::cli::run::seeded_inputs(&package);
         let start = Instant::now();
         let record = device
             .run_call(Call::Run, &engine, &mut host)

@@ -115,16 +115,7 @@ pub fn run_package(
     device
         .load(Arc::clone(&package))
         .map_err(|e| anyhow!("{e}"))?;
-    let mut host = HostBuffers::default();
-    for step in &package.run.steps {
-        if let Step::HostWrite { binding } = step {
-            let b = &package.bindings[*binding as usize];
-            host.inputs.insert(
-                *binding,
-                crate::reference::init::tensor_bytes(graph, b.tensor, b.iteration),
-            );
-        }
-    }
+    let mut host = seeded_inputs(&package);
     device
         .call(Call::Initialize, &mut host)
         .map_err(|e| anyhow!("{e}"))?;
@@ -200,4 +191,20 @@ pub fn run_package(
         eprintln!("error: {failure}");
     }
     Ok(i32::from(!failures.is_empty()))
+}
+
+/// Host buffers holding every streamed input of `package`'s run call, from
+/// the project's seeded generator.
+pub fn seeded_inputs(package: &Package) -> HostBuffers {
+    let mut host = HostBuffers::default();
+    for step in &package.run.steps {
+        if let Step::HostWrite { binding } = step {
+            let b = &package.bindings[*binding as usize];
+            host.inputs.insert(
+                *binding,
+                crate::reference::init::tensor_bytes(&package.graph, b.tensor, b.iteration),
+            );
+        }
+    }
+    host
 }
