@@ -70,13 +70,7 @@ fn compile(args: &CompileArgs) -> anyhow::Result<i32> {
     let mut variant = Variant::new(name, args.source.clone());
     variant.entry = args.entry.clone();
     variant.include_dirs = args.include_dirs.clone();
-    for define in &args.defines {
-        let (key, value) = define.split_once('=').unwrap_or((define, "1"));
-        if key.is_empty() {
-            anyhow::bail!("`-D {define}`: expected NAME=VALUE");
-        }
-        variant.defines.insert(key.to_string(), value.to_string());
-    }
+    add_defines(&mut variant, &args.defines)?;
     let result = match &args.out {
         Some(dir) => compile_to(dir, &variant),
         None => {
@@ -110,6 +104,18 @@ fn compile(args: &CompileArgs) -> anyhow::Result<i32> {
         }
         Err(other) => Err(other.into()),
     }
+}
+
+/// Adds `-D NAME=VALUE` (or `-D NAME`, meaning 1) arguments to a variant.
+pub fn add_defines(variant: &mut Variant, defines: &[String]) -> anyhow::Result<()> {
+    for define in defines {
+        let (key, value) = define.split_once('=').unwrap_or((define, "1"));
+        if key.is_empty() {
+            anyhow::bail!("`-D {define}`: expected NAME=VALUE");
+        }
+        variant.defines.insert(key.to_string(), value.to_string());
+    }
+    Ok(())
 }
 
 /// Compiles without the cache, writing into `dir`.

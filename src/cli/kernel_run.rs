@@ -43,10 +43,7 @@ const INTERLEAVED: u32 = 0x90000;
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let mut variant = Variant::new("run", args.source.clone()).entry(args.entry.clone());
-    for define in &args.defines {
-        let (key, value) = define.split_once('=').unwrap_or((define, "1"));
-        variant.defines.insert(key.to_string(), value.to_string());
-    }
+    crate::cli::kernel::add_defines(&mut variant, &args.defines)?;
     let pre = crate::asm::preprocess(
         &OsFs,
         &variant.source,
