@@ -115,6 +115,16 @@ impl Piece {
         }
     }
 
+    /// Sets the leading (all but the last two) dimensions of `outer_index`
+    /// to the `o`-th box of those dimensions in row-major order.
+    fn set_outer_index(&self, o: usize, outer_index: &mut [usize]) {
+        let mut rest = o;
+        for d in (0..outer_index.len()).rev() {
+            outer_index[d] = self.start[d] + rest % self.extent[d];
+            rest /= self.extent[d];
+        }
+    }
+
     /// Slots of a layout that pads the last dimension to `block`.
     fn blocked_slots(&self, block: usize) -> usize {
         let rank = self.extent.len();
@@ -164,18 +174,13 @@ impl Piece {
                 }
             }
             Layout::AmpWeights { k } => {
-                let outer_extent = &self.extent[..rank - 2];
-                let outer: usize = outer_extent.iter().product();
+                let outer: usize = self.extent[..rank - 2].iter().product();
                 let (inner, cols) = (self.extent[rank - 2], self.extent[rank - 1]);
                 let inner_blocks = inner.div_ceil(k);
                 let col_blocks = cols.div_ceil(AMP_CHANNELS);
                 let mut slot = 0;
                 for o in 0..outer {
-                    let mut rest = o;
-                    for d in (0..rank - 2).rev() {
-                        index[d] = self.start[d] + rest % outer_extent[d];
-                        rest /= outer_extent[d];
-                    }
+                    self.set_outer_index(o, &mut index[..rank - 2]);
                     for cb in 0..col_blocks {
                         for kb in 0..inner_blocks {
                             for c in 0..AMP_CHANNELS {
@@ -211,17 +216,12 @@ impl Piece {
         visit: &mut impl FnMut(usize, Option<&[usize]>),
     ) {
         let rank = self.extent.len();
-        let outer_extent = &self.extent[..rank - 2];
-        let outer: usize = outer_extent.iter().product();
+        let outer: usize = self.extent[..rank - 2].iter().product();
         let (rows, last) = (self.extent[rank - 2], self.extent[rank - 1]);
         let blocks = last.div_ceil(block);
         let mut slot = 0;
         for o in 0..outer {
-            let mut rest = o;
-            for d in (0..rank - 2).rev() {
-                index[d] = self.start[d] + rest % outer_extent[d];
-                rest /= outer_extent[d];
-            }
+            self.set_outer_index(o, &mut index[..rank - 2]);
             for b in 0..blocks {
                 for r in 0..rows {
                     index[rank - 2] = self.start[rank - 2] + r;
@@ -311,18 +311,13 @@ impl Piece {
                 if rank < 2 || k == 0 {
                     return;
                 }
-                let outer_extent = &self.extent[..rank - 2];
-                let outer: usize = outer_extent.iter().product();
+                let outer: usize = self.extent[..rank - 2].iter().product();
                 let (inner, cols) = (self.extent[rank - 2], self.extent[rank - 1]);
                 let inner_blocks = inner.div_ceil(k);
                 let col_blocks = cols.div_ceil(AMP_CHANNELS);
                 let mut slot = 0;
                 for o in 0..outer {
-                    let mut rest = o;
-                    for d in (0..rank - 2).rev() {
-                        index[d] = self.start[d] + rest % outer_extent[d];
-                        rest /= outer_extent[d];
-                    }
+                    self.set_outer_index(o, &mut index[..rank - 2]);
                     for cb in 0..col_blocks {
                         for kb in 0..inner_blocks {
                             let len = k.min(inner - kb * k);
@@ -361,17 +356,12 @@ impl Piece {
         if rank < 2 || block == 0 {
             return;
         }
-        let outer_extent = &self.extent[..rank - 2];
-        let outer: usize = outer_extent.iter().product();
+        let outer: usize = self.extent[..rank - 2].iter().product();
         let (rows, last) = (self.extent[rank - 2], self.extent[rank - 1]);
         let blocks = last.div_ceil(block);
         let mut slot = 0;
         for o in 0..outer {
-            let mut rest = o;
-            for d in (0..rank - 2).rev() {
-                index[d] = self.start[d] + rest % outer_extent[d];
-                rest /= outer_extent[d];
-            }
+            self.set_outer_index(o, &mut index[..rank - 2]);
             for b in 0..blocks {
                 let len = block.min(last - b * block);
                 for r in 0..rows {
