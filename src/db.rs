@@ -108,6 +108,10 @@ pub trait Db: salsa::Database {
     /// The on-disk kernel cache compiled kernels go through; `None` (tests)
     /// compiles in memory only.
     fn kernel_cache(&self) -> Option<&crate::kernels::cache::KernelCache>;
+
+    /// Notes that an expensive query computed `item` of `phase` (rather
+    /// than reusing it), for `--explain` and the incrementality benchmark.
+    fn record_execution(&self, phase: &'static str, item: String);
 }
 
 /// A salsa event log for incrementality tests: the names of queries that
@@ -140,6 +144,24 @@ impl ExecutionLog {
     }
 }
 
+/// What expensive queries computed, by phase and item: always recorded
+/// (unlike [`ExecutionLog`]), drained by the driver after each build.
+#[derive(Clone, Default)]
+pub struct ComputedItems {
+    items: Arc<Mutex<Vec<(&'static str, String)>>>,
+}
+
+impl ComputedItems {
+    /// Everything recorded since the last call.
+    pub fn take(&self) -> Vec<(&'static str, String)> {
+        std::mem::take(&mut *self.items.lock().expect("items lock"))
+    }
+
+    fn push(&self, phase: &'static str, item: String) {
+        self.items.lock().expect("items lock").push((phase, item));
+    }
+}
+
 /// The one database implementation.
 #[salsa::db]
 #[derive(Clone)]
@@ -148,6 +170,7 @@ pub struct Database {
     vfs: Arc<dyn Vfs>,
     files: Arc<Mutex<HashMap<Utf8PathBuf, SourceFile>>>,
     log: ExecutionLog,
+    computed: ComputedItems,
     kernel_cache: Option<crate::kernels::cache::KernelCache>,
 }
 
@@ -167,6 +190,7 @@ impl Database {
             vfs,
             files: Arc::default(),
             log,
+            computed: ComputedItems::default(),
             kernel_cache: None,
         }
     }
@@ -188,6 +212,11 @@ impl Database {
     /// The record of executed queries (see [`ExecutionLog`]).
     pub fn execution_log(&self) -> &ExecutionLog {
         &self.log
+    }
+
+    /// What expensive queries computed (see [`ComputedItems`]).
+    pub fn computed(&self) -> &ComputedItems {
+        &self.computed
     }
 
     /// Re-reads `path` and updates its input if, and only if, the contents
@@ -243,6 +272,10 @@ impl Db for Database {
 
     fn kernel_cache(&self) -> Option<&crate::kernels::cache::KernelCache> {
         self.kernel_cache.as_ref()
+    }
+
+    fn record_execution(&self, phase: &'static str, item: String) {
+        self.computed.push(phase, item);
     }
 }
 

@@ -62,39 +62,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     run_package(&package, &out, args.watchdog, &path)
 }
 
-/// Assembles the package from the pipeline's queries.
+/// The package of a project, from the pipeline's queries.
 pub fn package(db: &Database, file: SourceFile) -> Result<Package, BuildError> {
-    let graph = pipeline::graph(db, file)?;
-    let program = pipeline::program(db, file).clone()?;
-    let placement = pipeline::placement(db, file).clone()?;
-    let images = pipeline::tile_images(db, file).clone()?;
-    let schedules: Vec<_> = (0..program.phases.len() as u32)
-        .filter_map(|p| pipeline::phase_schedule(db, file, p).as_ref().copied())
-        .collect();
-    let estimated_cycles = pipeline::op_signatures(db, file)
-        .iter()
-        .zip(&graph.ops)
-        .enumerate()
-        .map(|(i, (s, _))| {
-            let plans = pipeline::operator_plans(db, pipeline::Signature::new(db, s.clone()));
-            let times = graph
-                .repeat_of(crate::graph::OpId(i as u32))
-                .map_or(1, |r| u64::from(r.count));
-            plans.selected().estimate.total_cycles() * times
-        })
-        .sum();
-    let weight_bytes =
-        |tensor, iteration| crate::reference::init::tensor_bytes(&graph, tensor, iteration);
-    crate::emit::package::package(&crate::emit::package::PackageInputs {
-        graph: &graph,
-        program: &program,
-        placement: &placement,
-        images: &images,
-        schedules: &schedules,
-        estimated_cycles,
-        weight_bytes: &weight_bytes,
-    })
-    .map_err(BuildError::Emit)
+    Ok((*pipeline::package::package(db, file).clone()?).clone())
 }
 
 /// Runs a package on the model and checks its numerics. Exit code 0 when

@@ -7,6 +7,8 @@
 //! padded rows) and views (transposes, broadcasts) become more, shorter
 //! runs; padding slots belong to no run.
 
+use crate::lower::layout::Piece;
+use crate::lower::view::{View, MAX_RANK};
 use crate::lower::{Binding, Program};
 use crate::place::Placement;
 use serde::{Deserialize, Serialize};
@@ -35,27 +37,75 @@ pub fn binding_runs(
         let base = placement.address(buffer.tile, *buffer_id)?;
         let element = buffer.dtype.size_bytes() as u32;
         let start = runs.len();
-        buffer.piece.for_each_slot(|slot, index| {
-            let Some(index) = index else { return };
-            let logical_offset = view.base_flat_index(index) as u64 * u64::from(element);
+        for_each_element_run(&buffer.piece, view, |logical, slot, count| {
+            let logical_offset = logical as u64 * u64::from(element);
             let address = base + slot as u32 * element;
+            let bytes = count as u32 * element;
             if let Some(last) = runs[start..].last_mut() {
                 if last.logical_offset + u64::from(last.bytes) == logical_offset
                     && last.address + last.bytes == address
                 {
-                    last.bytes += element;
+                    last.bytes += bytes;
                     return;
                 }
             }
             runs.push(BindingRun {
                 logical_offset,
-                bytes: element,
+                bytes,
                 tile: buffer.tile,
                 address,
             });
         });
     }
     Some(runs)
+}
+
+/// Calls `visit(first, slot, count)` for stretches of `count` slots from
+/// `slot` that hold the consecutive logical elements `first..first+count`
+/// of the view's base tensor, in slot order. Padding slots are skipped.
+///
+/// Run by run: the view maps a run of slots to base indices that are affine
+/// in pieces, so the index arithmetic is paid per piece, not per element.
+pub fn for_each_element_run(
+    piece: &Piece,
+    view: &View,
+    mut visit: impl FnMut(usize, usize, usize),
+) {
+    piece.for_each_run(|run| {
+        let mut index = [0usize; MAX_RANK];
+        let index = &mut index[..run.index.len()];
+        index.copy_from_slice(run.index);
+        let mut done = 0;
+        while done < run.len {
+            index[run.dim] = run.index[run.dim] + done;
+            let (first, stride, count) = view.base_run(index, run.dim, run.len - done);
+            let count = count.max(1);
+            if stride == 1 {
+                visit(first, run.slot + done, count);
+            } else {
+                for t in 0..count {
+                    visit(first + t * stride, run.slot + done + t, 1);
+                }
+            }
+            done += count;
+        }
+    });
+}
+
+/// A buffer's initial bytes from its tensor's row-major bytes: what the
+/// loader writes for a preloaded weight. Padding slots stay zero.
+pub fn fill_buffer(piece: &Piece, view: &View, element_bytes: u32, tensor: &[u8]) -> Vec<u8> {
+    let element = element_bytes as usize;
+    let mut data = vec![0u8; piece.slots() * element];
+    for_each_element_run(piece, view, |first, slot, count| {
+        let (from, to, len) = (first * element, slot * element, count * element);
+        if let (Some(source), Some(target)) =
+            (tensor.get(from..from + len), data.get_mut(to..to + len))
+        {
+            target.copy_from_slice(source);
+        }
+    });
+    data
 }
 
 #[cfg(test)]

@@ -14,17 +14,18 @@ use crate::package::{
 use crate::place::Placement;
 use crate::schedule::ExchangeSchedule;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Everything the package is made of.
 pub struct PackageInputs<'a> {
     pub graph: &'a Graph,
     pub program: &'a Program,
     pub placement: &'a Placement,
-    pub images: &'a [EmittedImage],
+    pub images: &'a [Arc<EmittedImage>],
+    /// Each tile's preloaded weights, as data segments.
+    pub weights: &'a BTreeMap<u32, Arc<Vec<Segment>>>,
     pub schedules: &'a [ExchangeSchedule],
     pub estimated_cycles: u64,
-    /// Row-major device bytes of a weight (and iteration).
-    pub weight_bytes: &'a dyn Fn(crate::graph::TensorId, Option<u32>) -> Vec<u8>,
 }
 
 pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
@@ -33,55 +34,26 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
         program,
         placement,
         images,
+        weights,
         schedules,
         estimated_cycles,
-        weight_bytes,
     } = *inputs;
-    // Weights go into the images: each weight buffer becomes one segment.
-    let mut weight_segments: BTreeMap<u32, Vec<Segment>> = BTreeMap::new();
+    // Weights go into the images; every other host write is a binding.
+    let mut weight_segments: BTreeMap<u32, Vec<Segment>> = weights
+        .iter()
+        .filter(|(_, segments)| !segments.is_empty())
+        .map(|(tile, segments)| (*tile, segments.to_vec()))
+        .collect();
     let mut bindings = Vec::new();
     let mut host_writes = Vec::new();
     for binding in &program.host_writes {
+        if graph.tensor(binding.tensor).role == Role::Weight {
+            continue;
+        }
         let runs = binding_runs(program, placement, binding)
             .ok_or("a host-written buffer has no address")?;
-        let tensor = graph.tensor(binding.tensor);
-        if tensor.role == Role::Weight {
-            let bytes = weight_bytes(binding.tensor, binding.iteration);
-            let mut by_buffer: BTreeMap<(u32, u32), Vec<u8>> = BTreeMap::new();
-            for (buffer, _) in &binding.pieces {
-                let b = program.buffer(*buffer);
-                let address = placement
-                    .address(b.tile, *buffer)
-                    .ok_or("a weight buffer has no address")?;
-                by_buffer
-                    .entry((b.tile, address))
-                    .or_insert_with(|| vec![0; b.bytes() as usize]);
-            }
-            for run in runs {
-                let (&(tile, start), data) = by_buffer
-                    .range_mut(..=(run.tile, run.address))
-                    .next_back()
-                    .ok_or("a weight run outside its buffers")?;
-                if tile != run.tile {
-                    return Err("a weight run outside its buffers".into());
-                }
-                let offset = (run.address - start) as usize;
-                let logical = run.logical_offset as usize;
-                data[offset..offset + run.bytes as usize]
-                    .copy_from_slice(&bytes[logical..logical + run.bytes as usize]);
-            }
-            for ((tile, address), data) in by_buffer {
-                weight_segments.entry(tile).or_default().push(Segment {
-                    address,
-                    memory_size: data.len() as u32,
-                    kind: SegmentKind::Data,
-                    data,
-                });
-            }
-        } else {
-            host_writes.push(bindings.len() as u32);
-            bindings.push(package_binding(graph, binding, runs));
-        }
+        host_writes.push(bindings.len() as u32);
+        bindings.push(package_binding(graph, binding, runs));
     }
     let mut host_reads = Vec::new();
     for binding in &program.host_reads {

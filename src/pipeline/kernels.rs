@@ -128,6 +128,7 @@ pub fn kernel_object<'db>(
             kernels::compile_preprocessed(pre, &spec, target, &key).map(|c| (c.object, c.metadata))
         }
     };
+    db.record_execution("kernels", format!("kernel {name}"));
     match compiled {
         Ok((object, metadata)) => Ok(Arc::new(KernelObject {
             variant: name.clone(),
@@ -142,6 +143,23 @@ pub fn kernel_object<'db>(
             },
         }),
     }
+}
+
+/// A variant's footprint: its object with the section contents zeroed
+/// (sizes, alignments, symbols and state layout kept). Placement sizes code
+/// from footprints, so an edit that changes a kernel's instructions but
+/// not its size re-emits the tiles that run it without re-placing anything.
+#[salsa::tracked(returns(ref))]
+pub fn kernel_footprint<'db>(
+    db: &'db dyn Db,
+    variant: KernelVariant<'db>,
+) -> Result<Arc<KernelObject>, KernelBuildError> {
+    let object = kernel_object(db, variant).clone()?;
+    let mut footprint = (*object).clone();
+    for section in &mut footprint.object.sections {
+        section.bytes.iter_mut().for_each(|b| *b = 0);
+    }
+    Ok(Arc::new(footprint))
 }
 
 #[cfg(test)]

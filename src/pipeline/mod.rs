@@ -15,6 +15,8 @@
 //! output did not change stops the recomputation there (early cutoff).
 
 pub mod kernels;
+pub mod package;
+pub mod tiles;
 
 use crate::db::{Db, SourceFile};
 use crate::diagnostic::Diagnostic;
@@ -74,6 +76,7 @@ pub fn target_of(graph: &Graph) -> &'static Target {
 pub fn operator_plans<'db>(db: &'db dyn Db, signature: Signature<'db>) -> OperatorPlans {
     let value = signature.value(db);
     let target = &IPU21;
+    db.record_execution("plan", format!("plans of {value}"));
     crate::plan::operator_plans(value, target)
 }
 
@@ -112,6 +115,7 @@ pub fn program(db: &dyn Db, project: SourceFile) -> Result<Arc<Program>, BuildEr
     let program = crate::lower::lower(&graph, &plan_of)?;
     crate::lower::verify::verify(&graph, &program)
         .map_err(|e| BuildError::Lower(format!("verifier: {e}")))?;
+    db.record_execution("lower", format!("program of {}", graph.name));
     Ok(Arc::new(program))
 }
 
@@ -124,6 +128,7 @@ pub fn phase_schedule(db: &dyn Db, project: SourceFile, phase: u32) -> Option<Ex
     let index = phase;
     let phase = program.phases.get(phase as usize)?;
     let schedule = crate::schedule::exchange_schedule(target_of(&graph), program, phase);
+    db.record_execution("schedule", format!("phase {index} ({})", phase.purpose));
     tracing::info!(
         phase = index,
         candidates = schedule.senders,
@@ -145,7 +150,7 @@ pub fn placement(
     let program = program(db, project).clone()?;
     // Each tile's code (supervisor routines and the kernels it runs) and
     // kernel states go first in region 0; emission sizes them.
-    let kernels = project_kernels(db, project).clone()?;
+    let kernels = project_kernel_footprints(db, project).clone()?;
     let codes = kernel_codes(&kernels);
     let steps = crate::emit::steps::compute_steps(&program);
     let by_tile = crate::emit::steps::tile_steps(&steps);
@@ -172,19 +177,43 @@ pub fn placement(
     let placed = crate::place::placement(target, &graph, &program, &support)?;
     crate::place::verify(target, &program, &placed)
         .map_err(|bug| BuildError::Lower(bug.to_string()))?;
+    db.record_execution("place", format!("{} tiles", placed.tiles.len()));
     Ok(Arc::new(placed))
 }
 
 /// Every kernel variant the project's program runs, compiled.
 #[salsa::tracked(returns(ref))]
-pub fn project_kernels(
+pub fn project_kernels(db: &dyn Db, project: SourceFile) -> Result<KernelMap, BuildError> {
+    each_variant(db, project, |db, variant| {
+        kernels::kernel_object(db, variant).clone()
+    })
+}
+
+/// The footprint of every kernel variant the program runs (see
+/// [`kernels::kernel_footprint`]).
+#[salsa::tracked(returns(ref))]
+pub fn project_kernel_footprints(
     db: &dyn Db,
     project: SourceFile,
-) -> Result<Arc<std::collections::BTreeMap<String, Arc<kernels::KernelObject>>>, BuildError> {
+) -> Result<KernelMap, BuildError> {
+    each_variant(db, project, |db, variant| {
+        kernels::kernel_footprint(db, variant).clone()
+    })
+}
+
+/// Compiled kernels by variant name.
+pub type KernelMap = Arc<std::collections::BTreeMap<String, Arc<kernels::KernelObject>>>;
+
+fn each_variant(
+    db: &dyn Db,
+    project: SourceFile,
+    get: impl Fn(
+        &dyn Db,
+        kernels::KernelVariant<'_>,
+    ) -> Result<Arc<kernels::KernelObject>, kernels::KernelBuildError>,
+) -> Result<KernelMap, BuildError> {
     let program = program(db, project).clone()?;
-    let kernel_dir = crate::project::project_graph(db, project)
-        .kernel_dir
-        .clone();
+    let kernel_dir = tiles::kernel_dir(db, project).clone();
     let mut names: Vec<&str> = program
         .kernel_runs()
         .iter()
@@ -196,9 +225,9 @@ pub fn project_kernels(
     let mut errors = Vec::new();
     for name in names {
         let variant = kernels::KernelVariant::new(db, name.to_string(), kernel_dir.clone());
-        match kernels::kernel_object(db, variant) {
+        match get(db, variant) {
             Ok(object) => {
-                compiled.insert(name.to_string(), object.clone());
+                compiled.insert(name.to_string(), object);
             }
             Err(error) => errors.push(error.to_string()),
         }
@@ -229,47 +258,16 @@ pub fn kernel_codes(
         .collect()
 }
 
-/// Every used tile's image (supervisor code, kernels, states).
-#[salsa::tracked(returns(ref))]
+/// Every used tile's image, one query per tile ([`tiles::tile_image`]).
 pub fn tile_images(
     db: &dyn Db,
     project: SourceFile,
-) -> Result<Arc<Vec<crate::emit::tile::TileImage>>, BuildError> {
-    let graph = graph(db, project)?;
-    let program = program(db, project).clone()?;
-    let placement = placement(db, project).clone()?;
-    let kernels = project_kernels(db, project).clone()?;
-    let codes = kernel_codes(&kernels);
-    let steps = crate::emit::steps::compute_steps(&program);
-    let by_tile = crate::emit::steps::tile_steps(&steps);
-    let mut images = Vec::new();
-    for (tile, tile_steps) in &by_tile {
-        let support = &placement
-            .tiles
-            .get(tile)
-            .map(|t| t.support.clone())
-            .unwrap_or_default();
-        let address = |kind| {
-            support
-                .iter()
-                .find(|(k, _, _)| *k == kind)
-                .map_or(0, |(_, a, _)| *a)
-        };
-        let image = crate::emit::tile::tile_image(
-            *tile,
-            tile_steps,
-            &crate::emit::tile::TileInputs {
-                target: target_of(&graph),
-                placement: &placement,
-                kernels: &codes,
-                code_address: address(crate::place::SupportKind::Code),
-                states_address: address(crate::place::SupportKind::KernelStates),
-            },
-        )
-        .map_err(|e| BuildError::Emit(e.to_string()))?;
-        images.push(image);
-    }
-    Ok(Arc::new(images))
+) -> Result<Vec<Arc<crate::emit::tile::TileImage>>, BuildError> {
+    let works = tiles::tile_works(db, project).clone()?;
+    works
+        .keys()
+        .map(|&tile| tiles::tile_image(db, project, tile).clone())
+        .collect()
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 //!    `std · r sin(2π u2)`; an odd last element uses the cosine only);
 //! 4. the f32 values are rounded to the tensor's dtype ([`round_to_dtype`]).
 
-use crate::graph::{Graph, Init, TensorId};
+use crate::graph::{Graph, Init, Tensor, TensorId};
 use crate::numerics::{encode, round_to_dtype};
 use rayon::prelude::*;
 
@@ -144,8 +144,15 @@ pub fn tensor_values(graph: &Graph, tensor: TensorId, iteration: Option<u32>) ->
 /// The bytes are encoded from the unrounded values, so they are exactly the
 /// codes whose decoding [`tensor_values`] returns.
 pub fn tensor_bytes(graph: &Graph, tensor: TensorId, iteration: Option<u32>) -> Vec<u8> {
-    let t = graph.tensor(tensor);
-    encode(&unrounded(graph, tensor, iteration), t.dtype, t.scale)
+    declared_tensor_bytes(graph.seed, graph.tensor(tensor), iteration)
+}
+
+/// [`tensor_bytes`] from a tensor's declaration and the graph's seed alone,
+/// so a caller can regenerate one weight without the rest of the graph.
+pub fn declared_tensor_bytes(seed: u64, t: &Tensor, iteration: Option<u32>) -> Vec<u8> {
+    let init = t.init.unwrap_or(Init::Zeros);
+    let values = generate(seed, &t.name, iteration, init, t.element_count());
+    encode(&values, t.dtype, t.scale)
 }
 
 fn unrounded(graph: &Graph, tensor: TensorId, iteration: Option<u32>) -> Vec<f32> {

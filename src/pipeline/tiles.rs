@@ -1,0 +1,314 @@
+//! Per-tile queries: what each tile does, its image and its weights.
+//!
+//! [`tile_works`] splits the program and the placement into one
+//! [`TileWork`] per tile, with buffers renumbered in the order the tile
+//! first uses them. [`tile_work`] hands each tile its part, and because two
+//! [`TileWork`]s compare equal whenever the tile does the same thing at the
+//! same addresses, the expensive per-tile queries after it
+//! ([`tile_image`], [`tile_weights`]) re-run only for tiles whose work
+//! really changed: an edit to one operation, or to one kernel, leaves the
+//! other tiles' images alone.
+
+use super::kernels::{kernel_object, KernelObject, KernelVariant};
+use super::{graph, placement, program, BuildError};
+use crate::db::{Db, SourceFile};
+use crate::emit::tile::{KernelCode, TileImage};
+use crate::graph::Role;
+use crate::lower::layout::Piece;
+use crate::lower::view::View;
+use crate::lower::{BufferId, BufferRole, KernelRun, OperandRef, Program};
+use crate::package::{Segment, SegmentKind};
+use crate::place::{Placement, SupportKind, TilePlacement};
+use camino::Utf8PathBuf;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// One tile's part in one compute step (operands in tile-local numbers).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StepWork {
+    pub step: u32,
+    pub runs: Vec<KernelRun>,
+    pub repeat: Option<(u32, u32)>,
+    pub advances_counter: bool,
+}
+
+/// A weight buffer the loader fills: which weight, how its slots map to
+/// the weight's elements, and where it goes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WeightFill {
+    pub address: u32,
+    pub tensor: u32,
+    pub iteration: Option<u32>,
+    pub element_bytes: u32,
+    pub piece: Piece,
+    pub view: View,
+}
+
+/// Everything one tile does, independent of buffer numbering elsewhere.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TileWork {
+    pub tile: u32,
+    pub steps: Vec<StepWork>,
+    /// The tile's placement restricted to what its steps use, with buffers
+    /// in tile-local numbers.
+    pub placement: TilePlacement,
+    pub weights: Vec<WeightFill>,
+}
+
+impl TileWork {
+    /// The kernel variants the tile runs, sorted.
+    pub fn kernels(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .steps
+            .iter()
+            .flat_map(|s| s.runs.iter().map(|r| r.kernel.clone()))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    fn support_address(&self, kind: SupportKind) -> u32 {
+        self.placement
+            .support
+            .iter()
+            .find(|(k, _, _)| *k == kind)
+            .map_or(0, |(_, address, _)| *address)
+    }
+}
+
+/// The directory kernel sources are found in (a query of its own so that
+/// per-tile queries do not depend on the whole project).
+#[salsa::tracked(returns(ref))]
+pub fn kernel_dir(db: &dyn Db, project: SourceFile) -> Utf8PathBuf {
+    crate::project::project_graph(db, project)
+        .kernel_dir
+        .clone()
+}
+
+/// Every tile's work, split from the program and the placement.
+#[salsa::tracked(returns(ref))]
+pub fn tile_works(
+    db: &dyn Db,
+    project: SourceFile,
+) -> Result<Arc<BTreeMap<u32, Arc<TileWork>>>, BuildError> {
+    let program = program(db, project).clone()?;
+    let placement = placement(db, project).clone()?;
+    Ok(Arc::new(
+        split(&program, &placement)
+            .into_iter()
+            .map(|(tile, work)| (tile, Arc::new(work)))
+            .collect(),
+    ))
+}
+
+/// One tile's work (`None` for a tile the program does not use).
+#[salsa::tracked(returns(ref))]
+pub fn tile_work(db: &dyn Db, project: SourceFile, tile: u32) -> Option<Arc<TileWork>> {
+    tile_works(db, project).as_ref().ok()?.get(&tile).cloned()
+}
+
+/// Splits a placed program into per-tile work.
+pub fn split(program: &Program, placement: &Placement) -> BTreeMap<u32, TileWork> {
+    let steps = crate::emit::steps::compute_steps(program);
+    let by_tile = crate::emit::steps::tile_steps(&steps);
+    let mut works = BTreeMap::new();
+    for tile in program.tiles() {
+        let Some(placed) = placement.tiles.get(&tile) else {
+            continue;
+        };
+        let mut local: BTreeMap<BufferId, BufferId> = BTreeMap::new();
+        let mut renumber = |id: BufferId| {
+            let next = BufferId(local.len() as u32);
+            *local.entry(id).or_insert(next)
+        };
+        let steps = by_tile
+            .get(&tile)
+            .map(|tile_steps| {
+                tile_steps
+                    .iter()
+                    .map(|s| StepWork {
+                        step: s.step,
+                        runs: s
+                            .runs
+                            .iter()
+                            .map(|run| KernelRun {
+                                operands: run
+                                    .operands
+                                    .iter()
+                                    .map(|o| match o {
+                                        OperandRef::Buffer(b) => OperandRef::Buffer(renumber(*b)),
+                                        OperandRef::PerIteration(bs) => OperandRef::PerIteration(
+                                            bs.iter().map(|b| renumber(*b)).collect(),
+                                        ),
+                                    })
+                                    .collect(),
+                                ..(*run).clone()
+                            })
+                            .collect(),
+                        repeat: s.repeat,
+                        advances_counter: s.advances_counter,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut buffers: Vec<(BufferId, u32)> = placed
+            .buffers
+            .iter()
+            .filter_map(|(id, address)| local.get(id).map(|l| (*l, *address)))
+            .collect();
+        buffers.sort_unstable();
+        works.insert(
+            tile,
+            TileWork {
+                tile,
+                steps,
+                placement: TilePlacement {
+                    support: placed.support.clone(),
+                    buffers,
+                    region0_end: 0,
+                    region1_end: 0,
+                },
+                weights: Vec::new(),
+            },
+        );
+    }
+    for binding in &program.host_writes {
+        for (id, view) in &binding.pieces {
+            let buffer = program.buffer(*id);
+            let BufferRole::Weight { tensor, iteration } = buffer.role else {
+                continue;
+            };
+            let (Some(work), Some(address)) = (
+                works.get_mut(&buffer.tile),
+                placement.address(buffer.tile, *id),
+            ) else {
+                continue;
+            };
+            work.weights.push(WeightFill {
+                address,
+                tensor: tensor.0,
+                iteration,
+                element_bytes: buffer.dtype.size_bytes() as u32,
+                piece: buffer.piece.clone(),
+                view: view.clone(),
+            });
+        }
+    }
+    for work in works.values_mut() {
+        work.weights.sort_by_key(|w| w.address);
+    }
+    works
+}
+
+/// One tile's image: supervisor routines, linked kernels, kernel states.
+/// Depends only on the tile's work and the kernels it runs.
+#[salsa::tracked(returns(ref))]
+pub fn tile_image(
+    db: &dyn Db,
+    project: SourceFile,
+    tile: u32,
+) -> Result<Arc<TileImage>, BuildError> {
+    let work = tile_work(db, project, tile)
+        .clone()
+        .ok_or_else(|| BuildError::Emit(format!("tile {tile} has no work")))?;
+    let dir = kernel_dir(db, project).clone();
+    let mut objects: BTreeMap<String, Arc<KernelObject>> = BTreeMap::new();
+    for name in work.kernels() {
+        let variant = KernelVariant::new(db, name.clone(), dir.clone());
+        let object = kernel_object(db, variant)
+            .clone()
+            .map_err(|e| BuildError::Kernel(e.to_string()))?;
+        objects.insert(name, object);
+    }
+    let codes: BTreeMap<String, KernelCode> = super::kernel_codes(&objects);
+    let steps = borrowed_steps(&work);
+    let placement = Placement {
+        tiles: BTreeMap::from([(tile, work.placement.clone())]),
+    };
+    let image = crate::emit::tile::tile_image(
+        tile,
+        &steps,
+        &crate::emit::tile::TileInputs {
+            target: &crate::target::IPU21,
+            placement: &placement,
+            kernels: &codes,
+            code_address: work.support_address(SupportKind::Code),
+            states_address: work.support_address(SupportKind::KernelStates),
+        },
+    )
+    .map_err(|e| BuildError::Emit(e.to_string()))?;
+    db.record_execution("emit", format!("image of tile {tile}"));
+    Ok(Arc::new(image))
+}
+
+/// The emitter's view of a tile's steps.
+pub fn borrowed_steps(work: &TileWork) -> Vec<crate::emit::steps::TileStep<'_>> {
+    work.steps
+        .iter()
+        .map(|s| crate::emit::steps::TileStep {
+            step: s.step,
+            runs: s.runs.iter().collect(),
+            repeat: s.repeat,
+            advances_counter: s.advances_counter,
+        })
+        .collect()
+}
+
+/// What a weight's values are made of (a query of its own, so a weight's
+/// bytes are regenerated only when its own declaration changes).
+#[salsa::tracked(returns(ref))]
+pub fn weight_spec(
+    db: &dyn Db,
+    project: SourceFile,
+    tensor: u32,
+) -> Option<(u64, crate::graph::Tensor)> {
+    let graph = graph(db, project).ok()?;
+    let t = graph.tensors.get(tensor as usize)?;
+    (t.role == Role::Weight).then(|| (graph.seed, t.clone()))
+}
+
+/// A weight's row-major device bytes (one iteration of a per-iteration
+/// weight).
+#[salsa::tracked(returns(ref))]
+pub fn weight_bytes(
+    db: &dyn Db,
+    project: SourceFile,
+    tensor: u32,
+    iteration: Option<u32>,
+) -> Option<Arc<Vec<u8>>> {
+    let (seed, tensor) = weight_spec(db, project, tensor).clone()?;
+    db.record_execution("weights", format!("weight {}", tensor.name));
+    Some(Arc::new(crate::reference::init::declared_tensor_bytes(
+        seed, &tensor, iteration,
+    )))
+}
+
+/// A tile's preloaded weights as data segments.
+#[salsa::tracked(returns(ref))]
+pub fn tile_weights(
+    db: &dyn Db,
+    project: SourceFile,
+    tile: u32,
+) -> Result<Arc<Vec<Segment>>, BuildError> {
+    let Some(work) = tile_work(db, project, tile).clone() else {
+        return Ok(Arc::default());
+    };
+    let mut segments = Vec::with_capacity(work.weights.len());
+    for fill in &work.weights {
+        let bytes = weight_bytes(db, project, fill.tensor, fill.iteration)
+            .clone()
+            .ok_or_else(|| BuildError::Emit(format!("tensor {} is not a weight", fill.tensor)))?;
+        let data =
+            crate::emit::bindings::fill_buffer(&fill.piece, &fill.view, fill.element_bytes, &bytes);
+        segments.push(Segment {
+            address: fill.address,
+            memory_size: data.len() as u32,
+            kind: SegmentKind::Data,
+            data,
+        });
+    }
+    db.record_execution("weights", format!("weights of tile {tile}"));
+    Ok(Arc::new(segments))
+}
