@@ -24,7 +24,8 @@ pub struct PackageInputs<'a> {
     pub images: &'a [Arc<EmittedImage>],
     /// Each tile's preloaded weights, as data segments.
     pub weights: &'a BTreeMap<u32, Arc<Vec<Segment>>>,
-    pub schedules: &'a [ExchangeSchedule],
+    /// From [`exchange_programs`].
+    pub exchanges: Arc<Vec<ExchangeProgram>>,
     pub estimated_cycles: u64,
 }
 
@@ -35,7 +36,7 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
         placement,
         images,
         weights,
-        schedules,
+        ref exchanges,
         estimated_cycles,
     } = *inputs;
     // Weights go into the images; every other host write is a binding.
@@ -97,45 +98,6 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
     }
     tiles.sort_by_key(|t| t.tile);
 
-    let exchanges = program
-        .phases
-        .iter()
-        .zip(schedules)
-        .map(|(phase, schedule)| {
-            let transfers = phase
-                .transfers
-                .iter()
-                .map(|t| {
-                    let source = program.buffer(t.source);
-                    let at = |buffer: crate::lower::BufferId, offset: u32| {
-                        let b = program.buffer(buffer);
-                        placement
-                            .address(b.tile, buffer)
-                            .map(|a| (b.tile, a + offset))
-                    };
-                    Ok(Transfer {
-                        source_tile: source.tile,
-                        source_address: at(t.source, t.source_offset)
-                            .ok_or("an exchange source has no address")?
-                            .1,
-                        bytes: t.bytes,
-                        destinations: t
-                            .destinations
-                            .iter()
-                            .map(|&(d, o)| at(d, o).ok_or("an exchange destination has no address"))
-                            .collect::<Result<_, _>>()?,
-                    })
-                })
-                .collect::<Result<Vec<_>, String>>()?;
-            Ok(ExchangeProgram {
-                label: phase.purpose.clone(),
-                transfers,
-                paired: schedule.use_paired,
-                horizon_cycles: schedule.horizon(),
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-
     // Entry points of each compute step on each tile.
     let mut entries: BTreeMap<u32, Vec<(u32, u32)>> = BTreeMap::new();
     let mut kernels_of: BTreeMap<(u32, u32), String> = BTreeMap::new();
@@ -179,7 +141,7 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
     Ok(Package {
         header: Header::current(&graph.target),
         tiles,
-        exchanges,
+        exchanges: Arc::clone(exchanges),
         initialize: HostCall::default(),
         run,
         bindings,
@@ -190,6 +152,53 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
         },
         graph: graph.clone(),
     })
+}
+
+/// The exchange programs of a placed program: each phase's transfers at
+/// tile addresses, with its schedule's choice and horizon.
+pub fn exchange_programs(
+    program: &Program,
+    placement: &Placement,
+    schedules: &[ExchangeSchedule],
+) -> Result<Vec<ExchangeProgram>, String> {
+    program
+        .phases
+        .iter()
+        .zip(schedules)
+        .map(|(phase, schedule)| {
+            let transfers = phase
+                .transfers
+                .iter()
+                .map(|t| {
+                    let source = program.buffer(t.source);
+                    let at = |buffer: crate::lower::BufferId, offset: u32| {
+                        let b = program.buffer(buffer);
+                        placement
+                            .address(b.tile, buffer)
+                            .map(|a| (b.tile, a + offset))
+                    };
+                    Ok(Transfer {
+                        source_tile: source.tile,
+                        source_address: at(t.source, t.source_offset)
+                            .ok_or("an exchange source has no address")?
+                            .1,
+                        bytes: t.bytes,
+                        destinations: t
+                            .destinations
+                            .iter()
+                            .map(|&(d, o)| at(d, o).ok_or("an exchange destination has no address"))
+                            .collect::<Result<_, _>>()?,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(ExchangeProgram {
+                label: phase.purpose.clone(),
+                transfers,
+                paired: schedule.use_paired,
+                horizon_cycles: schedule.horizon(),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()
 }
 
 fn package_binding(

@@ -8,8 +8,8 @@
 //! wrong, and never decodes into something else.
 
 use super::{
-    Binding, ExchangeProgram, Header, HostCall, Package, PackageError, ProfileLayout, Segment,
-    SegmentKind, TileImage, FORMAT_VERSION,
+    Binding, Header, HostCall, Package, PackageError, ProfileLayout, Segment, SegmentKind,
+    TileImage, FORMAT_VERSION,
 };
 use crate::fsutil::write_atomic;
 use crate::graph::Graph;
@@ -95,6 +95,13 @@ pub fn read(path: &Utf8Path) -> Result<Package, PackageError> {
 
 /// Validates `package` and encodes it as a `.ipuexe` file's bytes.
 pub fn encode(package: &Package) -> Result<Vec<u8>, PackageError> {
+    encode_with_exchange(package, &super::exchange_part::encode(&package.exchanges))
+}
+
+/// [`encode`] with the `exchange` part already encoded (by
+/// [`super::exchange_part::encode`] of the package's exchange programs), so
+/// a caller that keeps it across builds does not encode it again.
+pub fn encode_with_exchange(package: &Package, exchange: &[u8]) -> Result<Vec<u8>, PackageError> {
     package.validate()?;
     fn json<T: Serialize>(part: &'static str, value: &T) -> Result<Vec<u8>, PackageError> {
         serde_json::to_vec(value).map_err(|error| PackageError::Decode {
@@ -136,7 +143,7 @@ pub fn encode(package: &Package) -> Result<Vec<u8>, PackageError> {
         json("graph", &package.graph)?,
         json("tiles", &tiles)?,
         segments,
-        json("exchange", &package.exchanges)?,
+        exchange.to_vec(),
         json("calls", &calls)?,
         json("bindings", &package.bindings)?,
         json("profile", &package.profile)?,
@@ -322,7 +329,7 @@ pub fn parse(bytes: &[u8]) -> Result<Package, PackageError> {
     let graph: Graph = json("graph", part("graph")?)?;
     let tile_entries: Vec<TileEntry> = json("tiles", part("tiles")?)?;
     let tiles = segments(tile_entries, part("segments")?)?;
-    let exchanges: Vec<ExchangeProgram> = json("exchange", part("exchange")?)?;
+    let exchanges = super::exchange_part::decode(part("exchange")?)?;
     let calls: Calls = json("calls", part("calls")?)?;
     let bindings: Vec<Binding> = json("bindings", part("bindings")?)?;
     let profile: ProfileLayout = json("profile", part("profile")?)?;
@@ -334,7 +341,7 @@ pub fn parse(bytes: &[u8]) -> Result<Package, PackageError> {
             target: meta.target,
         },
         tiles,
-        exchanges,
+        exchanges: std::sync::Arc::new(exchanges),
         initialize: calls.initialize,
         run: calls.run,
         bindings,

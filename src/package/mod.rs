@@ -26,6 +26,7 @@
 //! code they stand for, they are checked by the device when they run, which
 //! reports a bad one as a fault of the tile and step.
 
+pub mod exchange_part;
 pub mod file;
 pub mod inspect;
 mod validate;
@@ -40,7 +41,7 @@ pub use file::{parse, read, write};
 
 /// Version of the `.ipuexe` container and its parts; bumped on any
 /// incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Identifies the producing compiler in every package it writes.
 pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -342,7 +343,7 @@ pub struct Package {
     pub header: Header,
     /// Used tiles, ascending.
     pub tiles: Vec<TileImage>,
-    pub exchanges: Vec<ExchangeProgram>,
+    pub exchanges: std::sync::Arc<Vec<ExchangeProgram>>,
     pub initialize: HostCall,
     pub run: HostCall,
     pub bindings: Vec<Binding>,

@@ -97,7 +97,7 @@ pub(crate) fn sample() -> Package {
             ..Header::current("ipu21")
         },
         tiles: [0, 1, 2, 5].into_iter().map(image).collect(),
-        exchanges: vec![ExchangeProgram {
+        exchanges: std::sync::Arc::new(vec![ExchangeProgram {
             label: "op y".into(),
             transfers: vec![
                 Transfer {
@@ -115,7 +115,7 @@ pub(crate) fn sample() -> Package {
             ],
             paired: false,
             horizon_cycles: 17,
-        }],
+        }]),
         initialize: HostCall {
             steps: vec![Step::HostWrite { binding: 1 }],
         },
@@ -210,7 +210,7 @@ fn every_truncation_is_an_error() {
     longer.push(0);
     check_error(
         parse(&longer),
-        expect!["the package's part table is malformed: the parts end at byte 4169 but the file has 4170 bytes"],
+        expect!["the package's part table is malformed: the parts end at byte 4010 but the file has 4011 bytes"],
     );
 }
 
@@ -294,13 +294,13 @@ fn container_errors_name_what_is_wrong() {
     newer[8..12].copy_from_slice(&7u32.to_le_bytes());
     check_error(
         parse(&newer),
-        expect!["package format version 7 is newer than this ipub supports (1)"],
+        expect!["package format version 7 is newer than this ipub supports (2)"],
     );
     let mut older = bytes.clone();
     older[8..12].copy_from_slice(&0u32.to_le_bytes());
     check_error(
         parse(&older),
-        expect!["package format version 0 is not supported (this ipub reads version 1)"],
+        expect!["package format version 0 is not supported (this ipub reads version 2)"],
     );
 
     let mut table = bytes.clone();
@@ -318,14 +318,18 @@ fn container_errors_name_what_is_wrong() {
         expect!["checksum of part `profile` does not match: the package is corrupt"],
     );
 
-    let short = reassemble(&bytes, 1, |parts| parts.retain(|(n, _)| n != "bindings"));
+    let short = reassemble(&bytes, super::FORMAT_VERSION, |parts| {
+        parts.retain(|(n, _)| n != "bindings")
+    });
     check_error(parse(&short), expect!["the package has no `bindings` part"]);
-    let unknown = reassemble(&bytes, 1, |parts| parts.push(("extra".into(), vec![1, 2])));
+    let unknown = reassemble(&bytes, super::FORMAT_VERSION, |parts| {
+        parts.push(("extra".into(), vec![1, 2]))
+    });
     check_error(
         parse(&unknown),
-        expect!["the package's part table is malformed: unknown part `extra` for format version 1"],
+        expect!["the package's part table is malformed: unknown part `extra` for format version 2"],
     );
-    let twice = reassemble(&bytes, 1, |parts| {
+    let twice = reassemble(&bytes, super::FORMAT_VERSION, |parts| {
         let copy = parts[0].clone();
         parts.push(copy)
     });
@@ -333,7 +337,9 @@ fn container_errors_name_what_is_wrong() {
         parse(&twice),
         expect!["the package's part table is malformed: part `meta` appears twice"],
     );
-    let garbled = reassemble(&bytes, 1, |parts| parts[5].1 = b"{\"initialize\":".to_vec());
+    let garbled = reassemble(&bytes, super::FORMAT_VERSION, |parts| {
+        parts[5].1 = b"{\"initialize\":".to_vec()
+    });
     check_error(
         parse(&garbled),
         expect!["part `calls` cannot be decoded: EOF while parsing a value at line 1 column 14"],
@@ -343,7 +349,7 @@ fn container_errors_name_what_is_wrong() {
 #[test]
 fn the_target_must_be_ipu21() {
     let bytes = encode(&sample()).expect("encode");
-    let other = reassemble(&bytes, 1, |parts| {
+    let other = reassemble(&bytes, super::FORMAT_VERSION, |parts| {
         replace_json(parts, "meta", |meta| meta["target"] = "ipu9".into())
     });
     check_error(
@@ -430,7 +436,7 @@ fn references_must_resolve() {
         expect!["invalid package (calls): call `run`: a repeat runs zero times"],
     );
     check_invalid(
-        |p| p.exchanges[0].transfers[1].destinations[0].0 = 4,
+        |p| std::sync::Arc::make_mut(&mut p.exchanges)[0].transfers[1].destinations[0].0 = 4,
         expect!["invalid package (exchange): exchange program 0 (op y), transfer 1: tile 4 is not one of the package's tiles"],
     );
     check_invalid(
@@ -470,7 +476,7 @@ fn bindings_must_cover_their_tensor_inside_tile_memory() {
 #[test]
 fn inspect_shows_tiles_kernels_steps_exchanges_and_bindings() {
     expect![[r#"
-        package sample for ipu21: format 1, written by ipub 0.1.0
+        package sample for ipu21: format 2, written by ipub 0.1.0
         tiles: 4 used of 1472
           tile    0: code      64  data     256  zero     512  free  637040 of 637872 bytes
           tile    1: code      64  data     256  zero     512  free  637040 of 637872 bytes

@@ -12,7 +12,7 @@ use super::{graph, op_signatures, operator_plans, phase_schedule, placement, pro
 use super::{BuildError, Signature};
 use crate::db::{Db, SourceFile};
 use crate::graph::OpId;
-use crate::package::Package;
+use crate::package::{ExchangeProgram, Package};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -46,16 +46,13 @@ pub fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, BuildEr
         images.push(tile_image(db, project, tile).clone()?);
         weights.insert(tile, tile_weights(db, project, tile).clone()?);
     }
-    let schedules: Vec<_> = (0..program.phases.len() as u32)
-        .filter_map(|p| phase_schedule(db, project, p).as_ref().copied())
-        .collect();
     let package = crate::emit::package::package(&crate::emit::package::PackageInputs {
         graph: &graph,
         program: &program,
         placement: &placement,
         images: &images,
         weights: &weights,
-        schedules: &schedules,
+        exchanges: exchange_programs(db, project).clone()?,
         estimated_cycles: estimated_cycles(db, project)?,
     })
     .map_err(BuildError::Emit)?;
@@ -63,12 +60,38 @@ pub fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, BuildEr
     Ok(Arc::new(package))
 }
 
+/// The exchange programs at tile addresses (re-run only when the program,
+/// the placement or a schedule changes, not when a kernel does).
+#[salsa::tracked(returns(ref))]
+pub fn exchange_programs(
+    db: &dyn Db,
+    project: SourceFile,
+) -> Result<Arc<Vec<ExchangeProgram>>, BuildError> {
+    let program = program(db, project).clone()?;
+    let placement = placement(db, project).clone()?;
+    let schedules: Vec<_> = (0..program.phases.len() as u32)
+        .filter_map(|p| phase_schedule(db, project, p).as_ref().copied())
+        .collect();
+    let programs = crate::emit::package::exchange_programs(&program, &placement, &schedules)
+        .map_err(BuildError::Emit)?;
+    db.record_execution("package", "exchange programs".to_string());
+    Ok(Arc::new(programs))
+}
+
+/// The package's `exchange` part, encoded.
+#[salsa::tracked(returns(ref))]
+pub fn exchange_part(db: &dyn Db, project: SourceFile) -> Result<Arc<Vec<u8>>, BuildError> {
+    let programs = exchange_programs(db, project).clone()?;
+    Ok(Arc::new(crate::package::exchange_part::encode(&programs)))
+}
+
 /// The package encoded as a `.ipuexe` file.
 #[salsa::tracked(returns(ref))]
 pub fn package_bytes(db: &dyn Db, project: SourceFile) -> Result<Arc<Vec<u8>>, BuildError> {
     let package = package(db, project).clone()?;
-    let bytes =
-        crate::package::file::encode(&package).map_err(|e| BuildError::Emit(e.to_string()))?;
+    let exchange = exchange_part(db, project).clone()?;
+    let bytes = crate::package::file::encode_with_exchange(&package, &exchange)
+        .map_err(|e| BuildError::Emit(e.to_string()))?;
     db.record_execution("package", "encoded package".to_string());
     Ok(Arc::new(bytes))
 }

@@ -237,15 +237,15 @@ fn check_fault(tweak: impl FnOnce(&mut Package), expect: Expect) {
 #[test]
 fn bad_exchange_addresses_are_faults_naming_tile_and_step() {
     check_fault(
-        |p| p.exchanges[0].transfers[0].destinations[1].1 = 0xE8000 - 16,
+        |p| std::sync::Arc::make_mut(&mut p.exchanges)[0].transfers[0].destinations[1].1 = 0xE8000 - 16,
         expect!["device fault: tile 5: exchange to a bad address (32 bytes at 0xe7ff0) in step `exchange 0 (op y)`"],
     );
     check_fault(
-        |p| p.exchanges[0].transfers[1].source_address = 0x4B000,
+        |p| std::sync::Arc::make_mut(&mut p.exchanges)[0].transfers[1].source_address = 0x4B000,
         expect!["device fault: tile 1: exchange from a bad address (32 bytes at 0x4b000) in step `exchange 0 (op y)`"],
     );
     check_fault(
-        |p| p.exchanges[0].transfers[1].destinations[0].1 = WORK + 0x90,
+        |p| std::sync::Arc::make_mut(&mut p.exchanges)[0].transfers[1].destinations[0].1 = WORK + 0x90,
         expect!["device fault: tile 2: two exchange transfers write the same bytes (at 0x90090) in step `exchange 0 (op y)`"],
     );
 }
@@ -361,7 +361,8 @@ fn stress_package(seed: u64) -> Package {
                 horizon_cycles: 0,
             }
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .into();
     let mut steps: Vec<Step> = (0..6).map(|program| Step::Exchange { program }).collect();
     steps.push(Step::Repeat {
         count: 3,
