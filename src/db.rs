@@ -109,6 +109,10 @@ pub trait Db: salsa::Database {
     /// compiles in memory only.
     fn kernel_cache(&self) -> Option<&crate::kernels::cache::KernelCache>;
 
+    /// The persistent result store expensive queries go through; `None`
+    /// (tests) keeps results in memory only.
+    fn store(&self) -> Option<&crate::store::Store>;
+
     /// Notes that an expensive query computed `item` of `phase` (rather
     /// than reusing it), for `--explain` and the incrementality benchmark.
     fn record_execution(&self, phase: &'static str, item: String);
@@ -172,6 +176,7 @@ pub struct Database {
     log: ExecutionLog,
     computed: ComputedItems,
     kernel_cache: Option<crate::kernels::cache::KernelCache>,
+    store: Option<crate::store::Store>,
 }
 
 impl Database {
@@ -192,6 +197,7 @@ impl Database {
             log,
             computed: ComputedItems::default(),
             kernel_cache: None,
+            store: None,
         }
     }
 
@@ -200,7 +206,14 @@ impl Database {
     pub fn on_disk() -> Self {
         let mut db = Self::new(Arc::new(OsFs));
         db.kernel_cache = crate::kernels::cache::KernelCache::from_env();
+        db.store = Some(crate::store::Store::default_location());
         db
+    }
+
+    /// Persists expensive results in `store`.
+    pub fn with_store(mut self, store: crate::store::Store) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// Uses `cache` for compiled kernels.
@@ -272,6 +285,10 @@ impl Db for Database {
 
     fn kernel_cache(&self) -> Option<&crate::kernels::cache::KernelCache> {
         self.kernel_cache.as_ref()
+    }
+
+    fn store(&self) -> Option<&crate::store::Store> {
+        self.store.as_ref()
     }
 
     fn record_execution(&self, phase: &'static str, item: String) {

@@ -17,10 +17,17 @@ use std::time::SystemTime;
 
 const HEADER: &str = "ipub-store 1";
 
-/// The identity of this build of ipub: results computed by another build
-/// are never reused.
+/// The identity of this build of ipub: its version and a fingerprint of its
+/// sources (from `build.rs`), so results computed by another build, even
+/// of the same version, are never reused.
 pub fn build_identity() -> &'static str {
-    concat!(env!("CARGO_PKG_NAME"), " ", env!("CARGO_PKG_VERSION"))
+    concat!(
+        env!("CARGO_PKG_NAME"),
+        " ",
+        env!("CARGO_PKG_VERSION"),
+        " ",
+        env!("IPUB_SOURCE_FINGERPRINT")
+    )
 }
 
 /// The root of ipub's caches: `$IPUB_CACHE_DIR`, else the platform cache

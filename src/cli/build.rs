@@ -1,10 +1,12 @@
 //! `ipub build`: run the pipeline's phases on a project, one line each.
 
+use super::stamp::{Change, Stamp};
 use crate::cli::check::print_diagnostics;
 use crate::db::{Database, Db, SourceFile};
 use crate::graph::OpId;
 use crate::pipeline::{self, BuildError};
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Debug, clap::Args)]
@@ -19,6 +21,10 @@ pub struct BuildArgs {
     /// Where the package goes (default `target/ipub/<project>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<Utf8PathBuf>,
+    /// List, per phase, what was recomputed and what was reused, and the
+    /// input change behind each recomputed item.
+    #[arg(long)]
+    pub explain: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,36 +57,123 @@ fn parse_emit(text: &str) -> Result<Emit, String> {
 }
 
 pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
-    let db = Database::on_disk();
-    let file = db.file(&args.project);
-    let outcome = build(&db, file, true);
-    if !outcome.ok {
+    let Some(path) = build_to_file(&args.project, args.out.as_deref(), args.explain)? else {
         return Ok(1);
-    }
-    let started = Instant::now();
-    let package = match crate::cli::run::package(&db, file) {
-        Ok(package) => package,
-        Err(error) => {
-            report(&db, &error);
-            return Ok(1);
-        }
     };
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| Utf8PathBuf::from("target/ipub").join(&package.graph.name));
-    let path = out.join(format!("{}.ipuexe", package.graph.name));
-    crate::package::file::write(&path, &package).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !args.emit.is_empty() {
+        let db = Database::on_disk();
+        let file = db.file(&args.project);
+        for emit in &args.emit {
+            print!("{}", dump(&db, file, *emit));
+        }
+    }
+    tracing::debug!(%path, "build finished");
+    Ok(0)
+}
+
+/// Where a project's package goes: `out`, else `target/ipub/<name>`.
+pub fn package_path(out: Option<&Utf8Path>, name: &str) -> Utf8PathBuf {
+    out.map_or_else(
+        || Utf8PathBuf::from("target/ipub").join(name),
+        Utf8Path::to_owned,
+    )
+    .join(format!("{name}.ipuexe"))
+}
+
+/// Builds `project` into its package file, printing one line per phase, or
+/// finds it up to date from the build stamp without building. Returns the
+/// package's path, or `None` when the build failed (errors are printed).
+pub fn build_to_file(
+    project: &Utf8Path,
+    out: Option<&Utf8Path>,
+    explain: bool,
+) -> anyhow::Result<Option<Utf8PathBuf>> {
+    let started = Instant::now();
+    let store = crate::store::Store::default_location();
+    let out_key = out.unwrap_or(Utf8Path::new("<default>"));
+    let previous = Stamp::load(&store, project, out_key);
+    let changes = previous.as_ref().map(Stamp::changes);
+    if let (Some(stamp), Some(changes)) = (&previous, &changes) {
+        if changes.is_empty() && stamp.package_intact() {
+            println!(
+                "{:>10} {} is up to date ({} inputs unchanged, {:.1} ms)",
+                "package",
+                stamp.package,
+                stamp.inputs.len(),
+                started.elapsed().as_secs_f64() * 1000.0
+            );
+            if explain {
+                println!("explain: no input changed since the last build; nothing recomputed");
+            }
+            return Ok(Some(stamp.package.clone()));
+        }
+    }
+    let db = Database::on_disk();
+    let file = db.file(project);
+    let outcome = build(&db, file, true);
+    let Some(bytes) = outcome.package.clone().filter(|_| outcome.ok) else {
+        return Ok(None);
+    };
+    let started = Instant::now();
+    let path = package_path(out, &outcome.name);
+    tracing::info!(tiles = outcome.tiles, "writing application package");
+    crate::fsutil::write_atomic(&path, &bytes)
+        .map_err(|e| anyhow::anyhow!("cannot write the package {path}: {e}"))?;
+    tracing::info!("application package written");
     println!(
-        "{:>10} {path} ({} tiles, {:.1} ms)",
-        "package",
-        package.tiles.len(),
+        "{:>10} wrote {path} ({:.1} MB, {:.1} ms)",
+        "write",
+        bytes.len() as f64 / 1e6,
         started.elapsed().as_secs_f64() * 1000.0
     );
-    for emit in &args.emit {
-        print!("{}", dump(&db, file, *emit));
+    Stamp::record(&db, &path, &bytes).save(&store, project, out_key);
+    if explain {
+        let first = changes.is_none();
+        let changes = changes.unwrap_or_default();
+        print!(
+            "{}",
+            explain_build(&db, file, &changes, &outcome, first, true)
+        );
     }
-    Ok(0)
+    Ok(Some(path))
+}
+
+/// The `--explain` report of a finished build.
+pub fn explain_build(
+    db: &Database,
+    file: SourceFile,
+    changes: &[Change],
+    outcome: &Outcome,
+    first: bool,
+    fresh_process: bool,
+) -> String {
+    let kernel_sources = pipeline::project_kernels(db, file)
+        .as_ref()
+        .map(|kernels| {
+            kernels
+                .iter()
+                .map(|(name, k)| (name.clone(), k.sources.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let tile_kernels = pipeline::tiles::tile_works(db, file)
+        .as_ref()
+        .map(|works| {
+            works
+                .iter()
+                .map(|(tile, work)| (*tile, work.kernels()))
+                .collect()
+        })
+        .unwrap_or_default();
+    super::explain::render(&super::explain::Context {
+        changes,
+        computed: &outcome.computed,
+        totals: &outcome.totals,
+        kernel_sources: &kernel_sources,
+        tile_kernels: &tile_kernels,
+        first,
+        fresh_process,
+    })
 }
 
 /// What a build did.
@@ -89,6 +182,16 @@ pub struct Outcome {
     pub ok: bool,
     /// Queries executed (not reused) across all phases.
     pub recomputed: usize,
+    /// The project's name.
+    pub name: String,
+    /// Tiles the package loads.
+    pub tiles: usize,
+    /// The encoded package, when every phase succeeded.
+    pub package: Option<Arc<Vec<u8>>>,
+    /// What the expensive queries computed, by phase.
+    pub computed: Vec<(&'static str, String)>,
+    /// How many items each phase has.
+    pub totals: super::explain::Totals,
 }
 
 /// One phase's line: what ran, how many queries executed, how long.
@@ -121,6 +224,13 @@ impl PhaseLine {
 /// Builds through every phase, printing one line per phase when `verbose`.
 /// Errors are always printed.
 pub fn build(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
+    db.computed().take();
+    let mut outcome = build_phases(db, file, verbose);
+    outcome.computed = db.computed().take();
+    outcome
+}
+
+fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     let mut outcome = Outcome::default();
     let line = PhaseLine::start(db);
     let graph = match pipeline::graph(db, file) {
@@ -227,6 +337,69 @@ pub fn build(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         "place",
         &format!("{} tiles placed", placement.tiles.len()),
     );
+    outcome.name = graph.name.clone();
+    let kernel_count = pipeline::project_kernels(db, file)
+        .as_ref()
+        .map_or(0, |k| k.len());
+
+    let line = PhaseLine::start(db);
+    let tiles = placement.tiles.len();
+    let emitted = crate::logging::phase("emit_tile_code", || {
+        let images = pipeline::tile_images(db, file)?;
+        for image in &images {
+            pipeline::tiles::tile_weights(db, file, image.tile).clone()?;
+        }
+        Ok::<_, BuildError>(images.len())
+    });
+    let images = match emitted {
+        Ok(images) => images,
+        Err(error) => {
+            report(db, &error);
+            return outcome;
+        }
+    };
+    line.finish(
+        db,
+        &mut outcome,
+        verbose,
+        "emit",
+        &format!("{images} tile images and their weights"),
+    );
+
+    let line = PhaseLine::start(db);
+    let bytes = match pipeline::package::package_bytes(db, file).clone() {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            report(db, &error);
+            return outcome;
+        }
+    };
+    if let Ok(estimated) = pipeline::package::estimated_cycles(db, file) {
+        tracing::info!(
+            final_cycles = estimated,
+            final_exchange = exchange_cycles,
+            "costed final placed program"
+        );
+    }
+    line.finish(
+        db,
+        &mut outcome,
+        verbose,
+        "package",
+        &format!("{} tiles, {:.1} MB", tiles, bytes.len() as f64 / 1e6),
+    );
+    outcome.package = Some(bytes);
+    outcome.tiles = tiles;
+    outcome.totals = vec![
+        ("plan", unique.len()),
+        ("lower", 1),
+        ("schedule", program.phases.len()),
+        ("kernels", kernel_count),
+        ("place", 1),
+        ("emit", images),
+        ("weights", images),
+        ("package", 2),
+    ];
     outcome.ok = true;
     outcome
 }

@@ -2,14 +2,13 @@
 //! model, check its outputs against the host reference and write the
 //! cycle profile.
 
-use crate::cli::build::build;
-use crate::db::{Database, Db, SourceFile};
+use crate::db::{Database, SourceFile};
 use crate::device::embedded::{Device, EmbeddedModel};
 use crate::device::lock::{default_lock_path, DeviceLock};
 use crate::device::model::HostBuffers;
 use crate::package::{Call, Package, Step};
 use crate::pipeline::{self, BuildError};
-use anyhow::{anyhow, Context as _};
+use anyhow::anyhow;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::sync::Arc;
 
@@ -36,27 +35,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         });
         return run_package(&package, &out, args.watchdog, &args.project);
     }
-    let db = Database::on_disk();
-    let file = db.file(&args.project);
-    if !build(&db, file, true).ok {
+    let Some(path) = crate::cli::build::build_to_file(&args.project, args.out.as_deref(), false)?
+    else {
         return Ok(1);
-    }
-    let package = match package(&db, file) {
-        Ok(package) => package,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Ok(1);
-        }
     };
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| Utf8PathBuf::from("target/ipub").join(&package.graph.name));
-    let path = out.join(format!("{}.ipuexe", package.graph.name));
-    tracing::info!(tiles = package.tiles.len(), "writing application package");
-    crate::package::file::write(&path, &package).with_context(|| format!("writing {path}"))?;
-    tracing::info!("application package written");
-    println!("   package {path} ({} tiles)", package.tiles.len());
+    let out = path
+        .parent()
+        .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned);
     // Run what was written: the package is read back and validated.
     let package = crate::package::file::read(&path).map_err(|e| anyhow!("{e}"))?;
     run_package(&package, &out, args.watchdog, &path)

@@ -7,7 +7,8 @@
 //! contents really changed) and every project is rebuilt through the same
 //! salsa database, so a rebuild recomputes only what the change touched.
 
-use crate::cli::build::build;
+use crate::cli::build::{build, explain_build, package_path, Outcome};
+use crate::cli::stamp::{toml_keys_changed, Change, ChangeKind};
 use crate::db::{Database, Db};
 use camino::{Utf8Path, Utf8PathBuf};
 use notify::{RecursiveMode, Watcher};
@@ -23,23 +24,90 @@ pub struct WatchArgs {
     /// Quiet time after the last change before rebuilding, in milliseconds.
     #[arg(long, default_value_t = 100, value_name = "MS")]
     pub debounce: u64,
+    /// Where the packages go (default `target/ipub/<project>`).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<Utf8PathBuf>,
+    /// After each good build, run the package on the model and check its
+    /// numerics.
+    #[arg(long)]
+    pub run: bool,
+    /// After each rebuild, list what was recomputed and why.
+    #[arg(long)]
+    pub explain: bool,
     /// Stop after this many rebuilds (for scripts and tests).
     #[arg(long, hide = true)]
     pub max_rebuilds: Option<u64>,
 }
 
+/// A watched project and the last package written for it.
+struct Watched {
+    path: Utf8PathBuf,
+    file: crate::db::SourceFile,
+    written: Option<std::sync::Arc<Vec<u8>>>,
+}
+
+impl Watched {
+    /// Builds, and writes the package when its bytes changed. A failed
+    /// build writes nothing, so the last good package stays in place.
+    fn rebuild(&mut self, db: &Database, args: &WatchArgs) -> Outcome {
+        let outcome = build(db, self.file, false);
+        let Some(bytes) = outcome.package.clone().filter(|_| outcome.ok) else {
+            return outcome;
+        };
+        if self
+            .written
+            .as_ref()
+            .is_some_and(|w| std::sync::Arc::ptr_eq(w, &bytes) || **w == *bytes)
+        {
+            return outcome;
+        }
+        let path = package_path(args.out.as_deref(), &outcome.name);
+        match crate::fsutil::write_atomic(&path, &bytes) {
+            Ok(()) => {
+                println!("wrote {path}");
+                self.written = Some(bytes);
+                if args.run {
+                    run_written(&path);
+                }
+            }
+            Err(error) => eprintln!("error: cannot write the package {path}: {error}"),
+        }
+        outcome
+    }
+}
+
+/// Runs a written package on the model and checks its numerics.
+fn run_written(path: &Utf8Path) {
+    let out = path
+        .parent()
+        .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned);
+    let result = crate::package::file::read(path)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .and_then(|package| crate::cli::run::run_package(&package, &out, 2_000_000_000, path));
+    match result {
+        Ok(0) => {}
+        Ok(_) => eprintln!("error: {path} failed its numerics (see above)"),
+        Err(error) => eprintln!("error: running {path}: {error}"),
+    }
+}
+
 pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
     let mut db = Database::on_disk();
-    let projects: Vec<_> = args
+    let mut projects: Vec<Watched> = args
         .projects
         .iter()
-        .map(|p| (p.clone(), db.file(p)))
+        .map(|p| Watched {
+            path: p.clone(),
+            file: db.file(p),
+            written: None,
+        })
         .collect();
-    for (path, file) in &projects {
+    for project in &mut projects {
         let started = Instant::now();
-        let outcome = build(&db, *file, false);
+        let outcome = project.rebuild(&db, args);
         println!(
-            "built {path} in {:.1} ms{}",
+            "built {} in {:.1} ms{}",
+            project.path,
             started.elapsed().as_secs_f64() * 1000.0,
             if outcome.ok { "" } else { " with errors" }
         );
@@ -69,31 +137,46 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
         }
         let started = Instant::now();
         let known: BTreeSet<Utf8PathBuf> = db.known_files().into_iter().collect();
-        let changed: Vec<Utf8PathBuf> = paths
-            .into_iter()
-            .filter(|p| known.contains(p))
-            .filter(|p| db.refresh_file(p))
-            .collect();
-        if changed.is_empty() {
+        let mut changes = Vec::new();
+        for path in paths.into_iter().filter(|p| known.contains(p)) {
+            let before = db.file(&path).contents(&db).clone();
+            if db.refresh_file(&path) {
+                let after = db.file(&path).contents(&db).clone();
+                changes.push(change_of(path, before.as_deref(), after.as_deref()));
+            }
+        }
+        if changes.is_empty() {
             continue;
         }
-        let names: Vec<String> = changed.iter().map(|p| p.to_string()).collect();
+        let names: Vec<String> = changes.iter().map(ToString::to_string).collect();
         let (mut ok, mut queries) = (true, 0);
-        for (_, file) in &projects {
-            let outcome = build(&db, *file, false);
+        let mut report = String::new();
+        for project in &mut projects {
+            let outcome = project.rebuild(&db, args);
             ok &= outcome.ok;
             queries += outcome.recomputed;
+            if args.explain && outcome.ok {
+                report.push_str(&explain_build(
+                    &db,
+                    project.file,
+                    &changes,
+                    &outcome,
+                    false,
+                    false,
+                ));
+            }
         }
         println!(
             "rebuilt after change to {} in {:.1} ms ({queries} queries recomputed){}",
-            names.join(", "),
+            names.join("; "),
             started.elapsed().as_secs_f64() * 1000.0,
             if ok {
                 ""
             } else {
-                "; errors above, last good output kept"
+                "; errors above, last good package kept"
             }
         );
+        print!("{report}");
         watch_directories(&db, &mut watcher, &mut watched);
         rebuilds += 1;
         if args.max_rebuilds.is_some_and(|max| rebuilds >= max) {
@@ -101,6 +184,22 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// How a file changed, with the TOML keys an edit touched.
+fn change_of(path: Utf8PathBuf, before: Option<&str>, after: Option<&str>) -> Change {
+    let what = match (before, after) {
+        (None, _) => ChangeKind::Created,
+        (Some(_), None) => ChangeKind::Deleted,
+        (Some(old), Some(new)) => ChangeKind::Edited {
+            keys: if path.extension() == Some("toml") {
+                toml_keys_changed(old, new)
+            } else {
+                Vec::new()
+            },
+        },
+    };
+    Change { path, what }
 }
 
 /// Adds the (absolute) paths of an event, matched against the database's

@@ -45,6 +45,8 @@ pub struct CachedKernel {
     pub metadata: KernelMetadata,
     /// Whether this call assembled it (a miss or a rebuilt corrupt entry).
     pub built: bool,
+    /// Every file the variant's preprocessing read (source and includes).
+    pub sources: Vec<Utf8PathBuf>,
 }
 
 /// The cache key of `variant` given the files its preprocessing read.
@@ -103,7 +105,9 @@ impl KernelCache {
         target: &Target,
     ) -> Result<CachedKernel, KernelError> {
         let pre = asm::preprocess(fs, &variant.source, &variant.defines, &variant.include_dirs);
-        let key = cache_key(&pre.files_read(), variant, target);
+        let files_read = pre.files_read();
+        let sources: Vec<Utf8PathBuf> = files_read.iter().map(|(p, _)| p.clone()).collect();
+        let key = cache_key(&files_read, variant, target);
         let dir = self.entry_dir(&key);
         let object_path = dir.join("kernel.o");
         let metadata_path = dir.join("kernel.json");
@@ -118,6 +122,7 @@ impl KernelCache {
                         object,
                         metadata: *metadata,
                         built: false,
+                        sources,
                     });
                 }
                 Entry::Missing => {}
@@ -150,6 +155,7 @@ impl KernelCache {
             object,
             metadata,
             built: true,
+            sources,
         })
     }
 }

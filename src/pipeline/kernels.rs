@@ -27,6 +27,10 @@ pub struct KernelVariant<'db> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelObject {
     pub variant: String,
+    /// The files it was assembled from (source and includes).
+    pub sources: Vec<Utf8PathBuf>,
+    /// The kernel cache's key: a hash of everything it was built from.
+    pub key: String,
     pub object: crate::asm::Object,
     pub metadata: kernels::KernelMetadata,
 }
@@ -118,20 +122,28 @@ pub fn kernel_object<'db>(
         .ok_or_else(|| KernelBuildError::UnknownVariant(name.clone()))?;
     let files = DbFiles(db);
     let compiled = match db.kernel_cache() {
-        Some(cache) => cache
-            .get_or_build(&files, &spec, target)
-            .map(|c| (c.object, c.metadata)),
+        Some(cache) => cache.get_or_build(&files, &spec, target).map(|c| {
+            if c.built {
+                db.record_execution("kernels", format!("kernel {name}"));
+            }
+            (c.object, c.metadata, c.sources, c.key)
+        }),
         None => {
             let pre =
                 crate::asm::preprocess(&files, &spec.source, &spec.defines, &spec.include_dirs);
-            let key = crate::kernels::cache::cache_key(&pre.files_read(), &spec, target);
-            kernels::compile_preprocessed(pre, &spec, target, &key).map(|c| (c.object, c.metadata))
+            let files_read = pre.files_read();
+            let sources = files_read.iter().map(|(p, _)| p.clone()).collect();
+            let key = crate::kernels::cache::cache_key(&files_read, &spec, target);
+            db.record_execution("kernels", format!("kernel {name}"));
+            kernels::compile_preprocessed(pre, &spec, target, &key)
+                .map(|c| (c.object, c.metadata, sources, key))
         }
     };
-    db.record_execution("kernels", format!("kernel {name}"));
     match compiled {
-        Ok((object, metadata)) => Ok(Arc::new(KernelObject {
+        Ok((object, metadata, sources, key)) => Ok(Arc::new(KernelObject {
             variant: name.clone(),
+            sources,
+            key,
             object,
             metadata,
         })),
@@ -156,6 +168,9 @@ pub fn kernel_footprint<'db>(
 ) -> Result<Arc<KernelObject>, KernelBuildError> {
     let object = kernel_object(db, variant).clone()?;
     let mut footprint = (*object).clone();
+    footprint.key.clear();
+    footprint.metadata.key.clear();
+    footprint.metadata.object_hash.clear();
     for section in &mut footprint.object.sections {
         section.bytes.iter_mut().for_each(|b| *b = 0);
     }

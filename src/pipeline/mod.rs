@@ -16,6 +16,7 @@
 
 pub mod kernels;
 pub mod package;
+pub mod persist;
 pub mod tiles;
 
 use crate::db::{Db, SourceFile};
@@ -76,8 +77,13 @@ pub fn target_of(graph: &Graph) -> &'static Target {
 pub fn operator_plans<'db>(db: &'db dyn Db, signature: Signature<'db>) -> OperatorPlans {
     let value = signature.value(db);
     let target = &IPU21;
-    db.record_execution("plan", format!("plans of {value}"));
-    crate::plan::operator_plans(value, target)
+    persist::persisted(
+        db,
+        "plans",
+        persist::key_of("plans", &[value, &target.name]),
+        ("plan", format!("plans of {value}")),
+        || crate::plan::operator_plans(value, target),
+    )
 }
 
 /// The signature of every operation of a project, in op order.

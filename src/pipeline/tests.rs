@@ -197,3 +197,130 @@ fn tile_images_hold_supervisor_routines_for_each_step_and_the_kernels_they_run()
     let first = crate::isa::disassemble(&code.bytes, code.address);
     assert!(first.iter().any(|l| l.text.starts_with("runall")));
 }
+
+/// Builds through the package bytes and returns what the expensive queries
+/// computed, as (phase, item).
+fn computed_after(
+    db: &mut Database,
+    fs: &MemoryFs,
+    edits: &[(&str, &str)],
+    file: SourceFile,
+) -> Vec<(&'static str, String)> {
+    for (path, text) in edits {
+        fs.write(*path, text);
+        db.refresh_file(Utf8Path::new(path));
+    }
+    db.computed().take();
+    let bytes = package::package_bytes(db, file);
+    assert!(bytes.is_ok(), "{bytes:?}");
+    db.computed().take()
+}
+
+fn emitted_tiles(computed: &[(&'static str, String)]) -> Vec<u32> {
+    let mut tiles: Vec<u32> = computed
+        .iter()
+        .filter(|(phase, _)| *phase == "emit")
+        .filter_map(|(_, item)| item.strip_prefix("image of tile ")?.parse().ok())
+        .collect();
+    tiles.sort_unstable();
+    tiles
+}
+
+/// The project plus a small independent branch on few tiles, so an edit to
+/// it leaves most tiles alone.
+fn with_branch(rows: usize) -> String {
+    PROJECT
+        .replace(
+            "[check]",
+            &format!(
+            "[[tensor]]\nname = \"z\"\nshape = [{rows}, 64]\ndtype = \"f16\"\nrole = \"input\"\n\n\
+             [[op]]\nname = \"b\"\nop = \"gelu\"\ninputs = [\"z\"]\n\n[check]"
+        ),
+        )
+        .replace("outputs = [\"y\"]", "outputs = [\"y\", \"b\"]")
+}
+
+#[test]
+fn a_kernel_edit_recompiles_its_variants_and_re_emits_only_the_tiles_that_run_them() {
+    let (mut db, fs, file) = built();
+    computed_after(&mut db, &fs, &[], file);
+    let gelu_tiles: Vec<u32> = tiles::tile_works(&db, file)
+        .as_ref()
+        .expect("works")
+        .iter()
+        .filter(|(_, w)| w.kernels().contains(&"gelu_f16".to_string()))
+        .map(|(t, _)| *t)
+        .collect();
+    let source = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("device/gelu_f16.S"),
+    )
+    .expect("gelu source");
+    // Same size, different instructions: the two multiplies swap (x * 0.5
+    // is exact, so the results do not change either).
+    let swapped = source.replace(
+        "        f32v2mul \\x, \\x, $a12:13\n        f32v2mul \\x, \\x, \\t\n",
+        "        f32v2mul \\x, \\x, \\t\n        f32v2mul \\x, \\x, $a12:13\n",
+    );
+    assert_ne!(swapped, source, "the edit applies");
+    let before = package::package_bytes(&db, file).clone().expect("bytes");
+    let computed = computed_after(&mut db, &fs, &[("device/gelu_f16.S", &swapped)], file);
+    let phases: std::collections::BTreeSet<&str> = computed.iter().map(|(p, _)| *p).collect();
+    assert_eq!(
+        phases.into_iter().collect::<Vec<_>>(),
+        ["emit", "kernels", "package"],
+        "{computed:?}"
+    );
+    let kernels: Vec<&String> = computed
+        .iter()
+        .filter(|(p, _)| *p == "kernels")
+        .map(|(_, i)| i)
+        .collect();
+    assert_eq!(kernels, ["kernel gelu_f16"]);
+    assert_eq!(emitted_tiles(&computed), gelu_tiles);
+    let after = package::package_bytes(&db, file).clone().expect("bytes");
+    assert_ne!(before, after, "the package is rewritten");
+}
+
+#[test]
+fn a_shape_edit_re_emits_only_tiles_whose_work_changed() {
+    let (mut db, fs, file) = built();
+    computed_after(&mut db, &fs, &[(PATH, &with_branch(2))], file);
+    let works_before = tiles::tile_works(&db, file).clone().expect("works");
+    let computed = computed_after(&mut db, &fs, &[(PATH, &with_branch(3))], file);
+    let works_after = tiles::tile_works(&db, file).clone().expect("works");
+    let changed: Vec<u32> = works_after
+        .iter()
+        .filter(|(tile, work)| works_before.get(*tile) != Some(*work))
+        .map(|(tile, _)| *tile)
+        .collect();
+    assert!(
+        !changed.is_empty() && changed.len() < works_after.len(),
+        "the branch runs on a few tiles: {changed:?}"
+    );
+    assert_eq!(emitted_tiles(&computed), changed, "{computed:?}");
+    let plans = computed.iter().filter(|(p, _)| *p == "plan").count();
+    assert_eq!(plans, 1, "only the edited op's signature is re-planned");
+}
+
+#[test]
+fn a_revert_brings_back_earlier_images_and_package_without_recomputing() {
+    let (mut db, fs, file) = built();
+    computed_after(&mut db, &fs, &[], file);
+    let original = package::package_bytes(&db, file).clone().expect("bytes");
+    let edited = PROJECT.replace("shape = [32, 64]", "shape = [48, 64]");
+    computed_after(&mut db, &fs, &[(PATH, &edited)], file);
+    let computed = computed_after(&mut db, &fs, &[(PATH, PROJECT)], file);
+    let expensive: Vec<_> = computed
+        .iter()
+        .filter(|(p, _)| matches!(*p, "plan" | "kernels" | "emit" | "weights"))
+        .collect();
+    // Salsa keeps one value per query: the reverted plans are recomputed
+    // only if they were evicted by the edit; images and weights are the
+    // same tiles' work as before, so their queries re-run.
+    let reverted = package::package_bytes(&db, file).clone().expect("bytes");
+    assert_eq!(original, reverted);
+    assert!(
+        !expensive.iter().any(|(p, _)| *p == "kernels"),
+        "{expensive:?}"
+    );
+}

@@ -222,12 +222,28 @@ pub fn tile_image(
             .map_err(|e| BuildError::Kernel(e.to_string()))?;
         objects.insert(name, object);
     }
-    let codes: BTreeMap<String, KernelCode> = super::kernel_codes(&objects);
-    let steps = borrowed_steps(&work);
+    let keys: Vec<&str> = objects.values().map(|o| o.key.as_str()).collect();
+    let image = super::persist::persisted_ok(
+        db,
+        "tile-image",
+        super::persist::key_of("tile-image", &[work.as_ref(), &keys]),
+        ("emit", format!("image of tile {tile}")),
+        || emit_image(&work, &objects),
+    )?;
+    Ok(Arc::new(image))
+}
+
+fn emit_image(
+    work: &TileWork,
+    objects: &BTreeMap<String, Arc<KernelObject>>,
+) -> Result<TileImage, BuildError> {
+    let tile = work.tile;
+    let codes: BTreeMap<String, KernelCode> = super::kernel_codes(objects);
+    let steps = borrowed_steps(work);
     let placement = Placement {
         tiles: BTreeMap::from([(tile, work.placement.clone())]),
     };
-    let image = crate::emit::tile::tile_image(
+    crate::emit::tile::tile_image(
         tile,
         &steps,
         &crate::emit::tile::TileInputs {
@@ -238,9 +254,7 @@ pub fn tile_image(
             states_address: work.support_address(SupportKind::KernelStates),
         },
     )
-    .map_err(|e| BuildError::Emit(e.to_string()))?;
-    db.record_execution("emit", format!("image of tile {tile}"));
-    Ok(Arc::new(image))
+    .map_err(|e| BuildError::Emit(e.to_string()))
 }
 
 /// The emitter's view of a tile's steps.
@@ -279,7 +293,6 @@ pub fn weight_bytes(
     iteration: Option<u32>,
 ) -> Option<Arc<Vec<u8>>> {
     let (seed, tensor) = weight_spec(db, project, tensor).clone()?;
-    db.record_execution("weights", format!("weight {}", tensor.name));
     Some(Arc::new(crate::reference::init::declared_tensor_bytes(
         seed, &tensor, iteration,
     )))

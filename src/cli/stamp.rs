@@ -1,0 +1,265 @@
+//! The build stamp: what the last successful build of a project into an
+//! output directory read, and what it wrote.
+//!
+//! A fresh `ipub build` first re-hashes the files the stamp lists; when none
+//! changed and the package on disk is the one the stamp describes, the build
+//! is up to date without opening the pipeline at all. Otherwise the stamp's
+//! hashes (and the TOML texts it keeps) say what changed, for `--explain`.
+//! Stamps live in the result store, keyed by project and output path.
+
+use crate::db::{Database, Db};
+use crate::store::{Lookup, Store};
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    /// Every file the build read, with the blake3 hash of its contents
+    /// (`None`: the file did not exist).
+    pub inputs: BTreeMap<Utf8PathBuf, Option<String>>,
+    /// The texts of the TOML inputs, to name the keys an edit changed.
+    pub tomls: BTreeMap<Utf8PathBuf, String>,
+    pub package: Utf8PathBuf,
+    pub package_len: u64,
+    pub package_hash: String,
+}
+
+/// How one input differs from the stamp.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub path: Utf8PathBuf,
+    pub what: ChangeKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    Created,
+    Deleted,
+    /// Edited; for a TOML file, the keys whose values differ.
+    Edited {
+        keys: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.what {
+            ChangeKind::Created => write!(f, "{} (created)", self.path),
+            ChangeKind::Deleted => write!(f, "{} (deleted)", self.path),
+            ChangeKind::Edited { keys } if keys.is_empty() => write!(f, "{}", self.path),
+            ChangeKind::Edited { keys } => write!(f, "{}: {}", self.path, keys.join(", ")),
+        }
+    }
+}
+
+fn hash(contents: Option<&str>) -> Option<String> {
+    contents.map(|c| blake3::hash(c.as_bytes()).to_hex().to_string())
+}
+
+/// The store key of a project built into `out`.
+fn key(project: &Utf8Path, out: &Utf8Path) -> blake3::Hash {
+    let absolute = |p: &Utf8Path| {
+        std::path::absolute(p)
+            .ok()
+            .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
+            .unwrap_or_else(|| p.to_owned())
+    };
+    crate::store::key(&[
+        b"stamp",
+        absolute(project).as_str().as_bytes(),
+        absolute(out).as_str().as_bytes(),
+    ])
+}
+
+impl Stamp {
+    /// The stamp of the last build of `project` into `out`, if any.
+    pub fn load(store: &Store, project: &Utf8Path, out: &Utf8Path) -> Option<Stamp> {
+        match store.get("stamps", &key(project, out)) {
+            Lookup::Hit(stamp) => Some(stamp),
+            _ => None,
+        }
+    }
+
+    pub fn save(&self, store: &Store, project: &Utf8Path, out: &Utf8Path) {
+        if let Err(error) = store.put("stamps", &key(project, out), self) {
+            tracing::warn!(%error, "could not save the build stamp");
+        }
+    }
+
+    /// The stamp of a build that read what `db` holds and wrote `bytes` to
+    /// `package`.
+    pub fn record(db: &Database, package: &Utf8Path, bytes: &[u8]) -> Stamp {
+        let mut stamp = Stamp {
+            package: package.to_owned(),
+            package_len: bytes.len() as u64,
+            package_hash: blake3::hash(bytes).to_hex().to_string(),
+            ..Stamp::default()
+        };
+        for path in db.known_files() {
+            let contents = db.file(&path).contents(db).clone();
+            if path.extension() == Some("toml") {
+                if let Some(text) = &contents {
+                    stamp.tomls.insert(path.clone(), text.to_string());
+                }
+            }
+            stamp.inputs.insert(path, hash(contents.as_deref()));
+        }
+        stamp
+    }
+
+    /// How the files on disk differ from the stamp.
+    pub fn changes(&self) -> Vec<Change> {
+        let mut changes = Vec::new();
+        for (path, before) in &self.inputs {
+            let now = std::fs::read_to_string(path).ok();
+            if hash(now.as_deref()) == *before {
+                continue;
+            }
+            let what = match (before, &now) {
+                (None, _) => ChangeKind::Created,
+                (Some(_), None) => ChangeKind::Deleted,
+                (Some(_), Some(text)) => ChangeKind::Edited {
+                    keys: self
+                        .tomls
+                        .get(path)
+                        .map(|old| toml_keys_changed(old, text))
+                        .unwrap_or_default(),
+                },
+            };
+            changes.push(Change {
+                path: path.clone(),
+                what,
+            });
+        }
+        changes
+    }
+
+    /// Whether the package file is still the one this stamp wrote.
+    pub fn package_intact(&self) -> bool {
+        match std::fs::read(&self.package) {
+            Ok(bytes) => {
+                bytes.len() as u64 == self.package_len
+                    && blake3::hash(&bytes).to_hex().as_str() == self.package_hash
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// The dotted keys whose values differ between two TOML texts (operations
+/// and tensors are named by their `name`: `op.fc1.shape`); empty when
+/// either text does not parse or only comments and layout changed.
+pub fn toml_keys_changed(before: &str, after: &str) -> Vec<String> {
+    let (Ok(a), Ok(b)) = (before.parse::<toml::Table>(), after.parse::<toml::Table>()) else {
+        return vec!["(not valid TOML)".to_string()];
+    };
+    let mut keys = Vec::new();
+    diff_tables(&a, &b, "", &mut keys);
+    keys
+}
+
+fn diff_tables(a: &toml::Table, b: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+    let names: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for name in names {
+        let path = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        match (a.get(name), b.get(name)) {
+            (Some(x), Some(y)) => diff_values(x, y, &path, out),
+            _ => out.push(path),
+        }
+    }
+}
+
+fn diff_values(a: &toml::Value, b: &toml::Value, path: &str, out: &mut Vec<String>) {
+    use toml::Value;
+    match (a, b) {
+        (Value::Table(x), Value::Table(y)) => diff_tables(x, y, path, out),
+        (Value::Array(x), Value::Array(y)) if named(x) && named(y) => {
+            let by_name = |items: &[Value]| -> BTreeMap<String, toml::Table> {
+                items
+                    .iter()
+                    .filter_map(|v| v.as_table())
+                    .filter_map(|t| Some((t.get("name")?.as_str()?.to_string(), t.clone())))
+                    .collect()
+            };
+            let (x, y) = (by_name(x), by_name(y));
+            let names: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for name in names {
+                let item = format!("{path}.{name}");
+                match (x.get(name), y.get(name)) {
+                    (Some(p), Some(q)) => diff_tables(p, q, &item, out),
+                    _ => out.push(item),
+                }
+            }
+        }
+        _ if a != b => out.push(path.to_string()),
+        _ => {}
+    }
+}
+
+/// Whether every element is a table with a string `name`.
+fn named(items: &[toml::Value]) -> bool {
+    !items.is_empty()
+        && items.iter().all(|v| {
+            v.as_table()
+                .and_then(|t| t.get("name"))
+                .is_some_and(toml::Value::is_str)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_diffs_name_items_by_name_and_ignore_comments() {
+        let before = "[project]\nname = \"x\"\n[[op]]\nname = \"a\"\nshape = [2, 3]\n[[op]]\nname = \"b\"\nkind = \"add\"\n";
+        let after = "# a comment\n[project]\nname = \"x\"\n[[op]]\nname = \"b\"\nkind = \"add\"\n[[op]]\nname = \"a\"\nshape = [2, 4]\n[[op]]\nname = \"c\"\n";
+        assert_eq!(toml_keys_changed(before, after), ["op.a.shape", "op.c"]);
+        assert!(toml_keys_changed(before, &format!("# note\n{before}")).is_empty());
+        assert_eq!(toml_keys_changed(before, "[oops"), ["(not valid TOML)"]);
+    }
+
+    #[test]
+    fn a_stamp_sees_edits_creations_and_deletions() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = Utf8Path::from_path(dir.path()).expect("utf-8");
+        let (kept, edited, deleted, created) = (
+            root.join("kept.S"),
+            root.join("p.toml"),
+            root.join("gone.S"),
+            root.join("new.toml"),
+        );
+        std::fs::write(&kept, "nop\n").expect("write");
+        std::fs::write(&edited, "[a]\nx = 1\n").expect("write");
+        std::fs::write(&deleted, "nop\n").expect("write");
+        let mut stamp = Stamp::default();
+        for path in [&kept, &edited, &deleted] {
+            let text = std::fs::read_to_string(path).expect("read");
+            stamp.inputs.insert(path.clone(), hash(Some(&text)));
+        }
+        stamp.tomls.insert(edited.clone(), "[a]\nx = 1\n".into());
+        stamp.inputs.insert(created.clone(), None);
+        assert!(stamp.changes().is_empty());
+        std::fs::write(&edited, "[a]\nx = 2\n").expect("write");
+        std::fs::remove_file(&deleted).expect("remove");
+        std::fs::write(&created, "").expect("write");
+        let changes: Vec<String> = stamp
+            .changes()
+            .iter()
+            .map(|c| c.to_string().replace(root.as_str(), "."))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                "./gone.S (deleted)",
+                "./new.toml (created)",
+                "./p.toml: a.x"
+            ]
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! Persisted queries: an expensive query first looks its result up in the
+//! database's [`Store`](crate::store::Store) under a blake3 key of
+//! everything it reads (and the compiler's build identity), so a fresh
+//! process reuses what an earlier one computed. Only a computed result is
+//! recorded for `--explain`; a store hit counts as reused.
+
+use crate::db::Db;
+use crate::store::Lookup;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// The store key of `kind` computed from `parts` (JSON of the query's
+/// inputs); `None` if an input cannot be serialized, which only disables
+/// persistence for that call.
+pub fn key_of(kind: &str, parts: &[&dyn erased::Json]) -> Option<blake3::Hash> {
+    let mut encoded = vec![kind.as_bytes().to_vec()];
+    for part in parts {
+        encoded.push(part.json()?);
+    }
+    let slices: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
+    Some(crate::store::key(&slices))
+}
+
+/// Returns the stored result of `kind` under `key`, or computes, records
+/// and stores it.
+pub fn persisted<T: Serialize + DeserializeOwned>(
+    db: &dyn Db,
+    kind: &'static str,
+    key: Option<blake3::Hash>,
+    record: (&'static str, String),
+    compute: impl FnOnce() -> T,
+) -> T {
+    match persisted_ok(db, kind, key, record, || {
+        Ok::<T, std::convert::Infallible>(compute())
+    }) {
+        Ok(value) => value,
+        Err(never) => match never {},
+    }
+}
+
+/// [`persisted`] for a fallible computation: only successes are stored.
+pub fn persisted_ok<T: Serialize + DeserializeOwned, E>(
+    db: &dyn Db,
+    kind: &'static str,
+    key: Option<blake3::Hash>,
+    record: (&'static str, String),
+    compute: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    let store = db.store().zip(key);
+    if let Some((store, key)) = &store {
+        if let Lookup::Hit(value) = store.get(kind, key) {
+            return Ok(value);
+        }
+    }
+    let value = compute()?;
+    db.record_execution(record.0, record.1);
+    if let Some((store, key)) = store {
+        if let Err(error) = store.put(kind, &key, &value) {
+            tracing::warn!(kind, %error, "could not persist a result");
+        }
+    }
+    Ok(value)
+}
+
+/// Serialization to JSON bytes behind a trait object, so a key can mix
+/// inputs of different types.
+pub mod erased {
+    pub trait Json {
+        fn json(&self) -> Option<Vec<u8>>;
+    }
+
+    impl<T: serde::Serialize + ?Sized> Json for T {
+        fn json(&self) -> Option<Vec<u8>> {
+            serde_json::to_vec(self).ok()
+        }
+    }
+}
