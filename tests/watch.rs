@@ -15,10 +15,11 @@ struct Watch {
 }
 
 impl Watch {
-    fn start(dir: &Path, project: &str, rebuilds: u32) -> Watch {
+    fn start(dir: &Path, project: &str, rebuilds: u32, extra: &[&str]) -> Watch {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ipub"))
             .args(["watch", project, "--debounce", "50"])
             .arg(format!("--max-rebuilds={rebuilds}"))
+            .args(extra)
             .current_dir(dir)
             .env("IPUB_CACHE_DIR", dir.join(".cache"))
             .env_remove("RUST_LOG")
@@ -98,7 +99,7 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
     let project = dir.path().join("matmul-f8.toml");
     std::fs::write(&project, &original).expect("copy project");
 
-    let mut watch = Watch::start(dir.path(), "matmul-f8.toml", 3);
+    let mut watch = Watch::start(dir.path(), "matmul-f8.toml", 3, &[]);
     let startup = watch.wait_for("watching");
     assert!(
         startup
@@ -106,6 +107,8 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
             .any(|l| l.starts_with("built matmul-f8.toml")),
         "{startup:?}"
     );
+    let package = dir.path().join("target/ipub/matmul-f8/matmul-f8.ipuexe");
+    let first = std::fs::read(&package).expect("the first build writes the package");
 
     // A comment edit: validation re-runs and nothing after it.
     save_by_rename(&project, &format!("# edited\n{original}"));
@@ -116,6 +119,7 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
             .any(|l| l.contains("rebuilt") && l.contains("(1 queries recomputed)")),
         "{lines:?}"
     );
+    assert!(!lines.iter().any(|l| l.starts_with("wrote")), "{lines:?}");
 
     // A broken save: diagnostics, the watcher keeps going.
     save_by_rename(
@@ -128,6 +132,11 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
             .iter()
             .any(|l| l.contains("rebuilt") && l.contains("errors above")),
         "{lines:?}"
+    );
+    assert_eq!(
+        std::fs::read(&package).expect("package"),
+        first,
+        "a broken save keeps the last good package"
     );
 
     // The fix with a real change: the shape edit replans.
@@ -142,8 +151,17 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
             .any(|l| l.contains("rebuilt") && !l.contains("errors")),
         "{lines:?}"
     );
-
     let status = watch.child.wait().expect("watch exits after its rebuilds");
+    let rebuilt =
+        ipub::package::file::read(camino::Utf8Path::from_path(&package).expect("utf-8 path"))
+            .expect("the fix writes a valid package");
+    let x = rebuilt
+        .graph
+        .tensors
+        .iter()
+        .find(|t| t.shape == [256, 64])
+        .map(|t| t.name.clone());
+    assert!(x.is_some(), "the new package has the edited shape");
     assert!(status.success());
 }
 
@@ -167,8 +185,13 @@ fn watch_recompiles_an_edited_kernel_source() {
         dir.path().join("projects/matmul-f8.toml"),
     )
     .expect("copy project");
-    let mut watch = Watch::start(dir.path(), "projects/matmul-f8.toml", 1);
-    watch.wait_for("watching");
+    let mut watch = Watch::start(dir.path(), "projects/matmul-f8.toml", 1, &["--run"]);
+    // `--run` runs each newly written package on the model.
+    let startup = watch.wait_for_all(&["watching", "numericalTest=PASS"]);
+    assert!(
+        startup.iter().any(|l| l.starts_with("wrote")),
+        "{startup:?}"
+    );
     let kernel = dir.path().join("device/cast_f8.S");
     let source = std::fs::read_to_string(&kernel).expect("kernel");
     std::fs::write(&kernel, format!("// edited\n{source}")).expect("edit kernel");

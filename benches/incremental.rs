@@ -1,0 +1,160 @@
+//! Incrementality of vit-fp8 builds: cold, no-op in a fresh process, no-op
+//! in watch, one kernel edit and one operation-shape edit, each with the
+//! queries it recomputed. `cargo bench --bench incremental`.
+//!
+//! Works on a copy of `projects/` and `device/` in a temporary directory
+//! with its own cache, so the edits never touch the checkout. Fresh-process
+//! builds spawn the `ipub` binary; watch rebuilds run in this process the
+//! way `ipub watch` does (refresh the edited file, rebuild through the same
+//! database, write the package if it changed).
+
+use camino::{Utf8Path, Utf8PathBuf};
+use ipub::cli::build::{build, package_path};
+use ipub::db::{Database, Db};
+use std::process::Command;
+use std::time::Instant;
+
+const PROJECT: &str = "projects/vit-fp8.toml";
+
+fn copy_dir(from: &Utf8Path, to: &Utf8Path) {
+    std::fs::create_dir_all(to).expect("create");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let path = Utf8PathBuf::from_path_buf(entry.path()).expect("utf-8");
+        let target = to.join(path.file_name().expect("name"));
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).expect("copy");
+        }
+    }
+}
+
+/// Runs `ipub build` in a new process; returns milliseconds and the queries
+/// its phase lines say were recomputed.
+fn fresh_build(root: &Utf8Path) -> (f64, usize) {
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
+        .args(["build", PROJECT])
+        .current_dir(root)
+        .output()
+        .expect("runs ipub");
+    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let recomputed = stdout
+        .lines()
+        .filter_map(|line| {
+            let at = line.find(" quer")?;
+            line[..at].rsplit('(').next()?.trim().parse::<usize>().ok()
+        })
+        .sum();
+    (elapsed, recomputed)
+}
+
+/// One watch rebuild: refresh `edited`, rebuild, write if changed.
+fn watch_rebuild(
+    db: &mut Database,
+    file: ipub::db::SourceFile,
+    root: &Utf8Path,
+    edited: &[Utf8PathBuf],
+    written: &mut Option<std::sync::Arc<Vec<u8>>>,
+) -> (f64, usize, usize) {
+    let started = Instant::now();
+    for path in edited {
+        db.refresh_file(path);
+    }
+    let outcome = build(db, file, false);
+    assert!(outcome.ok, "the edited project builds");
+    let bytes = outcome.package.clone().expect("package");
+    if !written.as_ref().is_some_and(|w| **w == *bytes) {
+        let path = root.join(package_path(None, &outcome.name));
+        ipub::fsutil::write_atomic(&path, &bytes).expect("writes");
+        *written = Some(bytes);
+    }
+    (
+        started.elapsed().as_secs_f64() * 1000.0,
+        outcome.recomputed,
+        outcome.computed.len(),
+    )
+}
+
+fn main() {
+    let checkout = Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let scratch = tempfile::tempdir().expect("temporary directory");
+    let root = Utf8PathBuf::from_path_buf(scratch.path().to_path_buf()).expect("utf-8");
+    copy_dir(&checkout.join("projects"), &root.join("projects"));
+    copy_dir(&checkout.join("device"), &root.join("device"));
+    std::env::set_var("IPUB_CACHE_DIR", root.join("cache"));
+
+    let (cold, cold_queries) = fresh_build(&root);
+    println!(
+        "vit-fp8 cold build (fresh process, empty caches): {cold:.0} ms, {cold_queries} queries"
+    );
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let (noop, queries) = fresh_build(&root);
+        assert_eq!(queries, 0, "a no-op build recomputes nothing");
+        best = best.min(noop);
+    }
+    println!("vit-fp8 no-op build in a fresh process: {best:.1} ms (best of 3), 0 queries");
+
+    std::env::set_current_dir(&root).expect("cd");
+    let mut db = Database::on_disk();
+    let file = db.file(Utf8Path::new(PROJECT));
+    let mut written = None;
+    let (warm, queries, items) = watch_rebuild(&mut db, file, &root, &[], &mut written);
+    println!(
+        "vit-fp8 first build in watch (plans and images from the store): {warm:.0} ms, {queries} queries, {items} items computed"
+    );
+    let known = db.known_files();
+    let mut best = (f64::MAX, 0, 0);
+    for _ in 0..5 {
+        let run = watch_rebuild(&mut db, file, &root, &known, &mut written);
+        if run.0 < best.0 {
+            best = run;
+        }
+    }
+    println!(
+        "vit-fp8 no-op rebuild in watch: {:.3} ms (best of 5), {} queries, {} items computed",
+        best.0, best.1, best.2
+    );
+
+    // A kernel edit that keeps the kernel's size: two multiplies swap.
+    let gelu = Utf8PathBuf::from("device/gelu_f16.S");
+    let source = std::fs::read_to_string(&gelu).expect("gelu source");
+    let a = "        f32v2mul \\x, \\x, $a12:13\n        f32v2mul \\x, \\x, \\t\n";
+    let b = "        f32v2mul \\x, \\x, \\t\n        f32v2mul \\x, \\x, $a12:13\n";
+    assert!(source.contains(a), "the gelu kernel has the edited lines");
+    std::fs::write(&gelu, source.replace(a, b)).expect("edit");
+    let (edit, queries, items) = watch_rebuild(
+        &mut db,
+        file,
+        &root,
+        std::slice::from_ref(&gelu),
+        &mut written,
+    );
+    println!(
+        "vit-fp8 rebuild in watch after one kernel edit (gelu_f16.S, same size): {edit:.1} ms, {queries} queries, {items} items computed"
+    );
+    std::fs::write(&gelu, &source).expect("revert");
+    let (revert, queries, items) = watch_rebuild(&mut db, file, &root, &[gelu], &mut written);
+    println!(
+        "vit-fp8 rebuild in watch after reverting the kernel edit: {revert:.1} ms, {queries} queries, {items} items computed"
+    );
+
+    // An operation-shape edit: the MLP's width (fc1's output) 1536 -> 1024.
+    let encoder = Utf8PathBuf::from("projects/layers/vit-encoder.toml");
+    let text = std::fs::read_to_string(&encoder).expect("encoder");
+    std::fs::write(&encoder, text.replace("1536", "1024")).expect("edit");
+    let (shape, queries, items) =
+        watch_rebuild(&mut db, file, &root, &[encoder.clone()], &mut written);
+    println!(
+        "vit-fp8 rebuild in watch after one op-shape edit (MLP width 1536 -> 1024): {shape:.0} ms, {queries} queries, {items} items computed"
+    );
+    std::fs::write(&encoder, &text).expect("revert");
+    let (revert, queries, items) = watch_rebuild(&mut db, file, &root, &[encoder], &mut written);
+    println!(
+        "vit-fp8 rebuild in watch after reverting it: {revert:.0} ms, {queries} queries, {items} items computed"
+    );
+}

@@ -1,0 +1,80 @@
+//! Fresh-process builds: a no-op build is up to date from the stamp, and
+//! `--explain` names what changed and what each phase recomputed.
+
+use std::path::Path;
+use std::process::Command;
+
+fn build(dir: &Path, extra: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
+        .args(["build", "matmul-f8.toml"])
+        .args(extra)
+        .current_dir(dir)
+        .env("IPUB_CACHE_DIR", dir.join(".cache"))
+        .env_remove("RUST_LOG")
+        .env_remove("IPUB_LOG")
+        .output()
+        .expect("runs ipub build");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn no_op_builds_are_up_to_date_and_explain_names_the_edit() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let original = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("projects/matmul-f8.toml"),
+    )
+    .expect("read project")
+    .replace(
+        "seed = 4",
+        concat!(
+            "seed = 4\nkernels = \"",
+            env!("CARGO_MANIFEST_DIR"),
+            "/device\""
+        ),
+    );
+    let project = dir.path().join("matmul-f8.toml");
+    std::fs::write(&project, &original).expect("copy project");
+
+    let first = build(dir.path(), &["--explain"]);
+    assert!(
+        first.contains("wrote target/ipub/matmul-f8/matmul-f8.ipuexe"),
+        "{first}"
+    );
+    assert!(first.contains("no earlier build"), "{first}");
+
+    let again = build(dir.path(), &["--explain"]);
+    assert!(again.contains("is up to date"), "{again}");
+    assert!(again.contains("nothing recomputed"), "{again}");
+
+    // A damaged package is rebuilt even though no input changed.
+    let package = dir.path().join("target/ipub/matmul-f8/matmul-f8.ipuexe");
+    std::fs::write(&package, b"damaged").expect("damage");
+    let repaired = build(dir.path(), &[]);
+    assert!(repaired.contains("wrote"), "{repaired}");
+
+    std::fs::write(
+        &project,
+        original.replace("shape = [128, 64]", "shape = [256, 64]"),
+    )
+    .expect("edit");
+    let edited = build(dir.path(), &["--explain"]);
+    assert!(edited.contains("1 input(s) changed"), "{edited}");
+    let key_line = edited
+        .lines()
+        .find(|l| l.contains("matmul-f8.toml:"))
+        .unwrap_or_default();
+    assert!(key_line.ends_with(".shape"), "{edited}");
+    // The plans of the unchanged signatures come from the store.
+    assert!(edited.contains("reused"), "{edited}");
+    let plan = edited
+        .lines()
+        .find(|l| l.trim_start().starts_with("plan:"))
+        .unwrap_or_default();
+    assert!(!plan.contains(" 0 recomputed"), "{edited}");
+}
