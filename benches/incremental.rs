@@ -67,7 +67,7 @@ fn watch_rebuild(
     let outcome = build(db, file, false);
     assert!(outcome.ok, "the edited project builds");
     let bytes = outcome.package.clone().expect("package");
-    if !written.as_ref().is_some_and(|w| **w == *bytes) {
+    if written.as_ref().is_none_or(|w| **w != *bytes) {
         let path = root.join(package_path(None, &outcome.name));
         ipub::fsutil::write_atomic(&path, &bytes).expect("writes");
         *written = Some(bytes);
@@ -147,8 +147,13 @@ fn main() {
     let encoder = Utf8PathBuf::from("projects/layers/vit-encoder.toml");
     let text = std::fs::read_to_string(&encoder).expect("encoder");
     std::fs::write(&encoder, text.replace("1536", "1024")).expect("edit");
-    let (shape, queries, items) =
-        watch_rebuild(&mut db, file, &root, &[encoder.clone()], &mut written);
+    let (shape, queries, items) = watch_rebuild(
+        &mut db,
+        file,
+        &root,
+        std::slice::from_ref(&encoder),
+        &mut written,
+    );
     println!(
         "vit-fp8 rebuild in watch after one op-shape edit (MLP width 1536 -> 1024): {shape:.0} ms, {queries} queries, {items} items computed"
     );
