@@ -345,6 +345,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     let line = PhaseLine::start(db);
     let tiles = placement.tiles.len();
     let emitted = crate::logging::phase("emit_tile_code", || {
+        emit_tiles_in_parallel(db, file)?;
         let images = pipeline::tile_images(db, file)?;
         for image in &images {
             pipeline::tiles::tile_weights(db, file, image.tile).clone()?;
@@ -402,6 +403,29 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     ];
     outcome.ok = true;
     outcome
+}
+
+/// Computes every tile's image and weights on rayon's threads, each with
+/// its own handle on the database, so the sequential pass after it (and
+/// the package) finds them memoized. Tiles are independent queries, so
+/// salsa runs them concurrently.
+fn emit_tiles_in_parallel(db: &Database, file: SourceFile) -> Result<(), BuildError> {
+    use rayon::prelude::*;
+    let tiles: Vec<u32> = pipeline::tiles::tile_works(db, file)
+        .clone()?
+        .keys()
+        .copied()
+        .collect();
+    let threads = rayon::current_num_threads().max(1);
+    let chunk = tiles.len().div_ceil(threads).max(1);
+    let handles: Vec<(Database, &[u32])> = tiles.chunks(chunk).map(|c| (db.clone(), c)).collect();
+    handles.into_par_iter().try_for_each(|(db, tiles)| {
+        for &tile in tiles {
+            pipeline::tiles::tile_image(&db, file, tile).clone()?;
+            pipeline::tiles::tile_weights(&db, file, tile).clone()?;
+        }
+        Ok(())
+    })
 }
 
 fn report(db: &Database, error: &BuildError) {

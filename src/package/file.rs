@@ -102,7 +102,14 @@ pub fn encode(package: &Package) -> Result<Vec<u8>, PackageError> {
 /// [`super::exchange_part::encode`] of the package's exchange programs), so
 /// a caller that keeps it across builds does not encode it again.
 pub fn encode_with_exchange(package: &Package, exchange: &[u8]) -> Result<Vec<u8>, PackageError> {
-    package.validate()?;
+    // Validation and encoding read the package independently: run them on
+    // both cores, and drop the bytes if validation fails.
+    let (valid, bytes) = rayon::join(|| package.validate(), || encode_parts(package, exchange));
+    valid?;
+    bytes
+}
+
+fn encode_parts(package: &Package, exchange: &[u8]) -> Result<Vec<u8>, PackageError> {
     fn json<T: Serialize>(part: &'static str, value: &T) -> Result<Vec<u8>, PackageError> {
         serde_json::to_vec(value).map_err(|error| PackageError::Decode {
             part,
@@ -163,14 +170,21 @@ pub(crate) fn assemble(version: u32, parts: &[(&str, &[u8])]) -> Vec<u8> {
     let table_bytes = parts.len() * TABLE_ENTRY_BYTES;
     let mut table = Vec::with_capacity(table_bytes);
     let mut offset = (HEADER_BYTES + table_bytes) as u64;
-    for (name, part) in parts {
+    let hashes: Vec<blake3::Hash> = {
+        use rayon::prelude::*;
+        parts
+            .par_iter()
+            .map(|(_, part)| blake3::hash(part))
+            .collect()
+    };
+    for ((name, part), hash) in parts.iter().zip(&hashes) {
         let mut field = [0u8; 16];
         let name = &name.as_bytes()[..name.len().min(16)];
         field[..name.len()].copy_from_slice(name);
         table.extend_from_slice(&field);
         table.extend_from_slice(&offset.to_le_bytes());
         table.extend_from_slice(&(part.len() as u64).to_le_bytes());
-        table.extend_from_slice(blake3::hash(part).as_bytes());
+        table.extend_from_slice(hash.as_bytes());
         offset += part.len() as u64;
     }
 
