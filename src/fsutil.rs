@@ -25,10 +25,59 @@ pub fn write_atomic(path: &Utf8Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Serde for byte vectors as one lowercase hex string.
+pub mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        let mut text = Vec::with_capacity(bytes.len() * 2);
+        for &b in bytes {
+            text.push(DIGITS[usize::from(b >> 4)]);
+            text.push(DIGITS[usize::from(b & 15)]);
+        }
+        // Only ASCII digits were pushed.
+        serializer.serialize_str(std::str::from_utf8(&text).unwrap_or_default())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        let digit = |c: u8| match c {
+            b'0'..=b'9' => Ok(c - b'0'),
+            b'a'..=b'f' => Ok(c - b'a' + 10),
+            _ => Err(serde::de::Error::custom("not a lowercase hex digit")),
+        };
+        let text = text.as_bytes();
+        if text.len() % 2 != 0 {
+            return Err(serde::de::Error::custom("odd number of hex digits"));
+        }
+        text.chunks_exact(2)
+            .map(|pair| Ok(digit(pair[0])? << 4 | digit(pair[1])?))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use camino::Utf8PathBuf;
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Bytes(#[serde(with = "hex_bytes")] Vec<u8>);
+
+    #[test]
+    fn hex_bytes_round_trip_and_reject_bad_digits() {
+        let bytes = Bytes(vec![0, 1, 0xab, 0xff]);
+        let json = serde_json::to_string(&bytes).expect("encodes");
+        assert_eq!(json, "\"0001abff\"");
+        assert_eq!(
+            serde_json::from_str::<Bytes>(&json).expect("decodes"),
+            bytes
+        );
+        assert!(serde_json::from_str::<Bytes>("\"0g\"").is_err());
+        assert!(serde_json::from_str::<Bytes>("\"abc\"").is_err());
+    }
 
     #[test]
     fn writes_replace_the_file_and_leave_nothing_else() {

@@ -30,6 +30,9 @@ pub struct KernelCode<'a> {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Segment {
     pub address: u32,
+    /// Hex in the result store: a JSON array of numbers is several times
+    /// slower to write and read.
+    #[serde(with = "crate::fsutil::hex_bytes")]
     pub bytes: Vec<u8>,
     pub code: bool,
 }
