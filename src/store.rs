@@ -99,7 +99,15 @@ impl Store {
             return Lookup::Miss;
         };
         match decode(&bytes) {
-            Ok(value) => Lookup::Hit(value),
+            Ok(value) => {
+                // Eviction removes the least recently modified entries
+                // first: a hit counts as a use.
+                let _ = std::fs::File::options()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_modified(SystemTime::now()));
+                Lookup::Hit(value)
+            }
             Err(reason) => {
                 tracing::warn!(%path, %reason, "removing corrupted store entry");
                 let _ = std::fs::remove_file(&path);
@@ -127,6 +135,21 @@ impl Store {
             std::fs::remove_dir_all(&self.root)?;
         }
         Ok(freed)
+    }
+
+    /// Evicts down to the configured budget: `$IPUB_STORE_MAX_MB`
+    /// megabytes (default 1024) and nothing unused for 30 days. Builds call
+    /// this after saving their results, so the store stays bounded without
+    /// `ipub clean`.
+    pub fn evict_to_budget(&self) -> usize {
+        let megabytes = std::env::var("IPUB_STORE_MAX_MB")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(1024);
+        self.evict(
+            megabytes * 1024 * 1024,
+            std::time::Duration::from_secs(30 * 24 * 3600),
+        )
     }
 
     /// Removes entries older than `max_age`, then the least recently
@@ -273,6 +296,32 @@ mod tests {
         assert_eq!(store.get::<Vec<u8>>("k", &key(&[&[0]])), Lookup::Miss);
         assert!(store.clean().expect("clean") > 0);
         assert!(!store.root().exists());
+    }
+
+    #[test]
+    fn a_hit_counts_as_a_use_for_eviction() {
+        let (_dir, store) = store();
+        for i in 0..3u8 {
+            store.put("k", &key(&[&[i]]), &vec![i; 100]).expect("put");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // The oldest entry is read, so the middle one is evicted instead.
+        assert!(matches!(
+            store.get::<Vec<u8>>("k", &key(&[&[0]])),
+            Lookup::Hit(_)
+        ));
+        let one = std::fs::metadata(store.path("k", &key(&[&[0]])))
+            .expect("meta")
+            .len();
+        assert_eq!(
+            store.evict(one * 2, std::time::Duration::from_secs(3600)),
+            1
+        );
+        assert_eq!(store.get::<Vec<u8>>("k", &key(&[&[1]])), Lookup::Miss);
+        assert!(matches!(
+            store.get::<Vec<u8>>("k", &key(&[&[0]])),
+            Lookup::Hit(_)
+        ));
     }
 
     #[test]

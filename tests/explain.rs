@@ -78,3 +78,43 @@ fn no_op_builds_are_up_to_date_and_explain_names_the_edit() {
         .unwrap_or_default();
     assert!(!plan.contains(" 0 recomputed"), "{edited}");
 }
+
+#[test]
+fn two_builds_at_once_both_succeed_and_leave_a_valid_package() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let original = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("projects/matmul-f8.toml"),
+    )
+    .expect("read project")
+    .replace(
+        "seed = 4",
+        concat!(
+            "seed = 4\nkernels = \"",
+            env!("CARGO_MANIFEST_DIR"),
+            "/device\""
+        ),
+    );
+    std::fs::write(dir.path().join("matmul-f8.toml"), &original).expect("copy project");
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_ipub"))
+            .args(["build", "matmul-f8.toml"])
+            .current_dir(dir.path())
+            .env("IPUB_CACHE_DIR", dir.path().join(".cache"))
+            .env_remove("RUST_LOG")
+            .env_remove("IPUB_LOG")
+            .output()
+            .expect("runs ipub build")
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let a = scope.spawn(spawn);
+        let b = scope.spawn(spawn);
+        (a.join().expect("first"), b.join().expect("second"))
+    });
+    assert!(a.status.success() && b.status.success(), "{a:?}\n{b:?}");
+    let package = dir.path().join("target/ipub/matmul-f8/matmul-f8.ipuexe");
+    ipub::package::file::read(camino::Utf8Path::from_path(&package).expect("utf-8"))
+        .expect("the package two builds wrote at once is whole");
+    // And the store both wrote is readable: the next build is up to date.
+    let again = build(dir.path(), &[]);
+    assert!(again.contains("is up to date"), "{again}");
+}

@@ -127,6 +127,10 @@ pub fn build_to_file(
         started.elapsed().as_secs_f64() * 1000.0
     );
     Stamp::record(&db, &path, &bytes).save(&store, project, out_key);
+    let evicted = store.evict_to_budget();
+    if evicted > 0 {
+        tracing::info!(evicted, "evicted old results from the store");
+    }
     if explain {
         let first = changes.is_none();
         let changes = changes.unwrap_or_default();
