@@ -27,7 +27,10 @@ pub struct SupportBlock {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum SupportKind {
+    /// The supervisor's routines.
     Code,
+    /// The kernel variants the tile runs, linked one after another.
+    KernelCode,
     ExchangeTables,
     KernelStates,
     Profile,
@@ -37,6 +40,7 @@ impl fmt::Display for SupportKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             SupportKind::Code => "code",
+            SupportKind::KernelCode => "kernel code",
             SupportKind::ExchangeTables => "exchange tables",
             SupportKind::KernelStates => "kernel states",
             SupportKind::Profile => "profile",

@@ -2,8 +2,10 @@
 //! iteration counters of repeats, and preloaded weights.
 //!
 //! The tile's code block (region 0, placed first) holds the supervisor's
-//! routines, one per compute step the tile takes part in, then each kernel
-//! variant the tile runs, linked at its own address. The kernel-state block
+//! routines, one per compute step the tile takes part in; the kernel-code
+//! block after it holds each kernel variant the tile runs, linked at its
+//! own address. Placement sizes both beforehand, so emitting an image
+//! assembles the supervisor once. The kernel-state block
 //! holds the iteration counters and one state struct per kernel run (one
 //! per iteration when a run reads per-iteration weights). A routine starts
 //! its runs with `runall entry, state` and ends the step with `sync`.
@@ -213,19 +215,36 @@ fn code_size(object: &Object) -> u32 {
     })
 }
 
-/// The sizes of a tile's code and kernel-state blocks, for placement.
+/// The sizes a tile's support blocks need, for placement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SupportSizes {
+    /// The supervisor's routines.
+    pub supervisor: u32,
+    /// The kernel variants, each at an 8-byte boundary.
+    pub kernels: u32,
+    pub states: u32,
+}
+
+/// The sizes of a tile's supervisor, kernel code and kernel-state blocks.
+/// The supervisor is assembled with placeholder kernel entries: its
+/// instructions have fixed sizes, so the real ones take the same space
+/// (and [`tile_image`] checks that they do).
 pub fn support_sizes(
     tile: u32,
     steps: &[TileStep],
     kernels: &BTreeMap<String, KernelCode>,
-) -> Result<(u32, u32), EmitError> {
+) -> Result<SupportSizes, EmitError> {
     let states = state_map(tile, steps, kernels, 0x4c000)?;
     let supervisor = assemble_text(tile, &supervisor_source(steps, &states, &BTreeMap::new()))?;
-    let mut code = code_size(&supervisor);
+    let mut code = 0u32;
     for name in used_kernels(steps) {
         code = code.next_multiple_of(8) + code_size(kernel(kernels, tile, &name)?.object);
     }
-    Ok((code.next_multiple_of(8), states.bytes))
+    Ok(SupportSizes {
+        supervisor: code_size(&supervisor).next_multiple_of(8),
+        kernels: code.next_multiple_of(8),
+        states: states.bytes,
+    })
 }
 
 fn used_kernels(steps: &[TileStep]) -> Vec<String> {
@@ -243,7 +262,11 @@ pub struct TileInputs<'a> {
     pub target: &'a Target,
     pub placement: &'a Placement,
     pub kernels: &'a BTreeMap<String, KernelCode<'a>>,
+    /// The supervisor block: address and size.
     pub code_address: u32,
+    pub code_bytes: u32,
+    /// Where the kernels are linked.
+    pub kernels_address: u32,
     pub states_address: u32,
 }
 
@@ -259,11 +282,12 @@ pub fn tile_image(
         placement,
         kernels,
         code_address,
+        code_bytes,
+        kernels_address,
         states_address,
     } = *inputs;
     let states = state_map(tile, steps, kernels, states_address)?;
-    let sizing = assemble_text(tile, &supervisor_source(steps, &states, &BTreeMap::new()))?;
-    let mut cursor = code_address + code_size(&sizing);
+    let mut cursor = kernels_address;
     let link_error = |errors: Vec<asm::LinkError>| EmitError::Link {
         tile,
         message: errors
@@ -308,6 +332,15 @@ pub fn tile_image(
         }
     }
     let supervisor = assemble_text(tile, &supervisor_source(steps, &states, &entries))?;
+    if code_size(&supervisor) > code_bytes {
+        return Err(EmitError::Link {
+            tile,
+            message: format!(
+                "the supervisor needs {} bytes but its block has {code_bytes} (a compiler bug)",
+                code_size(&supervisor)
+            ),
+        });
+    }
     let objects = std::slice::from_ref(&supervisor);
     let linked = asm::link(
         objects,
@@ -505,16 +538,20 @@ done:
         let steps = compute_steps(&program);
         let by_tile = tile_steps(&steps);
         let tile_steps = &by_tile[&0];
-        let (code, states) = support_sizes(0, tile_steps, &kernels).expect("sizes");
+        let sizes = support_sizes(0, tile_steps, &kernels).expect("sizes");
         let support = |_| {
             vec![
                 SupportBlock {
                     kind: SupportKind::Code,
-                    bytes: code,
+                    bytes: sizes.supervisor,
+                },
+                SupportBlock {
+                    kind: SupportKind::KernelCode,
+                    bytes: sizes.kernels,
                 },
                 SupportBlock {
                     kind: SupportKind::KernelStates,
-                    bytes: states,
+                    bytes: sizes.states,
                 },
             ]
         };
@@ -529,7 +566,9 @@ done:
                 placement: &placement,
                 kernels: &kernels,
                 code_address: blocks[0].1,
-                states_address: blocks[1].1,
+                code_bytes: blocks[0].2,
+                kernels_address: blocks[1].1,
+                states_address: blocks[2].1,
             },
         )
         .expect("image");

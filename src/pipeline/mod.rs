@@ -167,17 +167,15 @@ pub fn placement(
         sizes.insert(*tile, size);
     }
     let support = |tile: u32| {
-        let (code, states) = sizes.get(&tile).copied().unwrap_or((0, 0));
-        vec![
-            SupportBlock {
-                kind: crate::place::SupportKind::Code,
-                bytes: code,
-            },
-            SupportBlock {
-                kind: crate::place::SupportKind::KernelStates,
-                bytes: states,
-            },
+        let sizes = sizes.get(&tile).copied().unwrap_or_default();
+        [
+            (crate::place::SupportKind::Code, sizes.supervisor),
+            (crate::place::SupportKind::KernelCode, sizes.kernels),
+            (crate::place::SupportKind::KernelStates, sizes.states),
         ]
+        .into_iter()
+        .map(|(kind, bytes)| SupportBlock { kind, bytes })
+        .collect()
     };
     let target = target_of(&graph);
     let placed = crate::place::placement(target, &graph, &program, &support)?;

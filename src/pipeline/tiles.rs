@@ -69,12 +69,13 @@ impl TileWork {
         names
     }
 
-    fn support_address(&self, kind: SupportKind) -> u32 {
+    /// A support block's address and size (zero when the tile has none).
+    fn support_block(&self, kind: SupportKind) -> (u32, u32) {
         self.placement
             .support
             .iter()
             .find(|(k, _, _)| *k == kind)
-            .map_or(0, |(_, address, _)| *address)
+            .map_or((0, 0), |&(_, address, bytes)| (address, bytes))
     }
 }
 
@@ -250,8 +251,10 @@ fn emit_image(
             target: &crate::target::IPU21,
             placement: &placement,
             kernels: &codes,
-            code_address: work.support_address(SupportKind::Code),
-            states_address: work.support_address(SupportKind::KernelStates),
+            code_address: work.support_block(SupportKind::Code).0,
+            code_bytes: work.support_block(SupportKind::Code).1,
+            kernels_address: work.support_block(SupportKind::KernelCode).0,
+            states_address: work.support_block(SupportKind::KernelStates).0,
         },
     )
     .map_err(|e| BuildError::Emit(e.to_string()))
