@@ -64,6 +64,14 @@ pub fn key(parts: &[&[u8]]) -> blake3::Hash {
 #[derive(Clone, Debug)]
 pub struct Store {
     root: Utf8PathBuf,
+    /// Writes queued by [`Store::put_in_background`] and not yet done.
+    pending: std::sync::Arc<Pending>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    count: std::sync::Mutex<usize>,
+    done: std::sync::Condvar,
 }
 
 /// What a read found.
@@ -77,7 +85,10 @@ pub enum Lookup<T> {
 
 impl Store {
     pub fn new(root: impl Into<Utf8PathBuf>) -> Store {
-        Store { root: root.into() }
+        Store {
+            root: root.into(),
+            pending: std::sync::Arc::default(),
+        }
     }
 
     /// The store under [`cache_root`].
@@ -126,6 +137,39 @@ impl Store {
         let mut bytes = format!("{HEADER} {}\n", blake3::hash(&payload).to_hex()).into_bytes();
         bytes.extend_from_slice(&payload);
         crate::fsutil::write_atomic(&self.path(kind, key), &bytes)
+    }
+
+    /// [`Store::put`] on a background thread, so a rebuild does not wait
+    /// for its results to be serialized and written; [`Store::flush`]
+    /// waits for every queued write. A failed write only costs a
+    /// recomputation later, so it is logged and dropped.
+    pub fn put_in_background<T: Serialize + Send + 'static>(
+        &self,
+        kind: &'static str,
+        key: blake3::Hash,
+        value: T,
+    ) {
+        *self.pending.count.lock().expect("store queue lock") += 1;
+        let store = self.clone();
+        rayon::spawn(move || {
+            if let Err(error) = store.put(kind, &key, &value) {
+                tracing::warn!(kind, %error, "could not persist a result");
+            }
+            let mut count = store.pending.count.lock().expect("store queue lock");
+            *count -= 1;
+            if *count == 0 {
+                store.pending.done.notify_all();
+            }
+        });
+    }
+
+    /// Waits until every write queued by [`Store::put_in_background`] is
+    /// done.
+    pub fn flush(&self) {
+        let mut count = self.pending.count.lock().expect("store queue lock");
+        while *count > 0 {
+            count = self.pending.done.wait(count).expect("store queue lock");
+        }
     }
 
     /// Removes every entry; returns the bytes freed.

@@ -111,6 +111,11 @@ pub fn build_to_file(
     let db = Database::on_disk();
     let file = db.file(project);
     let outcome = build(&db, file, true);
+    // Results are persisted in the background; they must be on disk
+    // before this process ends, whether or not the build succeeded.
+    if let Some(results) = db.store() {
+        results.flush();
+    }
     let Some(bytes) = outcome.package.clone().filter(|_| outcome.ok) else {
         return Ok(None);
     };

@@ -183,6 +183,9 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
             break;
         }
     }
+    if let Some(store) = db.store() {
+        store.flush();
+    }
     Ok(0)
 }
 

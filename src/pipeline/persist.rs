@@ -23,7 +23,7 @@ pub fn key_of(kind: &str, parts: &[&dyn erased::Json]) -> Option<blake3::Hash> {
 
 /// Returns the stored result of `kind` under `key`, or computes, records
 /// and stores it.
-pub fn persisted<T: Serialize + DeserializeOwned>(
+pub fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static>(
     db: &dyn Db,
     kind: &'static str,
     key: Option<blake3::Hash>,
@@ -39,7 +39,7 @@ pub fn persisted<T: Serialize + DeserializeOwned>(
 }
 
 /// [`persisted`] for a fallible computation: only successes are stored.
-pub fn persisted_ok<T: Serialize + DeserializeOwned, E>(
+pub fn persisted_ok<T: Serialize + DeserializeOwned + Clone + Send + 'static, E>(
     db: &dyn Db,
     kind: &'static str,
     key: Option<blake3::Hash>,
@@ -55,9 +55,7 @@ pub fn persisted_ok<T: Serialize + DeserializeOwned, E>(
     let value = compute()?;
     db.record_execution(record.0, record.1);
     if let Some((store, key)) = store {
-        if let Err(error) = store.put(kind, &key, &value) {
-            tracing::warn!(kind, %error, "could not persist a result");
-        }
+        store.put_in_background(kind, key, value.clone());
     }
     Ok(value)
 }
