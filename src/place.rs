@@ -649,4 +649,31 @@ mod tests {
             "{bug}"
         );
     }
+
+    #[test]
+    fn the_verifier_catches_code_outside_region_0_and_buffers_over_support() {
+        let b = chain(1, 8, 32);
+        let program = lowered(&b.graph);
+        let placed = placement(&IPU21, &b.graph, &program, &code).expect("fits");
+
+        let mut moved = placed.clone();
+        let tile = moved.tiles.get_mut(&0).expect("tile 0");
+        tile.support[0].1 = IPU21.memory.region1.start;
+        let bug = verify(&IPU21, &program, &moved).unwrap_err();
+        assert!(bug.to_string().contains("outside region 0"), "{bug}");
+
+        let mut overlapping = placed.clone();
+        let tile = overlapping.tiles.get_mut(&0).expect("tile 0");
+        let standard = tile
+            .buffers
+            .iter()
+            .position(|(id, _)| program.buffer(*id).class == MemoryClass::Standard)
+            .expect("a standard buffer");
+        tile.buffers[standard].1 = tile.support[0].1;
+        let bug = verify(&IPU21, &program, &overlapping).unwrap_err();
+        assert!(
+            bug.to_string().contains("overlaps the support blocks"),
+            "{bug}"
+        );
+    }
 }
