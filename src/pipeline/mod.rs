@@ -160,12 +160,18 @@ pub fn placement(
     let codes = kernel_codes(&kernels);
     let steps = crate::emit::steps::compute_steps(&program);
     let by_tile = crate::emit::steps::tile_steps(&steps);
-    let mut sizes = std::collections::BTreeMap::new();
-    for (tile, tile_steps) in &by_tile {
-        let size = crate::emit::tile::support_sizes(*tile, tile_steps, &codes)
-            .map_err(|e| BuildError::Emit(e.to_string()))?;
-        sizes.insert(*tile, size);
-    }
+    // Sizing assembles each tile's supervisor: independent work per tile.
+    let sizes: std::collections::BTreeMap<u32, _> = {
+        use rayon::prelude::*;
+        by_tile
+            .par_iter()
+            .map(|(tile, tile_steps)| {
+                crate::emit::tile::support_sizes(*tile, tile_steps, &codes)
+                    .map(|size| (*tile, size))
+                    .map_err(|e| BuildError::Emit(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?
+    };
     let support = |tile: u32| {
         let sizes = sizes.get(&tile).copied().unwrap_or_default();
         [
