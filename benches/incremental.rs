@@ -58,7 +58,7 @@ fn watch_rebuild(
     file: ipub::db::SourceFile,
     root: &Utf8Path,
     edited: &[Utf8PathBuf],
-    written: &mut Option<std::sync::Arc<Vec<u8>>>,
+    written: &mut Option<std::sync::Arc<ipub::package::file::Encoded>>,
 ) -> (f64, usize, usize) {
     let started = Instant::now();
     for path in edited {
@@ -69,7 +69,7 @@ fn watch_rebuild(
     let bytes = outcome.package.clone().expect("package");
     if written.as_ref().is_none_or(|w| **w != *bytes) {
         let path = root.join(package_path(None, &outcome.name));
-        ipub::fsutil::write_atomic(&path, &bytes).expect("writes");
+        bytes.write(&path).expect("writes");
         *written = Some(bytes);
     }
     (

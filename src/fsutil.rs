@@ -14,13 +14,21 @@ use std::io::Write as _;
 /// the build stamp re-hashes the package), so durability is not worth a
 /// sync on every build (tens of milliseconds for a vit-fp8 package).
 pub fn write_atomic(path: &Utf8Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_chunks(path, &[bytes])
+}
+
+/// [`write_atomic`] of the concatenation of `chunks`, without gathering
+/// them into one buffer first.
+pub fn write_atomic_chunks(path: &Utf8Path, chunks: &[&[u8]]) -> std::io::Result<()> {
     let directory = match path.parent() {
         Some(parent) if !parent.as_str().is_empty() => parent,
         _ => Utf8Path::new("."),
     };
     std::fs::create_dir_all(directory)?;
     let mut file = tempfile::NamedTempFile::new_in(directory)?;
-    file.write_all(bytes)?;
+    for chunk in chunks {
+        file.write_all(chunk)?;
+    }
     file.persist(path).map_err(|error| error.error)?;
     Ok(())
 }

@@ -122,8 +122,7 @@ pub fn build_to_file(
     let started = Instant::now();
     let path = package_path(out, &outcome.name);
     tracing::info!(tiles = outcome.tiles, "writing application package");
-    crate::fsutil::write_atomic(&path, &bytes)
-        .map_err(|e| anyhow::anyhow!("cannot write the package {path}: {e}"))?;
+    bytes.write(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!("application package written");
     println!(
         "{:>10} wrote {path} ({:.1} MB, {:.1} ms)",
@@ -196,7 +195,7 @@ pub struct Outcome {
     /// Tiles the package loads.
     pub tiles: usize,
     /// The encoded package, when every phase succeeded.
-    pub package: Option<Arc<Vec<u8>>>,
+    pub package: Option<Arc<crate::package::file::Encoded>>,
     /// What the expensive queries computed, by phase.
     pub computed: Vec<(&'static str, String)>,
     /// How many items each phase has.

@@ -89,11 +89,15 @@ impl Stamp {
 
     /// The stamp of a build that read what `db` holds and wrote `bytes` to
     /// `package`.
-    pub fn record(db: &Database, package: &Utf8Path, bytes: &[u8]) -> Stamp {
+    pub fn record(
+        db: &Database,
+        package: &Utf8Path,
+        bytes: &crate::package::file::Encoded,
+    ) -> Stamp {
         let mut stamp = Stamp {
             package: package.to_owned(),
             package_len: bytes.len() as u64,
-            package_hash: blake3::hash(bytes).to_hex().to_string(),
+            package_hash: bytes.file_hash().to_hex().to_string(),
             ..Stamp::default()
         };
         for path in db.known_files() {

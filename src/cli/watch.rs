@@ -43,7 +43,7 @@ pub struct WatchArgs {
 struct Watched {
     path: Utf8PathBuf,
     file: crate::db::SourceFile,
-    written: Option<std::sync::Arc<Vec<u8>>>,
+    written: Option<std::sync::Arc<crate::package::file::Encoded>>,
 }
 
 impl Watched {
@@ -62,7 +62,7 @@ impl Watched {
             return outcome;
         }
         let path = package_path(args.out.as_deref(), &outcome.name);
-        match crate::fsutil::write_atomic(&path, &bytes) {
+        match bytes.write(&path) {
             Ok(()) => {
                 println!("wrote {path}");
                 self.written = Some(bytes);

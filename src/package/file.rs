@@ -15,6 +15,7 @@ use crate::fsutil::write_atomic;
 use crate::graph::Graph;
 use camino::Utf8Path;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The first eight bytes of every package. The high first byte and the
 /// final newline catch transfers that mangle binary files as text.
@@ -95,21 +96,91 @@ pub fn read(path: &Utf8Path) -> Result<Package, PackageError> {
 
 /// Validates `package` and encodes it as a `.ipuexe` file's bytes.
 pub fn encode(package: &Package) -> Result<Vec<u8>, PackageError> {
-    encode_with_exchange(package, &super::exchange_part::encode(&package.exchanges))
+    let exchange = Part::new(super::exchange_part::encode(&package.exchanges));
+    Ok(encode_with_exchange(package, &exchange)?.to_vec())
+}
+
+/// One encoded part with its blake3 hash, shared rather than copied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub bytes: Arc<Vec<u8>>,
+    pub hash: blake3::Hash,
+}
+
+impl Part {
+    pub fn new(bytes: Vec<u8>) -> Part {
+        Part {
+            hash: blake3::hash(&bytes),
+            bytes: Arc::new(bytes),
+        }
+    }
+}
+
+/// An encoded package kept as its header and part table followed by the
+/// parts, so parts that did not change are shared with earlier encodings
+/// and the file is written without gathering everything into one buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    /// The fixed header and the part table.
+    pub head: Vec<u8>,
+    pub parts: Vec<Part>,
+}
+
+impl Encoded {
+    /// The file's length in bytes.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.parts.iter().map(|p| p.bytes.len()).sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The file's bytes in one buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        for chunk in self.chunks() {
+            out.extend_from_slice(chunk);
+        }
+        out
+    }
+
+    /// The blake3 hash of the whole file.
+    pub fn file_hash(&self) -> blake3::Hash {
+        let mut hasher = blake3::Hasher::new();
+        for chunk in self.chunks() {
+            hasher.update(chunk);
+        }
+        hasher.finalize()
+    }
+
+    /// The file's bytes, in order.
+    pub fn chunks(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(self.head.as_slice()).chain(self.parts.iter().map(|p| p.bytes.as_slice()))
+    }
+
+    /// Writes the file atomically (see [`write_atomic`]).
+    pub fn write(&self, path: &Utf8Path) -> Result<(), PackageError> {
+        let chunks: Vec<&[u8]> = self.chunks().collect();
+        crate::fsutil::write_atomic_chunks(path, &chunks).map_err(|source| PackageError::Write {
+            path: path.to_string(),
+            source,
+        })
+    }
 }
 
 /// [`encode`] with the `exchange` part already encoded (by
-/// [`super::exchange_part::encode`] of the package's exchange programs), so
-/// a caller that keeps it across builds does not encode it again.
-pub fn encode_with_exchange(package: &Package, exchange: &[u8]) -> Result<Vec<u8>, PackageError> {
+/// [`super::exchange_part::encode`] of the package's exchange programs) and
+/// hashed, so a caller that keeps it across builds does neither again.
+pub fn encode_with_exchange(package: &Package, exchange: &Part) -> Result<Encoded, PackageError> {
     // Validation and encoding read the package independently: run them on
     // both cores, and drop the bytes if validation fails.
-    let (valid, bytes) = rayon::join(|| package.validate(), || encode_parts(package, exchange));
+    let (valid, encoded) = rayon::join(|| package.validate(), || encode_parts(package, exchange));
     valid?;
-    bytes
+    encoded
 }
 
-fn encode_parts(package: &Package, exchange: &[u8]) -> Result<Vec<u8>, PackageError> {
+fn encode_parts(package: &Package, exchange: &Part) -> Result<Encoded, PackageError> {
     fn json<T: Serialize>(part: &'static str, value: &T) -> Result<Vec<u8>, PackageError> {
         serde_json::to_vec(value).map_err(|error| PackageError::Decode {
             part,
@@ -137,7 +208,13 @@ fn encode_parts(package: &Package, exchange: &[u8]) -> Result<Vec<u8>, PackageEr
                 .collect(),
         })
         .collect();
-    let mut segments = Vec::new();
+    let total: usize = package
+        .tiles
+        .iter()
+        .flat_map(|image| &image.segments)
+        .map(|s| s.data.len())
+        .sum();
+    let mut segments = Vec::with_capacity(total);
     for segment in package.tiles.iter().flat_map(|image| &image.segments) {
         segments.extend_from_slice(&segment.data);
     }
@@ -145,59 +222,72 @@ fn encode_parts(package: &Package, exchange: &[u8]) -> Result<Vec<u8>, PackageEr
         initialize: package.initialize.clone(),
         run: package.run.clone(),
     };
-    let parts: [Vec<u8>; 8] = [
-        json("meta", &meta)?,
-        json("graph", &package.graph)?,
-        json("tiles", &tiles)?,
-        segments,
-        exchange.to_vec(),
-        json("calls", &calls)?,
-        json("bindings", &package.bindings)?,
-        json("profile", &package.profile)?,
+    let fresh: Vec<(usize, Vec<u8>)> = vec![
+        (0, json("meta", &meta)?),
+        (1, json("graph", &package.graph)?),
+        (2, json("tiles", &tiles)?),
+        (3, segments),
+        (5, json("calls", &calls)?),
+        (6, json("bindings", &package.bindings)?),
+        (7, json("profile", &package.profile)?),
     ];
-
-    let named: Vec<(&str, &[u8])> = PART_NAMES
-        .iter()
-        .copied()
-        .zip(parts.iter().map(Vec::as_slice))
-        .collect();
-    Ok(assemble(FORMAT_VERSION, &named))
+    let mut parts: Vec<Option<Part>> = vec![None; PART_NAMES.len()];
+    {
+        use rayon::prelude::*;
+        let hashed: Vec<(usize, Part)> = fresh
+            .into_par_iter()
+            .map(|(index, bytes)| (index, Part::new(bytes)))
+            .collect();
+        for (index, part) in hashed {
+            parts[index] = Some(part);
+        }
+    }
+    parts[4] = Some(exchange.clone());
+    let parts: Vec<Part> = parts.into_iter().flatten().collect();
+    let named: Vec<(&str, &Part)> = PART_NAMES.iter().copied().zip(&parts).collect();
+    let head = head(FORMAT_VERSION, &named);
+    Ok(Encoded { head, parts })
 }
 
-/// Lays out the fixed header, the part table and the parts, with every
-/// checksum. Does not look inside the parts.
-pub(crate) fn assemble(version: u32, parts: &[(&str, &[u8])]) -> Vec<u8> {
+/// The fixed header and the part table of hashed parts laid out back to
+/// back after them.
+fn head(version: u32, parts: &[(&str, &Part)]) -> Vec<u8> {
     let table_bytes = parts.len() * TABLE_ENTRY_BYTES;
     let mut table = Vec::with_capacity(table_bytes);
     let mut offset = (HEADER_BYTES + table_bytes) as u64;
-    let hashes: Vec<blake3::Hash> = {
-        use rayon::prelude::*;
-        parts
-            .par_iter()
-            .map(|(_, part)| blake3::hash(part))
-            .collect()
-    };
-    for ((name, part), hash) in parts.iter().zip(&hashes) {
+    for (name, part) in parts {
         let mut field = [0u8; 16];
         let name = &name.as_bytes()[..name.len().min(16)];
         field[..name.len()].copy_from_slice(name);
         table.extend_from_slice(&field);
         table.extend_from_slice(&offset.to_le_bytes());
-        table.extend_from_slice(&(part.len() as u64).to_le_bytes());
-        table.extend_from_slice(hash.as_bytes());
-        offset += part.len() as u64;
+        table.extend_from_slice(&(part.bytes.len() as u64).to_le_bytes());
+        table.extend_from_slice(part.hash.as_bytes());
+        offset += part.bytes.len() as u64;
     }
-
-    let mut out = Vec::with_capacity(offset as usize);
+    let mut out = Vec::with_capacity(HEADER_BYTES + table_bytes);
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(parts.len() as u32).to_le_bytes());
     out.extend_from_slice(blake3::hash(&table).as_bytes());
     out.extend_from_slice(&table);
-    for (_, part) in parts {
-        out.extend_from_slice(part);
-    }
     out
+}
+
+/// Lays out the fixed header, the part table and the parts, with every
+/// checksum. Does not look inside the parts.
+#[cfg(test)]
+pub(crate) fn assemble(version: u32, parts: &[(&str, &[u8])]) -> Vec<u8> {
+    let hashed: Vec<(&str, Part)> = parts
+        .iter()
+        .map(|(name, bytes)| (*name, Part::new(bytes.to_vec())))
+        .collect();
+    let named: Vec<(&str, &Part)> = hashed.iter().map(|(n, p)| (*n, p)).collect();
+    let encoded = Encoded {
+        head: head(version, &named),
+        parts: hashed.into_iter().map(|(_, p)| p).collect(),
+    };
+    encoded.to_vec()
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> u32 {

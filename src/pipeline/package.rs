@@ -12,6 +12,7 @@ use super::{graph, op_signatures, operator_plans, phase_schedule, placement, pro
 use super::{BuildError, Signature};
 use crate::db::{Db, SourceFile};
 use crate::graph::OpId;
+use crate::package::file::{Encoded, Part};
 use crate::package::{ExchangeProgram, Package};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -78,16 +79,16 @@ pub fn exchange_programs(
     Ok(Arc::new(programs))
 }
 
-/// The package's `exchange` part, encoded.
+/// The package's `exchange` part, encoded and hashed.
 #[salsa::tracked(returns(ref))]
-pub fn exchange_part(db: &dyn Db, project: SourceFile) -> Result<Arc<Vec<u8>>, BuildError> {
+pub fn exchange_part(db: &dyn Db, project: SourceFile) -> Result<Part, BuildError> {
     let programs = exchange_programs(db, project).clone()?;
-    Ok(Arc::new(crate::package::exchange_part::encode(&programs)))
+    Ok(Part::new(crate::package::exchange_part::encode(&programs)))
 }
 
 /// The package encoded as a `.ipuexe` file.
 #[salsa::tracked(returns(ref))]
-pub fn package_bytes(db: &dyn Db, project: SourceFile) -> Result<Arc<Vec<u8>>, BuildError> {
+pub fn package_bytes(db: &dyn Db, project: SourceFile) -> Result<Arc<Encoded>, BuildError> {
     let package = package(db, project).clone()?;
     let exchange = exchange_part(db, project).clone()?;
     let bytes = crate::package::file::encode_with_exchange(&package, &exchange)
