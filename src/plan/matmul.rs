@@ -187,6 +187,7 @@ fn estimate(
         },
         tiles_used: grid.tiles(),
         estimate,
+        refined: None,
     }
 }
 

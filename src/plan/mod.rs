@@ -4,11 +4,12 @@
 //!
 //! The planner is a pure function of an [`OpSignature`] and the target, so
 //! the pipeline can memoize it per signature: identical operations share one
-//! plan. Refinement of the finalists with a physical exchange schedule
-//! happens after lowering, where the real transfers are known.
+//! plan. The finalists are refined by lowering the operation alone and
+//! scheduling its exchange phases ([`refine`]).
 
 pub mod cost;
 pub mod matmul;
+pub mod refine;
 pub mod signature;
 
 use crate::graph::DType;
@@ -49,6 +50,10 @@ pub struct Candidate {
     pub partition: Partition,
     pub tiles_used: u32,
     pub estimate: Estimate,
+    /// Figures from lowering and scheduling the operation alone, for
+    /// finalists ([`refine`]).
+    #[serde(default)]
+    pub refined: Option<refine::Refined>,
 }
 
 /// The planner's answer for one signature.
@@ -79,7 +84,7 @@ fn issues_per_vector(kind: &SignatureKind) -> u64 {
 }
 
 /// Kernel variant name of a row-wise operation, e.g. `softmax_f16_causal`.
-fn row_kernel_name(signature: &OpSignature) -> String {
+pub(crate) fn row_kernel_name(signature: &OpSignature) -> String {
     let input = signature.inputs[0].dtype;
     let output = signature.output.dtype;
     let family = |d: DType| if d.is_fp8() { "f8" } else { d.name() };
@@ -141,6 +146,7 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
                 // row long; they are not what fills tile memory.
                 resident_weight_bytes: 0,
             },
+            refined: None,
         });
         tiles /= 2;
     }
@@ -199,6 +205,7 @@ pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans
             partition: Partition::View,
             tiles_used: 0,
             estimate: Estimate::default(),
+            refined: None,
         }],
         _ => row_candidates(signature, target),
     };
@@ -229,7 +236,7 @@ pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans
     }
     fitting.truncate(FINALISTS);
     for (finalist, c) in fitting.iter().enumerate() {
-        tracing::debug!(
+        tracing::info!(
             finalist,
             estimated_cycles = c.estimate.total_cycles(),
             estimated_exchange_cycles = c.estimate.exchange_cycles,
@@ -240,10 +247,11 @@ pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans
             "retained operator-plan finalist"
         );
     }
+    let selected = refine::select(signature, target, &mut fitting);
     OperatorPlans {
         candidates,
         finalists: fitting,
-        selected: 0,
+        selected,
     }
 }
 
@@ -257,7 +265,7 @@ pub fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
         let e = &c.estimate;
         let _ = writeln!(
             out,
-            " {mark}finalist {i}: {} tiles={} cycles={} (compute {} exchange {} sync {}) phases={} peak_standard={} peak_interleaved={}",
+            " {mark}finalist {i}: {} tiles={} cycles={} (compute {} exchange {} sync {}) phases={} peak_standard={} peak_interleaved={}{}",
             describe(&c.partition),
             c.tiles_used,
             e.total_cycles(),
@@ -267,6 +275,13 @@ pub fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
             e.exchange_phases,
             e.peak_standard_bytes,
             e.peak_interleaved_bytes,
+            c.refined.map_or(String::new(), |r| format!(
+                " refined={} (scheduled exchange {}, pressure {} rotated {})",
+                r.refined_cycles,
+                r.scheduled_exchange_cycles,
+                r.baseline_pressure,
+                r.best_rotation_pressure
+            )),
         );
     }
     out
@@ -342,10 +357,10 @@ mod tests {
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
                   candidates 76
-                 *finalist 0: grid b1xm16xn4xk1 shard 1x8x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r8 tiles=64 cycles=10360 (compute 8736 exchange 1024 sync 600) phases=1 peak_standard=0 peak_interleaved=12544
-                  finalist 1: grid b1xm16xn4xk1 shard 1x8x512x16 weights standard kernel gemm_f8_k512_c16_r8 tiles=64 cycles=12664 (compute 11040 exchange 1024 sync 600) phases=1 peak_standard=12544 peak_interleaved=0
-                  finalist 2: grid b1xm12xn4xk1 shard 1x11x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r11 tiles=48 cycles=10744 (compute 8736 exchange 1408 sync 600) phases=1 peak_standard=0 peak_interleaved=14176
-                  finalist 3: grid b1xm12xn4xk1 shard 1x11x512x16 weights standard kernel gemm_f8_k512_c16_r11 tiles=48 cycles=13048 (compute 11040 exchange 1408 sync 600) phases=1 peak_standard=14176 peak_interleaved=0
+                 *finalist 0: grid b1xm16xn4xk1 shard 1x8x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r8 tiles=64 cycles=10360 (compute 8736 exchange 1024 sync 600) phases=1 peak_standard=0 peak_interleaved=12544 refined=10232 (scheduled exchange 896, pressure 3072 rotated 4096)
+                  finalist 1: grid b1xm16xn4xk1 shard 1x8x512x16 weights standard kernel gemm_f8_k512_c16_r8 tiles=64 cycles=12664 (compute 11040 exchange 1024 sync 600) phases=1 peak_standard=12544 peak_interleaved=0 refined=12536 (scheduled exchange 896, pressure 3072 rotated 4096)
+                  finalist 2: grid b1xm12xn4xk1 shard 1x11x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r11 tiles=48 cycles=10744 (compute 8736 exchange 1408 sync 600) phases=1 peak_standard=0 peak_interleaved=14176 refined=10744 (scheduled exchange 1408, pressure 5632 rotated 5632)
+                  finalist 3: grid b1xm12xn4xk1 shard 1x11x512x16 weights standard kernel gemm_f8_k512_c16_r11 tiles=48 cycles=13048 (compute 11040 exchange 1408 sync 600) phases=1 peak_standard=14176 peak_interleaved=0 refined=13048 (scheduled exchange 1408, pressure 5632 rotated 5632)
             "#]],
         );
     }
@@ -365,10 +380,10 @@ mod tests {
             expect![[r#"
                 softmax(f16[6, 197, 197]) -> f16[6, 197, 197] on 64 tiles
                   candidates 7
-                 *finalist 0: rows 1182x197 per-tile 19 kernel softmax_f16_causal tiles=63 cycles=8376 (compute 5904 exchange 1872 sync 600) phases=1 peak_standard=14972 peak_interleaved=0
-                  finalist 1: rows 1182x197 per-tile 37 kernel softmax_f16_causal tiles=32 cycles=15471 (compute 11226 exchange 3645 sync 600) phases=1 peak_standard=29156 peak_interleaved=0
-                  finalist 2: rows 1182x197 per-tile 74 kernel softmax_f16_causal tiles=16 cycles=30047 (compute 22158 exchange 7289 sync 600) phases=1 peak_standard=58312 peak_interleaved=0
-                  finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=59200 (compute 44022 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0
+                 *finalist 0: rows 1182x197 per-tile 19 kernel softmax_f16_causal tiles=63 cycles=8376 (compute 5904 exchange 1872 sync 600) phases=1 peak_standard=14972 peak_interleaved=0 refined=6504 (scheduled exchange 0, pressure 0 rotated 0)
+                  finalist 1: rows 1182x197 per-tile 37 kernel softmax_f16_causal tiles=32 cycles=15471 (compute 11226 exchange 3645 sync 600) phases=1 peak_standard=29156 peak_interleaved=0 refined=15471 (scheduled exchange 3645, pressure 14578 rotated 14578)
+                  finalist 2: rows 1182x197 per-tile 74 kernel softmax_f16_causal tiles=16 cycles=30047 (compute 22158 exchange 7289 sync 600) phases=1 peak_standard=58312 peak_interleaved=0 refined=30047 (scheduled exchange 7289, pressure 29156 rotated 29156)
+                  finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=59200 (compute 44022 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0 refined=59200 (scheduled exchange 14578, pressure 58312 rotated 58312)
             "#]],
         );
     }
