@@ -21,6 +21,7 @@ pub mod fsutil;
 pub mod graph;
 pub mod isa;
 pub mod kernels;
+pub mod legalize;
 pub mod logging;
 pub mod lower;
 pub mod numerics;

@@ -60,11 +60,28 @@ pub struct Signature<'db> {
 
 /// The validated graph, or the project's diagnostics.
 pub fn graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
+    legal_graph(db, project).clone()
+}
+
+/// The validated graph after legalization ([`crate::legalize`]): what every
+/// phase after validation works on.
+#[salsa::tracked(returns(ref))]
+pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
     let result = crate::project::project_graph(db, project);
-    result
+    let graph = result
         .graph
         .clone()
-        .ok_or_else(|| BuildError::Project(result.diagnostics.clone()))
+        .ok_or_else(|| BuildError::Project(result.diagnostics.clone()))?;
+    let (legal, removed) = crate::legalize::eliminate_unread(&graph);
+    tracing::info!(removed = removed.len(), "eliminated unread operations");
+    for op in &removed {
+        tracing::warn!(op = op.as_str(), "operation result is never read; removed");
+    }
+    Ok(if removed.is_empty() {
+        graph
+    } else {
+        Arc::new(legal)
+    })
 }
 
 /// The target a graph names (validated, so always known).
