@@ -1,15 +1,84 @@
-//! Legalization between validation and planning: removing work nobody
-//! reads.
+//! Legalization between validation and planning: what a project may say,
+//! rewritten into what the planner, lowering and the kernels handle.
 //!
-//! An operation is kept when its result is a program output, a checked
-//! output, a repeat's carried result, or an input of a kept operation;
-//! every other operation is removed before planning, so it costs no tiles,
-//! memory or cycles. Tensors are never renumbered (an unread tensor simply
-//! gets no buffer), so tensor ids, bindings and the host reference are the
-//! same before and after; only operation ids, and the repeat bodies that
-//! list them, are renumbered.
+//! - **Unread work.** An operation is kept when its result is a program
+//!   output, a checked output, a repeat's carried result, or an input of a
+//!   kept operation; every other operation is removed before planning, so
+//!   it costs no tiles, memory or cycles.
+//! - **Implicit casts.** A matmul with one f16 and one FP8 operand reads
+//!   the f16 operand converted to the other's FP8 format with scale 0 (the
+//!   project format's rule). The AMP multiplies two operands of one format,
+//!   so legalization inserts the cast as an operation of its own,
+//!   `<matmul>.cast_a` (or `.cast_b`), right before the matmul (inside the
+//!   repeat body when the matmul is in one).
+//!
+//! Existing tensors keep their ids (an inserted cast's result is appended,
+//! an unread tensor simply gets no buffer), so bindings and the host
+//! reference, which evaluates the project as written, line up with the
+//! program; operation ids, and the repeat bodies that list them, are
+//! renumbered.
 
-use crate::graph::{Graph, OpId};
+use crate::graph::{DType, Graph, Op, OpId, OpKind, Role, Tensor, TensorId};
+
+/// Unread operations removed, then implicit casts inserted: the graph every
+/// phase after validation works on, with what changed for the log.
+pub fn legalize(graph: &Graph) -> (Graph, Vec<String>, Vec<String>) {
+    let (without_unread, removed) = eliminate_unread(graph);
+    let (legal, inserted) = insert_casts(&without_unread);
+    (legal, removed, inserted)
+}
+
+/// Inserts the cast of every mixed f16/FP8 matmul; returns the new graph
+/// and the inserted operations' names.
+pub fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
+    let mut legal = graph.clone();
+    legal.ops.clear();
+    let mut renumbered: Vec<Vec<OpId>> = vec![Vec::new(); graph.ops.len()];
+    let mut inserted = Vec::new();
+    for (i, op) in graph.ops.iter().enumerate() {
+        let mut op = op.clone();
+        if let OpKind::Matmul { .. } = op.kind {
+            let dtypes: Vec<DType> = op.inputs.iter().map(|&t| graph.tensor(t).dtype).collect();
+            let fp8 = dtypes.iter().copied().find(|d| d.is_fp8());
+            for (side, input) in op.inputs.iter_mut().enumerate() {
+                let source = graph.tensor(*input);
+                let Some(format) = fp8.filter(|_| source.dtype == DType::F16) else {
+                    continue;
+                };
+                let name = format!("{}.cast_{}", op.name, if side == 0 { 'a' } else { 'b' });
+                let output = TensorId(legal.tensors.len() as u32);
+                legal.tensors.push(Tensor {
+                    name: name.clone(),
+                    shape: source.shape.clone(),
+                    dtype: format,
+                    scale: 0,
+                    role: Role::Activation,
+                    init: None,
+                    repeat: None,
+                });
+                renumbered[i].push(OpId(legal.ops.len() as u32));
+                legal.ops.push(Op {
+                    name: name.clone(),
+                    kind: OpKind::Cast,
+                    inputs: vec![*input],
+                    output,
+                });
+                *input = output;
+                inserted.push(name);
+            }
+        }
+        renumbered[i].push(OpId(legal.ops.len() as u32));
+        legal.ops.push(op);
+    }
+    for repeat in &mut legal.repeats {
+        repeat.body = repeat
+            .body
+            .iter()
+            .flat_map(|op| renumbered[op.0 as usize].iter().copied())
+            .collect();
+    }
+    (legal, inserted)
+}
 
 /// The graph without unread operations, and the removed operations' names
 /// in op order. A graph with nothing to remove comes back equal.
@@ -140,6 +209,98 @@ outputs = ["a"]
         assert_eq!(names, ["h2", "a"]);
         assert_eq!(legal.repeats[0].body, [OpId(0)]);
         assert_eq!(legal.tensors, graph.tensors, "tensor ids are stable");
+    }
+
+    #[test]
+    fn a_mixed_matmul_gets_one_cast_inside_its_repeat() {
+        let project = r#"
+[project]
+name = "mixed"
+target = "ipu21"
+tiles = 4
+seed = 1
+
+[[tensor]]
+name = "x"
+shape = [8, 16]
+dtype = "f16"
+role = "input"
+
+[[repeat]]
+name = "looped"
+count = 2
+input = "x"
+carry = "h"
+result = "h2"
+
+[[repeat.tensor]]
+name = "w"
+shape = [16, 16]
+dtype = "f143"
+scale = -4
+role = "weight"
+
+[[repeat.op]]
+name = "p"
+op = "matmul"
+inputs = ["h", "w"]
+dtype = "f16"
+
+[[repeat.op]]
+name = "h2"
+op = "add"
+inputs = ["h", "p"]
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["looped"]
+"#;
+        let graph = validated(project);
+        let (legal, removed, inserted) = legalize(&graph);
+        assert!(removed.is_empty());
+        assert_eq!(inserted, ["p.cast_a"]);
+        let ops: Vec<String> = legal
+            .ops
+            .iter()
+            .map(|o| {
+                let inputs: Vec<&str> = o
+                    .inputs
+                    .iter()
+                    .map(|&t| legal.tensor(t).name.as_str())
+                    .collect();
+                format!("{} {}({})", o.name, o.kind.name(), inputs.join(", "))
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            ["p.cast_a cast(h)", "p matmul(p.cast_a, w)", "h2 add(h, p)"]
+        );
+        assert_eq!(legal.repeats[0].body, [OpId(0), OpId(1), OpId(2)]);
+        let cast = legal.tensors.last().expect("the cast's result");
+        assert_eq!((cast.dtype, cast.scale), (DType::F143, 0));
+        assert_eq!(&legal.tensors[..graph.tensors.len()], &graph.tensors[..]);
+        // Nothing left to legalize.
+        let (again, _, inserted) = legalize(&legal);
+        assert!(inserted.is_empty());
+        assert_eq!(again, legal);
+        // The reference's own reading of the mixed matmul and the explicit
+        // cast agree exactly, at both precisions.
+        let mut with_init = graph.clone();
+        with_init.tensors[0].init = Some(crate::graph::Init::Normal { std: 1.0 });
+        with_init.tensors[1].init = Some(crate::graph::Init::Normal { std: 0.1 });
+        let (legal, _, _) = legalize(&with_init);
+        for precision in [
+            crate::graph::ReferencePrecision::Device,
+            crate::graph::ReferencePrecision::F32,
+        ] {
+            let mixed = crate::reference::evaluate(&with_init, precision).expect("mixed");
+            let explicit = crate::reference::evaluate(&legal, precision).expect("explicit");
+            let output = with_init.repeats[0].output;
+            assert_eq!(mixed.get(output), explicit.get(output), "{precision:?}");
+            assert!(mixed.get(output).is_some_and(|v| v.iter().any(|x| *x != 0.0)));
+        }
     }
 
     #[test]

@@ -73,6 +73,11 @@ fn matmul_f8_passes_on_the_model() {
 }
 
 #[test]
+fn a_mixed_f16_fp8_project_passes_with_implicit_casts_and_unread_work_removed() {
+    run_passes("projects/mixed-f8.toml");
+}
+
+#[test]
 fn vit_fp8_passes_on_the_model() {
     run_passes("projects/vit-fp8.toml");
 }

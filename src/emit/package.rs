@@ -18,7 +18,11 @@ use std::sync::Arc;
 
 /// Everything the package is made of.
 pub struct PackageInputs<'a> {
+    /// The graph the program was compiled from (legalized).
     pub graph: &'a Graph,
+    /// The project as written, which the package carries for the host
+    /// reference; its tensors are a prefix of `graph`'s.
+    pub reference_graph: &'a Graph,
     pub program: &'a Program,
     pub placement: &'a Placement,
     pub images: &'a [Arc<EmittedImage>],
@@ -32,6 +36,7 @@ pub struct PackageInputs<'a> {
 pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
     let PackageInputs {
         graph,
+        reference_graph,
         program,
         placement,
         images,
@@ -150,7 +155,7 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
             kernels,
             steps: profile_steps,
         },
-        graph: graph.clone(),
+        graph: reference_graph.clone(),
     })
 }
 

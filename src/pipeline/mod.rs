@@ -58,9 +58,20 @@ pub struct Signature<'db> {
     pub value: OpSignature,
 }
 
-/// The validated graph, or the project's diagnostics.
+/// The graph the compiler works on (validated, then legalized), or the
+/// project's diagnostics.
 pub fn graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
     legal_graph(db, project).clone()
+}
+
+/// The project as written (validated, not legalized): what the package
+/// carries for the host reference, which evaluates it independently.
+pub fn validated_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
+    let result = crate::project::project_graph(db, project);
+    result
+        .graph
+        .clone()
+        .ok_or_else(|| BuildError::Project(result.diagnostics.clone()))
 }
 
 /// The validated graph after legalization ([`crate::legalize`]): what every
@@ -72,12 +83,13 @@ pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Build
         .graph
         .clone()
         .ok_or_else(|| BuildError::Project(result.diagnostics.clone()))?;
-    let (legal, removed) = crate::legalize::eliminate_unread(&graph);
+    let (legal, removed, inserted) = crate::legalize::legalize(&graph);
     tracing::info!(removed = removed.len(), "eliminated unread operations");
     for op in &removed {
         tracing::warn!(op = op.as_str(), "operation result is never read; removed");
     }
-    Ok(if removed.is_empty() {
+    tracing::info!(inserted = inserted.len(), "inserted implicit casts");
+    Ok(if removed.is_empty() && inserted.is_empty() {
         graph
     } else {
         Arc::new(legal)

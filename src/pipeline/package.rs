@@ -47,8 +47,10 @@ pub fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, BuildEr
         images.push(tile_image(db, project, tile).clone()?);
         weights.insert(tile, tile_weights(db, project, tile).clone()?);
     }
+    let reference_graph = super::validated_graph(db, project)?;
     let package = crate::emit::package::package(&crate::emit::package::PackageInputs {
         graph: &graph,
+        reference_graph: &reference_graph,
         program: &program,
         placement: &placement,
         images: &images,

@@ -236,7 +236,7 @@ pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans
     }
     fitting.truncate(FINALISTS);
     for (finalist, c) in fitting.iter().enumerate() {
-        tracing::info!(
+        tracing::debug!(
             finalist,
             estimated_cycles = c.estimate.total_cycles(),
             estimated_exchange_cycles = c.estimate.exchange_cycles,

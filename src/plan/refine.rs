@@ -241,7 +241,7 @@ pub fn select(signature: &OpSignature, target: &Target, finalists: &mut [Candida
         candidate.refined = refined;
         let Some(r) = refined else { continue };
         let e = &candidate.estimate;
-        tracing::info!(
+        tracing::debug!(
             candidates = 3,
             baseline_cycles =
                 r.baseline_pressure / u64::from(target.exchange.bytes_per_cycle.max(1)),
@@ -251,14 +251,14 @@ pub fn select(signature: &OpSignature, target: &Target, finalists: &mut [Candida
             candidate_pressure = r.best_rotation_pressure,
             "screened tile mappings by exchange resource load"
         );
-        tracing::info!(
+        tracing::debug!(
             finalist = index,
             modelled_cycles = r.refined_cycles,
             estimated_cycles = e.total_cycles(),
             estimated_exchange_cycles = e.exchange_cycles,
             "modelled expanded operator plan"
         );
-        tracing::info!(
+        tracing::debug!(
             finalist = index,
             mapped = false,
             analytical_cycles = e.total_cycles(),

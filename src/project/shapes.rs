@@ -227,16 +227,19 @@ fn matmul(
     let amp_inputs = [DType::F16, DType::F143, DType::F152];
     require_dtype(site, a, &amp_inputs, "matmul")?;
     require_dtype(site, b, &amp_inputs, "matmul")?;
-    if a.dtype.is_fp8() != b.dtype.is_fp8() {
+    // One f16 and one FP8 operand is allowed: the f16 operand is read
+    // converted to the other's FP8 format (scale 0), as a `cast` would
+    // (legalization inserts that cast). Two different FP8 formats are not.
+    if a.dtype.is_fp8() && b.dtype.is_fp8() && a.dtype != b.dtype {
         return Err(site
             .error(
                 format!(
-                    "matmul operands must both be f16 or both FP8, found {} and {}",
+                    "matmul operands in two FP8 formats, {} and {}",
                     a.dtype, b.dtype
                 ),
                 b.name.span(),
             )
-            .help("insert a `cast` op"));
+            .help("cast one operand to the other's format"));
     }
     for x in [a, b] {
         if x.shape.len() < 2 {

@@ -285,9 +285,31 @@ impl Evaluator<'_> {
             OpKind::Matmul { transpose_rhs } => {
                 let (w, w_tensor) = inputs[1];
                 let shape = MatmulShape::new(&x_tensor.shape, &w_tensor.shape, *transpose_rhs)?;
-                let fp8 = x_tensor.dtype.is_fp8() && w_tensor.dtype.is_fp8();
+                // A mixed matmul reads its f16 operand converted to the
+                // other operand's FP8 format with scale 0 (the project
+                // format's rule), at either precision.
+                let converted = |values: &[f32], to: &Tensor| -> Vec<f32> {
+                    values
+                        .par_iter()
+                        .map(|&v| round_to_dtype(v, to.dtype, 0))
+                        .collect()
+                };
+                let (x_converted, w_converted);
+                let (x, x_scale) = if !x_tensor.dtype.is_fp8() && w_tensor.dtype.is_fp8() {
+                    x_converted = converted(x, w_tensor);
+                    (x_converted.as_slice(), 0)
+                } else {
+                    (x, x_tensor.scale)
+                };
+                let (w, w_scale) = if !w_tensor.dtype.is_fp8() && x_tensor.dtype.is_fp8() {
+                    w_converted = converted(w, x_tensor);
+                    (w_converted.as_slice(), 0)
+                } else {
+                    (w, w_tensor.scale)
+                };
+                let fp8 = x_tensor.dtype.is_fp8() || w_tensor.dtype.is_fp8();
                 if self.precision == ReferencePrecision::Device && fp8 {
-                    fp8_matmul(shape, (x, x_tensor.scale), (w, w_tensor.scale))?
+                    fp8_matmul(shape, (x, x_scale), (w, w_scale))?
                 } else {
                     ops::matmul(shape, x, w, Accumulation::F32)?
                 }

@@ -12,10 +12,15 @@
 //!   operation of the graph, not a storage detail;
 //! - [`ReferencePrecision::Device`]: every activation is rounded to its dtype
 //!   after the operation that produces it (f16 RNE, FP8 through f16 with the
-//!   tensor's scale); matmuls with two FP8 operands accumulate in f16
+//!   tensor's scale); matmuls with an FP8 operand accumulate in f16
 //!   partials per block of [`AMP_K_BLOCK`] inner indices in stored (unscaled)
 //!   units, other matmuls accumulate in f32; softmax, layernorm and GELU
 //!   compute in f32 or better and round their output.
+//!
+//! A matmul with one f16 and one FP8 operand reads the f16 operand converted
+//! to the other's FP8 format with scale 0 (at either precision): the
+//! reference does that conversion itself rather than trusting the
+//! compiler's inserted cast.
 //!
 //! The device's exact summation order is not modelled; the f16-partial model
 //! is an approximation of it, documented in `book/src/numerics.md`.
