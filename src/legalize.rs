@@ -299,7 +299,9 @@ outputs = ["looped"]
             let explicit = crate::reference::evaluate(&legal, precision).expect("explicit");
             let output = with_init.repeats[0].output;
             assert_eq!(mixed.get(output), explicit.get(output), "{precision:?}");
-            assert!(mixed.get(output).is_some_and(|v| v.iter().any(|x| *x != 0.0)));
+            assert!(mixed
+                .get(output)
+                .is_some_and(|v| v.iter().any(|x| *x != 0.0)));
         }
     }
 

@@ -1,8 +1,8 @@
 //! The verifier run after lowering. A failure is a compiler bug: the
 //! message says so and names the first broken fact.
 //!
-//! Checked: every transfer stays inside its source and destination
-//! buffers; every byte of an exchange-filled buffer except its padding is
+//! Checked: every transfer names buffers the program has and stays inside
+//! them, and never writes a weight (the loader fills those); every byte of an exchange-filled buffer except its padding is
 //! written exactly once; every materialised activation's home buffers cover
 //! each element exactly once.
 
@@ -28,7 +28,12 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
     let sizes: Vec<u32> = program.buffers.iter().map(|b| b.bytes()).collect();
     for (phase_index, phase) in program.phases.iter().enumerate() {
         for transfer in &phase.transfers {
-            let source = program.buffer(transfer.source);
+            let Some(source) = program.buffers.get(transfer.source.0 as usize) else {
+                return fail(format!(
+                    "phase {phase_index} reads buffer {}, which the program does not have",
+                    transfer.source.0
+                ));
+            };
             if transfer.source_offset + transfer.bytes > sizes[transfer.source.0 as usize] {
                 return fail(format!(
                     "phase {phase_index} reads past the end of buffer {} on tile {}",
@@ -36,7 +41,21 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
                 ));
             }
             for &(destination, offset) in &transfer.destinations {
-                let buffer = program.buffer(destination);
+                let Some(buffer) = program.buffers.get(destination.0 as usize) else {
+                    return fail(format!(
+                        "phase {phase_index} writes buffer {}, which the program does not have",
+                        destination.0
+                    ));
+                };
+                // Weights are written by the loader and never change; an
+                // exchange into one would overwrite them. (Inputs may be
+                // written: a repeat's carry lands in its input's buffers.)
+                if matches!(buffer.role, BufferRole::Weight { .. }) {
+                    return fail(format!(
+                        "phase {phase_index} writes into weight buffer {} on tile {}, which only the loader fills",
+                        destination.0, buffer.tile
+                    ));
+                }
                 if offset + transfer.bytes > sizes[destination.0 as usize] {
                     return fail(format!(
                         "phase {phase_index} writes past the end of buffer {} on tile {}",
@@ -160,11 +179,16 @@ mod tests {
     /// Breaks the lowered program with `edit` and checks the verifier's
     /// message.
     fn check(edit: impl FnOnce(&mut Program), expected: Expect) {
+        check_with(edit, |error| expected.assert_eq(error));
+    }
+
+    fn check_with(edit: impl FnOnce(&mut Program), judge: impl FnOnce(&str)) {
         let graph = graph();
         let mut program = lowered(&graph);
+        verify(&graph, &program).expect("the lowered program is correct");
         edit(&mut program);
         let error = verify(&graph, &program).expect_err("the edit breaks the program");
-        expected.assert_eq(&error.to_string());
+        judge(&error.to_string());
     }
 
     fn padded_operand(program: &Program) -> (BufferId, usize) {
@@ -226,6 +250,40 @@ mod tests {
         check(
             |program| program.phases[0].transfers[0].source_offset = 1 << 20,
             expect!["internal compiler error: lowered program fails verification: phase 0 reads past the end of buffer 1 on tile 0"],
+        );
+    }
+
+    #[test]
+    fn transfers_naming_buffers_the_program_lacks_are_reported() {
+        check(
+            |program| {
+                let nowhere = BufferId(program.buffers.len() as u32);
+                program.phases[0].transfers[0].destinations[0].0 = nowhere;
+            },
+            expect!["internal compiler error: lowered program fails verification: phase 0 writes buffer 20, which the program does not have"],
+        );
+        check(
+            |program| {
+                program.phases[0].transfers[0].source = BufferId(program.buffers.len() as u32);
+            },
+            expect!["internal compiler error: lowered program fails verification: phase 0 reads buffer 20, which the program does not have"],
+        );
+    }
+
+    #[test]
+    fn an_exchange_into_a_weight_is_reported() {
+        check_with(
+            |program| {
+                let weight = program
+                    .buffers
+                    .iter()
+                    .position(|b| matches!(b.role, BufferRole::Weight { .. }))
+                    .expect("the test program has a weight");
+                let mut extra = program.phases[0].transfers[0].clone();
+                extra.destinations = vec![(BufferId(weight as u32), 0)];
+                program.phases[0].transfers.push(extra);
+            },
+            |error| assert!(error.contains("writes into weight buffer"), "{error}"),
         );
     }
 
