@@ -175,7 +175,11 @@ impl Store {
                 store.pending.done.notify_all();
             }
         });
-        self.pending.queued.lock().expect("store queue lock").push(job);
+        self.pending
+            .queued
+            .lock()
+            .expect("store queue lock")
+            .push(job);
     }
 
     /// Starts every queued write on rayon's threads.
