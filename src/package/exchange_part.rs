@@ -1,15 +1,28 @@
 //! The `exchange` part in binary: exchange programs hold many small
 //! transfers (hundreds of thousands for a ViT encoder), which JSON made the
-//! largest and slowest part of a package. The layout is in
-//! `book/src/package-format.md`; every count is checked against the bytes
-//! left, so a damaged part is an error, never a huge allocation.
+//! largest and slowest part of a package. Nearly every transfer reaches the
+//! same tiles as the one before it, at addresses moved by one common
+//! shift, so a transfer is written as what differs from its predecessor, in
+//! variable-length integers. The layout is in `book/src/package-format.md`;
+//! every count is checked against the bytes left, so a damaged part is an
+//! error, never a huge allocation.
 
 use super::{ExchangeProgram, PackageError, Transfer};
 
-/// Encodes exchange programs (little-endian).
+/// Tag bit: the transfer's destinations are the previous transfer's tiles,
+/// in the same order, every address moved by one shift (written instead of
+/// the list).
+const SHIFTED_DESTINATIONS: u8 = 1;
+/// Tag bit: the source tile is the previous transfer's (not written).
+const SAME_SOURCE_TILE: u8 = 2;
+/// Tag bit: the byte count is the previous transfer's (not written).
+const SAME_BYTES: u8 = 4;
+const KNOWN_TAGS: u8 = SHIFTED_DESTINATIONS | SAME_SOURCE_TILE | SAME_BYTES;
+
+/// Encodes exchange programs.
 pub fn encode(programs: &[ExchangeProgram]) -> Vec<u8> {
     let transfers: usize = programs.iter().map(|p| p.transfers.len()).sum();
-    let mut out = Vec::with_capacity(16 + transfers * 24);
+    let mut out = Vec::with_capacity(16 + transfers * 6);
     out.extend_from_slice(&(programs.len() as u32).to_le_bytes());
     for program in programs {
         out.extend_from_slice(&(program.label.len() as u32).to_le_bytes());
@@ -17,26 +30,84 @@ pub fn encode(programs: &[ExchangeProgram]) -> Vec<u8> {
         out.push(u8::from(program.paired));
         out.extend_from_slice(&program.horizon_cycles.to_le_bytes());
         out.extend_from_slice(&(program.transfers.len() as u32).to_le_bytes());
+        let mut previous: Option<&Transfer> = None;
         for t in &program.transfers {
-            for value in [
-                t.source_tile,
-                t.source_address,
-                t.bytes,
-                t.destinations.len() as u32,
-            ] {
-                out.extend_from_slice(&value.to_le_bytes());
-            }
-            for &(tile, address) in &t.destinations {
-                out.extend_from_slice(&tile.to_le_bytes());
-                out.extend_from_slice(&address.to_le_bytes());
-            }
+            encode_transfer(&mut out, previous, t);
+            previous = Some(t);
         }
     }
     out
 }
 
-/// Decodes what [`encode`] wrote; any truncation, bad flag, bad label or
-/// trailing byte is an error naming the part.
+fn encode_transfer(out: &mut Vec<u8>, previous: Option<&Transfer>, t: &Transfer) {
+    let shift = previous.and_then(|p| common_shift(p, t));
+    let mut tag = 0;
+    if shift.is_some() {
+        tag |= SHIFTED_DESTINATIONS;
+    }
+    if previous.is_some_and(|p| p.source_tile == t.source_tile) {
+        tag |= SAME_SOURCE_TILE;
+    }
+    if previous.is_some_and(|p| p.bytes == t.bytes) {
+        tag |= SAME_BYTES;
+    }
+    out.push(tag);
+    if tag & SAME_SOURCE_TILE == 0 {
+        varint(out, u64::from(t.source_tile));
+    }
+    let base = previous.map_or(0, |p| p.source_address);
+    varint(out, zigzag(i64::from(t.source_address) - i64::from(base)));
+    if tag & SAME_BYTES == 0 {
+        varint(out, u64::from(t.bytes));
+    }
+    match shift {
+        Some(shift) => varint(out, zigzag(shift)),
+        None => {
+            varint(out, t.destinations.len() as u64);
+            for &(tile, address) in &t.destinations {
+                varint(out, u64::from(tile));
+                varint(out, u64::from(address));
+            }
+        }
+    }
+}
+
+/// The one shift that moves every destination address of `previous` to the
+/// corresponding one of `t`, when both reach the same tiles in order.
+fn common_shift(previous: &Transfer, t: &Transfer) -> Option<i64> {
+    if previous.destinations.len() != t.destinations.len() {
+        return None;
+    }
+    let mut shift = None;
+    for (&(pt, pa), &(tile, address)) in previous.destinations.iter().zip(&t.destinations) {
+        let this = i64::from(address) - i64::from(pa);
+        if pt != tile || shift.is_some_and(|s| s != this) {
+            return None;
+        }
+        shift = Some(this);
+    }
+    shift
+}
+
+fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
+fn unzigzag(value: u64) -> i64 {
+    ((value >> 1) as i64) ^ -((value & 1) as i64)
+}
+
+/// LEB128: seven bits per byte, low first, high bit set on all but the last.
+fn varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Decodes what [`encode`] wrote; any truncation, bad flag, bad tag, bad
+/// label, out-of-range value or trailing byte is an error naming the part.
 pub fn decode(bytes: &[u8]) -> Result<Vec<ExchangeProgram>, PackageError> {
     let mut reader = Reader { bytes, at: 0 };
     let count = reader.count(4 + 1 + 8 + 4)?;
@@ -52,23 +123,12 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<ExchangeProgram>, PackageError> {
             other => return Err(invalid(format!("paired flag {other} is not 0 or 1"))),
         };
         let horizon_cycles = reader.u64()?;
-        let transfers = reader.count(16)?;
-        let mut list = Vec::with_capacity(transfers);
+        // A transfer takes at least a tag and a source address.
+        let transfers = reader.count(2)?;
+        let mut list: Vec<Transfer> = Vec::with_capacity(transfers);
         for _ in 0..transfers {
-            let source_tile = reader.u32()?;
-            let source_address = reader.u32()?;
-            let bytes = reader.u32()?;
-            let destinations = reader.count(8)?;
-            let mut to = Vec::with_capacity(destinations);
-            for _ in 0..destinations {
-                to.push((reader.u32()?, reader.u32()?));
-            }
-            list.push(Transfer {
-                source_tile,
-                source_address,
-                bytes,
-                destinations: to,
-            });
+            let transfer = decode_transfer(&mut reader, list.last())?;
+            list.push(transfer);
         }
         programs.push(ExchangeProgram {
             label,
@@ -84,6 +144,70 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<ExchangeProgram>, PackageError> {
         )));
     }
     Ok(programs)
+}
+
+fn decode_transfer(
+    reader: &mut Reader<'_>,
+    previous: Option<&Transfer>,
+) -> Result<Transfer, PackageError> {
+    let at = reader.at;
+    let tag = reader.take(1)?[0];
+    if tag & !KNOWN_TAGS != 0 {
+        return Err(invalid(format!(
+            "unknown transfer tag {tag:#04x} at byte {at}"
+        )));
+    }
+    let previous = match previous {
+        Some(previous) => Some(previous),
+        None if tag != 0 => {
+            return Err(invalid(format!(
+                "the first transfer of a program at byte {at} refers to a previous one"
+            )))
+        }
+        None => None,
+    };
+    let source_tile = match previous {
+        Some(p) if tag & SAME_SOURCE_TILE != 0 => p.source_tile,
+        _ => reader.u32_varint()?,
+    };
+    let base = previous.map_or(0, |p| p.source_address);
+    let source_address = shifted(base, unzigzag(reader.varint()?))?;
+    let bytes = match previous {
+        Some(p) if tag & SAME_BYTES != 0 => p.bytes,
+        _ => reader.u32_varint()?,
+    };
+    let destinations = match previous {
+        Some(p) if tag & SHIFTED_DESTINATIONS != 0 => {
+            let shift = unzigzag(reader.varint()?);
+            p.destinations
+                .iter()
+                .map(|&(tile, address)| Ok((tile, shifted(address, shift)?)))
+                .collect::<Result<Vec<_>, PackageError>>()?
+        }
+        _ => {
+            // A destination takes at least two bytes.
+            let count = reader.varint_count(2)?;
+            let mut to = Vec::with_capacity(count);
+            for _ in 0..count {
+                to.push((reader.u32_varint()?, reader.u32_varint()?));
+            }
+            to
+        }
+    };
+    Ok(Transfer {
+        source_tile,
+        source_address,
+        bytes,
+        destinations,
+    })
+}
+
+fn shifted(address: u32, shift: i64) -> Result<u32, PackageError> {
+    u32::try_from(i64::from(address) + shift).map_err(|_| {
+        invalid(format!(
+            "address {address} moved by {shift} is out of range"
+        ))
+    })
 }
 
 fn invalid(message: impl Into<String>) -> PackageError {
@@ -122,15 +246,58 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(array))
     }
 
+    /// A LEB128 integer of at most ten bytes that fits in 64 bits.
+    fn varint(&mut self) -> Result<u64, PackageError> {
+        let start = self.at;
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.take(1)?[0];
+            let bits = u64::from(byte & 0x7f);
+            if shift == 63 && bits > 1 {
+                break;
+            }
+            value |= bits << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(invalid(format!(
+            "an integer at byte {start} does not fit in 64 bits"
+        )))
+    }
+
+    fn u32_varint(&mut self) -> Result<u32, PackageError> {
+        let start = self.at;
+        let value = self.varint()?;
+        u32::try_from(value)
+            .map_err(|_| invalid(format!("{value} at byte {start} does not fit in 32 bits")))
+    }
+
     /// A count of items at least `item_bytes` long each, bounded by the
     /// bytes left so a corrupt count cannot ask for a huge allocation.
     fn count(&mut self, item_bytes: usize) -> Result<usize, PackageError> {
+        let start = self.at;
         let count = self.u32()? as usize;
+        self.bounded(count, item_bytes, start)
+    }
+
+    /// [`Reader::count`] written as a varint.
+    fn varint_count(&mut self, item_bytes: usize) -> Result<usize, PackageError> {
+        let start = self.at;
+        let count = usize::try_from(self.varint()?).unwrap_or(usize::MAX);
+        self.bounded(count, item_bytes, start)
+    }
+
+    fn bounded(
+        &self,
+        count: usize,
+        item_bytes: usize,
+        start: usize,
+    ) -> Result<usize, PackageError> {
         let left = self.bytes.len() - self.at;
         if count.saturating_mul(item_bytes) > left {
             return Err(invalid(format!(
-                "a count of {count} at byte {} does not fit in the {left} bytes left",
-                self.at - 4
+                "a count of {count} at byte {start} does not fit in the {left} bytes left"
             )));
         }
         Ok(count)
@@ -141,16 +308,30 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
+    fn transfer(tile: u32, address: u32, bytes: u32, to: &[(u32, u32)]) -> Transfer {
+        Transfer {
+            source_tile: tile,
+            source_address: address,
+            bytes,
+            destinations: to.to_vec(),
+        }
+    }
+
     fn sample() -> Vec<ExchangeProgram> {
         vec![
             ExchangeProgram {
                 label: "op qkv".into(),
-                transfers: vec![Transfer {
-                    source_tile: 3,
-                    source_address: 0x50000,
-                    bytes: 256,
-                    destinations: vec![(1, 0x60000), (2, 0x60010)],
-                }],
+                transfers: vec![
+                    transfer(3, 0x50000, 256, &[(1, 0x60000), (2, 0x60010)]),
+                    // Same tiles, addresses moved back by 0x100; same bytes.
+                    transfer(3, 0x4ff00, 256, &[(1, 0x5ff00), (2, 0x5ff10)]),
+                    // Same tiles, different shifts: the list is written.
+                    transfer(4, 0x50000, 1, &[(1, 0x60000), (2, 0x60020)]),
+                    // Other tiles.
+                    transfer(4, 0x50001, 1, &[(2, 0x60000)]),
+                    transfer(1471, u32::MAX, u32::MAX, &[(0, 0), (1471, u32::MAX)]),
+                    transfer(1471, 0, u32::MAX, &[(0, u32::MAX), (1471, 0)]),
+                ],
                 paired: true,
                 horizon_cycles: 399,
             },
@@ -186,5 +367,68 @@ mod tests {
         let mut bytes = encode(&sample());
         bytes[..4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode(&bytes).is_err());
+    }
+
+    #[test]
+    fn a_repeated_pattern_takes_a_few_bytes_per_transfer() {
+        let transfers: Vec<Transfer> = (0..1000)
+            .map(|i| transfer(7, 0x50000 + 2 * i, 1, &[(1, 0x60000 + i), (9, 0x70000 + i)]))
+            .collect();
+        let programs = vec![ExchangeProgram {
+            label: "gather".into(),
+            transfers,
+            paired: false,
+            horizon_cycles: 12,
+        }];
+        let bytes = encode(&programs);
+        assert!(bytes.len() < 4 * 1000, "{} bytes", bytes.len());
+        assert_eq!(decode(&bytes).expect("decodes"), programs);
+    }
+
+    #[test]
+    fn bad_tags_shifts_and_integers_are_errors() {
+        let one = |t: Transfer| {
+            encode(&[ExchangeProgram {
+                label: String::new(),
+                transfers: vec![t.clone(), t],
+                paired: false,
+                horizon_cycles: 0,
+            }])
+        };
+        let base = one(transfer(1, 5, 1, &[(2, 3)]));
+        // Header: count, label length, paired, horizon, transfer count.
+        let first = 4 + 4 + 1 + 8 + 4;
+        let second = base.len() - 3;
+        let error = |bytes: &[u8]| decode(bytes).unwrap_err().to_string();
+
+        let mut unknown = base.clone();
+        unknown[second] = 0x80;
+        expect_test::expect![
+            "part `exchange` cannot be decoded: unknown transfer tag 0x80 at byte 28"
+        ]
+        .assert_eq(&error(&unknown));
+
+        let mut first_refers = base.clone();
+        first_refers[first] = SAME_BYTES;
+        expect_test::expect!["part `exchange` cannot be decoded: the first transfer of a program at byte 21 refers to a previous one"]
+            .assert_eq(&error(&first_refers));
+
+        // The second transfer moves the destination address 3 by -4.
+        let mut below_zero = base.clone();
+        let at = base.len() - 1;
+        below_zero[at] = zigzag(-4) as u8;
+        expect_test::expect![
+            "part `exchange` cannot be decoded: address 3 moved by -4 is out of range"
+        ]
+        .assert_eq(&error(&below_zero));
+
+        // Eleven continuation bytes for the first source address.
+        let mut long = base[..first + 2].to_vec();
+        long.extend_from_slice(&[0xff; 11]);
+        assert!(
+            error(&long).contains("does not fit in 64 bits"),
+            "{}",
+            error(&long)
+        );
     }
 }

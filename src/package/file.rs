@@ -56,6 +56,9 @@ struct TileEntry {
 #[serde(deny_unknown_fields)]
 struct SegmentEntry {
     address: u32,
+    /// Where the payload starts in the `segments` part: segments with equal
+    /// payloads (replicated weights, the same code) share one copy.
+    offset: u64,
     bytes: u32,
     memory_size: u32,
     kind: SegmentKind,
@@ -191,6 +194,8 @@ fn encode_parts(package: &Package, exchange: &Part) -> Result<Encoded, PackageEr
         compiler_version: package.header.compiler_version.clone(),
         target: package.header.target.clone(),
     };
+    let (segments, offsets) = distinct_payloads(package);
+    let mut offsets = offsets.into_iter();
     let tiles: Vec<TileEntry> = package
         .tiles
         .iter()
@@ -199,8 +204,10 @@ fn encode_parts(package: &Package, exchange: &Part) -> Result<Encoded, PackageEr
             segments: image
                 .segments
                 .iter()
-                .map(|s| SegmentEntry {
+                .zip(offsets.by_ref())
+                .map(|(s, offset)| SegmentEntry {
                     address: s.address,
+                    offset,
                     bytes: s.bytes(),
                     memory_size: s.memory_size,
                     kind: s.kind,
@@ -208,16 +215,6 @@ fn encode_parts(package: &Package, exchange: &Part) -> Result<Encoded, PackageEr
                 .collect(),
         })
         .collect();
-    let total: usize = package
-        .tiles
-        .iter()
-        .flat_map(|image| &image.segments)
-        .map(|s| s.data.len())
-        .sum();
-    let mut segments = Vec::with_capacity(total);
-    for segment in package.tiles.iter().flat_map(|image| &image.segments) {
-        segments.extend_from_slice(&segment.data);
-    }
     let calls = Calls {
         initialize: package.initialize.clone(),
         run: package.run.clone(),
@@ -247,6 +244,50 @@ fn encode_parts(package: &Package, exchange: &Part) -> Result<Encoded, PackageEr
     let named: Vec<(&str, &Part)> = PART_NAMES.iter().copied().zip(&parts).collect();
     let head = head(FORMAT_VERSION, &named);
     Ok(Encoded { head, parts })
+}
+
+/// The `segments` part: each distinct payload once, in order of first use,
+/// and where each segment's payload starts in it (segments in `tiles`
+/// order). Candidates are found by length and a sample of their bytes and
+/// confirmed by comparing every byte, which is cheaper than hashing them
+/// all: most bytes are replicated weights, each compared once.
+fn distinct_payloads(package: &Package) -> (Vec<u8>, Vec<u64>) {
+    use std::collections::HashMap;
+    // (length, sample hash) -> (offset, bytes) of each payload laid out.
+    type Laid<'a> = Vec<(u64, &'a [u8])>;
+    let mut seen: HashMap<(usize, u64), Laid> = HashMap::new();
+    let mut payloads = Vec::new();
+    let mut offsets = Vec::new();
+    for segment in package.tiles.iter().flat_map(|t| &t.segments) {
+        let data = segment.data.as_slice();
+        if data.is_empty() {
+            offsets.push(0);
+            continue;
+        }
+        let same = seen.entry((data.len(), sample_hash(data))).or_default();
+        let offset = match same.iter().find(|(_, earlier)| *earlier == data) {
+            Some(&(offset, _)) => offset,
+            None => {
+                let offset = payloads.len() as u64;
+                payloads.extend_from_slice(data);
+                same.push((offset, data));
+                offset
+            }
+        };
+        offsets.push(offset);
+    }
+    (payloads, offsets)
+}
+
+/// A hash of up to 16 evenly spaced 16-byte windows of `data`.
+fn sample_hash(data: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let step = (data.len() / 16).max(1);
+    for start in (0..data.len()).step_by(step).take(16) {
+        data[start..data.len().min(start + 16)].hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// The fixed header and the part table of hashed parts laid out back to
@@ -456,46 +497,55 @@ pub fn parse(bytes: &[u8]) -> Result<Package, PackageError> {
     Ok(package)
 }
 
-/// Cuts the `segments` part into each segment's payload.
+/// Cuts the `segments` part into each segment's payload. Payloads are laid
+/// out in order of first use: a segment either starts right where the
+/// payloads so far end, or lies wholly inside them (a shared copy), and
+/// together they use the whole part.
 fn segments(entries: Vec<TileEntry>, payloads: &[u8]) -> Result<Vec<TileImage>, PackageError> {
-    let mut at = 0usize;
+    let mut end = 0u64;
     let mut tiles = Vec::with_capacity(entries.len());
     for entry in entries {
         let mut segments = Vec::with_capacity(entry.segments.len());
         for s in entry.segments {
-            let end = at
-                .checked_add(s.bytes as usize)
-                .filter(|&end| end <= payloads.len())
-                .ok_or_else(|| {
-                    PackageError::invalid(
-                        "segments",
-                        format!(
-                            "tile {} segment at {:#x} needs {} bytes beyond the part's {}",
-                            entry.tile,
-                            s.address,
-                            s.bytes,
-                            payloads.len()
-                        ),
-                    )
-                })?;
+            let stop = s.offset.saturating_add(u64::from(s.bytes));
+            let problem = if stop > payloads.len() as u64 {
+                Some(format!(
+                    "needs bytes {}..{stop} of the part's {}",
+                    s.offset,
+                    payloads.len()
+                ))
+            } else if s.offset != end && stop > end {
+                Some(format!(
+                    "starts at byte {}, neither inside the {end} bytes laid out before it nor right after them",
+                    s.offset
+                ))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(PackageError::invalid(
+                    "segments",
+                    format!("tile {} segment at {:#x} {problem}", entry.tile, s.address),
+                ));
+            }
+            end = end.max(stop);
             segments.push(Segment {
                 address: s.address,
                 memory_size: s.memory_size,
                 kind: s.kind,
-                data: payloads[at..end].to_vec(),
+                data: payloads[s.offset as usize..stop as usize].to_vec(),
             });
-            at = end;
         }
         tiles.push(TileImage {
             tile: entry.tile,
             segments,
         });
     }
-    if at != payloads.len() {
+    if end != payloads.len() as u64 {
         return Err(PackageError::invalid(
             "segments",
             format!(
-                "the tiles use {at} bytes of segment data but the part has {}",
+                "the tiles use {end} bytes of segment data but the part has {}",
                 payloads.len()
             ),
         ));

@@ -41,7 +41,7 @@ pub use file::{parse, read, write};
 
 /// Version of the `.ipuexe` container and its parts; bumped on any
 /// incompatible change.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Identifies the producing compiler in every package it writes.
 pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");

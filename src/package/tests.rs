@@ -210,7 +210,7 @@ fn every_truncation_is_an_error() {
     longer.push(0);
     check_error(
         parse(&longer),
-        expect!["the package's part table is malformed: the parts end at byte 4010 but the file has 4011 bytes"],
+        expect!["the package's part table is malformed: the parts end at byte 3735 but the file has 3736 bytes"],
     );
 }
 
@@ -294,13 +294,13 @@ fn container_errors_name_what_is_wrong() {
     newer[8..12].copy_from_slice(&7u32.to_le_bytes());
     check_error(
         parse(&newer),
-        expect!["package format version 7 is newer than this ipub supports (2)"],
+        expect!["package format version 7 is newer than this ipub supports (3)"],
     );
     let mut older = bytes.clone();
     older[8..12].copy_from_slice(&0u32.to_le_bytes());
     check_error(
         parse(&older),
-        expect!["package format version 0 is not supported (this ipub reads version 2)"],
+        expect!["package format version 0 is not supported (this ipub reads version 3)"],
     );
 
     let mut table = bytes.clone();
@@ -327,7 +327,7 @@ fn container_errors_name_what_is_wrong() {
     });
     check_error(
         parse(&unknown),
-        expect!["the package's part table is malformed: unknown part `extra` for format version 2"],
+        expect!["the package's part table is malformed: unknown part `extra` for format version 3"],
     );
     let twice = reassemble(&bytes, super::FORMAT_VERSION, |parts| {
         let copy = parts[0].clone();
@@ -476,7 +476,7 @@ fn bindings_must_cover_their_tensor_inside_tile_memory() {
 #[test]
 fn inspect_shows_tiles_kernels_steps_exchanges_and_bindings() {
     expect![[r#"
-        package sample for ipu21: format 2, written by ipub 0.1.0
+        package sample for ipu21: format 3, written by ipub 0.1.0
         tiles: 4 used of 1472
           tile    0: code      64  data     256  zero     512  free  637040 of 637872 bytes
           tile    1: code      64  data     256  zero     512  free  637040 of 637872 bytes
@@ -502,4 +502,36 @@ fn inspect_shows_tiles_kernels_steps_exchanges_and_bindings() {
           1 w: f16 x 64 (128 bytes) in 2 pieces on 2 tiles
           2 y: f16 x 32 (64 bytes) in 2 pieces on 2 tiles
     "#]].assert_eq(&inspect::render(&sample()));
+}
+
+#[test]
+fn equal_segment_payloads_are_stored_once() {
+    let bytes = encode(&sample()).expect("encode");
+    let parts = parts_of(&bytes);
+    let segments = &parts.iter().find(|(n, _)| n == "segments").expect("part").1;
+    // Four distinct code payloads, and the replicated weights once.
+    assert_eq!(segments.len(), 4 * 64 + 128);
+    assert_eq!(parse(&bytes).expect("parses"), sample());
+
+    let with_offset = |tile: usize, segment: usize, offset: u64| {
+        reassemble(&bytes, super::FORMAT_VERSION, |parts| {
+            replace_json(parts, "tiles", |tiles| {
+                tiles[tile]["segments"][segment]["offset"] = offset.into();
+            })
+        })
+    };
+    // Tile 1's code pointed into earlier payloads: in bounds, but the next
+    // new payload (tile 2's code) no longer follows on.
+    check_error(
+        parse(&with_offset(1, 0, 64)),
+        expect!["invalid package (segments): tile 2 segment at 0x4c000 starts at byte 256, neither inside the 192 bytes laid out before it nor right after them"],
+    );
+    check_error(
+        parse(&with_offset(3, 0, 400)),
+        expect!["invalid package (segments): tile 5 segment at 0x4c000 needs bytes 400..464 of the part's 384"],
+    );
+    check_error(
+        parse(&with_offset(2, 0, 300)),
+        expect!["invalid package (segments): tile 2 segment at 0x4c000 starts at byte 300, neither inside the 256 bytes laid out before it nor right after them"],
+    );
 }

@@ -42,7 +42,15 @@ pub(super) fn package(package: &Package) -> Result<(), PackageError> {
         ));
     }
     tiles(target, &package.tiles)?;
-    let used = |tile: u32| package.tile(tile).is_some();
+    // Exchange programs name a million destinations in a large package: look
+    // tiles up in a table rather than searching the images each time.
+    let mut in_package = vec![false; target.tiles as usize];
+    for image in &package.tiles {
+        if let Some(slot) = in_package.get_mut(image.tile as usize) {
+            *slot = true;
+        }
+    }
+    let used = |tile: u32| in_package.get(tile as usize).copied().unwrap_or(false);
 
     for (index, program) in package.exchanges.iter().enumerate() {
         for (t, transfer) in program.transfers.iter().enumerate() {
