@@ -335,14 +335,18 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     );
 
     let line = PhaseLine::start(db);
-    let placement =
-        match crate::logging::phase("place_storage", || pipeline::placement(db, file).clone()) {
-            Ok(placement) => placement,
-            Err(error) => {
-                report(db, &error);
-                return outcome;
-            }
-        };
+    let placement = match crate::logging::phase("place_storage", || {
+        // Errors come from the sequential pass, in tile order, with
+        // every kernel's errors together.
+        let _ = place_tiles_in_parallel(db, file);
+        pipeline::placement(db, file).clone()
+    }) {
+        Ok(placement) => placement,
+        Err(error) => {
+            report(db, &error);
+            return outcome;
+        }
+    };
     line.finish(
         db,
         &mut outcome,
@@ -409,7 +413,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         ("lower", 1),
         ("schedule", program.phases.len()),
         ("kernels", kernel_count),
-        ("place", 1),
+        ("place", placement.tiles.len()),
         ("emit", images),
         ("weights", images),
         ("package", 2),
@@ -418,27 +422,51 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     outcome
 }
 
-/// Computes every tile's image and weights on rayon's threads, each with
-/// its own handle on the database, so the sequential pass after it (and
-/// the package) finds them memoized. Tiles are independent queries, so
-/// salsa runs them concurrently.
+/// Computes every tile's image and weights on rayon's threads (see
+/// [`per_tile_in_parallel`]).
 fn emit_tiles_in_parallel(db: &Database, file: SourceFile) -> Result<(), BuildError> {
-    use rayon::prelude::*;
     let tiles: Vec<u32> = pipeline::tiles::tile_works(db, file)
         .clone()?
         .keys()
         .copied()
         .collect();
+    per_tile_in_parallel(db, &tiles, |db, tile| {
+        pipeline::tiles::tile_image(db, file, tile).clone()?;
+        pipeline::tiles::tile_weights(db, file, tile).clone()?;
+        Ok(())
+    })
+}
+
+/// Places every tile on rayon's threads (see [`per_tile_in_parallel`]).
+fn place_tiles_in_parallel(db: &Database, file: SourceFile) -> Result<(), BuildError> {
+    let tiles: Vec<u32> = pipeline::place::place_requests(db, file)
+        .clone()?
+        .tiles
+        .keys()
+        .copied()
+        .collect();
+    per_tile_in_parallel(db, &tiles, |db, tile| {
+        pipeline::place::tile_placement(db, file, tile).clone()?;
+        Ok(())
+    })
+}
+
+/// Runs `query` for every tile on rayon's threads, each with its own handle
+/// on the database, so the sequential pass after it finds the results
+/// memoized. Tiles are independent queries, so salsa runs them
+/// concurrently.
+fn per_tile_in_parallel(
+    db: &Database,
+    tiles: &[u32],
+    query: impl Fn(&Database, u32) -> Result<(), BuildError> + Sync,
+) -> Result<(), BuildError> {
+    use rayon::prelude::*;
     let threads = rayon::current_num_threads().max(1);
     let chunk = tiles.len().div_ceil(threads).max(1);
     let handles: Vec<(Database, &[u32])> = tiles.chunks(chunk).map(|c| (db.clone(), c)).collect();
-    handles.into_par_iter().try_for_each(|(db, tiles)| {
-        for &tile in tiles {
-            pipeline::tiles::tile_image(&db, file, tile).clone()?;
-            pipeline::tiles::tile_weights(&db, file, tile).clone()?;
-        }
-        Ok(())
-    })
+    handles
+        .into_par_iter()
+        .try_for_each(|(db, tiles)| tiles.iter().try_for_each(|&tile| query(&db, tile)))
 }
 
 fn report(db: &Database, error: &BuildError) {

@@ -121,6 +121,7 @@ pub fn render(context: &Context) -> String {
                 "lower" | "schedule" | "place" | "weights" | "package" if context.fresh_process => {
                     "this phase is not persisted, so a new process computes it again".to_string()
                 }
+                "place" => format!("{project_cause}: its buffers or steps changed"),
                 "weights" => "a weight's declaration or its buffers changed".to_string(),
                 "package" => "a part above changed".to_string(),
                 _ => project_cause.clone(),

@@ -9,7 +9,9 @@
 //!   share one plan and an edit to one operation re-plans only its signature;
 //! - [`program`]: the lowered program of a project;
 //! - [`phase_schedule`]: one per exchange phase;
-//! - [`placement`]: every tile's addresses.
+//! - [`place::tile_placement`]: one per tile, from its request in
+//!   tile-local terms, assembled by [`placement`];
+//! - [`tiles::tile_image`]: one per tile, and the package from them.
 //!
 //! Results are cheap to clone (`Arc`) and compare by value, so a phase whose
 //! output did not change stops the recomputation there (early cutoff).
@@ -17,13 +19,16 @@
 pub mod kernels;
 pub mod package;
 pub mod persist;
+pub mod place;
 pub mod tiles;
+
+pub use place::placement;
 
 use crate::db::{Db, SourceFile};
 use crate::diagnostic::Diagnostic;
 use crate::graph::{Graph, OpId};
 use crate::lower::{LowerError, Program};
-use crate::place::{PlacementError, SupportBlock};
+use crate::place::PlacementError;
 use crate::plan::signature::OpSignature;
 use crate::plan::{OperatorPlans, Partition};
 use crate::schedule::ExchangeSchedule;
@@ -173,51 +178,6 @@ pub fn phase_schedule(db: &dyn Db, project: SourceFile, phase: u32) -> Option<Ex
         "compared ordinary and paired exchange schedules"
     );
     Some(schedule)
-}
-
-/// Every tile's placement.
-#[salsa::tracked(returns(ref))]
-pub fn placement(
-    db: &dyn Db,
-    project: SourceFile,
-) -> Result<Arc<crate::place::Placement>, BuildError> {
-    let graph = graph(db, project)?;
-    let program = program(db, project).clone()?;
-    // Each tile's code (supervisor routines and the kernels it runs) and
-    // kernel states go first in region 0; emission sizes them.
-    let kernels = project_kernel_footprints(db, project).clone()?;
-    let codes = kernel_codes(&kernels);
-    let steps = crate::emit::steps::compute_steps(&program);
-    let by_tile = crate::emit::steps::tile_steps(&steps);
-    // Sizing assembles each tile's supervisor: independent work per tile.
-    let sizes: std::collections::BTreeMap<u32, _> = {
-        use rayon::prelude::*;
-        by_tile
-            .par_iter()
-            .map(|(tile, tile_steps)| {
-                crate::emit::tile::support_sizes(*tile, tile_steps, &codes)
-                    .map(|size| (*tile, size))
-                    .map_err(|e| BuildError::Emit(e.to_string()))
-            })
-            .collect::<Result<_, _>>()?
-    };
-    let support = |tile: u32| {
-        let sizes = sizes.get(&tile).copied().unwrap_or_default();
-        [
-            (crate::place::SupportKind::Code, sizes.supervisor),
-            (crate::place::SupportKind::KernelCode, sizes.kernels),
-            (crate::place::SupportKind::KernelStates, sizes.states),
-        ]
-        .into_iter()
-        .map(|(kind, bytes)| SupportBlock { kind, bytes })
-        .collect()
-    };
-    let target = target_of(&graph);
-    let placed = crate::place::placement(target, &graph, &program, &support)?;
-    crate::place::verify(target, &program, &placed)
-        .map_err(|bug| BuildError::Lower(bug.to_string()))?;
-    db.record_execution("place", format!("{} tiles", placed.tiles.len()));
-    Ok(Arc::new(placed))
 }
 
 /// Every kernel variant the project's program runs, compiled.

@@ -302,6 +302,51 @@ fn a_shape_edit_re_emits_only_tiles_whose_work_changed() {
     assert_eq!(plans, 1, "only the edited op's signature is re-planned");
 }
 
+/// [`with_branch`] with the branch's operation first, so that its buffers
+/// come first in the program and a change in their number renumbers every
+/// other buffer.
+fn with_branch_first(rows: usize) -> String {
+    let branch = "[[op]]\nname = \"b\"\nop = \"gelu\"\ninputs = [\"z\"]\n\n";
+    with_branch(rows)
+        .replace(branch, "")
+        .replacen("[[op]]", &format!("{branch}[[op]]"), 1)
+}
+
+#[test]
+fn a_shape_edit_re_places_only_tiles_whose_request_changed() {
+    let (mut db, fs, file) = built();
+    computed_after(&mut db, &fs, &[(PATH, &with_branch_first(2))], file);
+    let before = place::place_requests(&db, file).clone().expect("requests");
+    let computed = computed_after(&mut db, &fs, &[(PATH, &with_branch_first(3))], file);
+    let after = place::place_requests(&db, file).clone().expect("requests");
+    let changed: Vec<u32> = after
+        .tiles
+        .iter()
+        .filter(|(tile, request)| before.tiles.get(*tile) != Some(*request))
+        .map(|(tile, _)| *tile)
+        .collect();
+    assert!(
+        !changed.is_empty() && changed.len() < after.tiles.len(),
+        "the branch runs on a few tiles: {changed:?}"
+    );
+    let mut placed: Vec<u32> = computed
+        .iter()
+        .filter(|(phase, _)| *phase == "place")
+        .filter_map(|(_, item)| item.strip_prefix("placement of tile ")?.parse().ok())
+        .collect();
+    placed.sort_unstable();
+    assert_eq!(placed, changed, "{computed:?}");
+    // The program's buffer ids moved on tiles whose requests (in tile-local
+    // terms) stayed equal.
+    assert!(
+        after
+            .globals
+            .iter()
+            .any(|(tile, ids)| !changed.contains(tile) && before.globals.get(tile) != Some(ids)),
+        "the edit renumbers buffers of unchanged tiles"
+    );
+}
+
 #[test]
 fn a_revert_brings_back_earlier_images_and_package_without_recomputing() {
     let (mut db, fs, file) = built();

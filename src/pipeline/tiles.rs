@@ -120,40 +120,10 @@ pub fn split(program: &Program, placement: &Placement) -> BTreeMap<u32, TileWork
             continue;
         };
         let mut local: BTreeMap<BufferId, BufferId> = BTreeMap::new();
-        let mut renumber = |id: BufferId| {
+        let steps = local_steps(by_tile.get(&tile).map_or(&[][..], Vec::as_slice), |id| {
             let next = BufferId(local.len() as u32);
             *local.entry(id).or_insert(next)
-        };
-        let steps = by_tile
-            .get(&tile)
-            .map(|tile_steps| {
-                tile_steps
-                    .iter()
-                    .map(|s| StepWork {
-                        step: s.step,
-                        runs: s
-                            .runs
-                            .iter()
-                            .map(|run| KernelRun {
-                                operands: run
-                                    .operands
-                                    .iter()
-                                    .map(|o| match o {
-                                        OperandRef::Buffer(b) => OperandRef::Buffer(renumber(*b)),
-                                        OperandRef::PerIteration(bs) => OperandRef::PerIteration(
-                                            bs.iter().map(|b| renumber(*b)).collect(),
-                                        ),
-                                    })
-                                    .collect(),
-                                ..(*run).clone()
-                            })
-                            .collect(),
-                        repeat: s.repeat,
-                        advances_counter: s.advances_counter,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        });
         let mut buffers: Vec<(BufferId, u32)> = placed
             .buffers
             .iter()
@@ -203,6 +173,38 @@ pub fn split(program: &Program, placement: &Placement) -> BTreeMap<u32, TileWork
     works
 }
 
+/// A tile's steps with every operand renamed by `local`.
+pub fn local_steps(
+    steps: &[crate::emit::steps::TileStep<'_>],
+    mut local: impl FnMut(BufferId) -> BufferId,
+) -> Vec<StepWork> {
+    steps
+        .iter()
+        .map(|s| StepWork {
+            step: s.step,
+            runs: s
+                .runs
+                .iter()
+                .map(|run| KernelRun {
+                    operands: run
+                        .operands
+                        .iter()
+                        .map(|o| match o {
+                            OperandRef::Buffer(b) => OperandRef::Buffer(local(*b)),
+                            OperandRef::PerIteration(bs) => {
+                                OperandRef::PerIteration(bs.iter().map(|b| local(*b)).collect())
+                            }
+                        })
+                        .collect(),
+                    ..(*run).clone()
+                })
+                .collect(),
+            repeat: s.repeat,
+            advances_counter: s.advances_counter,
+        })
+        .collect()
+}
+
 /// One tile's image: supervisor routines, linked kernels, kernel states.
 /// Depends only on the tile's work and the kernels it runs.
 #[salsa::tracked(returns(ref))]
@@ -240,7 +242,7 @@ fn emit_image(
 ) -> Result<TileImage, BuildError> {
     let tile = work.tile;
     let codes: BTreeMap<String, KernelCode> = super::kernel_codes(objects);
-    let steps = borrowed_steps(work);
+    let steps = borrowed_steps(&work.steps);
     let placement = Placement {
         tiles: BTreeMap::from([(tile, work.placement.clone())]),
     };
@@ -261,8 +263,8 @@ fn emit_image(
 }
 
 /// The emitter's view of a tile's steps.
-pub fn borrowed_steps(work: &TileWork) -> Vec<crate::emit::steps::TileStep<'_>> {
-    work.steps
+pub fn borrowed_steps(steps: &[StepWork]) -> Vec<crate::emit::steps::TileStep<'_>> {
+    steps
         .iter()
         .map(|s| crate::emit::steps::TileStep {
             step: s.step,

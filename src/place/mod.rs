@@ -6,14 +6,24 @@
 //! after the code and overflow into region 1. Buffers whose lifetimes do
 //! not overlap share addresses; padded buffers and weights never share,
 //! since their contents must survive from load time.
+//!
+//! Each tile is placed on its own from a request in tile-local terms
+//! (`tile.rs`), so the pipeline can place tiles as separate queries;
+//! `lifetimes.rs` derives when each buffer is alive.
 
 use crate::graph::Graph;
-use crate::lower::{BufferId, BufferRole, OperandRef, Program, Step};
+use crate::lower::{BufferId, BufferRole, Program};
 use crate::plan::cost::MemoryClass;
-use crate::target::{AddressRange, Target};
+use crate::target::Target;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
+
+mod lifetimes;
+mod tile;
+
+use lifetimes::{lifetimes, overlaps, Lifetime};
+pub use tile::{place_tile, tile_requests, BufferRequest, TileRequest};
 
 /// Alignment of every buffer: the widest load, 128 bits.
 pub const BUFFER_ALIGN: u32 = 16;
@@ -114,243 +124,19 @@ pub struct PlacementError {
     pub largest: Vec<(String, u64)>,
 }
 
-/// Inclusive range of step positions during which a buffer must keep its
-/// contents.
-type Lifetime = (u32, u32);
-
-/// Computes every buffer's lifetime from the step sequence.
-fn lifetimes(program: &Program) -> Vec<Lifetime> {
-    #[derive(Clone, Copy)]
-    struct Touches {
-        first: u32,
-        last: u32,
-    }
-    let mut touches: Vec<Option<Touches>> = vec![None; program.buffers.len()];
-    let mut first_is_read: Vec<Vec<(u32, u32, bool)>> = vec![Vec::new(); program.buffers.len()];
-    let mut repeats: Vec<(u32, u32)> = Vec::new();
-    let mut position = 1u32;
-
-    fn touch(
-        touches: &mut [Option<Touches>],
-        log: &mut [Vec<(u32, u32, bool)>],
-        id: BufferId,
-        at: u32,
-        write: bool,
-    ) {
-        let t = touches[id.0 as usize].get_or_insert(Touches {
-            first: at,
-            last: at,
-        });
-        t.first = t.first.min(at);
-        t.last = t.last.max(at);
-        log[id.0 as usize].push((at, at, write));
-    }
-
-    fn walk(
-        program: &Program,
-        steps: &[Step],
-        position: &mut u32,
-        touches: &mut [Option<Touches>],
-        log: &mut [Vec<(u32, u32, bool)>],
-        repeats: &mut Vec<(u32, u32)>,
-    ) {
-        for step in steps {
-            match step {
-                Step::Compute { runs, .. } => {
-                    for run in runs {
-                        let last = run.operands.len() - 1;
-                        for (i, operand) in run.operands.iter().enumerate() {
-                            let ids: Vec<BufferId> = match operand {
-                                OperandRef::Buffer(id) => vec![*id],
-                                OperandRef::PerIteration(ids) => ids.clone(),
-                            };
-                            for id in ids {
-                                touch(touches, log, id, *position, i == last);
-                            }
-                        }
-                    }
-                    *position += 1;
-                }
-                Step::Exchange(phase) => {
-                    for transfer in &program.phase(*phase).transfers {
-                        touch(touches, log, transfer.source, *position, false);
-                        for &(id, _) in &transfer.destinations {
-                            touch(touches, log, id, *position, true);
-                        }
-                    }
-                    *position += 1;
-                }
-                Step::Repeat { body, .. } => {
-                    let start = *position;
-                    walk(program, body, position, touches, log, repeats);
-                    repeats.push((start, *position - 1));
-                }
-            }
-        }
-    }
-    walk(
-        program,
-        &program.steps,
-        &mut position,
-        &mut touches,
-        &mut first_is_read,
-        &mut repeats,
-    );
-    let end = position;
-
-    program
-        .buffers
-        .iter()
-        .enumerate()
-        .map(|(i, buffer)| {
-            let whole = (0, end);
-            if matches!(buffer.role, BufferRole::Weight { .. }) || buffer.piece.has_padding() {
-                return whole;
-            }
-            let Some(t) = touches[i] else { return whole };
-            let (mut first, mut last) = (t.first, t.last);
-            if matches!(buffer.role, BufferRole::Input { .. }) {
-                first = 0;
-            }
-            if program
-                .host_reads
-                .iter()
-                .any(|b| b.pieces.iter().any(|(id, _)| id.0 as usize == i))
-            {
-                last = end;
-            }
-            // A value that flows around a loop's back edge, or into or out
-            // of the loop, lives for the whole loop.
-            for &(start, stop) in &repeats {
-                let inside: Vec<_> = first_is_read[i]
-                    .iter()
-                    .filter(|(at, _, _)| (start..=stop).contains(at))
-                    .collect();
-                if inside.is_empty() {
-                    continue;
-                }
-                let outside = first_is_read[i].len() > inside.len() || first < start || last > stop;
-                let read_first = inside
-                    .iter()
-                    .min_by_key(|(at, _, write)| (*at, *write))
-                    .is_some_and(|(_, _, write)| !write);
-                if outside || read_first {
-                    first = first.min(start);
-                    last = last.max(stop);
-                }
-            }
-            (first, last)
-        })
-        .collect()
-}
-
 /// Places every tile of `program`; `support(tile)` gives the support blocks
-/// each tile needs, which go first in region 0.
+/// each tile needs, which go first in region 0. Each tile is placed on its
+/// own ([`place_tile`]) from its [`TileRequest`].
 pub fn placement(
     target: &Target,
     graph: &Graph,
     program: &Program,
     support: &dyn Fn(u32) -> Vec<SupportBlock>,
 ) -> Result<Placement, PlacementError> {
-    let lifetimes = lifetimes(program);
-    let mut by_tile: BTreeMap<u32, Vec<BufferId>> = BTreeMap::new();
-    for (i, buffer) in program.buffers.iter().enumerate() {
-        by_tile
-            .entry(buffer.tile)
-            .or_default()
-            .push(BufferId(i as u32));
-    }
-    let memory = &target.memory;
     let mut placement = Placement::default();
-    for (tile, mut ids) in by_tile {
-        let mut tile_placement = TilePlacement::default();
-        let mut cursor = memory.region0.start;
-        for block in support(tile) {
-            tile_placement
-                .support
-                .push((block.kind, cursor, block.bytes));
-            cursor = align(cursor + block.bytes, BUFFER_ALIGN);
-        }
-        let region0 = AddressRange::new(cursor, memory.region0.end);
-        let region1 = AddressRange::new(memory.region1.start, memory.loadable.end);
-        let support_bytes = u64::from(cursor - memory.region0.start);
-        if cursor > memory.region0.end {
-            let available = u64::from(memory.region0.len());
-            return Err(shortfall(
-                graph,
-                program,
-                tile,
-                &tile_placement,
-                &ids,
-                support_bytes,
-                available,
-            ));
-        }
-        // Largest first, so big buffers find room before the small ones
-        // fragment the space; ties broken by id for determinism.
-        ids.sort_by_key(|id| (std::cmp::Reverse(program.buffer(*id).bytes()), *id));
-        let mut placed: Vec<(u32, u32, Lifetime)> = Vec::new();
-        for &id in &ids {
-            let buffer = program.buffer(id);
-            let life = lifetimes[id.0 as usize];
-            let ranges: &[AddressRange] = match buffer.class {
-                MemoryClass::Interleaved => &[region1],
-                MemoryClass::Standard => &[region0, region1],
-            };
-            let Some(address) = ranges
-                .iter()
-                .find_map(|range| first_fit(range, buffer.bytes(), life, &placed))
-            else {
-                // Interleaved buffers are bounded by region 1 alone; the
-                // others by the whole loadable memory.
-                let (needed, available) = match buffer.class {
-                    MemoryClass::Interleaved => {
-                        let interleaved: Vec<BufferId> = ids
-                            .iter()
-                            .copied()
-                            .filter(|i| program.buffer(*i).class == MemoryClass::Interleaved)
-                            .collect();
-                        (
-                            peak_live_bytes(program, &interleaved, &lifetimes),
-                            u64::from(region1.len()),
-                        )
-                    }
-                    MemoryClass::Standard => (
-                        support_bytes + peak_live_bytes(program, &ids, &lifetimes),
-                        u64::from(memory.loadable.len()),
-                    ),
-                };
-                // When the live bytes would fit, first-fit left the free space
-                // in pieces too small for this buffer; report that honestly
-                // as the bytes of the buffer that did not find a place.
-                let needed = if needed > available {
-                    needed
-                } else {
-                    available + u64::from(buffer.bytes())
-                        - largest_free_range(ranges, life, &placed)
-                };
-                return Err(shortfall(
-                    graph,
-                    program,
-                    tile,
-                    &tile_placement,
-                    &ids,
-                    needed,
-                    available,
-                ));
-            };
-            placed.push((address, buffer.bytes(), life));
-            tile_placement.buffers.push((id, address));
-            let end = address + buffer.bytes();
-            if memory.region0.contains(address) {
-                tile_placement.region0_end = tile_placement.region0_end.max(end);
-            } else {
-                tile_placement.region1_end = tile_placement.region1_end.max(end);
-            }
-        }
-        tile_placement.region0_end = tile_placement.region0_end.max(cursor);
-        tile_placement.buffers.sort_by_key(|(id, _)| *id);
-        placement.tiles.insert(tile, tile_placement);
+    for (tile, (request, globals)) in tile_requests(graph, program) {
+        let local = place_tile(target, tile, &request, &support(tile))?;
+        placement.tiles.insert(tile, local.globalized(&globals));
     }
     Ok(placement)
 }
@@ -438,114 +224,7 @@ pub fn verify(
     Ok(())
 }
 
-fn align(value: u32, alignment: u32) -> u32 {
-    value.div_ceil(alignment) * alignment
-}
-
-fn overlaps(a: Lifetime, b: Lifetime) -> bool {
-    a.0 <= b.1 && b.0 <= a.1
-}
-
-/// The lowest aligned address in `range` where `bytes` fit without
-/// overlapping a placed buffer that is alive at the same time.
-fn first_fit(
-    range: &AddressRange,
-    bytes: u32,
-    life: Lifetime,
-    placed: &[(u32, u32, Lifetime)],
-) -> Option<u32> {
-    let mut conflicts: Vec<(u32, u32)> = placed
-        .iter()
-        .filter(|(_, _, other)| overlaps(life, *other))
-        .map(|&(address, size, _)| (address, address + size))
-        .collect();
-    conflicts.sort_unstable();
-    let mut candidate = align(range.start, BUFFER_ALIGN);
-    for (start, end) in conflicts {
-        if candidate + bytes <= start {
-            break;
-        }
-        if end > candidate {
-            candidate = align(end, BUFFER_ALIGN);
-        }
-    }
-    (u64::from(candidate) + u64::from(bytes) <= u64::from(range.end)).then_some(candidate)
-}
-
-/// The most bytes of `ids` alive at one step: what a tile needs at least.
-/// The largest free range, in any of `ranges`, for a buffer alive during
-/// `life`.
-fn largest_free_range(
-    ranges: &[AddressRange],
-    life: Lifetime,
-    placed: &[(u32, u32, Lifetime)],
-) -> u64 {
-    let mut best = 0u64;
-    for range in ranges {
-        let mut busy: Vec<(u32, u32)> = placed
-            .iter()
-            .filter(|(_, _, other)| overlaps(life, *other))
-            .map(|(address, bytes, _)| (*address, address + bytes))
-            .filter(|(start, end)| *end > range.start && *start < range.end)
-            .collect();
-        busy.sort_unstable();
-        let mut cursor = range.start;
-        for (start, end) in busy {
-            best = best.max(u64::from(start.saturating_sub(cursor)));
-            cursor = cursor.max(align(end, BUFFER_ALIGN));
-        }
-        best = best.max(u64::from(range.end.saturating_sub(cursor)));
-    }
-    best
-}
-
-fn peak_live_bytes(program: &Program, ids: &[BufferId], lifetimes: &[Lifetime]) -> u64 {
-    let mut events: Vec<(u32, i64)> = Vec::new();
-    for id in ids {
-        let (first, last) = lifetimes[id.0 as usize];
-        let bytes = i64::from(program.buffer(*id).bytes());
-        events.push((first, bytes));
-        events.push((last + 1, -bytes));
-    }
-    events.sort_unstable();
-    let (mut live, mut peak) = (0i64, 0i64);
-    for (_, delta) in events {
-        live += delta;
-        peak = peak.max(live);
-    }
-    peak as u64
-}
-
-fn shortfall(
-    graph: &Graph,
-    program: &Program,
-    tile: u32,
-    placed: &TilePlacement,
-    ids: &[BufferId],
-    needed: u64,
-    available: u64,
-) -> PlacementError {
-    let mut users: Vec<(String, u64)> = placed
-        .support
-        .iter()
-        .map(|(kind, _, bytes)| (kind.to_string(), u64::from(*bytes)))
-        .chain(ids.iter().map(|id| {
-            let buffer = program.buffer(*id);
-            (describe(graph, &buffer.role), u64::from(buffer.bytes()))
-        }))
-        .collect();
-    users.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    users.truncate(3);
-    PlacementError {
-        tile,
-        needed,
-        available,
-        over: needed.saturating_sub(available),
-        largest: users,
-    }
-}
-
-fn describe(graph: &Graph, role: &BufferRole) -> String {
+pub(crate) fn describe(graph: &Graph, role: &BufferRole) -> String {
     match role {
         BufferRole::Input { tensor } => format!("input `{}`", graph.tensor(*tensor).name),
         BufferRole::Weight {

@@ -1,0 +1,146 @@
+//! Placement as per-tile queries.
+//!
+//! [`place_requests`] splits the program into one request per tile, in
+//! tile-local terms ([`crate::place::TileRequest`] plus the tile's steps
+//! with local buffer numbers). [`place_request`] hands each tile its own,
+//! and since equal requests compare equal across edits, [`tile_placement`]
+//! (sizing the tile's code, then first-fit) re-runs only for tiles whose
+//! buffers, lifetimes or steps changed. [`placement`] puts the tiles back
+//! together under the program's buffer ids and verifies the result.
+
+use super::kernels::{kernel_footprint, KernelObject, KernelVariant};
+use super::tiles::{borrowed_steps, kernel_dir, local_steps, StepWork};
+use super::{graph, program, project_kernel_footprints, target_of, BuildError};
+use crate::db::{Db, SourceFile};
+use crate::lower::BufferId;
+use crate::place::{Placement, SupportBlock, SupportKind, TilePlacement, TileRequest};
+use crate::target::{target_by_name, IPU21};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What placing one tile depends on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PlaceRequest {
+    pub target: String,
+    pub buffers: TileRequest,
+    /// The tile's steps, operands numbered as in `buffers` (their sizes
+    /// the supervisor's code and the kernel states).
+    pub steps: Vec<StepWork>,
+}
+
+/// Every tile's request, and the program's id of each tile-local buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlaceRequests {
+    pub tiles: BTreeMap<u32, Arc<PlaceRequest>>,
+    pub globals: BTreeMap<u32, Arc<Vec<BufferId>>>,
+}
+
+/// Splits the program into per-tile placement requests.
+#[salsa::tracked(returns(ref))]
+pub fn place_requests(db: &dyn Db, project: SourceFile) -> Result<Arc<PlaceRequests>, BuildError> {
+    let graph = graph(db, project)?;
+    let program = program(db, project).clone()?;
+    let steps = crate::emit::steps::compute_steps(&program);
+    let by_tile = crate::emit::steps::tile_steps(&steps);
+    let mut requests = PlaceRequests {
+        tiles: BTreeMap::new(),
+        globals: BTreeMap::new(),
+    };
+    for (tile, (buffers, globals)) in crate::place::tile_requests(&graph, &program) {
+        let local: BTreeMap<BufferId, BufferId> = globals
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, BufferId(i as u32)))
+            .collect();
+        let tile_steps = by_tile.get(&tile).map_or(&[][..], Vec::as_slice);
+        // Every operand is a buffer on the run's tile, so it has a number.
+        let steps = local_steps(tile_steps, |id| local.get(&id).copied().unwrap_or(id));
+        requests.tiles.insert(
+            tile,
+            Arc::new(PlaceRequest {
+                target: graph.target.clone(),
+                buffers,
+                steps,
+            }),
+        );
+        requests.globals.insert(tile, Arc::new(globals));
+    }
+    Ok(Arc::new(requests))
+}
+
+/// One tile's request (`None` for a tile with no buffers).
+#[salsa::tracked(returns(ref))]
+pub fn place_request(db: &dyn Db, project: SourceFile, tile: u32) -> Option<Arc<PlaceRequest>> {
+    place_requests(db, project)
+        .as_ref()
+        .ok()?
+        .tiles
+        .get(&tile)
+        .cloned()
+}
+
+/// One tile's placement, in the request's local buffer numbers: its code
+/// sized from the kernels' footprints (which do not change when a kernel's
+/// instructions change at the same size), then first-fit.
+#[salsa::tracked(returns(ref))]
+pub fn tile_placement(
+    db: &dyn Db,
+    project: SourceFile,
+    tile: u32,
+) -> Result<Arc<TilePlacement>, BuildError> {
+    let request = place_request(db, project, tile)
+        .clone()
+        .ok_or_else(|| BuildError::Lower(format!("tile {tile} has no buffers to place")))?;
+    let dir = kernel_dir(db, project).clone();
+    let mut footprints: BTreeMap<String, Arc<KernelObject>> = BTreeMap::new();
+    for name in request
+        .steps
+        .iter()
+        .flat_map(|s| &s.runs)
+        .map(|r| &r.kernel)
+    {
+        if footprints.contains_key(name) {
+            continue;
+        }
+        let variant = KernelVariant::new(db, name.clone(), dir.clone());
+        let footprint = kernel_footprint(db, variant)
+            .clone()
+            .map_err(|e| BuildError::Kernel(e.to_string()))?;
+        footprints.insert(name.clone(), footprint);
+    }
+    let codes = super::kernel_codes(&footprints);
+    let steps = borrowed_steps(&request.steps);
+    let sizes = crate::emit::tile::support_sizes(tile, &steps, &codes)
+        .map_err(|e| BuildError::Emit(e.to_string()))?;
+    let support: Vec<SupportBlock> = [
+        (SupportKind::Code, sizes.supervisor),
+        (SupportKind::KernelCode, sizes.kernels),
+        (SupportKind::KernelStates, sizes.states),
+    ]
+    .into_iter()
+    .map(|(kind, bytes)| SupportBlock { kind, bytes })
+    .collect();
+    let target = target_by_name(&request.target).unwrap_or(&IPU21);
+    let placed = crate::place::place_tile(target, tile, &request.buffers, &support)?;
+    db.record_execution("place", format!("placement of tile {tile}"));
+    Ok(Arc::new(placed))
+}
+
+/// Every tile's placement under the program's buffer ids, verified.
+#[salsa::tracked(returns(ref))]
+pub fn placement(db: &dyn Db, project: SourceFile) -> Result<Arc<Placement>, BuildError> {
+    // Every kernel's errors at once, before any tile stops at its first.
+    project_kernel_footprints(db, project).clone()?;
+    let requests = place_requests(db, project).clone()?;
+    let mut placed = Placement::default();
+    for (&tile, globals) in &requests.globals {
+        let local = tile_placement(db, project, tile).clone()?;
+        placed.tiles.insert(tile, local.globalized(globals));
+    }
+    let graph = graph(db, project)?;
+    let program = program(db, project).clone()?;
+    crate::place::verify(target_of(&graph), &program, &placed)
+        .map_err(|bug| BuildError::Lower(bug.to_string()))?;
+    Ok(Arc::new(placed))
+}
