@@ -128,7 +128,13 @@ pub fn render(context: &Context) -> String {
             };
             by_cause.entry(cause).or_default().push(item);
         }
-        for (cause, items) in by_cause {
+        for (cause, mut items) in by_cause {
+            // Tiles ran in parallel: name them in order ("tile 2" before
+            // "tile 16").
+            items.sort_by_key(|item| {
+                let text = item.trim_end_matches(|c: char| c.is_ascii_digit());
+                (text, item[text.len()..].parse::<u64>().ok())
+            });
             let mut named: Vec<String> = items.iter().take(NAMED).map(|i| i.to_string()).collect();
             if items.len() > NAMED {
                 named.push(format!("and {} more", items.len() - NAMED));
