@@ -21,6 +21,8 @@ struct Cli {
 enum Command {
     /// Build a project through the compiler's phases, one line per phase.
     Build(cli::build::BuildArgs),
+    /// Build a project and say why each rebuilt item was rebuilt (`build --explain`).
+    Explain(cli::build::ExplainArgs),
     /// Remove persisted build results (and with --all the kernel cache).
     Clean(cli::clean::CleanArgs),
     /// Build a project, run it on the embedded IPU21 model and check its numerics.
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
     ipub::logging::init_with(args.log.as_deref(), default_level);
     let result = match &args.command {
         Command::Build(a) => cli::build::run(a),
+        Command::Explain(a) => cli::build::run_explain(a),
         Command::Check(a) => cli::check::run(a),
         Command::Run(a) => cli::run::run(a),
         Command::Clean(a) => cli::clean::run(a),

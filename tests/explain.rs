@@ -5,15 +5,19 @@ use std::path::Path;
 use std::process::Command;
 
 fn build(dir: &Path, extra: &[&str]) -> String {
+    ipub(dir, &[&["build", "matmul-f8.toml"], extra].concat())
+}
+
+/// Runs `ipub ARGS` in `dir` with its own cache; returns stdout.
+fn ipub(dir: &Path, args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
-        .args(["build", "matmul-f8.toml"])
-        .args(extra)
+        .args(args)
         .current_dir(dir)
         .env("IPUB_CACHE_DIR", dir.join(".cache"))
         .env_remove("RUST_LOG")
         .env_remove("IPUB_LOG")
         .output()
-        .expect("runs ipub build");
+        .expect("runs ipub");
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
     assert!(
         output.status.success(),
@@ -63,7 +67,8 @@ fn no_op_builds_are_up_to_date_and_explain_names_the_edit() {
         original.replace("shape = [128, 64]", "shape = [256, 64]"),
     )
     .expect("edit");
-    let edited = build(dir.path(), &["--explain"]);
+    // `ipub explain` is `ipub build --explain`.
+    let edited = ipub(dir.path(), &["explain", "matmul-f8.toml"]);
     assert!(edited.contains("1 input(s) changed"), "{edited}");
     let key_line = edited
         .lines()

@@ -27,6 +27,17 @@ pub struct BuildArgs {
     pub explain: bool,
 }
 
+/// `ipub explain`: a build that always explains itself.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The project to build.
+    #[arg(value_name = "PROJECT.toml")]
+    pub project: Utf8PathBuf,
+    /// Where the package goes (default `target/ipub/<project>`).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<Utf8PathBuf>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Emit {
     Graph,
@@ -69,6 +80,15 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
     }
     tracing::debug!(%path, "build finished");
     Ok(0)
+}
+
+pub fn run_explain(args: &ExplainArgs) -> anyhow::Result<i32> {
+    run(&BuildArgs {
+        project: args.project.clone(),
+        emit: Vec::new(),
+        out: args.out.clone(),
+        explain: true,
+    })
 }
 
 /// Where a project's package goes: `out`, else `target/ipub/<name>`.
