@@ -38,10 +38,10 @@ fn example_projects_lower_to_the_recorded_programs() {
     .map(|project| format!("{project} {}\n", hash(&lowered(project))))
     .collect();
     expect_test::expect![[r#"
-        projects/attention-f16.toml 638525d0cebcc1621a75e52186113ef2d3e0cef505c310ab88b34055c8824907
-        projects/matmul-f8.toml 02f41185b332d8758e46182eaa20897fc0ae43e293e36dc289e8c8cae5e4fa17
-        projects/mlp-f16.toml 05e03adb92e1aea84254b3a19678c246c4b9d9f20a4f1f50b2e0341c333aafb9
-        projects/vit-fp8.toml 7451c00a00f798ee8c1300b228aa7c49f11f85b5d5657429c4fd1a37ff0be93b
+        projects/attention-f16.toml eead63ed6da2a59b3a4fbba92f2e17a33437f4e2a971cb821eee49641eb11fd6
+        projects/matmul-f8.toml fd0e6eff43cc1ea0fea58280073fa9e903c077c96d88febe2ee89d780bf97280
+        projects/mlp-f16.toml e9f5503cbf324dd0a23e9185d183a070e30a252c020925d4d798566a8f668c36
+        projects/vit-fp8.toml e0924fca9c9c9a21d7e7b74eb1bec04e0554970f12cc8776cf8e8cecc650a39f
     "#]]
     .assert_eq(&actual.concat());
 }

@@ -40,6 +40,7 @@ pub fn lower(graph: &Graph, plan_of: &dyn Fn(OpId) -> Partition) -> Result<Progr
         host_buffers: HashMap::new(),
         bindings: HashMap::new(),
         repeat: None,
+        local_runs: Vec::new(),
     };
     let mut steps = Vec::new();
     let mut index = 0;
@@ -87,6 +88,9 @@ struct Lowering<'g> {
     bindings: BindingPieces,
     /// The repeat being lowered: (index, iteration count).
     repeat: Option<(u32, u32)>,
+    /// Block-major rearranges of held pieces for the operation being
+    /// lowered ([`super::local`]), run before its kernels.
+    local_runs: Vec<KernelRun>,
 }
 
 impl Lowering<'_> {
@@ -227,6 +231,7 @@ impl Lowering<'_> {
                 operand: demand.operand,
             },
         });
+        let start = transfers.len();
         fill(
             &demand.piece,
             &demand.view,
@@ -235,6 +240,15 @@ impl Lowering<'_> {
             id,
             transfers,
         );
+        // What the tile holds itself is laid out block-major by a kernel
+        // run rather than copied in the exchange phase.
+        if matches!(
+            demand.piece.layout,
+            Layout::KBlocks { .. } | Layout::AmpWeights { .. }
+        ) {
+            let runs = super::local::take_local(&self.program, demand.tile, id, start, transfers);
+            self.local_runs.extend(runs);
+        }
         Ok(id)
     }
 
@@ -280,6 +294,13 @@ impl Lowering<'_> {
                 &mut transfers,
             )?,
         };
+        // The rearranges of held pieces run first on their tiles.
+        let mut runs = runs;
+        if !self.local_runs.is_empty() {
+            let mut first = std::mem::take(&mut self.local_runs);
+            first.extend(runs);
+            runs = first;
+        }
         let name = &self.graph.op(op).name;
         let mut steps: Vec<Step> = self
             .add_phase(format!("op {name}"), transfers)

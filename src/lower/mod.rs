@@ -1,10 +1,12 @@
 //! Lowering: selected plans become per-tile buffers, kernel runs and
 //! exchange phases (`program.rs` is the IR, `build.rs` the algorithm,
 //! `layout.rs` and `view.rs` the index arithmetic both share, `runs.rs`
-//! the run-at-a-time gathering of operand pieces).
+//! the run-at-a-time gathering of operand pieces, `local.rs` the
+//! block-major rearranges of what a tile already holds).
 
 mod build;
 pub mod layout;
+pub mod local;
 pub mod program;
 mod runs;
 pub mod verify;

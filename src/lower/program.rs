@@ -194,11 +194,13 @@ impl Program {
                     let mut kernels: Vec<&str> = runs.iter().map(|r| r.kernel.as_str()).collect();
                     kernels.sort_unstable();
                     kernels.dedup();
+                    let tiles: std::collections::BTreeSet<u32> =
+                        runs.iter().map(|r| r.tile).collect();
                     let _ = writeln!(
                         out,
                         "{indent}compute {} on {} tiles: {}",
                         op_names(*op),
-                        runs.len(),
+                        tiles.len(),
                         kernels.join(", ")
                     );
                 }

@@ -93,21 +93,27 @@ fn check(graph: &Graph, expected: Expect) {
     expected.assert_eq(&program.dump(&names));
 }
 
-#[test]
-fn fp8_gemm_with_bias_and_softmax() {
-    let mut b = Builder::new(16);
+/// An f16 input `x[64, 128]` cast to F143 and multiplied by an F143 weight
+/// `w[128, 64]`; returns the f16 product.
+fn cast_then_fp8_matmul(b: &mut Builder) -> TensorId {
     let x = b.tensor("x", &[64, 128], DType::F16, Role::Input);
     let w = b.tensor("w", &[128, 64], DType::F143, Role::Weight);
-    let bias = b.tensor("bias", &[64], DType::F16, Role::Weight);
     let x8 = b.op(OpKind::Cast, &[x], &[64, 128], DType::F143);
-    let y = b.op(
+    b.op(
         OpKind::Matmul {
             transpose_rhs: false,
         },
         &[x8, w],
         &[64, 64],
         DType::F16,
-    );
+    )
+}
+
+#[test]
+fn fp8_gemm_with_bias_and_softmax() {
+    let mut b = Builder::new(16);
+    let y = cast_then_fp8_matmul(&mut b);
+    let bias = b.tensor("bias", &[64], DType::F16, Role::Weight);
     let z = b.op(OpKind::Add, &[y, bias], &[64, 64], DType::F16);
     let s = b.op(
         OpKind::Softmax {
@@ -123,8 +129,8 @@ fn fp8_gemm_with_bias_and_softmax() {
         &b.graph,
         expect![[r#"
             compute cast0 on 16 tiles: cast_f16_f143
-            exchange 0 (op matmul1): 256 transfers, 32768 bytes delivered
-            compute matmul1 on 16 tiles: gemm_f8_interleaved_k128_c16_r16
+            exchange 0 (op matmul1): 256 transfers, 24576 bytes delivered
+            compute matmul1 on 16 tiles: gemm_f8_interleaved_k128_c16_r16, rearrange_blocks
             exchange 1 (op add2): 256 transfers, 8192 bytes delivered
             compute add2 on 16 tiles: add_f16
             compute softmax3 on 16 tiles: softmax_f16_causal
@@ -239,11 +245,10 @@ fn repeats_are_lowered_once_with_per_iteration_weights() {
         &graph,
         expect![[r#"
             repeat 0 x3
-              exchange 0 (op matmul0): 4 transfers, 256 bytes delivered
-              compute matmul0 on 4 tiles: gemm_f16_interleaved_k16_c16_r2
-              exchange 1 (op add1): 4 transfers, 256 bytes delivered
+              compute matmul0 on 4 tiles: gemm_f16_interleaved_k16_c16_r2, rearrange_blocks
+              exchange 0 (op add1): 4 transfers, 256 bytes delivered
               compute add1 on 4 tiles: add_f16
-              exchange 2 (carry layers): 4 transfers, 256 bytes delivered
+              exchange 1 (carry layers): 4 transfers, 256 bytes delivered
             compute gelu2 on 4 tiles: gelu_f16
             buffers 36 on 4 tiles
               tile 0: 1920 bytes
@@ -252,4 +257,57 @@ fn repeats_are_lowered_once_with_per_iteration_weights() {
               tile 3: 1920 bytes
         "#]],
     );
+}
+
+/// The part of a GEMM operand a tile holds itself is laid out block-major
+/// by a `rearrange_blocks` run before the GEMM on that tile, and never by
+/// an on-tile transfer of the exchange; the verifier counts its writes.
+#[test]
+fn held_rows_of_a_gemm_operand_are_rearranged_by_a_kernel_run() {
+    let mut b = Builder::new(16);
+    let y = cast_then_fp8_matmul(&mut b);
+    b.graph.outputs = vec![y];
+    let program = lowered(&b.graph);
+    let Some(Step::Compute { runs, .. }) = program.steps.last() else {
+        panic!("the matmul's compute step comes last");
+    };
+    let rearranges: Vec<&KernelRun> = runs
+        .iter()
+        .filter(|r| r.kernel == crate::lower::local::KERNEL)
+        .collect();
+    assert!(!rearranges.is_empty(), "{runs:?}");
+    for run in &rearranges {
+        // Before the GEMM on its tile.
+        let at = |kernel: &dyn Fn(&KernelRun) -> bool| {
+            runs.iter().position(|r| r.tile == run.tile && kernel(r))
+        };
+        assert!(
+            at(&|r| r.kernel == crate::lower::local::KERNEL)
+                < at(&|r| r.kernel.starts_with("gemm_")),
+            "{runs:?}"
+        );
+    }
+    for phase in &program.phases {
+        for transfer in &phase.transfers {
+            let source = program.buffer(transfer.source).tile;
+            for (destination, _) in &transfer.destinations {
+                let buffer = program.buffer(*destination);
+                assert!(
+                    buffer.tile != source
+                        || !matches!(
+                            buffer.piece.layout,
+                            crate::lower::layout::Layout::KBlocks { .. }
+                        ),
+                    "an on-tile transfer into a blocked operand on tile {source}"
+                );
+            }
+        }
+    }
+    // Without the rearranges, the held slots are never written.
+    let mut without = program.clone();
+    if let Some(Step::Compute { runs, .. }) = without.steps.last_mut() {
+        runs.retain(|r| r.kernel != crate::lower::local::KERNEL);
+    }
+    let error = verify(&b.graph, &without).unwrap_err().to_string();
+    assert!(error.contains("written 0 times, expected 1"), "{error}");
 }

@@ -2,12 +2,13 @@
 //! message says so and names the first broken fact.
 //!
 //! Checked: every transfer names buffers the program has and stays inside
-//! them, and never writes a weight (the loader fills those); every byte of an exchange-filled buffer except its padding is
-//! written exactly once; every materialised activation's home buffers cover
-//! each element exactly once.
+//! them, and never writes a weight (the loader fills those); every byte of
+//! an operand buffer except its padding is written exactly once, by the
+//! exchange or by a block-major rearrange of what its tile holds; every
+//! materialised activation's home buffers cover each element exactly once.
 
 use super::layout::flat_index;
-use super::program::{Buffer, BufferRole, Program};
+use super::program::{Buffer, BufferRole, OperandRef, Program};
 use crate::graph::Graph;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -71,6 +72,46 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
                     for byte in &mut bytes[offset as usize..(offset + transfer.bytes) as usize] {
                         *byte = byte.saturating_add(1);
                     }
+                }
+            }
+        }
+    }
+    // Block-major rearranges write the part of an operand its tile holds.
+    for run in program.kernel_runs() {
+        if run.kernel != super::local::KERNEL {
+            continue;
+        }
+        let (Some(copy), [OperandRef::Buffer(source), OperandRef::Buffer(destination)]) = (
+            super::local::BlockCopy::from_params(&run.params),
+            run.operands.as_slice(),
+        ) else {
+            return fail(format!(
+                "a {} run on tile {} lacks its geometry or its two buffers",
+                run.kernel, run.tile
+            ));
+        };
+        let (Some(&from), Some(&to)) = (
+            sizes.get(source.0 as usize),
+            sizes.get(destination.0 as usize),
+        ) else {
+            return fail(format!(
+                "a {} run on tile {} names a buffer the program does not have",
+                run.kernel, run.tile
+            ));
+        };
+        for (source_offset, offset, bytes) in copy.chunks() {
+            if source_offset + bytes > from || offset + bytes > to {
+                return fail(format!(
+                    "a {} run on tile {} reaches past the end of buffer {} or {}",
+                    run.kernel, run.tile, source.0, destination.0
+                ));
+            }
+            if let Some(written) = written
+                .get_mut(destination.0 as usize)
+                .filter(|w| !w.is_empty())
+            {
+                for byte in &mut written[offset as usize..(offset + bytes) as usize] {
+                    *byte = byte.saturating_add(1);
                 }
             }
         }

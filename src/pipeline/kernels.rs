@@ -95,6 +95,7 @@ pub fn variant_of(name: &str, kernel_dir: &Utf8Path) -> Option<Variant> {
         "cast_f16_f143" | "cast_f16_f152" | "cast_f143_f16" | "cast_f152_f16" | "cast_f16_f32"
         | "cast_f32_f16" => ("cast_f8.S", name, None),
         "add_f16" | "add_f32" => ("add.S", name, None),
+        "rearrange_blocks" => ("rearrange_blocks.S", name, None),
         "gelu_f16" => ("gelu_f16.S", name, None),
         "reduce_add_f16" => ("reduce_add.S", name, None),
         "layernorm_f16" => ("layernorm_f16.S", name, None),

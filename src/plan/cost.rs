@@ -117,6 +117,13 @@ pub fn vector_tile_cycles(
     elements.div_ceil(lanes) * issues_per_vector + u64::from(target.exchange.six_worker_call_cycles)
 }
 
+/// Cycles of one `rearrange_blocks` run (`device/rearrange_blocks.S`,
+/// whose `.ipub_cost` this mirrors): per chunk row a 64-bit load and store
+/// per word and five issues of set-up, ten per outer step, and the call.
+pub fn block_copy_cycles(outer: u64, inner: u64, words: u64) -> u64 {
+    outer * (inner * (words * 2 + 5) + 10) + 140
+}
+
 /// Cycles for one tile to receive `bytes` over ordinary exchange.
 pub fn exchange_cycles(target: &Target, bytes: u64) -> u64 {
     bytes.div_ceil(u64::from(target.exchange.bytes_per_cycle))

@@ -276,9 +276,13 @@ pub fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
             e.peak_standard_bytes,
             e.peak_interleaved_bytes,
             c.refined.map_or(String::new(), |r| format!(
-                " refined={} (scheduled exchange {}, pressure {} rotated {})",
+                " refined={} (scheduled exchange {}{}, pressure {} rotated {})",
                 r.refined_cycles,
                 r.scheduled_exchange_cycles,
+                match r.rearrange_cycles {
+                    0 => String::new(),
+                    cycles => format!(", rearrange {cycles}"),
+                },
                 r.baseline_pressure,
                 r.best_rotation_pressure
             )),
@@ -357,10 +361,10 @@ mod tests {
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
                   candidates 76
-                 *finalist 0: grid b1xm16xn4xk1 shard 1x8x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r8 tiles=64 cycles=10360 (compute 8736 exchange 1024 sync 600) phases=1 peak_standard=0 peak_interleaved=12544 refined=10232 (scheduled exchange 896, pressure 3072 rotated 4096)
-                  finalist 1: grid b1xm16xn4xk1 shard 1x8x512x16 weights standard kernel gemm_f8_k512_c16_r8 tiles=64 cycles=12664 (compute 11040 exchange 1024 sync 600) phases=1 peak_standard=12544 peak_interleaved=0 refined=12536 (scheduled exchange 896, pressure 3072 rotated 4096)
-                  finalist 2: grid b1xm12xn4xk1 shard 1x11x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r11 tiles=48 cycles=10744 (compute 8736 exchange 1408 sync 600) phases=1 peak_standard=0 peak_interleaved=14176 refined=10744 (scheduled exchange 1408, pressure 5632 rotated 5632)
-                  finalist 3: grid b1xm12xn4xk1 shard 1x11x512x16 weights standard kernel gemm_f8_k512_c16_r11 tiles=48 cycles=13048 (compute 11040 exchange 1408 sync 600) phases=1 peak_standard=14176 peak_interleaved=0 refined=13048 (scheduled exchange 1408, pressure 5632 rotated 5632)
+                 *finalist 0: grid b1xm16xn4xk1 shard 1x8x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r8 tiles=64 cycles=10360 (compute 8736 exchange 1024 sync 600) phases=1 peak_standard=0 peak_interleaved=12544 refined=10820 (scheduled exchange 768, rearrange 716, pressure 3072 rotated 4096)
+                  finalist 1: grid b1xm16xn4xk1 shard 1x8x512x16 weights standard kernel gemm_f8_k512_c16_r8 tiles=64 cycles=12664 (compute 11040 exchange 1024 sync 600) phases=1 peak_standard=12544 peak_interleaved=0 refined=13124 (scheduled exchange 768, rearrange 716, pressure 3072 rotated 4096)
+                  finalist 2: grid b1xm12xn4xk1 shard 1x11x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r11 tiles=48 cycles=10744 (compute 8736 exchange 1408 sync 600) phases=1 peak_standard=0 peak_interleaved=14176 refined=11460 (scheduled exchange 1408, rearrange 716, pressure 5632 rotated 5632)
+                  finalist 3: grid b1xm12xn4xk1 shard 1x11x512x16 weights standard kernel gemm_f8_k512_c16_r11 tiles=48 cycles=13048 (compute 11040 exchange 1408 sync 600) phases=1 peak_standard=14176 peak_interleaved=0 refined=13764 (scheduled exchange 1408, rearrange 716, pressure 5632 rotated 5632)
             "#]],
         );
     }

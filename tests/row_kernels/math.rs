@@ -302,3 +302,52 @@ fn cycles_of_representative_shapes() {
         layernorm_f16 64x256: 121698 cycles (7.43 per element), cost formula 121238"#]]
     .assert_eq(&lines.join("\n"));
 }
+
+/// `rearrange_blocks` against a host copy of the same chunks, with fewer
+/// and more K blocks than workers and a destination that keeps its other
+/// bytes.
+#[test]
+fn rearrange_blocks_moves_each_chunk_and_nothing_else() {
+    let kernel = compile("rearrange_blocks");
+    let mut rng = Rng::new(9);
+    // (K blocks, rows, words per chunk, rows of the whole blocked buffer,
+    // first row held here)
+    for &(blocks, rows, words, all_rows, first) in &[
+        (1, 3, 4, 5, 2),
+        (5, 1, 4, 1, 0),
+        (13, 7, 4, 16, 8),
+        (2, 2, 1, 4, 1),
+    ] {
+        let chunk = 8 * words;
+        let row_bytes = blocks * chunk;
+        let source: Vec<u8> = (0..rows * row_bytes + 24)
+            .map(|_| rng.next_u64() as u8)
+            .collect();
+        let out_bytes = blocks * all_rows * chunk;
+        let params = vec![
+            ("outer", blocks as i64),
+            ("inner", rows as i64),
+            ("words", words as i64),
+            ("src_offset", 24),
+            ("src_outer", chunk as i64),
+            ("src_inner", row_bytes as i64),
+            ("dst_offset", (first * chunk) as i64),
+            ("dst_outer", (all_rows * chunk) as i64),
+            ("dst_inner", chunk as i64),
+        ];
+        let out = kernel.run(&Run {
+            inputs: vec![&source],
+            out_bytes,
+            params,
+        });
+        let mut expected = vec![0x5A; out_bytes];
+        for o in 0..blocks {
+            for j in 0..rows {
+                let from = 24 + o * chunk + j * row_bytes;
+                let to = first * chunk + o * all_rows * chunk + j * chunk;
+                expected[to..to + chunk].copy_from_slice(&source[from..from + chunk]);
+            }
+        }
+        assert_eq!(out.out, expected, "{blocks} blocks x {rows} rows");
+    }
+}
