@@ -25,7 +25,7 @@
         .ipub_param dst_offset, 32, u32
         .ipub_param dst_outer, 36, u32
         .ipub_param dst_inner, 40, u32
-        .ipub_cost "outer * (inner * (words * 2 + 5) + 10) + 140"
+        .ipub_cost "(outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190"
 rearrange_blocks:
         ld32    $m1, $m0, 8
         get     $m3, $wid

@@ -9,7 +9,7 @@
         .ipub_param out, 4, ptr
         .ipub_param count, 8, u32
         .ipub_param length, 12, u32
-        .ipub_cost "length / 4 * (count * 4 + 8) + 60"
+        .ipub_cost "length / 4 * (count * 7 + 15) + 180"
 reduce_add_f16:
         ld32    $m1, $m0, 0
         ld32    $m2, $m0, 4

@@ -39,9 +39,9 @@ fn example_projects_lower_to_the_recorded_programs() {
     .collect();
     expect_test::expect![[r#"
         projects/attention-f16.toml eead63ed6da2a59b3a4fbba92f2e17a33437f4e2a971cb821eee49641eb11fd6
-        projects/matmul-f8.toml fd0e6eff43cc1ea0fea58280073fa9e903c077c96d88febe2ee89d780bf97280
+        projects/matmul-f8.toml 3c352161990bc2ce78de8975b71a60d92b7ae115c0dbd218fe01cc1cee2991f2
         projects/mlp-f16.toml e9f5503cbf324dd0a23e9185d183a070e30a252c020925d4d798566a8f668c36
-        projects/vit-fp8.toml e0924fca9c9c9a21d7e7b74eb1bec04e0554970f12cc8776cf8e8cecc650a39f
+        projects/vit-fp8.toml bfde746b5c8ed2b5ab80483b5892adc8f8111179c6671be2a335104c5f3b7cfb
     "#]]
     .assert_eq(&actual.concat());
 }

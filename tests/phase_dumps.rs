@@ -81,3 +81,8 @@ fn mlp_small_dumps() {
 fn fp8_repeat_dumps() {
     dumps_match("fp8-repeat");
 }
+
+#[test]
+fn split_inner_dimension_dumps() {
+    dumps_match("ksplit-small");
+}

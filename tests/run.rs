@@ -77,6 +77,13 @@ fn a_mixed_f16_fp8_project_passes_with_implicit_casts_and_unread_work_removed() 
     run_passes("projects/mixed-f8.toml");
 }
 
+/// K split eight ways: partials on every tile, a reduction phase and
+/// reduce runs, uneven bands of rows and a padded channel block.
+#[test]
+fn a_matmul_with_a_split_inner_dimension_passes_on_the_model() {
+    run_passes("tests/data/dumps/ksplit-small.toml");
+}
+
 #[test]
 fn vit_fp8_passes_on_the_model() {
     run_passes("projects/vit-fp8.toml");

@@ -112,11 +112,17 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
         }
     }
     let numbered = compute_steps(program);
+    // A tile that runs several kernels in a step (a rearrange before its
+    // GEMM) is profiled under all their names, joined with `+`.
     for step in &numbered {
         for run in step.runs {
-            kernels_of
-                .entry((step.id, run.tile))
-                .or_insert_with(|| run.kernel.clone());
+            let names = kernels_of.entry((step.id, run.tile)).or_default();
+            if !names.split('+').any(|k| k == run.kernel) {
+                if !names.is_empty() {
+                    names.push('+');
+                }
+                names.push_str(&run.kernel);
+            }
         }
     }
     let mut run_steps: Vec<Step> = host_writes

@@ -41,6 +41,7 @@ pub fn lower(graph: &Graph, plan_of: &dyn Fn(OpId) -> Partition) -> Result<Progr
         bindings: HashMap::new(),
         repeat: None,
         local_runs: Vec::new(),
+        reduction: None,
     };
     let mut steps = Vec::new();
     let mut index = 0;
@@ -91,6 +92,10 @@ struct Lowering<'g> {
     /// Block-major rearranges of held pieces for the operation being
     /// lowered ([`super::local`]), run before its kernels.
     local_runs: Vec<KernelRun>,
+    /// The reduction stage of the operation being lowered, when it is a
+    /// matrix product with a split inner dimension: its transfers and the
+    /// reduce runs that follow them.
+    reduction: Option<(Vec<Gather>, Vec<KernelRun>)>,
 }
 
 impl Lowering<'_> {
@@ -307,6 +312,10 @@ impl Lowering<'_> {
             .into_iter()
             .collect();
         steps.push(Step::Compute { op, runs });
+        if let Some((transfers, runs)) = self.reduction.take() {
+            steps.extend(self.add_phase(format!("op {name} reduction"), transfers));
+            steps.push(Step::Compute { op, runs });
+        }
         Ok(steps)
     }
 
@@ -348,12 +357,14 @@ impl Lowering<'_> {
         };
         let k_block = cost::amp_block_inputs(lhs.dtype) as usize;
         let coordinates = vec![batch, m, n];
+        let slices = grid.inner as usize;
         let mut runs = Vec::new();
-        let mut home = Vec::new();
+        // Output homes, or with a split K each slice's partial buffers.
+        let mut outputs: Vec<Vec<BufferId>> = vec![Vec::new(); slices];
         for bi in 0..grid.batch as usize {
             for mi in 0..grid.rows as usize {
                 for ni in 0..grid.cols as usize {
-                    let tile = ((bi * grid.rows as usize + mi) * grid.cols as usize + ni) as u32;
+                    let group = ((bi * grid.rows as usize + mi) * grid.cols as usize + ni) * slices;
                     let (b0, m0, n0) = (bi * shard.batch, mi * shard.rows, ni * shard.cols);
                     if b0 >= batch || m0 >= m || n0 >= n {
                         continue;
@@ -363,72 +374,208 @@ impl Lowering<'_> {
                         shard.rows.min(m - m0),
                         shard.cols.min(n - n0),
                     );
-                    let a = self.demand(
-                        Demand {
-                            op,
-                            operand: 0,
-                            view: lhs_view.clone(),
-                            tile,
-                            piece: Piece {
-                                start: vec![b0, m0, 0],
-                                extent: vec![eb, em, k],
-                                layout: Layout::KBlocks { k: k_block },
+                    for (ki, slice_outputs) in outputs.iter_mut().enumerate() {
+                        let tile = (group + ki) as u32;
+                        let k0 = ki * shard.inner;
+                        let ek = shard.inner.min(k - k0);
+                        let a = self.demand(
+                            Demand {
+                                op,
+                                operand: 0,
+                                view: lhs_view.clone(),
+                                tile,
+                                piece: Piece {
+                                    start: vec![b0, m0, k0],
+                                    extent: vec![eb, em, ek],
+                                    layout: Layout::KBlocks { k: k_block },
+                                },
+                                class: weights,
                             },
-                            class: weights,
-                        },
-                        transfers,
-                    )?;
-                    let b = self.demand(
-                        Demand {
-                            op,
-                            operand: 1,
-                            view: rhs_view.clone(),
-                            tile,
-                            piece: Piece {
-                                start: vec![b0, 0, n0],
-                                extent: vec![eb, k, en],
-                                layout: Layout::AmpWeights { k: k_block },
+                            transfers,
+                        )?;
+                        let b = self.demand(
+                            Demand {
+                                op,
+                                operand: 1,
+                                view: rhs_view.clone(),
+                                tile,
+                                piece: Piece {
+                                    start: vec![b0, k0, n0],
+                                    extent: vec![eb, ek, en],
+                                    layout: Layout::AmpWeights { k: k_block },
+                                },
+                                class: weights,
                             },
-                            class: weights,
-                        },
-                        transfers,
-                    )?;
-                    let piece = Piece {
-                        start: vec![b0, m0, n0],
-                        extent: vec![eb, em, en],
-                        layout: Layout::ChannelBlocks,
-                    };
-                    let c =
-                        self.output_buffer(node.output, tile, piece, coordinates.clone(), weights);
-                    home.push(c);
-                    runs.push(KernelRun {
-                        tile,
-                        kernel: kernel.to_string(),
-                        operands: vec![a, b, OperandRef::Buffer(c)],
-                        params: vec![
-                            ("batch".into(), eb as i64),
-                            ("rows".into(), em as i64),
-                            ("inner".into(), k as i64),
-                            ("cols".into(), en as i64),
-                            ("lhs_scale".into(), i64::from(lhs.scale)),
-                            ("rhs_scale".into(), i64::from(rhs.scale)),
-                            ("out_scale".into(), i64::from(out.scale)),
-                            // FP8 kernels serve both formats; the state says which.
-                            (
-                                "lhs_f152".into(),
-                                i64::from(lhs.dtype == crate::graph::DType::F152),
-                            ),
-                            (
-                                "rhs_f152".into(),
-                                i64::from(rhs.dtype == crate::graph::DType::F152),
-                            ),
-                        ],
-                    });
+                            transfers,
+                        )?;
+                        let piece = Piece {
+                            start: vec![b0, m0, n0],
+                            extent: vec![eb, em, en],
+                            layout: Layout::ChannelBlocks,
+                        };
+                        let c = if slices == 1 {
+                            self.output_buffer(
+                                node.output,
+                                tile,
+                                piece,
+                                coordinates.clone(),
+                                weights,
+                            )
+                        } else {
+                            self.add_buffer(Buffer {
+                                tile,
+                                dtype: out.dtype,
+                                piece,
+                                coordinates: coordinates.clone(),
+                                class: weights,
+                                role: BufferRole::Partial {
+                                    op,
+                                    slice: ki as u32,
+                                },
+                            })
+                        };
+                        slice_outputs.push(c);
+                        runs.push(KernelRun {
+                            tile,
+                            kernel: kernel.to_string(),
+                            operands: vec![a, b, OperandRef::Buffer(c)],
+                            params: vec![
+                                ("batch".into(), eb as i64),
+                                ("rows".into(), em as i64),
+                                ("inner".into(), ek as i64),
+                                ("cols".into(), en as i64),
+                                ("lhs_scale".into(), i64::from(lhs.scale)),
+                                ("rhs_scale".into(), i64::from(rhs.scale)),
+                                ("out_scale".into(), i64::from(out.scale)),
+                                // FP8 kernels serve both formats; the state says which.
+                                (
+                                    "lhs_f152".into(),
+                                    i64::from(lhs.dtype == crate::graph::DType::F152),
+                                ),
+                                (
+                                    "rhs_f152".into(),
+                                    i64::from(rhs.dtype == crate::graph::DType::F152),
+                                ),
+                            ],
+                        });
+                    }
                 }
             }
         }
-        self.set_home(node.output, home);
+        if slices > 1 {
+            let home = self.reduction(op, grid, shard, weights, &outputs)?;
+            self.set_home(node.output, home);
+        } else {
+            self.set_home(node.output, outputs.concat());
+        }
         Ok(runs)
+    }
+
+    /// The reduction stage of a matrix product with a split inner
+    /// dimension: in each group of `grid.inner` tiles that computed the
+    /// same output shard over different slices of K, tile `r` keeps the
+    /// `r`-th band of the shard's rows. It receives the other tiles'
+    /// partials of that band (and copies its own) into one buffer, slice
+    /// after slice, and sums them with the reduce kernel into its home of
+    /// the output. The transfers and runs wait in `self.reduction` for
+    /// [`Self::operation`]; the homes are returned.
+    fn reduction(
+        &mut self,
+        op: OpId,
+        grid: &crate::plan::matmul::Grid,
+        shard: &crate::plan::matmul::Shard,
+        class: MemoryClass,
+        partials: &[Vec<BufferId>],
+    ) -> Result<Vec<BufferId>, LowerError> {
+        let graph = self.graph;
+        let node = graph.op(op);
+        let out = graph.tensor(node.output);
+        let rank = out.shape.len();
+        let (m, n) = (out.shape[rank - 2], out.shape[rank - 1]);
+        let batch: usize = out.shape[..rank - 2].iter().product();
+        let view = View::of(graph, node.output).reshaped(&[batch, m, n]);
+        let tables = partials
+            .iter()
+            .map(|buffers| {
+                OwnerTable::new(
+                    batch * m * n,
+                    buffers.iter().map(|&id| (id, self.program.buffer(id))),
+                )
+                .map_err(|element| LowerError::Uncovered {
+                    tensor: format!("{} (partials)", out.name),
+                    element,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let slices = grid.inner as usize;
+        let band = crate::plan::matmul::reduced_rows(shard.rows, grid.inner);
+        let element_bytes = out.dtype.size_bytes() as u32;
+        let (mut transfers, mut runs, mut home) = (Vec::new(), Vec::new(), Vec::new());
+        // The groups in the order the partials were made: each slice's
+        // buffers list one per group.
+        for (g, &first) in partials[0].iter().enumerate() {
+            let shard_piece = self.program.buffer(first).piece.clone();
+            let (b0, m0, n0) = (
+                shard_piece.start[0],
+                shard_piece.start[1],
+                shard_piece.start[2],
+            );
+            let (eb, em, en) = (
+                shard_piece.extent[0],
+                shard_piece.extent[1],
+                shard_piece.extent[2],
+            );
+            let group_tile = self.program.buffer(first).tile;
+            for r in 0..slices {
+                let r0 = r * band;
+                if r0 >= em {
+                    continue;
+                }
+                let tile = group_tile + r as u32;
+                let kept = Piece {
+                    start: vec![b0, m0 + r0, n0],
+                    extent: vec![eb, band.min(em - r0), en],
+                    layout: Layout::ChannelBlocks,
+                };
+                let length = kept.slots();
+                let received = self.add_buffer(Buffer {
+                    tile,
+                    dtype: out.dtype,
+                    piece: Piece {
+                        start: [vec![0], kept.start.clone()].concat(),
+                        extent: [vec![slices], kept.extent.clone()].concat(),
+                        layout: Layout::ChannelBlocks,
+                    },
+                    coordinates: vec![slices, batch, m, n],
+                    class,
+                    role: BufferRole::Operand { op, operand: 2 },
+                });
+                for (s, table) in tables.iter().enumerate() {
+                    debug_assert_eq!(
+                        self.program.buffer(partials[s][g]).tile,
+                        group_tile + s as u32
+                    );
+                    let start = transfers.len();
+                    fill(&kept, &view, table, element_bytes, received, &mut transfers);
+                    for gather in &mut transfers[start..] {
+                        gather.offset += (s * length) as u32 * element_bytes;
+                    }
+                }
+                let c = self.output_buffer(node.output, tile, kept, vec![batch, m, n], class);
+                home.push(c);
+                runs.push(KernelRun {
+                    tile,
+                    kernel: crate::plan::matmul::REDUCE_KERNEL.to_string(),
+                    operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(c)],
+                    params: vec![
+                        ("count".into(), slices as i64),
+                        ("length".into(), length as i64),
+                    ],
+                });
+            }
+        }
+        self.reduction = Some((transfers, runs));
+        Ok(home)
     }
 
     fn rows(

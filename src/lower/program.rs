@@ -30,6 +30,9 @@ pub enum BufferRole {
     Activation { tensor: TensorId },
     /// Written by exchange: an operand gathered for an operation.
     Operand { op: OpId, operand: u32 },
+    /// Written by a kernel: the f16 partials of a matrix product over
+    /// `slice` of its split inner dimension, read by the reduction.
+    Partial { op: OpId, slice: u32 },
 }
 
 /// One buffer on one tile.

@@ -129,16 +129,16 @@ fn fp8_gemm_with_bias_and_softmax() {
         &b.graph,
         expect![[r#"
             compute cast0 on 16 tiles: cast_f16_f143
-            exchange 0 (op matmul1): 256 transfers, 24576 bytes delivered
-            compute matmul1 on 16 tiles: gemm_f8_interleaved_k128_c16_r16, rearrange_blocks
+            exchange 0 (op matmul1): 256 transfers, 8192 bytes delivered
+            compute matmul1 on 16 tiles: gemm_f8_interleaved_k128_c32_r8, rearrange_blocks
             exchange 1 (op add2): 256 transfers, 8192 bytes delivered
             compute add2 on 16 tiles: add_f16
             compute softmax3 on 16 tiles: softmax_f16_causal
             buffers 144 on 16 tiles
-              tile 0: 8192 bytes
-              tile 1: 8192 bytes
-              tile 2: 8192 bytes
-              tile 3: 8192 bytes
+              tile 0: 9216 bytes
+              tile 1: 9216 bytes
+              tile 2: 9216 bytes
+              tile 3: 9216 bytes
         "#]],
     );
 }
@@ -310,4 +310,84 @@ fn held_rows_of_a_gemm_operand_are_rearranged_by_a_kernel_run() {
     }
     let error = verify(&b.graph, &without).unwrap_err().to_string();
     assert!(error.contains("written 0 times, expected 1"), "{error}");
+}
+
+/// A product with a long inner dimension on 8 tiles: the planner splits K
+/// eight ways (whole columns of the weight do not fit the weight budget).
+fn split_inner_graph() -> Graph {
+    let mut b = Builder::new(8);
+    let x = b.tensor("x", &[20, 1024], DType::F16, Role::Input);
+    let w = b.tensor("w", &[1024, 24], DType::F16, Role::Weight);
+    let y = b.op(
+        OpKind::Matmul {
+            transpose_rhs: false,
+        },
+        &[x, w],
+        &[20, 24],
+        DType::F16,
+    );
+    b.graph.outputs = vec![y];
+    b.graph
+}
+
+/// Each tile computes f16 partials over its slice of K; a second phase
+/// brings every tile the others' partials of its band of rows (3 rows; the
+/// last tile's band would start past row 20, so it keeps none) and a reduce
+/// run sums them into its home of the output.
+#[test]
+fn a_split_inner_dimension_is_staged_as_a_reduction() {
+    let graph = split_inner_graph();
+    check(
+        &graph,
+        expect![[r#"
+            compute matmul0 on 8 tiles: gemm_f16_interleaved_k128_c24_r20
+            exchange 0 (op matmul0 reduction): 216 transfers, 7680 bytes delivered
+            compute matmul0 on 7 tiles: reduce_add_f16
+            buffers 38 on 8 tiles
+              tile 0: 16320 bytes
+              tile 1: 16320 bytes
+              tile 2: 16320 bytes
+              tile 3: 16320 bytes
+        "#]],
+    );
+    let program = lowered(&graph);
+    let reduces: Vec<&KernelRun> = program
+        .kernel_runs()
+        .into_iter()
+        .filter(|r| r.kernel == crate::plan::matmul::REDUCE_KERNEL)
+        .collect();
+    assert_eq!(reduces.len(), 7);
+    for run in &reduces {
+        let count = run.params.iter().find(|(n, _)| n == "count");
+        assert_eq!(count, Some(&("count".to_string(), 8)), "{run:?}");
+    }
+    let homes: Vec<&Buffer> = program
+        .buffers
+        .iter()
+        .filter(|b| matches!(b.role, BufferRole::Activation { .. }))
+        .collect();
+    let rows: Vec<usize> = homes.iter().map(|b| b.piece.extent[1]).collect();
+    assert_eq!(rows, [3, 3, 3, 3, 3, 3, 2]);
+}
+
+/// The verifier checks that each K slice's partials cover the product
+/// exactly once: here slice 3's buffer is mislabelled as slice 4's.
+#[test]
+fn partials_that_miss_an_element_fail_verification() {
+    let graph = split_inner_graph();
+    let mut program = lowered(&graph);
+    let partial = program
+        .buffers
+        .iter_mut()
+        .find(|b| matches!(b.role, BufferRole::Partial { slice: 3, .. }))
+        .expect("a partial buffer of slice 3");
+    let BufferRole::Partial { slice, .. } = &mut partial.role else {
+        unreachable!("found by its role");
+    };
+    *slice = 4;
+    let error = verify(&graph, &program).unwrap_err().to_string();
+    assert!(
+        error.contains("(K slice 4) is held by 2 partial buffers, expected 1"),
+        "{error}"
+    );
 }

@@ -5,7 +5,8 @@
 //! them, and never writes a weight (the loader fills those); every byte of
 //! an operand buffer except its padding is written exactly once, by the
 //! exchange or by a block-major rearrange of what its tile holds; every
-//! materialised activation's home buffers cover each element exactly once.
+//! materialised activation's home buffers cover each element exactly once,
+//! and so do the partial buffers of each K slice of a split matrix product.
 
 use super::layout::flat_index;
 use super::program::{Buffer, BufferRole, OperandRef, Program};
@@ -160,14 +161,19 @@ fn check_operand_writes(id: usize, buffer: &Buffer, written: &[u8]) -> Result<()
     }
 }
 
+/// Checks that the home buffers of every materialised activation, and the
+/// partial buffers of every slice of a split matrix product, cover each
+/// element exactly once.
 fn verify_homes(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
-    let mut coverage: std::collections::HashMap<_, Vec<u32>> = Default::default();
+    let mut coverage: std::collections::BTreeMap<_, Vec<u32>> = Default::default();
     for buffer in &program.buffers {
-        let BufferRole::Activation { tensor } = buffer.role else {
-            continue;
+        let (tensor, slice) = match buffer.role {
+            BufferRole::Activation { tensor } => (tensor, None),
+            BufferRole::Partial { op, slice } => (graph.op(op).output, Some(slice)),
+            _ => continue,
         };
         let counts = coverage
-            .entry(tensor)
+            .entry((tensor, slice))
             .or_insert_with(|| vec![0; graph.tensor(tensor).element_count()]);
         let coordinates = &buffer.coordinates;
         buffer.piece.for_each_run(|run| {
@@ -178,10 +184,15 @@ fn verify_homes(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
             }
         });
     }
-    for (tensor, counts) in coverage {
+    for ((tensor, slice), counts) in coverage {
         if let Some(element) = counts.iter().position(|&c| c != 1) {
+            let what = match slice {
+                None => "home buffers",
+                Some(_) => "partial buffers",
+            };
+            let of = slice.map_or(String::new(), |s| format!(" (K slice {s})"));
             return Err(VerifyError(format!(
-                "element {element} of `{}` is held by {} home buffers, expected 1",
+                "element {element} of `{}`{of} is held by {} {what}, expected 1",
                 graph.tensor(tensor).name,
                 counts[element]
             )));

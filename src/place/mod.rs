@@ -239,6 +239,9 @@ pub(crate) fn describe(graph: &Graph, role: &BufferRole) -> String {
         BufferRole::Operand { op, operand } => {
             format!("operand {operand} of `{}`", graph.op(*op).name)
         }
+        BufferRole::Partial { op, slice } => {
+            format!("partials of `{}` over K slice {slice}", graph.op(*op).name)
+        }
     }
 }
 

@@ -119,9 +119,19 @@ pub fn vector_tile_cycles(
 
 /// Cycles of one `rearrange_blocks` run (`device/rearrange_blocks.S`,
 /// whose `.ipub_cost` this mirrors): per chunk row a 64-bit load and store
-/// per word and five issues of set-up, ten per outer step, and the call.
+/// per word and five issues of set-up, ten per outer step, the six workers
+/// taking outer steps in turn, and the call (fitted to the model with
+/// `ipub kernel run`).
 pub fn block_copy_cycles(outer: u64, inner: u64, words: u64) -> u64 {
-    outer * (inner * (words * 2 + 5) + 10) + 140
+    outer.div_ceil(6) * 6 * (inner * (words * 2 + 5) + 10) + 190
+}
+
+/// Cycles of one `reduce_add_f16` run (`device/reduce_add.S`, whose
+/// `.ipub_cost` this mirrors) summing `count` partials of `length` values:
+/// seven issues per partial of each four values and fifteen to convert and
+/// store them, and the call (fitted to the model with `ipub kernel run`).
+pub fn reduce_cycles(count: u64, length: u64) -> u64 {
+    length / 4 * (count * 7 + 15) + 180
 }
 
 /// Cycles for one tile to receive `bytes` over ordinary exchange.

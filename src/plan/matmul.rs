@@ -1,6 +1,9 @@
 //! Operator plans for matrix products: a partition of batch, rows, output
 //! columns and the inner dimension over tiles, the weights' memory class,
-//! and the GEMM kernel variant each tile runs.
+//! and the GEMM kernel variant each tile runs. A split inner dimension is
+//! staged as a reduction: each tile of a group computes f16 partials over
+//! its slice of K, and the group sums them with [`REDUCE_KERNEL`], each
+//! tile the rows it keeps.
 
 use super::cost::{self, Estimate, MemoryClass, AMP_OUTPUT_CHANNELS};
 use super::{Candidate, Partition};
@@ -73,6 +76,28 @@ fn split_counts(extent: usize, tiles: u32) -> Vec<u32> {
     counts
 }
 
+/// Split counts for the inner dimension: those that cut it into equal
+/// slices of whole AMP blocks, since every tile of a reduction group runs
+/// the same kernel variant (its K is the slice).
+fn inner_splits(inner: usize, block: usize, tiles: u32) -> Vec<u32> {
+    if !inner.is_multiple_of(block) {
+        return vec![1];
+    }
+    split_counts(inner / block, tiles)
+        .into_iter()
+        .filter(|&k| (inner / block).is_multiple_of(k as usize))
+        .collect()
+}
+
+/// The kernel that sums a split matrix product's partials.
+pub const REDUCE_KERNEL: &str = "reduce_add_f16";
+
+/// Rows of an output shard of `rows` rows each tile of a reduction group
+/// of `inner` tiles sums and keeps.
+pub fn reduced_rows(rows: usize, inner: u32) -> usize {
+    rows.div_ceil(inner as usize)
+}
+
 /// GEMM kernel variant name in the seeds' style, e.g.
 /// `gemm_f8_interleaved_k32_c16_r2`.
 pub fn gemm_kernel_name(input: DType, weights: MemoryClass, shard: &Shard) -> String {
@@ -85,6 +110,11 @@ pub fn gemm_kernel_name(input: DType, weights: MemoryClass, shard: &Shard) -> St
         "gemm_{family}{memory}_k{}_c{}_r{}",
         shard.inner, shard.cols, shard.rows
     )
+}
+
+/// Columns rounded up to whole AMP channel blocks (the output layout).
+fn padded_cols(cols: usize) -> usize {
+    cols.div_ceil(AMP_OUTPUT_CHANNELS as usize) * AMP_OUTPUT_CHANNELS as usize
 }
 
 /// Bytes of one operand's shard.
@@ -108,9 +138,8 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     for &batch in &split_counts(shape.batch, signature.tiles) {
         for &rows in &split_counts(shape.rows, signature.tiles / batch) {
             for &cols in &split_counts(col_blocks, signature.tiles / (batch * rows)) {
-                // Splitting the inner dimension needs a reduction stage that
-                // lowering does not build yet, so every tile keeps all of K.
-                for inner in [1u32] {
+                let left = signature.tiles / (batch * rows * cols);
+                for inner in inner_splits(shape.inner, inner_block, left) {
                     let grid = Grid {
                         batch,
                         rows,
@@ -152,7 +181,7 @@ fn estimate(
     if !rhs.weight {
         received += rhs_bytes;
     }
-    let phases = 1;
+    let mut phases = 1;
     // The memory class applies to all three GEMM operands: the packed
     // load/load/store bundle of the fast loop needs them interleaved.
     let compute = b as u64
@@ -164,7 +193,18 @@ fn estimate(
             shard.cols as u64,
             weights == MemoryClass::Interleaved,
         );
-    let operands = lhs_bytes + out_bytes + rhs_bytes;
+    // A split inner dimension leaves f16 partials on every tile of a
+    // reduction group: each tile then receives the others' partials of
+    // the rows it keeps, in a second phase, and sums them.
+    let (mut compute, mut operands) = (compute, lhs_bytes + out_bytes + rhs_bytes);
+    if grid.inner > 1 {
+        let kept = (b * reduced_rows(shard.rows, grid.inner) * padded_cols(shard.cols)) as u64;
+        let partials = u64::from(grid.inner) * kept;
+        received += 2 * (partials - kept);
+        compute += cost::reduce_cycles(u64::from(grid.inner), kept);
+        operands += 2 * (partials + kept);
+        phases += 1;
+    }
     let (standard, interleaved) = match weights {
         MemoryClass::Standard => (operands, 0),
         MemoryClass::Interleaved => (0, operands),
@@ -200,6 +240,15 @@ mod tests {
         assert_eq!(split_counts(10, 64), vec![1, 2, 3, 4, 6, 8]);
         assert_eq!(split_counts(1000, 8), vec![1, 2, 3, 4, 6, 8]);
         assert_eq!(split_counts(1, 64), vec![1]);
+    }
+
+    #[test]
+    fn k_splits_cut_the_inner_dimension_into_equal_whole_blocks() {
+        // 1024 inputs = 64 blocks of 16; 48 = 3 blocks; 40 is not whole blocks.
+        assert_eq!(inner_splits(1024, 16, 8), vec![1, 2, 4, 8]);
+        assert_eq!(inner_splits(48, 16, 64), vec![1, 3]);
+        assert_eq!(inner_splits(40, 16, 64), vec![1]);
+        assert_eq!(reduced_rows(20, 8), 3);
     }
 
     #[test]

@@ -179,6 +179,11 @@ fn fits(
 /// must stay bounded or the tiles fill up with copies.
 pub const WEIGHT_REPLICATION_LIMIT: u64 = 2;
 
+/// Resident weight bytes per tile any operation may keep, however small
+/// its weights: below this, replication costs less memory than a kernel's
+/// code, and limiting it would only trade cycles for nothing.
+pub const WEIGHT_BUDGET_FLOOR_BYTES: u64 = 4096;
+
 /// Bytes of weights per tile an operation may keep resident. It depends on
 /// the operation's own signature only, so editing one operation never
 /// changes another's plan.
@@ -189,7 +194,8 @@ pub fn weight_budget(signature: &OpSignature) -> u64 {
         .filter(|o| o.weight)
         .map(|o| (o.shape.iter().product::<usize>() * o.dtype.size_bytes()) as u64)
         .sum();
-    WEIGHT_REPLICATION_LIMIT * weights.div_ceil(u64::from(signature.tiles.max(1)))
+    (WEIGHT_REPLICATION_LIMIT * weights.div_ceil(u64::from(signature.tiles.max(1))))
+        .max(WEIGHT_BUDGET_FLOOR_BYTES)
 }
 
 /// Bytes of region 0 the planner leaves for code and runtime tables.
@@ -360,11 +366,11 @@ mod tests {
             },
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
-                  candidates 76
-                 *finalist 0: grid b1xm16xn4xk1 shard 1x8x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r8 tiles=64 cycles=10360 (compute 8736 exchange 1024 sync 600) phases=1 peak_standard=0 peak_interleaved=12544 refined=10820 (scheduled exchange 768, rearrange 716, pressure 3072 rotated 4096)
-                  finalist 1: grid b1xm16xn4xk1 shard 1x8x512x16 weights standard kernel gemm_f8_k512_c16_r8 tiles=64 cycles=12664 (compute 11040 exchange 1024 sync 600) phases=1 peak_standard=12544 peak_interleaved=0 refined=13124 (scheduled exchange 768, rearrange 716, pressure 3072 rotated 4096)
-                  finalist 2: grid b1xm12xn4xk1 shard 1x11x512x16 weights interleaved kernel gemm_f8_interleaved_k512_c16_r11 tiles=48 cycles=10744 (compute 8736 exchange 1408 sync 600) phases=1 peak_standard=0 peak_interleaved=14176 refined=11460 (scheduled exchange 1408, rearrange 716, pressure 5632 rotated 5632)
-                  finalist 3: grid b1xm12xn4xk1 shard 1x11x512x16 weights standard kernel gemm_f8_k512_c16_r11 tiles=48 cycles=13048 (compute 11040 exchange 1408 sync 600) phases=1 peak_standard=14176 peak_interleaved=0 refined=13764 (scheduled exchange 1408, rearrange 716, pressure 5632 rotated 5632)
+                  candidates 224
+                 *finalist 0: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=6244 (compute 4340 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=6624 (scheduled exchange 678, rearrange 406, pressure 2560 rotated 2816)
+                  finalist 1: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=6372 (compute 4468 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=6834 (scheduled exchange 760, rearrange 406, pressure 2688 rotated 2816)
+                  finalist 2: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=6388 (compute 4228 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=6808 (scheduled exchange 974, rearrange 406, pressure 3712 rotated 3840)
+                  finalist 3: grid b1xm4xn4xk4 shard 1x32x128x16 weights interleaved kernel gemm_f8_interleaved_k128_c16_r32 tiles=64 cycles=6756 (compute 4340 exchange 1216 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=7133 (scheduled exchange 1187, rearrange 406, pressure 4608 rotated 4864)
             "#]],
         );
     }

@@ -162,7 +162,7 @@ pub fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<R
     let feeding: Vec<&crate::lower::ExchangePhase> = program
         .phases
         .iter()
-        .filter(|p| p.purpose == purpose)
+        .filter(|p| p.purpose == purpose || p.purpose == format!("{purpose} reduction"))
         .collect();
     let scheduled: u64 = feeding
         .iter()
@@ -170,7 +170,7 @@ pub fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<R
         .sum();
     let estimate = &candidate.estimate;
     let mine = |buffer: BufferId| match program.buffer(buffer).role {
-        BufferRole::Operand { op, .. } => op == consumer,
+        BufferRole::Operand { op, .. } | BufferRole::Partial { op, .. } => op == consumer,
         BufferRole::Activation { tensor } => tensor == graph.op(consumer).output,
         _ => false,
     };
@@ -419,10 +419,10 @@ mod tests {
             .collect();
         expect_test::expect![[r#"
             [
-                "estimated 1960 refined 2180 scheduled 0 rearrange 284 pressure 0/256",
-                "estimated 2152 refined 2372 scheduled 0 rearrange 284 pressure 0/256",
-                "estimated 1992 refined 2240 scheduled 60 rearrange 284 pressure 256/256",
-                "estimated 2184 refined 2432 scheduled 60 rearrange 284 pressure 256/256",
+                "estimated 1960 refined 2302 scheduled 0 rearrange 406 pressure 0/256",
+                "estimated 1992 refined 2362 scheduled 60 rearrange 406 pressure 256/256",
+                "estimated 2072 refined 2430 scheduled 80 rearrange 406 pressure 512/256",
+                "estimated 2152 refined 2494 scheduled 0 rearrange 406 pressure 0/256",
             ]
         "#]]
         .assert_debug_eq(&figures);
