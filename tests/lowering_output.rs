@@ -38,10 +38,10 @@ fn example_projects_lower_to_the_recorded_programs() {
     .map(|project| format!("{project} {}\n", hash(&lowered(project))))
     .collect();
     expect_test::expect![[r#"
-        projects/attention-f16.toml eead63ed6da2a59b3a4fbba92f2e17a33437f4e2a971cb821eee49641eb11fd6
+        projects/attention-f16.toml a45a29487efce15e2515c325b541f367ef45c86ffa1cfa6f41532867ba814a83
         projects/matmul-f8.toml 3c352161990bc2ce78de8975b71a60d92b7ae115c0dbd218fe01cc1cee2991f2
-        projects/mlp-f16.toml e9f5503cbf324dd0a23e9185d183a070e30a252c020925d4d798566a8f668c36
-        projects/vit-fp8.toml bfde746b5c8ed2b5ab80483b5892adc8f8111179c6671be2a335104c5f3b7cfb
+        projects/mlp-f16.toml 12f29941e42b6d1ae38a15949a9c97a109b1f234c48f82edc1ea62b8ca9218c0
+        projects/vit-fp8.toml 6312813e44b492b45e50d5f465d8787d5eb24f37f072143fb0a3d0453ff9e338
     "#]]
     .assert_eq(&actual.concat());
 }

@@ -128,10 +128,11 @@ pub fn block_copy_cycles(outer: u64, inner: u64, words: u64) -> u64 {
 
 /// Cycles of one `reduce_add_f16` run (`device/reduce_add.S`, whose
 /// `.ipub_cost` this mirrors) summing `count` partials of `length` values:
-/// seven issues per partial of each four values and fifteen to convert and
-/// store them, and the call (fitted to the model with `ipub kernel run`).
+/// four bundles per partial of each four values and twelve issues to set
+/// up, convert and store them, and the call (fitted to the model with
+/// `ipub kernel run`).
 pub fn reduce_cycles(count: u64, length: u64) -> u64 {
-    length / 4 * (count * 7 + 15) + 180
+    length / 4 * (count * 4 + 12) + 150
 }
 
 /// Cycles for one tile to receive `bytes` over ordinary exchange.

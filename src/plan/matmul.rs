@@ -176,9 +176,13 @@ fn estimate(
     let rhs_bytes = bytes(rhs, b * shard.inner * shard.cols);
     let out_bytes = bytes(out, b * shard.rows * shard.cols);
 
-    // Activations arrive over exchange; weights are preloaded where used.
-    let mut received = lhs_bytes;
-    if !rhs.weight {
+    // Activations arrive over exchange; weights are preloaded where used
+    // and streamed inputs written by the host where used.
+    let mut received = 0;
+    if !lhs.weight && !lhs.host {
+        received += lhs_bytes;
+    }
+    if !rhs.weight && !rhs.host {
         received += rhs_bytes;
     }
     let mut phases = 1;

@@ -126,7 +126,11 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
         );
         // Inputs arrive row-distributed from the producer; a tile receives
         // the rows it does not already hold, at most its whole share.
-        let received = elements * signature.inputs[0].dtype.size_bytes() as u64;
+        // A streamed input is written by the host where it is used.
+        let received = match signature.inputs[0].host {
+            true => 0,
+            false => elements * signature.inputs[0].dtype.size_bytes() as u64,
+        };
         found.push(Candidate {
             partition: Partition::Rows {
                 rows,
@@ -342,6 +346,7 @@ mod tests {
             dtype,
             scale: if dtype.is_fp8() { -3 } else { 0 },
             weight,
+            host: false,
         }
     }
 
@@ -367,10 +372,10 @@ mod tests {
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
                   candidates 224
-                 *finalist 0: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=6244 (compute 4340 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=6624 (scheduled exchange 678, rearrange 406, pressure 2560 rotated 2816)
-                  finalist 1: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=6372 (compute 4468 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=6834 (scheduled exchange 760, rearrange 406, pressure 2688 rotated 2816)
-                  finalist 2: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=6388 (compute 4228 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=6808 (scheduled exchange 974, rearrange 406, pressure 3712 rotated 3840)
-                  finalist 3: grid b1xm4xn4xk4 shard 1x32x128x16 weights interleaved kernel gemm_f8_interleaved_k128_c16_r32 tiles=64 cycles=6756 (compute 4340 exchange 1216 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=7133 (scheduled exchange 1187, rearrange 406, pressure 4608 rotated 4864)
+                  finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=5478 (compute 3574 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=5940 (scheduled exchange 760, rearrange 406, pressure 2688 rotated 2816)
+                 *finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=5494 (compute 3334 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=5914 (scheduled exchange 974, rearrange 406, pressure 3712 rotated 3840)
+                  finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=5734 (compute 3830 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=6114 (scheduled exchange 678, rearrange 406, pressure 2560 rotated 2816)
+                  finalist 3: grid b1xm2xn4xk8 shard 1x64x64x16 weights interleaved kernel gemm_f8_interleaved_k64_c16_r64 tiles=64 cycles=6006 (compute 3334 exchange 1472 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=6419 (scheduled exchange 1479, rearrange 406, pressure 5760 rotated 5888)
             "#]],
         );
     }

@@ -45,8 +45,9 @@ pub struct Refined {
     pub best_rotation_pressure: u64,
 }
 
-/// A graph holding the operation and, for each operand that is not a
-/// weight, a row-wise producer (a GELU for f16, a cast from f16 otherwise)
+/// A graph holding the operation and, for each operand that is neither a
+/// weight nor a streamed input (both are written where the plan lays them
+/// out), a row-wise producer (a GELU for f16, a cast from f16 otherwise)
 /// whose result is spread over the tiles the way row-wise operations leave
 /// activations. `None` for views, which have no device work to schedule.
 pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
@@ -78,9 +79,14 @@ pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
     let mut ops = Vec::new();
     let mut inputs = Vec::new();
     for (i, operand) in signature.inputs.iter().enumerate() {
-        if operand.weight {
+        if operand.weight || operand.host {
+            let role = if operand.weight {
+                Role::Weight
+            } else {
+                Role::Input
+            };
             inputs.push(TensorId(tensors.len() as u32));
-            tensors.push(tensor(format!("in{i}"), operand, Role::Weight));
+            tensors.push(tensor(format!("in{i}"), operand, role));
             continue;
         }
         let source = TensorId(tensors.len() as u32);
@@ -361,6 +367,7 @@ mod tests {
             dtype: DType::F16,
             scale: 0,
             weight,
+            host: false,
         };
         OpSignature {
             kind: SignatureKind::Matmul {

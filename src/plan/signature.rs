@@ -42,6 +42,10 @@ pub struct Operand {
     /// Loaded with the package, so the planner may lay it out on the tiles
     /// that use it (replicated if need be) without any exchange.
     pub weight: bool,
+    /// Written by the host before each run, straight into the pieces the
+    /// plan lays out: whatever the plan, the host sends the tensor once, so
+    /// it costs the plan no exchange.
+    pub host: bool,
 }
 
 impl fmt::Display for Operand {
@@ -73,6 +77,7 @@ impl OpSignature {
                 dtype: t.dtype,
                 scale: t.scale,
                 weight: t.role == Role::Weight,
+                host: t.role == Role::Input,
             }
         };
         let kind = match &op.kind {
