@@ -86,3 +86,8 @@ fn fp8_repeat_dumps() {
 fn split_inner_dimension_dumps() {
     dumps_match("ksplit-small");
 }
+
+#[test]
+fn swapped_orientation_dumps() {
+    dumps_match("swapped-small");
+}

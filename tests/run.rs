@@ -84,6 +84,13 @@ fn a_matmul_with_a_split_inner_dimension_passes_on_the_model() {
     run_passes("tests/data/dumps/ksplit-small.toml");
 }
 
+/// Shards of 4 rows by 384 columns: the kernel computes the transposed
+/// product, its output lands in row blocks.
+#[test]
+fn a_matmul_in_the_swapped_orientation_passes_on_the_model() {
+    run_passes("tests/data/dumps/swapped-small.toml");
+}
+
 #[test]
 fn vit_fp8_passes_on_the_model() {
     run_passes("projects/vit-fp8.toml");

@@ -283,8 +283,14 @@ impl Lowering<'_> {
                 grid,
                 shard,
                 weights,
+                swapped,
                 kernel,
-            } => self.matmul(op, grid, shard, *weights, kernel, &mut transfers)?,
+            } => self.matmul(
+                op,
+                (grid, shard, *weights, *swapped),
+                kernel,
+                &mut transfers,
+            )?,
             Partition::Rows {
                 rows,
                 row_length,
@@ -319,12 +325,19 @@ impl Lowering<'_> {
         Ok(steps)
     }
 
+    /// Each tile's GEMM run. In the swapped orientation the kernel computes
+    /// the transposed product: it streams the right operand's columns (the
+    /// transposed view in K blocks), holds the left operand's rows as AMP
+    /// weights, and writes its shard in [`Layout::RowBlocks`].
     fn matmul(
         &mut self,
         op: OpId,
-        grid: &crate::plan::matmul::Grid,
-        shard: &crate::plan::matmul::Shard,
-        weights: MemoryClass,
+        (grid, shard, weights, swapped): (
+            &crate::plan::matmul::Grid,
+            &crate::plan::matmul::Shard,
+            MemoryClass,
+            bool,
+        ),
         kernel: &str,
         transfers: &mut Vec<Gather>,
     ) -> Result<Vec<KernelRun>, LowerError> {
@@ -355,6 +368,14 @@ impl Lowering<'_> {
         } else {
             rhs_view.reshaped(&[batch, k, n])
         };
+        let (lhs_transposed, rhs_transposed) = (
+            lhs_view.clone().transposed_last_two(),
+            rhs_view.clone().transposed_last_two(),
+        );
+        let output_layout = match swapped {
+            false => Layout::ChannelBlocks,
+            true => Layout::RowBlocks,
+        };
         let k_block = cost::amp_block_inputs(lhs.dtype) as usize;
         let coordinates = vec![batch, m, n];
         let slices = grid.inner as usize;
@@ -378,15 +399,27 @@ impl Lowering<'_> {
                         let tile = (group + ki) as u32;
                         let k0 = ki * shard.inner;
                         let ek = shard.inner.min(k - k0);
+                        // (operand, view, piece start, piece extent) of
+                        // the streamed input and of the AMP weights.
+                        let (streamed, held) = match swapped {
+                            false => (
+                                (0, &lhs_view, [b0, m0, k0], [eb, em, ek]),
+                                (1, &rhs_view, [b0, k0, n0], [eb, ek, en]),
+                            ),
+                            true => (
+                                (1, &rhs_transposed, [b0, n0, k0], [eb, en, ek]),
+                                (0, &lhs_transposed, [b0, k0, m0], [eb, ek, em]),
+                            ),
+                        };
                         let a = self.demand(
                             Demand {
                                 op,
-                                operand: 0,
-                                view: lhs_view.clone(),
+                                operand: streamed.0,
+                                view: streamed.1.clone(),
                                 tile,
                                 piece: Piece {
-                                    start: vec![b0, m0, k0],
-                                    extent: vec![eb, em, ek],
+                                    start: streamed.2.to_vec(),
+                                    extent: streamed.3.to_vec(),
                                     layout: Layout::KBlocks { k: k_block },
                                 },
                                 class: weights,
@@ -396,12 +429,12 @@ impl Lowering<'_> {
                         let b = self.demand(
                             Demand {
                                 op,
-                                operand: 1,
-                                view: rhs_view.clone(),
+                                operand: held.0,
+                                view: held.1.clone(),
                                 tile,
                                 piece: Piece {
-                                    start: vec![b0, k0, n0],
-                                    extent: vec![eb, ek, en],
+                                    start: held.2.to_vec(),
+                                    extent: held.3.to_vec(),
                                     layout: Layout::AmpWeights { k: k_block },
                                 },
                                 class: weights,
@@ -411,7 +444,7 @@ impl Lowering<'_> {
                         let piece = Piece {
                             start: vec![b0, m0, n0],
                             extent: vec![eb, em, en],
-                            layout: Layout::ChannelBlocks,
+                            layout: output_layout,
                         };
                         let c = if slices == 1 {
                             self.output_buffer(
@@ -439,24 +472,13 @@ impl Lowering<'_> {
                             tile,
                             kernel: kernel.to_string(),
                             operands: vec![a, b, OperandRef::Buffer(c)],
-                            params: vec![
-                                ("batch".into(), eb as i64),
-                                ("rows".into(), em as i64),
-                                ("inner".into(), ek as i64),
-                                ("cols".into(), en as i64),
-                                ("lhs_scale".into(), i64::from(lhs.scale)),
-                                ("rhs_scale".into(), i64::from(rhs.scale)),
-                                ("out_scale".into(), i64::from(out.scale)),
-                                // FP8 kernels serve both formats; the state says which.
-                                (
-                                    "lhs_f152".into(),
-                                    i64::from(lhs.dtype == crate::graph::DType::F152),
-                                ),
-                                (
-                                    "rhs_f152".into(),
-                                    i64::from(rhs.dtype == crate::graph::DType::F152),
-                                ),
-                            ],
+                            params: gemm_params(
+                                [eb, streamed.3[1], ek, held.3[2]],
+                                match swapped {
+                                    false => [lhs, rhs, out],
+                                    true => [rhs, lhs, out],
+                                },
+                            ),
                         });
                     }
                 }
@@ -535,7 +557,7 @@ impl Lowering<'_> {
                 let kept = Piece {
                     start: vec![b0, m0 + r0, n0],
                     extent: vec![eb, band.min(em - r0), en],
-                    layout: Layout::ChannelBlocks,
+                    layout: shard_piece.layout,
                 };
                 let length = kept.slots();
                 let received = self.add_buffer(Buffer {
@@ -544,7 +566,7 @@ impl Lowering<'_> {
                     piece: Piece {
                         start: [vec![0], kept.start.clone()].concat(),
                         extent: [vec![slices], kept.extent.clone()].concat(),
-                        layout: Layout::ChannelBlocks,
+                        layout: shard_piece.layout,
                     },
                     coordinates: vec![slices, batch, m, n],
                     class,
@@ -794,4 +816,26 @@ impl Lowering<'_> {
         }
         Ok(())
     }
+}
+
+/// A GEMM run's parameters: the kernel's `[batch, rows, inner, cols]` and
+/// its `[left, right, output]` tensors (the operands as the kernel sees
+/// them: exchanged in the swapped orientation).
+fn gemm_params(
+    [batch, rows, inner, cols]: [usize; 4],
+    [lhs, rhs, out]: [&crate::graph::Tensor; 3],
+) -> Vec<(String, i64)> {
+    use crate::graph::DType;
+    vec![
+        ("batch".into(), batch as i64),
+        ("rows".into(), rows as i64),
+        ("inner".into(), inner as i64),
+        ("cols".into(), cols as i64),
+        ("lhs_scale".into(), i64::from(lhs.scale)),
+        ("rhs_scale".into(), i64::from(rhs.scale)),
+        ("out_scale".into(), i64::from(out.scale)),
+        // FP8 kernels serve both formats; the state says which.
+        ("lhs_f152".into(), i64::from(lhs.dtype == DType::F152)),
+        ("rhs_f152".into(), i64::from(rhs.dtype == DType::F152)),
+    ]
 }

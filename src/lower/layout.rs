@@ -32,6 +32,11 @@ pub enum Layout {
     /// `(rows, cols)`: `[cols/16][rows][16]`, `cols` padded to a multiple
     /// of 16, so one AMP pass streams every row's 16 channels contiguously.
     ChannelBlocks,
+    /// GEMM outputs in the swapped orientation (the kernel computes the
+    /// transposed product, in [`Layout::ChannelBlocks`] of its own rows and
+    /// columns) over the last two dimensions `(rows, cols)`:
+    /// `[rows/16][cols][16]`, `rows` padded to a multiple of 16.
+    RowBlocks,
 }
 
 /// Output channels of one AMP weight block.
@@ -112,6 +117,12 @@ impl Piece {
             }
             Layout::KBlocks { k } => self.blocked_slots(k),
             Layout::ChannelBlocks => self.blocked_slots(AMP_CHANNELS),
+            Layout::RowBlocks => {
+                let rank = self.extent.len();
+                let outer: usize = self.extent[..rank - 2].iter().product();
+                let rows = self.extent[rank - 2].div_ceil(AMP_CHANNELS) * AMP_CHANNELS;
+                outer * rows * self.extent[rank - 1]
+            }
         }
     }
 
@@ -203,6 +214,29 @@ impl Piece {
             Layout::KBlocks { k } => self.for_each_blocked_slot(k, &mut index, &mut visit),
             Layout::ChannelBlocks => {
                 self.for_each_blocked_slot(AMP_CHANNELS, &mut index, &mut visit)
+            }
+            Layout::RowBlocks => {
+                let outer: usize = self.extent[..rank - 2].iter().product();
+                let (rows, cols) = (self.extent[rank - 2], self.extent[rank - 1]);
+                let mut slot = 0;
+                for o in 0..outer {
+                    self.set_outer_index(o, &mut index[..rank - 2]);
+                    for b in 0..rows.div_ceil(AMP_CHANNELS) {
+                        for c in 0..cols {
+                            index[rank - 1] = self.start[rank - 1] + c;
+                            for r in 0..AMP_CHANNELS {
+                                let i = b * AMP_CHANNELS + r;
+                                if i < rows {
+                                    index[rank - 2] = self.start[rank - 2] + i;
+                                    visit(slot, Some(&index));
+                                } else {
+                                    visit(slot, None);
+                                }
+                                slot += 1;
+                            }
+                        }
+                    }
+                }
             }
         }
     }
@@ -341,6 +375,32 @@ impl Piece {
             }
             Layout::KBlocks { k } => self.for_each_blocked_run(k, index, &mut visit),
             Layout::ChannelBlocks => self.for_each_blocked_run(AMP_CHANNELS, index, &mut visit),
+            Layout::RowBlocks => {
+                if rank < 2 {
+                    return;
+                }
+                // One run per (row block, column), down the rows.
+                let outer: usize = self.extent[..rank - 2].iter().product();
+                let (rows, cols) = (self.extent[rank - 2], self.extent[rank - 1]);
+                let mut slot = 0;
+                for o in 0..outer {
+                    self.set_outer_index(o, &mut index[..rank - 2]);
+                    for b in 0..rows.div_ceil(AMP_CHANNELS) {
+                        let len = AMP_CHANNELS.min(rows - b * AMP_CHANNELS);
+                        for c in 0..cols {
+                            index[rank - 2] = self.start[rank - 2] + b * AMP_CHANNELS;
+                            index[rank - 1] = self.start[rank - 1] + c;
+                            visit(&SlotRun {
+                                slot,
+                                index,
+                                dim: rank - 2,
+                                len,
+                            });
+                            slot += AMP_CHANNELS;
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -493,6 +553,31 @@ mod tests {
         out
     }
 
+    /// The swapped GEMM writes the transposed product in channel blocks:
+    /// slot for slot, `RowBlocks` of a box is `ChannelBlocks` of the
+    /// transposed box with the last two indices exchanged.
+    #[test]
+    fn row_blocks_are_channel_blocks_of_the_transpose() {
+        let rows = Piece {
+            start: vec![1, 3, 2],
+            extent: vec![2, 21, 5],
+            layout: Layout::RowBlocks,
+        };
+        let channels = Piece {
+            start: vec![1, 2, 3],
+            extent: vec![2, 5, 21],
+            layout: Layout::ChannelBlocks,
+        };
+        let swap = |slots: Vec<Option<Vec<usize>>>| -> Vec<Option<Vec<usize>>> {
+            slots
+                .into_iter()
+                .map(|i| i.map(|i| vec![i[0], i[2], i[1]]))
+                .collect()
+        };
+        assert_eq!(rows.slots(), 2 * 32 * 5);
+        assert_eq!(slots(&rows), swap(slots(&channels)));
+    }
+
     #[test]
     fn runs_visit_the_same_slots_and_indices_as_slot_by_slot() {
         let boxes = [
@@ -508,6 +593,7 @@ mod tests {
             Layout::AmpWeights { k: 16 },
             Layout::KBlocks { k: 8 },
             Layout::ChannelBlocks,
+            Layout::RowBlocks,
         ];
         for (start, extent) in boxes {
             for layout in layouts {

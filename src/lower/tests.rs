@@ -391,3 +391,58 @@ fn partials_that_miss_an_element_fail_verification() {
         "{error}"
     );
 }
+
+/// The swapped orientation with a split K: the kernel reads the transposed
+/// operands, the partials and the homes are row blocks, and the program
+/// verifies (every operand byte written once, partials and homes cover the
+/// product once).
+#[test]
+fn a_swapped_split_product_lowers_to_row_blocks_and_verifies() {
+    use crate::lower::layout::Layout;
+    use crate::plan::matmul::{Grid, Shard};
+    use crate::plan::Partition;
+    let graph = split_inner_graph();
+    let partition = Partition::Matmul {
+        grid: Grid {
+            batch: 1,
+            rows: 1,
+            cols: 1,
+            inner: 2,
+        },
+        shard: Shard {
+            batch: 1,
+            rows: 20,
+            inner: 512,
+            cols: 24,
+        },
+        weights: crate::plan::cost::MemoryClass::Interleaved,
+        swapped: true,
+        kernel: "gemm_f16_interleaved_k512_c20_r24".into(),
+    };
+    let program = lower(&graph, &|_| partition.clone()).expect("lowering");
+    verify(&graph, &program).expect("verified program");
+    let layouts: Vec<(Layout, &BufferRole)> = program
+        .buffers
+        .iter()
+        .filter(|b| {
+            matches!(
+                b.role,
+                BufferRole::Activation { .. } | BufferRole::Partial { .. }
+            )
+        })
+        .map(|b| (b.piece.layout, &b.role))
+        .collect();
+    assert_eq!(layouts.len(), 4, "{layouts:?}");
+    assert!(
+        layouts.iter().all(|(l, _)| *l == Layout::RowBlocks),
+        "{layouts:?}"
+    );
+    let gemm = program
+        .kernel_runs()
+        .into_iter()
+        .find(|r| r.kernel.starts_with("gemm_"))
+        .expect("a GEMM run");
+    let param = |name: &str| gemm.params.iter().find(|(n, _)| n == name).map(|p| p.1);
+    // The kernel's rows are the product's columns and the other way round.
+    assert_eq!((param("rows"), param("cols")), (Some(24), Some(20)));
+}

@@ -112,7 +112,8 @@ pub fn gemm_kernel_name(input: DType, weights: MemoryClass, shard: &Shard) -> St
     )
 }
 
-/// Columns rounded up to whole AMP channel blocks (the output layout).
+/// Columns (rows, swapped) rounded up to whole AMP channel blocks (the
+/// output layout).
 fn padded_cols(cols: usize) -> usize {
     cols.div_ceil(AMP_OUTPUT_CHANNELS as usize) * AMP_OUTPUT_CHANNELS as usize
 }
@@ -154,8 +155,14 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                         cols: (col_blocks.div_ceil(cols as usize) * AMP_OUTPUT_CHANNELS as usize)
                             .min(shape.cols),
                     };
-                    for weights in [MemoryClass::Interleaved, MemoryClass::Standard] {
-                        found.push(estimate(target, grid, shard, weights, (lhs, rhs, out)));
+                    for swapped in [false, true] {
+                        for weights in [MemoryClass::Interleaved, MemoryClass::Standard] {
+                            found.push(estimate(
+                                target,
+                                (grid, shard, weights, swapped),
+                                (lhs, rhs, out),
+                            ));
+                        }
                     }
                 }
             }
@@ -166,9 +173,7 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
 
 fn estimate(
     target: &Target,
-    grid: Grid,
-    shard: Shard,
-    weights: MemoryClass,
+    (grid, shard, weights, swapped): (Grid, Shard, MemoryClass, bool),
     (lhs, rhs, out): (&Operand, &Operand, &Operand),
 ) -> Candidate {
     let b = shard.batch;
@@ -188,13 +193,22 @@ fn estimate(
     let mut phases = 1;
     // The memory class applies to all three GEMM operands: the packed
     // load/load/store bundle of the fast loop needs them interleaved.
+    // The kernel's own shard: swapped, it computes the transposed product.
+    let kernel_shard = match swapped {
+        false => shard,
+        true => Shard {
+            rows: shard.cols,
+            cols: shard.rows,
+            ..shard
+        },
+    };
     let compute = b as u64
         * cost::gemm_tile_cycles(
             target,
             lhs.dtype,
-            shard.rows as u64,
-            shard.inner as u64,
-            shard.cols as u64,
+            kernel_shard.rows as u64,
+            kernel_shard.inner as u64,
+            kernel_shard.cols as u64,
             weights == MemoryClass::Interleaved,
         );
     // A split inner dimension leaves f16 partials on every tile of a
@@ -202,7 +216,11 @@ fn estimate(
     // the rows it keeps, in a second phase, and sums them.
     let (mut compute, mut operands) = (compute, lhs_bytes + out_bytes + rhs_bytes);
     if grid.inner > 1 {
-        let kept = (b * reduced_rows(shard.rows, grid.inner) * padded_cols(shard.cols)) as u64;
+        let band = reduced_rows(shard.rows, grid.inner);
+        let kept = match swapped {
+            false => b * band * padded_cols(shard.cols),
+            true => b * padded_cols(band) * shard.cols,
+        } as u64;
         let partials = u64::from(grid.inner) * kept;
         received += 2 * (partials - kept);
         compute += cost::reduce_cycles(u64::from(grid.inner), kept);
@@ -227,7 +245,8 @@ fn estimate(
             grid,
             shard,
             weights,
-            kernel: gemm_kernel_name(lhs.dtype, weights, &shard),
+            swapped,
+            kernel: gemm_kernel_name(lhs.dtype, weights, &kernel_shard),
         },
         tiles_used: grid.tiles(),
         estimate,

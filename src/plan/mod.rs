@@ -30,6 +30,11 @@ pub enum Partition {
         grid: matmul::Grid,
         shard: matmul::Shard,
         weights: MemoryClass,
+        /// The orientation: when set, each tile's kernel computes the
+        /// transposed product, streaming the right operand's columns and
+        /// holding the left operand's rows as AMP weights (worth it when a
+        /// shard has few rows and many columns).
+        swapped: bool,
         kernel: String,
     },
     /// The leading dimensions, flattened to rows, split over tiles; each row
@@ -307,9 +312,10 @@ fn describe(partition: &Partition) -> String {
             grid,
             shard,
             weights,
+            swapped,
             kernel,
         } => format!(
-            "grid b{}xm{}xn{}xk{} shard {}x{}x{}x{} weights {:?} kernel {kernel}",
+            "grid b{}xm{}xn{}xk{} shard {}x{}x{}x{} weights {:?}{} kernel {kernel}",
             grid.batch,
             grid.rows,
             grid.cols,
@@ -318,7 +324,8 @@ fn describe(partition: &Partition) -> String {
             shard.rows,
             shard.inner,
             shard.cols,
-            weights
+            weights,
+            if *swapped { " swapped" } else { "" },
         )
         .to_lowercase(),
         Partition::Rows {
@@ -371,7 +378,7 @@ mod tests {
             },
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
-                  candidates 224
+                  candidates 448
                   finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=5478 (compute 3574 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=5940 (scheduled exchange 760, rearrange 406, pressure 2688 rotated 2816)
                  *finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=5494 (compute 3334 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=5914 (scheduled exchange 974, rearrange 406, pressure 3712 rotated 3840)
                   finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=5734 (compute 3830 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=6114 (scheduled exchange 678, rearrange 406, pressure 2560 rotated 2816)

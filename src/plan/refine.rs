@@ -428,8 +428,8 @@ mod tests {
             [
                 "estimated 1960 refined 2302 scheduled 0 rearrange 406 pressure 0/256",
                 "estimated 1992 refined 2362 scheduled 60 rearrange 406 pressure 256/256",
+                "estimated 2056 refined 2398 scheduled 0 rearrange 406 pressure 0/256",
                 "estimated 2072 refined 2430 scheduled 80 rearrange 406 pressure 512/256",
-                "estimated 2152 refined 2494 scheduled 0 rearrange 406 pressure 0/256",
             ]
         "#]]
         .assert_debug_eq(&figures);
