@@ -277,7 +277,7 @@ impl Lowering<'_> {
 
     fn operation(&mut self, op: OpId, partition: &Partition) -> Result<Vec<Step>, LowerError> {
         let mut transfers = Vec::new();
-        let runs = match partition {
+        let kernel_runs = match partition {
             Partition::View => return Ok(Vec::new()),
             Partition::Matmul {
                 grid,
@@ -306,20 +306,16 @@ impl Lowering<'_> {
             )?,
         };
         // The rearranges of held pieces run first on their tiles.
-        let mut runs = runs;
-        if !self.local_runs.is_empty() {
-            let mut first = std::mem::take(&mut self.local_runs);
-            first.extend(runs);
-            runs = first;
-        }
+        let mut runs = std::mem::take(&mut self.local_runs);
+        runs.extend(kernel_runs);
         let name = &self.graph.op(op).name;
         let mut steps: Vec<Step> = self
-            .add_phase(format!("op {name}"), transfers)
+            .add_phase(ExchangePhase::gather_purpose(name), transfers)
             .into_iter()
             .collect();
         steps.push(Step::Compute { op, runs });
         if let Some((transfers, runs)) = self.reduction.take() {
-            steps.extend(self.add_phase(format!("op {name} reduction"), transfers));
+            steps.extend(self.add_phase(ExchangePhase::reduction_purpose(name), transfers));
             steps.push(Step::Compute { op, runs });
         }
         Ok(steps)
@@ -411,34 +407,16 @@ impl Lowering<'_> {
                                 (0, &lhs_transposed, [b0, k0, m0], [eb, ek, em]),
                             ),
                         };
-                        let a = self.demand(
-                            Demand {
-                                op,
-                                operand: streamed.0,
-                                view: streamed.1.clone(),
-                                tile,
-                                piece: Piece {
-                                    start: streamed.2.to_vec(),
-                                    extent: streamed.3.to_vec(),
-                                    layout: Layout::KBlocks { k: k_block },
-                                },
-                                class: weights,
-                            },
+                        let a = self.gemm_operand(
+                            (op, tile, weights),
+                            &streamed,
+                            Layout::KBlocks { k: k_block },
                             transfers,
                         )?;
-                        let b = self.demand(
-                            Demand {
-                                op,
-                                operand: held.0,
-                                view: held.1.clone(),
-                                tile,
-                                piece: Piece {
-                                    start: held.2.to_vec(),
-                                    extent: held.3.to_vec(),
-                                    layout: Layout::AmpWeights { k: k_block },
-                                },
-                                class: weights,
-                            },
+                        let b = self.gemm_operand(
+                            (op, tile, weights),
+                            &held,
+                            Layout::AmpWeights { k: k_block },
                             transfers,
                         )?;
                         let piece = Piece {
@@ -491,6 +469,32 @@ impl Lowering<'_> {
             self.set_home(node.output, outputs.concat());
         }
         Ok(runs)
+    }
+
+    /// A GEMM operand's piece on `tile`: `(operand, view, start, extent)`
+    /// in `layout`.
+    fn gemm_operand(
+        &mut self,
+        (op, tile, class): (OpId, u32, MemoryClass),
+        &(operand, view, start, extent): &(u32, &View, [usize; 3], [usize; 3]),
+        layout: Layout,
+        transfers: &mut Vec<Gather>,
+    ) -> Result<OperandRef, LowerError> {
+        self.demand(
+            Demand {
+                op,
+                operand,
+                view: view.clone(),
+                tile,
+                piece: Piece {
+                    start: start.to_vec(),
+                    extent: extent.to_vec(),
+                    layout,
+                },
+                class,
+            },
+            transfers,
+        )
     }
 
     /// The reduction stage of a matrix product with a split inner

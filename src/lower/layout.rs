@@ -117,12 +117,22 @@ impl Piece {
             }
             Layout::KBlocks { k } => self.blocked_slots(k),
             Layout::ChannelBlocks => self.blocked_slots(AMP_CHANNELS),
-            Layout::RowBlocks => {
-                let rank = self.extent.len();
-                let outer: usize = self.extent[..rank - 2].iter().product();
-                let rows = self.extent[rank - 2].div_ceil(AMP_CHANNELS) * AMP_CHANNELS;
-                outer * rows * self.extent[rank - 1]
-            }
+            Layout::RowBlocks => self.transposed_channel_blocks().slots(),
+        }
+    }
+
+    /// A [`Layout::RowBlocks`] piece as what it is stored as: the
+    /// transposed box in [`Layout::ChannelBlocks`] (the swapped GEMM's own
+    /// output).
+    fn transposed_channel_blocks(&self) -> Piece {
+        let rank = self.extent.len();
+        let (mut start, mut extent) = (self.start.clone(), self.extent.clone());
+        start.swap(rank - 2, rank - 1);
+        extent.swap(rank - 2, rank - 1);
+        Piece {
+            start,
+            extent,
+            layout: Layout::ChannelBlocks,
         }
     }
 
@@ -216,27 +226,16 @@ impl Piece {
                 self.for_each_blocked_slot(AMP_CHANNELS, &mut index, &mut visit)
             }
             Layout::RowBlocks => {
-                let outer: usize = self.extent[..rank - 2].iter().product();
-                let (rows, cols) = (self.extent[rank - 2], self.extent[rank - 1]);
-                let mut slot = 0;
-                for o in 0..outer {
-                    self.set_outer_index(o, &mut index[..rank - 2]);
-                    for b in 0..rows.div_ceil(AMP_CHANNELS) {
-                        for c in 0..cols {
-                            index[rank - 1] = self.start[rank - 1] + c;
-                            for r in 0..AMP_CHANNELS {
-                                let i = b * AMP_CHANNELS + r;
-                                if i < rows {
-                                    index[rank - 2] = self.start[rank - 2] + i;
-                                    visit(slot, Some(&index));
-                                } else {
-                                    visit(slot, None);
-                                }
-                                slot += 1;
-                            }
-                        }
+                let transposed = self.transposed_channel_blocks();
+                let mut at = transposed.start.clone();
+                transposed.for_each_blocked_slot(AMP_CHANNELS, &mut at, &mut |slot, at| match at {
+                    Some(at) => {
+                        index.copy_from_slice(at);
+                        index.swap(rank - 2, rank - 1);
+                        visit(slot, Some(&index));
                     }
-                }
+                    None => visit(slot, None),
+                });
             }
         }
     }
@@ -379,27 +378,23 @@ impl Piece {
                 if rank < 2 {
                     return;
                 }
-                // One run per (row block, column), down the rows.
-                let outer: usize = self.extent[..rank - 2].iter().product();
-                let (rows, cols) = (self.extent[rank - 2], self.extent[rank - 1]);
-                let mut slot = 0;
-                for o in 0..outer {
-                    self.set_outer_index(o, &mut index[..rank - 2]);
-                    for b in 0..rows.div_ceil(AMP_CHANNELS) {
-                        let len = AMP_CHANNELS.min(rows - b * AMP_CHANNELS);
-                        for c in 0..cols {
-                            index[rank - 2] = self.start[rank - 2] + b * AMP_CHANNELS;
-                            index[rank - 1] = self.start[rank - 1] + c;
-                            visit(&SlotRun {
-                                slot,
-                                index,
-                                dim: rank - 2,
-                                len,
-                            });
-                            slot += AMP_CHANNELS;
-                        }
-                    }
-                }
+                let (mut at, mut swapped) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
+                let transposed = self.transposed_channel_blocks();
+                transposed.for_each_blocked_run(AMP_CHANNELS, &mut at[..rank], &mut |run| {
+                    let at = &mut swapped[..rank];
+                    at.copy_from_slice(run.index);
+                    at.swap(rank - 2, rank - 1);
+                    visit(&SlotRun {
+                        slot: run.slot,
+                        index: at,
+                        dim: if run.dim == rank - 1 {
+                            rank - 2
+                        } else {
+                            run.dim
+                        },
+                        len: run.len,
+                    });
+                });
             }
         }
     }

@@ -88,6 +88,11 @@ impl BlockCopy {
         })
     }
 
+    /// Bytes the copy moves.
+    pub fn bytes(&self) -> u64 {
+        u64::from(self.outer) * u64::from(self.inner) * u64::from(self.words) * 8
+    }
+
     /// The same chunks with the roles of `outer` and `inner` exchanged.
     pub fn transposed(&self) -> BlockCopy {
         BlockCopy {

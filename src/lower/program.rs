@@ -90,6 +90,19 @@ pub struct ExchangePhase {
     pub transfers: Vec<Transfer>,
 }
 
+impl ExchangePhase {
+    /// The purpose of the phase gathering operation `op`'s operands.
+    pub fn gather_purpose(op: &str) -> String {
+        format!("op {op}")
+    }
+
+    /// The purpose of the phase bringing the partials of a split matrix
+    /// product `op` to the tiles that sum them.
+    pub fn reduction_purpose(op: &str) -> String {
+        format!("op {op} reduction")
+    }
+}
+
 /// The program's control flow.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Step {

@@ -164,11 +164,15 @@ pub fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<R
         }
     };
     let program = crate::lower::lower(graph, &plan_of).ok()?;
-    let purpose = format!("op {}", graph.op(consumer).name);
+    let name = &graph.op(consumer).name;
+    let purposes = [
+        crate::lower::ExchangePhase::gather_purpose(name),
+        crate::lower::ExchangePhase::reduction_purpose(name),
+    ];
     let feeding: Vec<&crate::lower::ExchangePhase> = program
         .phases
         .iter()
-        .filter(|p| p.purpose == purpose || p.purpose == format!("{purpose} reduction"))
+        .filter(|p| purposes.contains(&p.purpose))
         .collect();
     let scheduled: u64 = feeding
         .iter()
@@ -194,11 +198,7 @@ pub fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<R
         .collect();
     moves.extend(rearranges.iter().filter_map(|(run, copy)| {
         match (run.operands.first()?, run.operands.last()?) {
-            (OperandRef::Buffer(from), OperandRef::Buffer(to)) => Some((
-                *from,
-                *to,
-                u64::from(copy.outer) * u64::from(copy.inner) * u64::from(copy.words) * 8,
-            )),
+            (OperandRef::Buffer(from), OperandRef::Buffer(to)) => Some((*from, *to, copy.bytes())),
             _ => None,
         }
     }));
