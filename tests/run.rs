@@ -174,3 +174,37 @@ fn runs_are_deterministic_across_thread_counts() {
     assert!(one.1 == two.1, "profiles differ between 1 and 2 threads");
     assert!(one.2 == two.2, "packages differ between 1 and 2 threads");
 }
+
+/// Small projects that once computed wrong values or crashed the compiler
+/// (`tests/data/regressions/`, each says what in its comment): every one
+/// builds, runs on the model and passes its check.
+#[test]
+fn regression_projects_pass_on_the_model() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/regressions");
+    let mut projects: Vec<_> = std::fs::read_dir(&root)
+        .expect("regressions directory")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    projects.sort();
+    assert!(projects.len() >= 5, "the regression projects went missing");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for project in projects {
+        let out = dir.path().join("out");
+        let (code, stdout, stderr) = ipub(
+            &[
+                "run",
+                project.to_str().expect("utf-8"),
+                "--out",
+                out.to_str().expect("utf-8"),
+            ],
+            dir.path(),
+        );
+        assert_eq!(code, 0, "{}:\n{stdout}\n{stderr}", project.display());
+        assert!(stdout.contains("numericalTest=PASS"), "{stdout}");
+        if project.ends_with("fp8-overflow.toml") {
+            // The overflow really happens, on both sides alike.
+            assert!(stdout.contains("infinite on both sides"), "{stdout}");
+        }
+    }
+}

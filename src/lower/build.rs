@@ -127,10 +127,7 @@ impl Lowering<'_> {
             return Ok(table.clone());
         }
         let name = || self.graph.tensor(tensor).name.clone();
-        let home = self
-            .homes
-            .get(&tensor)
-            .ok_or_else(|| LowerError::NotProduced(name()))?;
+        let home = self.home_of(tensor)?;
         let buffers = &self.program.buffers;
         let table = OwnerTable::new(
             self.graph.tensor(tensor).element_count(),
@@ -181,23 +178,45 @@ impl Lowering<'_> {
         if let Some(&id) = self.host_buffers.get(&key) {
             return id;
         }
+        let id = self.private_host_buffer(
+            &demand.view,
+            demand.tile,
+            demand.piece.clone(),
+            demand.class,
+            iteration,
+        );
+        self.host_buffers.insert(key, id);
+        id
+    }
+
+    /// A buffer the host fills with `demand`'s elements that no other
+    /// demand shares: a repeat's carry is overwritten by every iteration, so
+    /// it must not be the buffer other readers of the input use.
+    fn private_host_buffer(
+        &mut self,
+        view: &View,
+        tile: u32,
+        piece: Piece,
+        class: MemoryClass,
+        iteration: Option<u32>,
+    ) -> BufferId {
+        let tensor = view.base;
         let role = match self.graph.tensor(tensor).role {
             Role::Input => BufferRole::Input { tensor },
             _ => BufferRole::Weight { tensor, iteration },
         };
         let id = self.add_buffer(Buffer {
-            tile: demand.tile,
+            tile,
             dtype: self.graph.tensor(tensor).dtype,
-            piece: demand.piece.clone(),
-            coordinates: demand.view.shape.clone(),
-            class: demand.class,
+            piece,
+            coordinates: view.shape.clone(),
+            class,
             role,
         });
-        self.host_buffers.insert(key, id);
         self.bindings
             .entry((tensor, iteration))
             .or_default()
-            .push((id, demand.view.clone()));
+            .push((id, view.clone()));
         id
     }
 
@@ -703,32 +722,18 @@ impl Lowering<'_> {
     ) -> Result<Vec<Step>, LowerError> {
         let graph = self.graph;
         let carry = graph.tensor(repeat.carry_in);
-        let row_length = *carry.shape.last().unwrap_or(&1);
-        let rows = carry.element_count() / row_length.max(1);
-        let rows_per_tile = rows.div_ceil(graph.tiles.min(rows as u32).max(1) as usize);
-        let coordinates = vec![rows, row_length];
+        let (pieces, coordinates) = row_pieces(&carry.shape, graph.tiles);
 
         // The carried activation lives row-distributed; the loop's first
         // iteration reads it from `init`, later ones from the previous
         // iteration's result.
         let mut home = Vec::new();
         let mut before = Vec::new();
-        for (tile, first_row) in (0..rows).step_by(rows_per_tile).enumerate() {
-            let piece = Piece::row_major(
-                vec![first_row, 0],
-                vec![rows_per_tile.min(rows - first_row), row_length],
-            );
-            let init_view = View::of(graph, repeat.init).reshaped(&coordinates);
+        let init_view = View::of(graph, repeat.init).reshaped(&coordinates);
+        for (tile, piece) in pieces.into_iter().enumerate() {
             let id = if graph.tensor(init_view.base).role == Role::Input {
-                let demand = Demand {
-                    op: repeat.body[0],
-                    operand: 0,
-                    view: init_view,
-                    tile: tile as u32,
-                    piece,
-                    class: MemoryClass::Standard,
-                };
-                self.host_buffer(&demand, None)
+                let class = MemoryClass::Standard;
+                self.private_host_buffer(&init_view, tile as u32, piece, class, None)
             } else {
                 let id = self.output_buffer(
                     repeat.carry_in,
@@ -788,6 +793,15 @@ impl Lowering<'_> {
     }
 
     fn finish_bindings(&mut self) -> Result<(), LowerError> {
+        // Outputs first: reading a view of an input back adds host writes.
+        for &output in &self.graph.outputs {
+            let pieces = self.output_pieces(output)?;
+            self.program.host_reads.push(Binding {
+                tensor: output,
+                iteration: None,
+                pieces,
+            });
+        }
         let mut writes: Vec<Binding> = self
             .bindings
             .drain()
@@ -799,27 +813,75 @@ impl Lowering<'_> {
             .collect();
         writes.sort_by_key(|b| (b.tensor, b.iteration));
         self.program.host_writes = writes;
-        for &output in &self.graph.outputs {
-            let tensor = self.graph.tensor(output);
-            let home = self
-                .homes
-                .get(&output)
-                .ok_or_else(|| LowerError::OutputNotMaterialised(tensor.name.clone()))?;
-            let pieces = home
-                .iter()
-                .map(|&id| {
-                    let coordinates = &self.program.buffer(id).coordinates;
-                    (id, View::identity(output, &tensor.shape, coordinates))
-                })
-                .collect();
-            self.program.host_reads.push(Binding {
-                tensor: output,
-                iteration: None,
-                pieces,
-            });
-        }
         Ok(())
     }
+}
+
+impl Lowering<'_> {
+    /// Where the host reads `output` from: the buffers of the tensor that
+    /// holds its data, through the inverse of the view when the output is a
+    /// transpose or reshape (a view is read in place, never copied).
+    fn output_pieces(&mut self, output: TensorId) -> Result<Vec<(BufferId, View)>, LowerError> {
+        let graph = self.graph;
+        let view = View::of(graph, output);
+        let not_materialised =
+            || LowerError::OutputNotMaterialised(graph.tensor(output).name.clone());
+        let inverse = view.inverse(output).ok_or_else(not_materialised)?;
+        let home = self.home_of(view.base)?;
+        Ok(home
+            .into_iter()
+            .map(|id| {
+                let coordinates = &self.program.buffer(id).coordinates;
+                (id, inverse.clone().reshaped(coordinates))
+            })
+            .collect())
+    }
+
+    /// The buffers holding `tensor`. An input or a weight has none until
+    /// something needs it whole (an output viewing it, a repeat starting
+    /// from it): then the host writes it into row pieces spread over the
+    /// tiles, which become its home.
+    fn home_of(&mut self, tensor: TensorId) -> Result<Vec<BufferId>, LowerError> {
+        if let Some(home) = self.homes.get(&tensor) {
+            return Ok(home.clone());
+        }
+        let graph = self.graph;
+        let t = graph.tensor(tensor);
+        if t.role == Role::Activation || t.repeat.is_some() {
+            return Err(LowerError::NotProduced(t.name.clone()));
+        }
+        let (pieces, coordinates) = row_pieces(&t.shape, graph.tiles);
+        let view = View::identity(tensor, &t.shape, &coordinates);
+        let home: Vec<BufferId> = pieces
+            .into_iter()
+            .enumerate()
+            .map(|(tile, piece)| {
+                let class = MemoryClass::Standard;
+                self.private_host_buffer(&view, tile as u32, piece, class, None)
+            })
+            .collect();
+        self.set_home(tensor, home.clone());
+        Ok(home)
+    }
+}
+
+/// A tensor seen as `[rows, row_length]` (its last dimension as rows),
+/// split into consecutive row pieces, one per tile on the first tiles:
+/// the pieces and the `[rows, row_length]` coordinates they are given in.
+fn row_pieces(shape: &[usize], tiles: u32) -> (Vec<Piece>, Vec<usize>) {
+    let row_length = *shape.last().unwrap_or(&1);
+    let rows = shape.iter().product::<usize>() / row_length.max(1);
+    let rows_per_tile = rows.div_ceil(tiles.min(rows as u32).max(1) as usize).max(1);
+    let pieces = (0..rows)
+        .step_by(rows_per_tile)
+        .map(|first_row| {
+            Piece::row_major(
+                vec![first_row, 0],
+                vec![rows_per_tile.min(rows - first_row), row_length],
+            )
+        })
+        .collect();
+    (pieces, vec![rows, row_length])
 }
 
 /// A GEMM run's parameters: the kernel's `[batch, rows, inner, cols]` and

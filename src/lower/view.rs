@@ -82,6 +82,50 @@ impl View {
         }
     }
 
+    /// The view the other way round: its base is this view's tensor
+    /// (`tensor`, of this view's shape) and its indices are the base's, so
+    /// the host can read a transposed or reshaped output straight from the
+    /// buffers of the tensor under it. `None` for a broadcast, which has no
+    /// inverse.
+    pub fn inverse(&self, tensor: TensorId) -> Option<View> {
+        let mut steps = Vec::with_capacity(self.steps.len());
+        // Walk from the base outwards; each step's inverse maps the step's
+        // output back to its input, so the chain of inverses runs outermost
+        // (closest to the base) first once reversed.
+        let mut out_shape = self.shape.clone();
+        let mut forward = Vec::with_capacity(self.steps.len());
+        for step in &self.steps {
+            let in_shape = match step {
+                Step::Transpose { in_shape, .. } | Step::Reshape { in_shape } => in_shape.clone(),
+                Step::Broadcast { .. } => return None,
+            };
+            forward.push((step, std::mem::replace(&mut out_shape, in_shape)));
+        }
+        for (step, shape_after) in forward.into_iter().rev() {
+            steps.push(match step {
+                Step::Transpose { perm, .. } => {
+                    let mut inverse = vec![0; perm.len()];
+                    for (d, &p) in perm.iter().enumerate() {
+                        inverse[p] = d;
+                    }
+                    Step::Transpose {
+                        perm: inverse,
+                        in_shape: shape_after,
+                    }
+                }
+                _ => Step::Reshape {
+                    in_shape: shape_after,
+                },
+            });
+        }
+        Some(View {
+            base: tensor,
+            base_shape: self.shape.clone(),
+            shape: self.base_shape.clone(),
+            steps,
+        })
+    }
+
     /// Views this view reshaped to `shape` (same element count).
     pub fn reshaped(mut self, shape: &[usize]) -> View {
         if self.shape != shape {
