@@ -4,7 +4,8 @@
 //! (accumulated in f64) must reach the project's minimum, and no value may
 //! differ from its reference by more than the maximum absolute error. A value
 //! *mismatches* when `|device - reference|` exceeds that maximum or either
-//! side is NaN; a failure lists the first mismatches in the shape users know
+//! side is NaN (the same infinity on both sides agrees; the cosine is
+//! undefined when a NaN or an infinity has no equal partner); a failure lists the first mismatches in the shape users know
 //! from the hardware stack:
 //!
 //! ```text
@@ -25,7 +26,8 @@ pub struct Mismatch {
     pub index: usize,
     pub device: f32,
     pub reference: f32,
-    /// `|device - reference|` in f32; NaN when either side is NaN.
+    /// `|device - reference|` in f32 (0 when they are equal, infinities
+    /// included); NaN when either side is NaN.
     pub difference: f32,
 }
 
@@ -38,12 +40,17 @@ pub struct Comparison {
     pub device_len: usize,
     pub reference_len: usize,
     /// Cosine similarity over the pairs where both values are finite: 1 when
-    /// both vectors are zero there (they agree), 0 when only one is.
+    /// both vectors are zero there (they agree), 0 when only one is; NaN
+    /// (undefined) when a pair holds a NaN or an infinity the other side
+    /// does not have.
     pub cosine_similarity: f64,
-    /// Largest `|device - reference|` over pairs without NaN (0 if none).
+    /// Largest `|device - reference|` over pairs without NaN (0 if none;
+    /// equal infinities differ by 0).
     pub max_abs_error: f32,
     /// Pairs with a NaN on either side.
     pub nan_count: usize,
+    /// Pairs with the same infinity on both sides (they agree).
+    pub equal_infinities: usize,
     /// All mismatching pairs, and the first [`LISTED_MISMATCHES`] of them.
     pub mismatch_count: usize,
     pub first_mismatches: Vec<Mismatch>,
@@ -58,29 +65,31 @@ pub fn compare(device: &[f32], reference: &[f32], min_cos: f64, max_abs: f64) ->
     let (mut dot, mut device_norm, mut reference_norm) = (0.0f64, 0.0f64, 0.0f64);
     let mut max_abs_error = 0.0f32;
     let mut nan_count = 0;
+    let mut non_finite_disagreements = 0;
+    let mut equal_infinities = 0;
     let mut mismatch_count = 0;
     let mut first_mismatches = Vec::new();
     for (index, (&d, &r)) in device.iter().zip(reference).enumerate() {
-        let difference = (d - r).abs();
         let nan = d.is_nan() || r.is_nan();
+        // Equal values agree, the same infinity on both sides included
+        // (whose difference would be NaN).
+        let difference = if d == r { 0.0 } else { (d - r).abs() };
         if nan {
             nan_count += 1;
-        } else if difference > max_abs_error || difference.is_nan() {
-            // An infinite pair of equal sign has a NaN difference; count it
-            // as the largest possible error.
-            max_abs_error = if difference.is_nan() {
-                f32::INFINITY
-            } else {
-                difference
-            };
+        } else {
+            max_abs_error = max_abs_error.max(difference);
         }
         if d.is_finite() && r.is_finite() {
             let (d, r) = (f64::from(d), f64::from(r));
             dot += d * r;
             device_norm += d * d;
             reference_norm += r * r;
+        } else if d != r {
+            non_finite_disagreements += 1;
+        } else {
+            equal_infinities += 1;
         }
-        if nan || difference.is_nan() || f64::from(difference) > max_abs {
+        if nan || f64::from(difference) > max_abs {
             mismatch_count += 1;
             if first_mismatches.len() < LISTED_MISMATCHES {
                 first_mismatches.push(Mismatch {
@@ -96,13 +105,30 @@ pub fn compare(device: &[f32], reference: &[f32], min_cos: f64, max_abs: f64) ->
         count,
         device_len: device.len(),
         reference_len: reference.len(),
-        cosine_similarity: cosine(dot, device_norm, reference_norm),
+        // Finite values cannot be compared by angle with an infinity or a
+        // NaN: the similarity is undefined then, never 1.
+        cosine_similarity: if non_finite_disagreements > 0 {
+            f64::NAN
+        } else {
+            cosine(dot, device_norm, reference_norm)
+        },
         max_abs_error,
         nan_count,
+        equal_infinities,
         mismatch_count,
         first_mismatches,
         min_cosine_similarity: min_cos,
         max_abs_error_allowed: max_abs,
+    }
+}
+
+/// A cosine similarity as the check prints it: nine decimals, or
+/// `undefined` when non-finite values made it so.
+pub fn format_cosine(cosine: f64) -> String {
+    if cosine.is_nan() {
+        "undefined".to_string()
+    } else {
+        format!("{cosine:.9}")
     }
 }
 
@@ -153,10 +179,14 @@ impl Comparison {
             message.push(']');
             return Some(message);
         }
-        if self.cosine_similarity < self.min_cosine_similarity {
+        // An undefined (NaN) similarity is below every minimum.
+        if self.cosine_similarity.is_nan() || self.cosine_similarity < self.min_cosine_similarity {
             return Some(format!(
-                "numerical comparison failed: cosine similarity {:.9} is below the minimum {} over {} values (maximum absolute error {})",
-                self.cosine_similarity, self.min_cosine_similarity, self.count, self.max_abs_error
+                "numerical comparison failed: cosine similarity {} is below the minimum {} over {} values (maximum absolute error {})",
+                format_cosine(self.cosine_similarity),
+                self.min_cosine_similarity,
+                self.count,
+                self.max_abs_error
             ));
         }
         None
@@ -211,14 +241,42 @@ mod tests {
     }
 
     #[test]
-    fn nan_is_a_mismatch_and_excluded_from_the_metrics() {
+    fn nan_is_a_mismatch_and_leaves_the_cosine_undefined() {
         let comparison = compare(&[1.0, f32::NAN, 3.0], &[1.0, 2.0, f32::NAN], 0.9, 1.0);
         assert_eq!(comparison.nan_count, 2);
         assert_eq!(comparison.mismatch_count, 2);
         assert_eq!(comparison.max_abs_error, 0.0);
-        assert_eq!(comparison.cosine_similarity, 1.0);
+        assert!(comparison.cosine_similarity.is_nan());
+        assert!(!comparison.passed());
+        let both_nan = compare(&[f32::NAN], &[f32::NAN], -1.0, f64::INFINITY);
+        assert_eq!(both_nan.mismatch_count, 1);
+        assert!(!both_nan.passed());
         expect![[r#"numerical comparison failed for 2/3 logical shard values (maximum absolute error 0): [(1, NaN, 2, NaN), (2, 3, NaN, NaN)]"#]]
             .assert_eq(&comparison.failure_message().unwrap_or_default());
+    }
+
+    #[test]
+    fn equal_infinities_agree_and_other_infinities_mismatch() {
+        let inf = f32::INFINITY;
+        let agree = compare(&[inf, -inf, 1.0], &[inf, -inf, 1.0], 0.99, 0.1);
+        assert!(agree.passed(), "{agree:?}");
+        assert_eq!(agree.equal_infinities, 2);
+        assert_eq!(agree.max_abs_error, 0.0);
+        assert_eq!(agree.cosine_similarity, 1.0);
+
+        // The device overflowed where the reference did not: an infinite
+        // error, and no similarity to speak of (never 1).
+        let overflow = compare(&[inf, 2.0], &[60000.0, 2.0], 0.99, 0.5);
+        assert!(!overflow.passed());
+        assert_eq!(overflow.max_abs_error, inf);
+        assert!(overflow.cosine_similarity.is_nan());
+        assert_eq!(format_cosine(overflow.cosine_similarity), "undefined");
+        expect!["numerical comparison failed for 1/2 logical shard values (maximum absolute error inf): [(0, inf, 60000, inf)]"]
+            .assert_eq(&overflow.failure_message().unwrap_or_default());
+
+        let opposite = compare(&[inf], &[-inf], -1.0, f64::INFINITY);
+        assert!(!opposite.passed());
+        assert_eq!(opposite.max_abs_error, inf);
     }
 
     #[test]

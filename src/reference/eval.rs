@@ -295,21 +295,21 @@ impl Evaluator<'_> {
                         .collect()
                 };
                 let (x_converted, w_converted);
-                let (x, x_scale) = if !x_tensor.dtype.is_fp8() && w_tensor.dtype.is_fp8() {
+                let x = if !x_tensor.dtype.is_fp8() && w_tensor.dtype.is_fp8() {
                     x_converted = converted(x, w_tensor);
-                    (x_converted.as_slice(), 0)
+                    x_converted.as_slice()
                 } else {
-                    (x, x_tensor.scale)
+                    x
                 };
-                let (w, w_scale) = if !w_tensor.dtype.is_fp8() && x_tensor.dtype.is_fp8() {
+                let w = if !w_tensor.dtype.is_fp8() && x_tensor.dtype.is_fp8() {
                     w_converted = converted(w, x_tensor);
-                    (w_converted.as_slice(), 0)
+                    w_converted.as_slice()
                 } else {
-                    (w, w_tensor.scale)
+                    w
                 };
                 let fp8 = x_tensor.dtype.is_fp8() || w_tensor.dtype.is_fp8();
                 if self.precision == ReferencePrecision::Device && fp8 {
-                    fp8_matmul(shape, (x, x_scale), (w, w_scale))?
+                    fp8_matmul(shape, x, w)?
                 } else {
                     ops::matmul(shape, x, w, Accumulation::F32)?
                 }
@@ -338,27 +338,19 @@ fn shape_error(op: &Op, reason: String) -> ReferenceError {
     }
 }
 
-/// The device model of an FP8 × FP8 matmul: the AMP multiplies stored
-/// codes (the scales are applied to the result), sums products in f32 within
-/// each block of [`AMP_K_BLOCK`] and keeps the running sum in f16.
-fn fp8_matmul(
-    shape: MatmulShape,
-    (lhs, lhs_scale): (&[f32], i8),
-    (rhs, rhs_scale): (&[f32], i8),
-) -> Result<Vec<f32>, String> {
-    // Multiplying by a power of two is exact for every FP8 value.
-    let unscale = |values: &[f32], scale: i8| -> Vec<f32> {
-        let factor = 2f64.powi(-i32::from(scale)) as f32;
-        values.par_iter().map(|v| v * factor).collect()
-    };
-    let stored = ops::matmul(
+/// The device model of an FP8 × FP8 matmul: the AMP decodes each code with
+/// its tensor's scale (so products are of real values), sums products in
+/// f32 within each block of [`AMP_K_BLOCK`] and keeps the running sum in
+/// f16. Because the scales are applied before the f16 partials, a product
+/// whose real value overflows f16 is infinite here exactly as on the
+/// device, whatever the stored codes are.
+fn fp8_matmul(shape: MatmulShape, lhs: &[f32], rhs: &[f32]) -> Result<Vec<f32>, String> {
+    ops::matmul(
         shape,
-        &unscale(lhs, lhs_scale),
-        &unscale(rhs, rhs_scale),
+        lhs,
+        rhs,
         Accumulation::F16Partials {
             k_block: AMP_K_BLOCK,
         },
-    )?;
-    let factor = 2f64.powi(i32::from(lhs_scale) + i32::from(rhs_scale)) as f32;
-    Ok(stored.into_iter().map(|v| v * factor).collect())
+    )
 }
