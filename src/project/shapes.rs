@@ -80,10 +80,22 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
                 if !scale.is_finite() {
                     return Err(site.error("softmax `scale` must be finite", span(&op.scale)));
                 }
-                OpKind::Softmax {
-                    scale,
-                    causal: op.causal.as_ref().is_some_and(|c| *c.get_ref()),
+                let causal = op.causal.as_ref().is_some_and(|c| *c.get_ref());
+                // A causal mask compares a row index with a column index,
+                // so it needs the last two axes.
+                if causal && x.shape.len() < 2 {
+                    return Err(site
+                        .error(
+                            format!(
+                                "a causal softmax needs at least two dimensions, but its input is {:?}",
+                                x.shape
+                            ),
+                            span(&op.causal),
+                        )
+                        .label("masks `[.., i, j]` for `j > i`")
+                        .help("reshape the input to `[1, n]`, or drop `causal`"));
                 }
+                OpKind::Softmax { scale, causal }
             };
             Ok(plain(kind, x.shape.to_vec(), out))
         }
