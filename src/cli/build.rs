@@ -68,18 +68,21 @@ fn parse_emit(text: &str) -> Result<Emit, String> {
 }
 
 pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
-    let Some(path) = build_to_file(&args.project, args.out.as_deref(), args.explain)? else {
-        return Ok(1);
-    };
-    if !args.emit.is_empty() {
-        let db = Database::on_disk();
-        let file = db.file(&args.project);
-        for emit in &args.emit {
-            print!("{}", dump(&db, file, *emit));
-        }
+    let db = Database::on_disk();
+    let built = build_to_file(&db, &args.project, args.out.as_deref(), args.explain)?;
+    // Dumps come from the build's own queries, and a failed build still
+    // shows what it got to (the plan when placement does not fit).
+    let file = db.file(&args.project);
+    for emit in &args.emit {
+        print!("{}", dump(&db, file, *emit));
     }
-    tracing::debug!(%path, "build finished");
-    Ok(0)
+    match built {
+        Some(path) => {
+            tracing::debug!(%path, "build finished");
+            Ok(0)
+        }
+        None => Ok(1),
+    }
 }
 
 pub fn run_explain(args: &ExplainArgs) -> anyhow::Result<i32> {
@@ -104,6 +107,7 @@ pub fn package_path(out: Option<&Utf8Path>, name: &str) -> Utf8PathBuf {
 /// finds it up to date from the build stamp without building. Returns the
 /// package's path, or `None` when the build failed (errors are printed).
 pub fn build_to_file(
+    db: &Database,
     project: &Utf8Path,
     out: Option<&Utf8Path>,
     explain: bool,
@@ -128,9 +132,8 @@ pub fn build_to_file(
             return Ok(Some(stamp.package.clone()));
         }
     }
-    let db = Database::on_disk();
     let file = db.file(project);
-    let outcome = build(&db, file, true);
+    let outcome = build(db, file, true);
     // Results are persisted in the background; they must be on disk
     // before this process ends, whether or not the build succeeded.
     if let Some(results) = db.store() {
@@ -150,7 +153,7 @@ pub fn build_to_file(
         bytes.len() as f64 / 1e6,
         started.elapsed().as_secs_f64() * 1000.0
     );
-    Stamp::record(&db, &path, &bytes).save(&store, project, out_key);
+    Stamp::record(db, &path, &bytes).save(&store, project, out_key);
     let evicted = store.evict_to_budget();
     if evicted > 0 {
         tracing::info!(evicted, "evicted old results from the store");
@@ -160,7 +163,7 @@ pub fn build_to_file(
         let changes = changes.unwrap_or_default();
         print!(
             "{}",
-            explain_build(&db, file, &changes, &outcome, first, true)
+            explain_build(db, file, &changes, &outcome, first, true)
         );
     }
     Ok(Some(path))
@@ -292,7 +295,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     let line = PhaseLine::start(db);
     let signatures = pipeline::op_signatures(db, file).len();
     let distinct = crate::logging::phase("plan_package", || {
-        let partitions = pipeline::selected_partitions(db, file);
+        let partitions = pipeline::initial_partitions(db, file);
         Ok::<_, BuildError>(partitions.len())
     })
     .unwrap_or(0);
@@ -514,7 +517,11 @@ pub fn dump(db: &Database, file: SourceFile, emit: Emit) -> String {
         Emit::Graph => graph.dump(),
         Emit::Plan => {
             let mut out = String::new();
-            for (op, signature) in graph.ops.iter().zip(pipeline::op_signatures(db, file)) {
+            for (op, signature) in graph
+                .ops
+                .iter()
+                .zip(&pipeline::planned_signatures(db, file))
+            {
                 let plans =
                     pipeline::operator_plans(db, pipeline::Signature::new(db, signature.clone()));
                 out.push_str(&format!("op {}: ", op.name));

@@ -35,7 +35,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         });
         return run_package(&package, &out, args.watchdog, &args.project);
     }
-    let Some(path) = crate::cli::build::build_to_file(&args.project, args.out.as_deref(), false)?
+    let Some(path) = crate::cli::build::build_to_file(
+        &crate::db::Database::on_disk(),
+        &args.project,
+        args.out.as_deref(),
+        false,
+    )?
     else {
         return Ok(1);
     };

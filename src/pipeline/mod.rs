@@ -16,17 +16,19 @@
 //! Results are cheap to clone (`Arc`) and compare by value, so a phase whose
 //! output did not change stops the recomputation there (early cutoff).
 
+pub mod fit;
 pub mod kernels;
 pub mod package;
 pub mod persist;
 pub mod place;
 pub mod tiles;
 
+pub use fit::{fitted_program, planned_signatures};
 pub use place::placement;
 
 use crate::db::{Db, SourceFile};
 use crate::diagnostic::Diagnostic;
-use crate::graph::{Graph, OpId};
+use crate::graph::Graph;
 use crate::lower::{LowerError, Program};
 use crate::place::PlacementError;
 use crate::plan::signature::OpSignature;
@@ -133,9 +135,20 @@ pub fn op_signatures(db: &dyn Db, project: SourceFile) -> Vec<OpSignature> {
     }
 }
 
-/// The partition selected for each operation, in op order.
+/// The partition selected for each operation, in op order, at the spread
+/// level the program was fitted with ([`fit`]).
 pub fn selected_partitions(db: &dyn Db, project: SourceFile) -> Vec<Partition> {
-    op_signatures(db, project)
+    partitions_of(db, &planned_signatures(db, project))
+}
+
+/// The partition each operation would get at level 0, before fitting: the
+/// planning the build's plan phase reports.
+pub fn initial_partitions(db: &dyn Db, project: SourceFile) -> Vec<Partition> {
+    partitions_of(db, op_signatures(db, project))
+}
+
+fn partitions_of(db: &dyn Db, signatures: &[OpSignature]) -> Vec<Partition> {
+    signatures
         .iter()
         .map(|s| {
             operator_plans(db, Signature::new(db, s.clone()))
@@ -146,17 +159,13 @@ pub fn selected_partitions(db: &dyn Db, project: SourceFile) -> Vec<Partition> {
         .collect()
 }
 
-/// The lowered program of a project.
+/// The lowered program of a project (see [`fit::fitted_program`]).
 #[salsa::tracked(returns(ref))]
 pub fn program(db: &dyn Db, project: SourceFile) -> Result<Arc<Program>, BuildError> {
-    let graph = graph(db, project)?;
-    let partitions = selected_partitions(db, project);
-    let plan_of = |op: OpId| partitions[op.0 as usize].clone();
-    let program = crate::lower::lower(&graph, &plan_of)?;
-    crate::lower::verify::verify(&graph, &program)
-        .map_err(|e| BuildError::Lower(format!("verifier: {e}")))?;
-    db.record_execution("lower", format!("program of {}", graph.name));
-    Ok(Arc::new(program))
+    fitted_program(db, project)
+        .as_ref()
+        .map(|fitted| fitted.program.clone())
+        .map_err(Clone::clone)
 }
 
 /// The schedule of one exchange phase (`None` past the last phase or when

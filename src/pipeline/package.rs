@@ -8,7 +8,7 @@
 //! is left alone.
 
 use super::tiles::{tile_image, tile_weights, tile_works};
-use super::{graph, op_signatures, operator_plans, phase_schedule, placement, program};
+use super::{graph, operator_plans, phase_schedule, placement, planned_signatures, program};
 use super::{BuildError, Signature};
 use crate::db::{Db, SourceFile};
 use crate::graph::OpId;
@@ -21,7 +21,7 @@ use std::sync::Arc;
 /// times its repeat count.
 pub fn estimated_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
     let graph = graph(db, project)?;
-    Ok(op_signatures(db, project)
+    Ok(planned_signatures(db, project)
         .iter()
         .enumerate()
         .map(|(i, signature)| {

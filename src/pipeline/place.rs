@@ -135,7 +135,9 @@ pub fn placement(db: &dyn Db, project: SourceFile) -> Result<Arc<Placement>, Bui
     let requests = place_requests(db, project).clone()?;
     let mut placed = Placement::default();
     for (&tile, globals) in &requests.globals {
-        let local = tile_placement(db, project, tile).clone()?;
+        let local = tile_placement(db, project, tile)
+            .clone()
+            .map_err(|error| with_attempts(db, project, error))?;
         placed.tiles.insert(tile, local.globalized(globals));
     }
     let graph = graph(db, project)?;
@@ -143,4 +145,32 @@ pub fn placement(db: &dyn Db, project: SourceFile) -> Result<Arc<Placement>, Bui
     crate::place::verify(target_of(&graph), &program, &placed)
         .map_err(|bug| BuildError::Lower(bug.to_string()))?;
     Ok(Arc::new(placed))
+}
+
+/// A tile that does not fit says what re-planning already tried.
+fn with_attempts(db: &dyn Db, project: SourceFile, error: BuildError) -> BuildError {
+    let (BuildError::Placement(mut error), Ok(fitted)) =
+        (error.clone(), super::fitted_program(db, project))
+    else {
+        return error;
+    };
+    let graph = graph(db, project);
+    let name = |i: usize| {
+        graph
+            .as_ref()
+            .map_or(format!("operation {i}"), |g| format!("`{}`", g.ops[i].name))
+    };
+    let spread: Vec<String> = (fitted.spreads.iter().enumerate())
+        .filter(|(_, &level)| level > 0)
+        .map(|(i, level)| format!("{} (level {level})", name(i)))
+        .collect();
+    if !spread.is_empty() {
+        error.tried.push(format!(
+            "{} rounds of re-planning spread {}",
+            fitted.attempts.len(),
+            spread.join(", ")
+        ));
+    }
+    error.tried.extend(fitted.unresolved.clone());
+    BuildError::Placement(error)
 }

@@ -381,3 +381,74 @@ fn a_revert_brings_back_earlier_images_and_package_without_recomputing() {
         "{expensive:?}"
     );
 }
+
+/// `count` matrix products of one input by `[2048, cols]` weights, summed:
+/// their weights together are what fills the tiles.
+fn weight_heavy(count: usize, cols: usize) -> String {
+    let mut text = String::from(
+        "[project]\nname = \"weights\"\ntarget = \"ipu21\"\ntiles = 4\n\n\
+         [[tensor]]\nname = \"x\"\nshape = [64, 2048]\ndtype = \"f16\"\nrole = \"input\"\n",
+    );
+    for i in 0..count {
+        text += &format!(
+            "\n[[tensor]]\nname = \"w{i}\"\nshape = [2048, {cols}]\ndtype = \"f16\"\nrole = \"weight\"\n\
+             \n[[op]]\nname = \"y{i}\"\nop = \"matmul\"\ninputs = [\"x\", \"w{i}\"]\ndtype = \"f16\"\n"
+        );
+    }
+    let mut sum = "y0".to_string();
+    for i in 1..count {
+        text += &format!(
+            "\n[[op]]\nname = \"s{i}\"\nop = \"add\"\ninputs = [\"{sum}\", \"y{i}\"]\ndtype = \"f16\"\n"
+        );
+        sum = format!("s{i}");
+    }
+    text + &format!(
+        "\n[check]\nreference_precision = \"device\"\nmin_cosine_similarity = 0.99\n\
+         max_abs_error = 0.1\noutputs = [\"{sum}\"]\n"
+    )
+}
+
+fn fitted(project: &str) -> (Database, SourceFile) {
+    let fs = with_kernels();
+    fs.write(PATH, project);
+    let db = Database::new(Arc::new(fs));
+    let file = db.file(Utf8Path::new(PATH));
+    (db, file)
+}
+
+/// Each product's own plan fits a tile, but together their weights
+/// overfill tile 0: the pipeline re-plans them to spread further, and the
+/// program it settles on places.
+#[test]
+fn plans_that_overfill_a_tile_together_are_spread_further_until_they_place() {
+    let (db, file) = fitted(&weight_heavy(3, 128));
+    let fitted = fitted_program(&db, file).clone().expect("lowers");
+    assert!(
+        !fitted.attempts.is_empty(),
+        "the first plans should not fit"
+    );
+    assert!(fitted.spreads.iter().any(|&level| level > 0));
+    assert_eq!(fitted.unresolved, None);
+    let placed = placement(&db, file);
+    assert!(placed.is_ok(), "{placed:?}");
+    // The plan dump shows the levels the program was planned at.
+    let spread = planned_signatures(&db, file)
+        .iter()
+        .filter(|s| s.spread > 0)
+        .count();
+    assert!(spread > 0);
+}
+
+/// Weights that cannot fit four tiles at all: placement fails, and the
+/// error says re-planning was tried and why it stopped.
+#[test]
+fn a_program_that_cannot_fit_says_what_was_tried() {
+    let (db, file) = fitted(&weight_heavy(3, 256));
+    let error = placement(&db, file).clone().expect_err("cannot fit");
+    let text = error.to_string();
+    assert!(text.contains("already tried"), "{text}");
+    assert!(
+        text.contains("can spread further") || text.contains("rounds"),
+        "{text}"
+    );
+}

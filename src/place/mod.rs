@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
 mod lifetimes;
+pub mod pressure;
 mod tile;
 
 use lifetimes::{lifetimes, overlaps, Lifetime};
@@ -111,17 +112,40 @@ impl Placement {
 
 /// Why a tile's data does not fit.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
-#[error(
-    "tile {tile} needs {needed} bytes but only {available} are available ({over} bytes over); largest users: {}; \
-     try more tiles (`tiles` in [project])",
-    largest.iter().map(|(what, bytes)| format!("{what} ({bytes} bytes)")).collect::<Vec<_>>().join(", ")
-)]
+#[error("{}", self.render())]
 pub struct PlacementError {
     pub tile: u32,
     pub needed: u64,
     pub available: u64,
     pub over: u64,
     pub largest: Vec<(String, u64)>,
+    /// What the compiler tried before giving up: the operations it
+    /// re-planned to spread further, one line per round.
+    pub tried: Vec<String>,
+}
+
+impl PlacementError {
+    fn render(&self) -> String {
+        let largest: Vec<String> = self
+            .largest
+            .iter()
+            .map(|(what, bytes)| format!("{what} ({bytes} bytes)"))
+            .collect();
+        let mut text = format!(
+            "tile {} needs {} bytes but only {} are available ({} bytes over); largest users: {}",
+            self.tile,
+            self.needed,
+            self.available,
+            self.over,
+            largest.join(", ")
+        );
+        if !self.tried.is_empty() {
+            text.push_str("; already tried: ");
+            text.push_str(&self.tried.join("; "));
+        }
+        text.push_str("; try more tiles (`tiles` in [project])");
+        text
+    }
 }
 
 /// Places every tile of `program`; `support(tile)` gives the support blocks

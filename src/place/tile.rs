@@ -290,5 +290,6 @@ fn shortfall(
         available,
         over: needed.saturating_sub(available),
         largest: users,
+        tried: Vec::new(),
     }
 }

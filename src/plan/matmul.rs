@@ -76,16 +76,21 @@ fn split_counts(extent: usize, tiles: u32) -> Vec<u32> {
     counts
 }
 
-/// Split counts for the inner dimension: those that cut it into equal
-/// slices of whole AMP blocks, since every tile of a reduction group runs
-/// the same kernel variant (its K is the slice).
+/// Split counts for the inner dimension: the inner dimension is cut into
+/// slices of whole AMP blocks, `ceil(blocks / count)` each, the last slice
+/// taking what is left (fewer blocks, possibly a partial block). Every tile
+/// of a reduction group runs the same kernel variant (its K is the largest
+/// slice; the run's `inner` parameter is the slice's own), so slices need
+/// not be equal, only none empty. Inner dimensions with a prime number of
+/// blocks (4304 = 269 blocks of 16) split too.
 fn inner_splits(inner: usize, block: usize, tiles: u32) -> Vec<u32> {
-    if !inner.is_multiple_of(block) {
-        return vec![1];
-    }
-    split_counts(inner / block, tiles)
+    let blocks = inner.div_ceil(block);
+    split_counts(blocks, tiles)
         .into_iter()
-        .filter(|&k| (inner / block).is_multiple_of(k as usize))
+        .filter(|&k| {
+            let per = blocks.div_ceil(k as usize);
+            per * (k as usize - 1) < blocks
+        })
         .collect()
 }
 
@@ -266,11 +271,16 @@ mod tests {
     }
 
     #[test]
-    fn k_splits_cut_the_inner_dimension_into_equal_whole_blocks() {
-        // 1024 inputs = 64 blocks of 16; 48 = 3 blocks; 40 is not whole blocks.
-        assert_eq!(inner_splits(1024, 16, 8), vec![1, 2, 4, 8]);
-        assert_eq!(inner_splits(48, 16, 64), vec![1, 3]);
-        assert_eq!(inner_splits(40, 16, 64), vec![1]);
+    fn k_splits_cut_the_inner_dimension_into_slices_of_whole_blocks_none_empty() {
+        // 1024 inputs = 64 blocks of 16 (three slices: 22, 22, 20 blocks);
+        // 48 = 3 blocks; 40 = 2.5 blocks.
+        assert_eq!(inner_splits(1024, 16, 8), vec![1, 2, 3, 4, 6, 8]);
+        assert_eq!(inner_splits(48, 16, 64), vec![1, 2, 3]);
+        assert_eq!(inner_splits(40, 16, 64), vec![1, 2, 3]);
+        // 269 blocks (a prime): uneven slices, the last one shorter.
+        assert_eq!(inner_splits(4304, 16, 16), vec![1, 2, 3, 4, 6, 8, 12, 16]);
+        // 10 blocks in 6 slices of 2 would leave the sixth empty.
+        assert_eq!(inner_splits(160, 16, 8), vec![1, 2, 3, 4]);
         assert_eq!(reduced_rows(20, 8), 3);
     }
 

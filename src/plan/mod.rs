@@ -163,23 +163,35 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
 }
 
 /// Whether a candidate's memory fits one tile, leaving `code_reserve` bytes
-/// of region 0 for code, exchange tables and the runtime.
+/// of region 0 for code, exchange tables and the runtime, within the
+/// signature's spread level (each level halves what a tile may hold).
+fn fits_memory(
+    target: &Target,
+    signature: &OpSignature,
+    candidate: &Candidate,
+    code_reserve: u64,
+) -> bool {
+    // Standard buffers go in region 0 first and overflow into region 1, so
+    // the bound on them is the whole loadable memory less the code reserve.
+    let memory = &target.memory;
+    let shift = u32::from(signature.spread).min(16);
+    let region1 = u64::from(memory.loadable.end - memory.region1.start) >> shift;
+    let total =
+        u64::from(memory.loadable.end - memory.tile.start).saturating_sub(code_reserve) >> shift;
+    candidate.estimate.peak_interleaved_bytes <= region1
+        && candidate.estimate.peak_total_bytes() <= total
+}
+
+/// Whether a candidate fits one tile and keeps its resident weights within
+/// the operation's budget ([`weight_budget`]).
 fn fits(
     target: &Target,
     signature: &OpSignature,
     candidate: &Candidate,
     code_reserve: u64,
 ) -> bool {
-    if candidate.estimate.resident_weight_bytes > weight_budget(signature) {
-        return false;
-    }
-    // Standard buffers go in region 0 first and overflow into region 1, so
-    // the bound on them is the whole loadable memory less the code reserve.
-    let memory = &target.memory;
-    let region1 = u64::from(memory.loadable.end - memory.region1.start);
-    let total = u64::from(memory.loadable.end - memory.tile.start).saturating_sub(code_reserve);
-    candidate.estimate.peak_interleaved_bytes <= region1
-        && candidate.estimate.peak_total_bytes() <= total
+    candidate.estimate.resident_weight_bytes <= weight_budget(signature)
+        && fits_memory(target, signature, candidate, code_reserve)
 }
 
 /// How many copies of its weights, on average over the tiles, an operation
@@ -210,9 +222,16 @@ pub fn weight_budget(signature: &OpSignature) -> u64 {
 /// Bytes of region 0 the planner leaves for code and runtime tables.
 pub const CODE_RESERVE_BYTES: u64 = 32 * 1024;
 
-/// Plans one operation. Candidates that fit tile memory are ranked by total
-/// cycles, then by tiles used, then by peak memory; when none fits, the one
-/// with the smallest peak is kept so placement can report the shortfall.
+/// Plans one operation, in three tiers:
+///
+/// 1. candidates that fit tile memory and the weight budget, ranked by
+///    total cycles, then tiles used, then peak memory;
+/// 2. when none does, candidates that fit tile memory but replicate more
+///    weight than the budget (an inner dimension that splits badly leaves
+///    no other way), ranked by resident weight, then cycles;
+/// 3. when nothing fits at all, the smallest peak, so placement either
+///    succeeds with what the other operations leave free or reports the
+///    real shortfall.
 pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans {
     let mut all = match signature.kind {
         SignatureKind::Matmul { .. } => matmul::candidates(signature, target),
@@ -228,19 +247,7 @@ pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans
     let (mut fitting, rest): (Vec<_>, Vec<_>) = all
         .drain(..)
         .partition(|c| fits(target, signature, c, CODE_RESERVE_BYTES));
-    if fitting.is_empty() {
-        // Nothing fits: keep the plans that leave the least resident weight
-        // and the smallest peak, so placement either succeeds with what the
-        // other operations leave free or reports the real shortfall.
-        fitting = rest;
-        fitting.sort_by_key(|c| {
-            (
-                c.estimate.resident_weight_bytes,
-                c.estimate.peak_total_bytes(),
-                c.estimate.total_cycles(),
-            )
-        });
-    } else {
+    if !fitting.is_empty() {
         fitting.sort_by_key(|c| {
             (
                 c.estimate.total_cycles(),
@@ -248,6 +255,30 @@ pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans
                 c.estimate.peak_total_bytes(),
             )
         });
+    } else {
+        let (mut in_memory, mut rest): (Vec<_>, Vec<_>) = rest
+            .into_iter()
+            .partition(|c| fits_memory(target, signature, c, CODE_RESERVE_BYTES));
+        if !in_memory.is_empty() {
+            in_memory.sort_by_key(|c| {
+                (
+                    c.estimate.resident_weight_bytes,
+                    c.estimate.total_cycles(),
+                    c.estimate.peak_total_bytes(),
+                )
+            });
+            fitting = in_memory;
+        } else {
+            // Peaks include the resident weights.
+            rest.sort_by_key(|c| {
+                (
+                    c.estimate.peak_total_bytes(),
+                    c.estimate.resident_weight_bytes,
+                    c.estimate.total_cycles(),
+                )
+            });
+            fitting = rest;
+        }
     }
     fitting.truncate(FINALISTS);
     for (finalist, c) in fitting.iter().enumerate() {
@@ -375,10 +406,11 @@ mod tests {
                 ],
                 output: operand(&[128, 64], DType::F16, false),
                 tiles: 64,
+                spread: 0,
             },
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
-                  candidates 448
+                  candidates 600
                   finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=5478 (compute 3574 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=5940 (scheduled exchange 760, rearrange 406, pressure 2688 rotated 2816)
                  *finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=5494 (compute 3334 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=5914 (scheduled exchange 974, rearrange 406, pressure 3712 rotated 3840)
                   finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=5734 (compute 3830 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=6114 (scheduled exchange 678, rearrange 406, pressure 2560 rotated 2816)
@@ -398,6 +430,7 @@ mod tests {
                 inputs: vec![operand(&[6, 197, 197], DType::F16, false)],
                 output: operand(&[6, 197, 197], DType::F16, false),
                 tiles: 64,
+                spread: 0,
             },
             expect![[r#"
                 softmax(f16[6, 197, 197]) -> f16[6, 197, 197] on 64 tiles
@@ -411,7 +444,7 @@ mod tests {
     }
 
     #[test]
-    fn a_matmul_too_big_for_two_tiles_keeps_the_least_resident_weight_then_smallest_peak() {
+    fn a_matmul_too_big_for_two_tiles_keeps_the_smallest_peak_then_least_resident_weight() {
         let signature = OpSignature {
             kind: SignatureKind::Matmul {
                 transpose_rhs: false,
@@ -422,9 +455,10 @@ mod tests {
             ],
             output: operand(&[197, 384 * 8], DType::F16, false),
             tiles: 2,
+            spread: 0,
         };
         let plans = operator_plans(&signature, &IPU21);
-        assert!(!fits(
+        assert!(!fits_memory(
             &IPU21,
             &signature,
             plans.selected(),
@@ -432,11 +466,56 @@ mod tests {
         ));
         let key = |c: &Candidate| {
             (
-                c.estimate.resident_weight_bytes,
                 c.estimate.peak_total_bytes(),
+                c.estimate.resident_weight_bytes,
             )
         };
         let best = key(plans.selected());
         assert!(plans.finalists.iter().all(|c| key(c) >= best));
+    }
+
+    /// An inner dimension of 269 AMP blocks (a prime) splits only unevenly
+    /// (at most 16 ways here), so on 192 tiles the weights cannot stay
+    /// within their budget: the planner still finds a plan that fits tile
+    /// memory, and a higher spread level asks each tile to hold less.
+    #[test]
+    fn a_matmul_over_the_weight_budget_still_fits_memory_and_spreads_further_when_asked() {
+        let mut signature = OpSignature {
+            kind: SignatureKind::Matmul {
+                transpose_rhs: false,
+            },
+            inputs: vec![
+                operand(&[1536, 4304], DType::F16, false),
+                operand(&[4304, 64], DType::F16, true),
+            ],
+            output: operand(&[1536, 64], DType::F16, false),
+            tiles: 192,
+            spread: 0,
+        };
+        let relaxed = operator_plans(&signature, &IPU21);
+        assert!(!fits(
+            &IPU21,
+            &signature,
+            relaxed.selected(),
+            CODE_RESERVE_BYTES
+        ));
+        assert!(fits_memory(
+            &IPU21,
+            &signature,
+            relaxed.selected(),
+            CODE_RESERVE_BYTES
+        ));
+        signature.spread = 1;
+        let spread = operator_plans(&signature, &IPU21);
+        assert!(fits_memory(
+            &IPU21,
+            &signature,
+            spread.selected(),
+            CODE_RESERVE_BYTES
+        ));
+        assert!(
+            spread.selected().estimate.peak_total_bytes()
+                < relaxed.selected().estimate.peak_total_bytes()
+        );
     }
 }

@@ -376,6 +376,7 @@ mod tests {
             inputs: vec![operand(&[16, 32], false), operand(&[32, 16], true)],
             output: operand(&[16, 16], false),
             tiles: 4,
+            spread: 0,
         }
     }
 

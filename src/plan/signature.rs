@@ -66,6 +66,12 @@ pub struct OpSignature {
     pub output: Operand,
     /// How many tiles the program may use.
     pub tiles: u32,
+    /// How hard the planner must spread the operation to save memory: 0
+    /// normally; each level halves the bytes a tile may hold for it. The
+    /// pipeline raises it for operations whose buffers overfill a tile
+    /// (see `pipeline::fitted_program`).
+    #[serde(default)]
+    pub spread: u8,
 }
 
 impl OpSignature {
@@ -102,6 +108,7 @@ impl OpSignature {
             inputs: op.inputs.iter().map(|&id| operand(id)).collect(),
             output: operand(op.output),
             tiles: graph.tiles,
+            spread: 0,
         }
     }
 
@@ -128,6 +135,10 @@ impl fmt::Display for OpSignature {
             }
             write!(f, "{input}")?;
         }
-        write!(f, ") -> {} on {} tiles", self.output, self.tiles)
+        write!(f, ") -> {} on {} tiles", self.output, self.tiles)?;
+        if self.spread > 0 {
+            write!(f, ", spread {}", self.spread)?;
+        }
+        Ok(())
     }
 }

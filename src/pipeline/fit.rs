@@ -1,0 +1,187 @@
+//! Plans that fit tile memory.
+//!
+//! Each operation is planned on its own ([`super::operator_plans`]), so no
+//! plan knows what the others leave free on a tile. [`fitted_program`]
+//! lowers the plans, and when the lowered program overfills a tile
+//! ([`crate::place::pressure`]) it re-plans the operation owning most of
+//! that tile one spread level higher (each level halves what a tile may
+//! hold for it: more tiles, smaller shards, K splits), and tries again.
+//! Every later phase works on the program it settles on; the rounds it
+//! needed are kept so a placement that still fails says what was tried.
+//!
+//! A program that fits at once costs one lowering and one pressure check,
+//! and its plans are the per-signature queries at level 0, shared with
+//! every other project and edit as before.
+
+use super::{graph, op_signatures, operator_plans, target_of, BuildError, Signature};
+use crate::db::{Db, SourceFile};
+use crate::graph::{Graph, OpId};
+use crate::lower::Program;
+use crate::plan::signature::{OpSignature, SignatureKind};
+use crate::plan::CODE_RESERVE_BYTES;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The highest spread level an operation is planned at.
+pub const MAX_SPREAD: u8 = 4;
+
+/// Re-planning rounds before the pipeline settles on what it has.
+pub const MAX_FIT_ROUNDS: usize = 8;
+
+/// The lowered program and the spread level each operation was planned at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fitted {
+    pub program: Arc<Program>,
+    /// One level per operation, in op order; all zero when the first plans
+    /// fit.
+    pub spreads: Vec<u8>,
+    /// One line per re-planning round: the tile that did not fit and the
+    /// operations spread further.
+    pub attempts: Vec<String>,
+    /// Why re-planning stopped while tiles were still overfull (`None`
+    /// when the program fits).
+    pub unresolved: Option<String>,
+}
+
+/// The program lowered from plans that fit (as far as re-planning gets).
+#[salsa::tracked(returns(ref))]
+pub fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fitted>, BuildError> {
+    let graph = graph(db, project)?;
+    let target = target_of(&graph);
+    let signatures = op_signatures(db, project);
+    let mut spreads = vec![0u8; signatures.len()];
+    let mut attempts = Vec::new();
+    loop {
+        let program = lowered(db, &graph, signatures, &spreads)?;
+        let overfull =
+            crate::place::pressure::overfull_tiles(target, &graph, &program, CODE_RESERVE_BYTES);
+        let done = |attempts, unresolved| {
+            Ok(Arc::new(Fitted {
+                program: Arc::new(program.clone()),
+                spreads: spreads.clone(),
+                attempts,
+                unresolved,
+            }))
+        };
+        let Some(worst) = overfull.iter().max_by_key(|t| {
+            (
+                t.needed.saturating_sub(t.available),
+                std::cmp::Reverse(t.tile),
+            )
+        }) else {
+            return done(attempts, None);
+        };
+        let worst = format!(
+            "{} tiles overfull (tile {} needs {} of {} bytes)",
+            overfull.len(),
+            worst.tile,
+            worst.needed,
+            worst.available
+        );
+        if attempts.len() >= MAX_FIT_ROUNDS {
+            let why = format!("{worst} after {MAX_FIT_ROUNDS} rounds");
+            return done(attempts, Some(why));
+        }
+        // On each overfull tile, the operation owning most of it whose plan
+        // at some higher level holds less per tile.
+        let mut raised: BTreeMap<OpId, u8> = BTreeMap::new();
+        for tile in &overfull {
+            let next = tile.by_op.iter().find_map(|&(op, _)| {
+                let i = op.0 as usize;
+                let level = raised.get(&op).copied().unwrap_or(spreads[i]);
+                tighter_level(db, &signatures[i], level).map(|l| (op, l))
+            });
+            if let Some((op, level)) = next {
+                raised.insert(op, level);
+            }
+        }
+        if raised.is_empty() {
+            let why = format!("{worst}, and no operation on them can spread further");
+            return done(attempts, Some(why));
+        }
+        let names: Vec<String> = raised
+            .iter()
+            .map(|(&op, &level)| {
+                spreads[op.0 as usize] = level;
+                format!("`{}` to level {level}", graph.op(op).name)
+            })
+            .collect();
+        let attempt = format!(
+            "round {}: {worst}, spread {}",
+            attempts.len() + 1,
+            names.join(", ")
+        );
+        tracing::info!(
+            attempt = attempt.as_str(),
+            "re-planned operations that overfill tiles"
+        );
+        attempts.push(attempt);
+    }
+}
+
+/// The lowest level above `level` at which the operation's selected plan
+/// holds fewer bytes per tile, if any up to [`MAX_SPREAD`] does (views
+/// have no plans to change).
+fn tighter_level(db: &dyn Db, signature: &OpSignature, level: u8) -> Option<u8> {
+    if signature.kind == SignatureKind::View {
+        return None;
+    }
+    let peak = |spread: u8| {
+        let signature = OpSignature {
+            spread,
+            ..signature.clone()
+        };
+        operator_plans(db, Signature::new(db, signature))
+            .selected()
+            .estimate
+            .peak_total_bytes()
+    };
+    let now = peak(level);
+    (level + 1..=MAX_SPREAD).find(|&higher| peak(higher) < now)
+}
+
+/// Each operation's signature at the spread level the program was fitted
+/// with (level 0 when the project does not lower).
+pub fn planned_signatures(db: &dyn Db, project: SourceFile) -> Vec<OpSignature> {
+    let signatures = op_signatures(db, project);
+    match fitted_program(db, project) {
+        Ok(fitted) => at_spreads(signatures, &fitted.spreads),
+        Err(_) => signatures.clone(),
+    }
+}
+
+fn at_spreads(signatures: &[OpSignature], spreads: &[u8]) -> Vec<OpSignature> {
+    signatures
+        .iter()
+        .zip(spreads)
+        .map(|(signature, &spread)| OpSignature {
+            spread,
+            ..signature.clone()
+        })
+        .collect()
+}
+
+/// Lowers and verifies the graph with each operation's selected plan at
+/// its spread level.
+fn lowered(
+    db: &dyn Db,
+    graph: &Graph,
+    signatures: &[OpSignature],
+    spreads: &[u8],
+) -> Result<Program, BuildError> {
+    let partitions: Vec<_> = at_spreads(signatures, spreads)
+        .into_iter()
+        .map(|s| {
+            operator_plans(db, Signature::new(db, s))
+                .selected()
+                .partition
+                .clone()
+        })
+        .collect();
+    let plan_of = |op: OpId| partitions[op.0 as usize].clone();
+    let program = crate::lower::lower(graph, &plan_of)?;
+    crate::lower::verify::verify(graph, &program)
+        .map_err(|e| BuildError::Lower(format!("verifier: {e}")))?;
+    db.record_execution("lower", format!("program of {}", graph.name));
+    Ok(program)
+}
