@@ -9,8 +9,44 @@
 // values to the vector accumulators in f32. The sums are read back with
 // `f32v2gina` (clearing the accumulators for the next block), rounded to
 // f16 and stored while the next block is summed.
+//
+// Up to eight partials (the K splits the planner makes), the partials'
+// bundles are unrolled and a repeat walks the blocks: count + 4 issues per
+// block, with no loop control. More partials repeat the bundle within a
+// counted loop over the blocks: count + 6.
 
 #include "include/rows.h"
+
+// The blocks of `count` partials, unrolled (see above); $m8 holds the
+// worker's blocks less one.
+.macro unrolled count
+reduce_add_c\count:
+        .align  8
+        .rept   \count
+        { ld64step $a0:1, $m10+=, $m7 ; f16v4acc $a0:1 }
+        .endr
+        { add   $m10, $m10, $m13 ; f32v2gina $a4:5, 0 }
+        f32v2gina $a6:7, 1
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        rpt_at  4
+        rpt     $m8, 2 * \count + 6
+        .rept   \count
+        { ld64step $a0:1, $m10+=, $m7 ; f16v4acc $a0:1 }
+        .endr
+        { add   $m10, $m10, $m13 ; f32v2gina $a4:5, 0 }
+        { st64step $a2:3, $m12+=, 48 ; f32v2gina $a6:7, 1 }
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        st64step $a2:3, $m12+=, 48
+        exitz   $mzero
+.endm
+
+// Branches to the unrolled loop for `count` partials.
+.macro dispatch count
+        cmpeq   $m6, $m3, \count
+        brnz    $m6, reduce_add_c\count
+.endm
 
         .text
         .globl  reduce_add_f16
@@ -19,7 +55,10 @@
         .ipub_param out, 4, ptr
         .ipub_param count, 8, u32
         .ipub_param length, 12, u32
-        .ipub_cost "(length / 4 + 5) / 6 * (count + 6) * 6 + 150"
+        // Six cycles per issue of worker 0, which has the most blocks, and
+        // of the choice of loop (two issues per count tried), plus the
+        // launch (fitted with `tests/row_kernels/calibration.rs`).
+        .ipub_cost "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)"
 reduce_add_f16:
         ld32    $m3, $m0, 8
         ld32    $m4, $m0, 12
@@ -44,6 +83,14 @@ reduce_add_f16:
         add     $m10, $m10, $m9
         ld32    $m12, $m0, 4
         add     $m12, $m12, $m9
+        dispatch 1
+        dispatch 2
+        dispatch 3
+        dispatch 4
+        dispatch 5
+        dispatch 6
+        dispatch 7
+        dispatch 8
 
         // The first block: nothing to store yet.
         rpt_at  4
@@ -69,4 +116,12 @@ reduce_add_last:
         st64step $a2:3, $m12+=, 48
 reduce_add_done:
         exitz   $mzero
+        unrolled 1
+        unrolled 2
+        unrolled 3
+        unrolled 4
+        unrolled 5
+        unrolled 6
+        unrolled 7
+        unrolled 8
         .size   reduce_add_f16, . - reduce_add_f16
