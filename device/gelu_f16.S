@@ -18,20 +18,20 @@
 #define ONE_BITS 0x3F800000
 #define HALF_BITS 0x3F000000
 
-// GELU of the f32 pair `x` in place, with $a6:7 as scratch.
-.macro gelu_pair x
-        f32v2mul $a6:7, \x, $a8:9
-        f32erf  $a6, $a6
-        f32erf  $a7, $a7
-        f32v2add $a6:7, $a6:7, $a10:11
+// GELU of the f32 pair `x` in place; `t` (lanes `tlo`, `thi`) is scratch.
+.macro gelu_pair x, t, tlo, thi
+        f32v2mul \t, \x, $a8:9
+        f32erf  \tlo, \tlo
+        f32erf  \thi, \thi
+        f32v2add \t, \t, $a10:11
         f32v2mul \x, \x, $a12:13
-        f32v2mul \x, \x, $a6:7
+        f32v2mul \x, \x, \t
 .endm
 
 // From the widened quad in $a2:3 and $a4:5, the f16 results in $a6:7.
 .macro gelu_rest
-        gelu_pair $a2:3
-        gelu_pair $a4:5
+        gelu_pair $a2:3, $a6:7, $a6, $a7
+        gelu_pair $a4:5, $a6:7, $a6, $a7
         f32v2tof16 $a6, $a2:3
         f32v2tof16 $a7, $a4:5
 .endm
