@@ -3,13 +3,13 @@
 //
 // Element-wise kernels ignore the row structure: their operands are dense
 // `rows * row_length` element arrays, so they are split into units of a few
-// elements (4 for f16 and FP8, 2 for f32 add) and worker `w` takes units
-// w, w + 6, w + 12, ...  Every unit then starts at a multiple of its size
-// from a 16-byte aligned buffer, so the 64-bit accesses of the vector loop
-// are always aligned whatever the row length, and the six workers stay
-// balanced even when there are fewer than six rows. The partial unit at the
-// end (the tail, fewer elements than a unit) is done by worker 5, which has
-// the fewest whole units.
+// elements (8 for the FP8 casts, 4 for f16, 2 for f32 add) and worker `w`
+// takes units w, w + 6, w + 12, ...  Every unit then starts at a multiple
+// of its size from a 16-byte aligned buffer, so the 64-bit accesses of the
+// vector loop are always aligned whatever the row length, and the six
+// workers stay balanced even when there are fewer than six rows. The
+// partial unit at the end (the tail, fewer elements than a unit) is done by
+// worker 5, which has the fewest whole units.
 //
 // Register conventions of the element-wise kernels:
 //   $m0  state struct
@@ -113,9 +113,10 @@ rows_text_start:
 // with rows = 6q + r, worker w takes whole rows w, w + 6, ... below a bound
 // B, and when r is 1, 2 or 3 the last r rows are each split into g = 6 / r
 // parts: worker w writes part p = w % g of row 6q + w / g, after computing
-// that row's statistics itself. B is 6q then, and `rows` otherwise (r = 4
-// or 5 leaves workers idle rather than computing statistics twice for
-// less than half a row each). A part is a range of the row's aligned
+// that row's statistics itself. B is 6q then, and `rows` otherwise: with
+// four or five rows left, splitting them would have some worker compute
+// two rows' statistics to write less than a row, which costs more than the
+// idle workers save. A part is a range of the row's aligned
 // quads: the row is a head of single elements up to the first 8-byte
 // boundary, Q whole quads and a tail; part p has quads [p Q', (p + 1) Q')
 // with Q' = Q / g, the first part also the head and the last part the rest.
