@@ -4,6 +4,12 @@
 
 #include "include/rows.h"
 
+// Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
+// of the busiest worker, worker 0 with the most whole units (three issues
+// each: two loads and a store) or worker 5 with the tail, plus the launch.
+#define ADD_F16_COST "n = rows * row_length; units = n / 4; tail = n % 4; 154 + 6 * (3 * (units / 6) + (units > 0) + (tail != 0 ? 16 + 6 * tail : 3 * (units % 6 != 0)))"
+#define ADD_F32_COST "n = rows * row_length; units = n / 2; 154 + 6 * (3 * (units / 6) + (units > 0) + (n % 2 != 0 ? 14 : 3 * (units % 6 != 0)))"
+
         .text
 
 // State: in0, in1, out, rows, row_length.
@@ -15,7 +21,7 @@
         .ipub_param out, 8, ptr
         .ipub_param rows, 12, u32
         .ipub_param row_length, 16, u32
-        .ipub_cost "rows * row_length * 3 / 4 + 120"
+        .ipub_cost ADD_F16_COST
 add_f16:
         flat_split 12, 16, 2
         worker_ptr $m7, 0, 8
@@ -51,7 +57,7 @@ add_f16_done:
         .ipub_param out, 8, ptr
         .ipub_param rows, 12, u32
         .ipub_param row_length, 16, u32
-        .ipub_cost "rows * row_length * 3 / 2 + 120"
+        .ipub_cost ADD_F32_COST
 add_f32:
         flat_split 12, 16, 1
         worker_ptr $m7, 0, 8

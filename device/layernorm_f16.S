@@ -4,40 +4,68 @@
 // rounded to f16. Divisions by row_length are multiplications by its
 // `f32rcp`.
 //
-// The mean and variance passes walk each row as single elements up to the
-// first 8-byte boundary (the head), aligned quads with 64-bit loads, then
-// single elements (the tail). The output pass reads gamma and beta too,
-// which are 8-byte aligned at the row's start, so it uses quads only for
-// rows that start 8-byte aligned (every row when row_length is a multiple
-// of 4) and single elements otherwise. See `include/rows.h` for the work
-// split and registers.
+// Three passes per row. The mean sums the row in the vector accumulators,
+// one bundle per quad (`f16v4acc`); the variance sums the squares of
+// `x - mean` in f32 (`f32v4sqacc`), five issues per quad; the output pass
+// takes 16 issues per quad, the loads of x, gamma and beta and the store
+// of the previous quad riding in bundles. The statistics passes walk the
+// row as single elements up to the first 8-byte boundary (the head),
+// aligned quads with 64-bit loads, then single elements (the tail). The
+// output pass reads gamma and beta too, which are 8-byte aligned at the
+// row's start, so it uses quads only where the row's range starts 8-byte
+// aligned (every row when row_length is a multiple of 4) and single
+// elements otherwise. See `include/rows.h` for the work split, which gives
+// a long row to all six workers.
 
 #include "include/rows.h"
 
-// Registers beyond rows.h's: $m11 head elements, $m12 gamma cursor,
-// $m13 beta cursor, $m14 row_length; $a14 1 / row_length, $a10:11 the
-// mean, $a12:13 1 / sqrt(var + epsilon) (as pairs of lanes), $a6:7 partial
-// sums.
+// Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
+// of the busiest worker, which has `whole` rows and, when the rows split,
+// one part of a split row. A row costs 22 issues per quad (1 + 5 + 16 in
+// the three passes), about 10 more per single element of its head and
+// tail, and a fixed 90; rows that start misaligned (row_length not a
+// multiple of 4) write single elements, 10 issues each. A part costs the
+// statistics (6 per quad) and its share of the output. All in quarter
+// issues, so quads count per element.
+#define LAYERNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 46 * row_length + 14 * singles : 22 * row_length + 38 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 40 * row_length : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
 
+// Registers beyond rows.h's: $m11 head elements, $m12 gamma cursor,
+// $m13 beta cursor, $m14 the link register of `call`; $a14 1 / row_length,
+// $a10:11 the mean, $a12:13 1 / sqrt(var + epsilon) (as pairs of lanes).
+
+// $m6 = whole quads after the head of the row, or its tail's elements.
 .macro quads
-        sub     $m6, $m14, $m11
+        sub     $m6, $m2, $m11
         shr     $m6, $m6, 2
 .endm
 .macro tail
-        sub     $m6, $m14, $m11
+        sub     $m6, $m2, $m11
         and     $m6, $m6, 3
 .endm
 
+// Single elements of the statistics passes, into accumulator 0 alone
+// ($a5..$a7 stay zero).
 .macro sum_one
-        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a0, $a0 }
-        f32add  $a6, $a6, $a0
+        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
+        f32v4acc $a4:7
+.endm
+.macro square_one
+        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
+        f32sub  $a4, $a4, $a10
+        f32v4sqacc $a4:7
+.endm
+.macro clear_upper
+        mov     $a5, $azero
+        mov     $a6, $azero
+        mov     $a7, $azero
 .endm
 
-.macro square_one
-        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a0, $a0 }
-        f32sub  $a0, $a0, $a10
-        f32mul  $a0, $a0, $a0
-        f32add  $a6, $a6, $a0
+// The sum of the four accumulators into $a4 (clearing them).
+.macro total
+        f32v2gina $a4:5, 0
+        f32v2gina $a6:7, 1
+        f32v2add $a4:5, $a4:5, $a6:7
+        f32v2hadd $a4, $a4:5
 .endm
 
 .macro out_one
@@ -51,6 +79,25 @@
         f32tof16 $a0, $a0
         mov     $m6, $a0
         st16step $m6, $m10+=, 2
+.endm
+
+// The output quad from x converted into $a2:3 and $a4:5: loads gamma and
+// beta, leaves the f16 results in $a6:7.
+.macro out_rest
+        { ld64step $a6:7, $m12+=, 8 ; f32v2sub $a2:3, $a2:3, $a10:11 }
+        f32v2sub $a4:5, $a4:5, $a10:11
+        f32v2mul $a2:3, $a2:3, $a12:13
+        f32v2mul $a4:5, $a4:5, $a12:13
+        f16v2tof32 $a8:9, $a6
+        f32v2mul $a2:3, $a2:3, $a8:9
+        f16v2tof32 $a8:9, $a7
+        { ld64step $a6:7, $m13+=, 8 ; f32v2mul $a4:5, $a4:5, $a8:9 }
+        f16v2tof32 $a8:9, $a6
+        f32v2add $a2:3, $a2:3, $a8:9
+        f16v2tof32 $a8:9, $a7
+        f32v2add $a4:5, $a4:5, $a8:9
+        f32v2tof16 $a6, $a2:3
+        f32v2tof16 $a7, $a4:5
 .endm
 
         .text
@@ -67,113 +114,118 @@
         .ipub_param rows, 16, u32
         .ipub_param row_length, 20, u32
         .ipub_param epsilon_bits, 24, f32
-        .ipub_cost "rows * row_length * 7 + rows * 100 + 150"
+        .ipub_cost LAYERNORM_COST
 layernorm_f16:
-        row_setup 16, 20, 0, 12
-        mov     $m14, $m2
+        ld32    $m2, $m0, 20
         mov     $a14, $m2
         f32fromi32 $a14, $a14
         f32rcp  $a14, $a14
+        row_bound 16, layernorm_bound
+        get     $m3, $wid
+layernorm_whole:
+        cmpult  $m6, $m3, $m1
+        brz     $m6, layernorm_split
+        whole_row 0, 12
+        call    $m14, layernorm_row
+        add     $m3, $m3, 6
+        br      layernorm_whole
+layernorm_split:
+        split_row 16, 0, 12, layernorm_done
+        call    $m14, layernorm_row
+layernorm_done:
+        exitz   $mzero
+
+// One row: statistics over the whole row, then elements [lo, hi) of the
+// output. Keeps $m0..$m3 and $m14.
 layernorm_row:
-        row_check layernorm_done
         sub     $m11, $mzero, $m7
         and     $m11, $m11, 7
         shr     $m11, $m11, 1
-        min     $m11, $m11, $m14
+        min     $m11, $m11, $m2
 
         // Pass 1: the mean.
         mov     $m8, $m7
-        mov     $a6, $azero
-        mov     $a7, $azero
+        clear_upper
         rpt_at  4
         rpt     $m11, 3
         sum_one
         quads
         rpt_at  4
-        rpt     $m6, 3
-        { ld64step $a0:1, $m8+=, 8 ; f16v4sum $a2:3, $a0:1 }
-        f32v2add $a6:7, $a6:7, $a2:3
+        rpt     $m6, 2
+        { ld64step $a0:1, $m8+=, 8 ; f16v4acc $a0:1 }
         tail
         rpt_at  4
         rpt     $m6, 3
         sum_one
-        f32v2hadd $a6, $a6:7
-        f32mul  $a10, $a6, $a14
+        total
+        f32mul  $a10, $a4, $a14
         mov     $a11, $a10
 
         // Pass 2: the biased variance, then 1 / sqrt(var + epsilon).
         mov     $m8, $m7
-        mov     $a6, $azero
-        mov     $a7, $azero
+        clear_upper
         rpt_at  4
-        rpt     $m11, 5
+        rpt     $m11, 4
         square_one
         quads
         rpt_at  4
-        rpt     $m6, 9
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        f16v2tof32 $a4:5, $a1
-        f32v2sub $a2:3, $a2:3, $a10:11
+        rpt     $m6, 6
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
+        f16v2tof32 $a6:7, $a1
         f32v2sub $a4:5, $a4:5, $a10:11
-        f32v2mul $a2:3, $a2:3, $a2:3
-        f32v2mul $a4:5, $a4:5, $a4:5
-        f32v2add $a6:7, $a6:7, $a2:3
-        f32v2add $a6:7, $a6:7, $a4:5
+        f32v2sub $a6:7, $a6:7, $a10:11
+        f32v4sqacc $a4:7
+        clear_upper
         tail
         rpt_at  4
-        rpt     $m6, 5
+        rpt     $m6, 4
         square_one
-        f32v2hadd $a6, $a6:7
-        f32mul  $a6, $a6, $a14
+        total
+        f32mul  $a4, $a4, $a14
         ld32    $a8, $m0, 24
-        f32add  $a6, $a6, $a8
-        f32rsqrt $a12, $a6
+        f32add  $a4, $a4, $a8
+        f32rsqrt $a12, $a4
         mov     $a13, $a12
 
-        // Pass 3: normalise, scale and shift.
-        mov     $m8, $m7
-        mov     $m10, $m9
+        // Pass 3: normalise, scale and shift elements [lo, hi).
+        add     $m6, $m4, $m4
+        add     $m8, $m7, $m6
+        add     $m10, $m9, $m6
         ld32    $m12, $m0, 4
+        add     $m12, $m12, $m6
         ld32    $m13, $m0, 8
-        brz     $m11, layernorm_aligned
+        add     $m13, $m13, $m6
+        sub     $m11, $m5, $m4
+        // Quads need all four cursors 8-byte aligned.
+        or      $m6, $m8, $m10
+        or      $m6, $m6, $m12
+        or      $m6, $m6, $m13
+        and     $m6, $m6, 7
+        brz     $m6, layernorm_aligned
         rpt_at  4
-        rpt     $m14, 13
+        rpt     $m11, 13
         out_one
-        br      layernorm_next
+        br      $m14
 layernorm_aligned:
-        // A counted branch: the 20-word body is longer than the executor
-        // runs correctly under `rpt` (see gelu_f16.S).
-        shr     $m6, $m14, 2
-        brz     $m6, layernorm_aligned_tail
+        shr     $m6, $m11, 2
+        brz     $m6, layernorm_out_tail
         sub     $m6, $m6, 1
+        // The first quad; the loop stores each quad with the next one's
+        // conversion.
         .align  8
-layernorm_quad:
         { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        { ld64step $a6:7, $m12+=, 8 ; f16v2tof32 $a4:5, $a1 }
-        f32v2sub $a2:3, $a2:3, $a10:11
-        f32v2sub $a4:5, $a4:5, $a10:11
-        f32v2mul $a2:3, $a2:3, $a12:13
-        f32v2mul $a4:5, $a4:5, $a12:13
-        f16v2tof32 $a8:9, $a6
-        f32v2mul $a2:3, $a2:3, $a8:9
-        f16v2tof32 $a8:9, $a7
-        f32v2mul $a4:5, $a4:5, $a8:9
-        { ld64step $a6:7, $m13+=, 8 ; f16v2tof32 $a8:9, $a6 }
-        f32v2add $a2:3, $a2:3, $a8:9
-        f16v2tof32 $a8:9, $a7
-        f32v2add $a4:5, $a4:5, $a8:9
-        f32v2tof16 $a0, $a2:3
-        f32v2tof16 $a1, $a4:5
-        st64step $a0:1, $m10+=, 8
-        brnzdec $m6, layernorm_quad
-layernorm_aligned_tail:
-        and     $m6, $m14, 3
+        { nop ; f16v2tof32 $a4:5, $a1 }
+        out_rest
+        rpt_at  4
+        rpt     $m6, 20
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { st64step $a6:7, $m10+=, 8 ; f16v2tof32 $a4:5, $a1 }
+        out_rest
+        st64step $a6:7, $m10+=, 8
+layernorm_out_tail:
+        and     $m6, $m11, 3
         rpt_at  4
         rpt     $m6, 13
         out_one
-layernorm_next:
-        row_advance
-        br      layernorm_row
-layernorm_done:
-        exitz   $mzero
+        br      $m14
         .size   layernorm_f16, . - layernorm_f16

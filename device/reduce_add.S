@@ -1,7 +1,53 @@
 // Reduce-add of partials: out[i] = f16(sum over k of in0[k][i]), summed in
-// f32 in partial order. `in0` holds `count` partial vectors of `length`
-// f16 values each, back to back; `length` is a multiple of 4 (partials come
-// from 16-channel GEMM blocks). Worker w takes 4-element blocks w, w+6, ...
+// f32 in partial order and rounded once. `in0` holds `count` partial
+// vectors of `length` f16 values each, back to back; `length` is a multiple
+// of 4 (partials come from 16-channel GEMM blocks).
+//
+// Worker w takes 4-value blocks w, w + 6, ... Each block is one repeated
+// bundle per partial: a step load whose increment (the distance between
+// partials) is a register, paired with `f16v4acc`, which adds the four
+// values to the vector accumulators in f32. The sums are read back with
+// `f32v2gina` (clearing the accumulators for the next block), rounded to
+// f16 and stored while the next block is summed.
+//
+// Up to eight partials (the K splits the planner makes), the partials'
+// bundles are unrolled and a repeat walks the blocks: count + 4 issues per
+// block, with no loop control. More partials repeat the bundle within a
+// counted loop over the blocks: count + 6.
+
+#include "include/rows.h"
+
+// The blocks of `count` partials, unrolled (see above); $m8 holds the
+// worker's blocks less one.
+.macro unrolled count
+reduce_add_c\count:
+        .align  8
+        .rept   \count
+        { ld64step $a0:1, $m10+=, $m7 ; f16v4acc $a0:1 }
+        .endr
+        { add   $m10, $m10, $m13 ; f32v2gina $a4:5, 0 }
+        f32v2gina $a6:7, 1
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        rpt_at  4
+        rpt     $m8, 2 * \count + 6
+        .rept   \count
+        { ld64step $a0:1, $m10+=, $m7 ; f16v4acc $a0:1 }
+        .endr
+        { add   $m10, $m10, $m13 ; f32v2gina $a4:5, 0 }
+        { st64step $a2:3, $m12+=, 48 ; f32v2gina $a6:7, 1 }
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        st64step $a2:3, $m12+=, 48
+        exitz   $mzero
+.endm
+
+// Branches to the unrolled loop for `count` partials.
+.macro dispatch count
+        cmpeq   $m6, $m3, \count
+        brnz    $m6, reduce_add_c\count
+.endm
+
         .text
         .globl  reduce_add_f16
         .type   reduce_add_f16, @function
@@ -9,43 +55,73 @@
         .ipub_param out, 4, ptr
         .ipub_param count, 8, u32
         .ipub_param length, 12, u32
-        .ipub_cost "length / 4 * (count * 4 + 12) + 150"
+        // Six cycles per issue of worker 0, which has the most blocks, and
+        // of the choice of loop (two issues per count tried), plus the
+        // launch (fitted with `tests/row_kernels/calibration.rs`).
+        .ipub_cost "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)"
 reduce_add_f16:
-        ld32    $m1, $m0, 0
-        ld32    $m2, $m0, 4
         ld32    $m3, $m0, 8
         ld32    $m4, $m0, 12
         get     $m5, $wid
-        shr     $m6, $m4, 2
-        shl     $m7, $m4, 1
-        brz     $m3, done
-        sub     $m11, $m3, 1
-        // Per block of four values: the first partial is loaded and
-        // converted while the sums are cleared; each repeat then adds the
-        // partial converted before while it loads and converts the next,
-        // main and aux halves of a bundle working in parallel.
-blocks:
-        cmpult  $m8, $m5, $m6
-        brz     $m8, done
+        // This worker's blocks: (length / 4 - wid + 5) / 6.
+        shr     $m8, $m4, 2
+        sub     $m8, $m8, $m5
+        add     $m8, $m8, 5
+        setzi   $m9, DIV6_MUL
+        mul     $m8, $m8, $m9
+        shr     $m8, $m8, DIV6_SHIFT
+        brz     $m8, reduce_add_done
+        sub     $m8, $m8, 1
+        // $m7: bytes between partials; $m13: from past the last partial of
+        // a block back to the first partial of the worker's next block.
+        add     $m7, $m4, $m4
+        mul     $m13, $m3, $m7
+        sub     $m13, $mzero, $m13
+        add     $m13, $m13, 48
         shl     $m9, $m5, 3
-        // Bundles and the repeated body start 8-byte aligned here.
-        { add   $m10, $m1, $m9 ; setzi $a6, 0 }
-        { ld64  $a0:1, $m10, 0 ; setzi $a7, 0 }
-        { add   $m10, $m10, $m7 ; setzi $a8, 0 }
-        { add   $m12, $m2, $m9 ; setzi $a9, 0 }
-        { add   $m5, $m5, 6 ; f16v2tof32 $a2:3, $a0 }
-        f16v2tof32 $a4:5, $a1
-        rpt     $m11, 8
-        { ld64  $a0:1, $m10, 0 ; f32v2add $a6:7, $a6:7, $a2:3 }
-        { add   $m10, $m10, $m7 ; f32v2add $a8:9, $a8:9, $a4:5 }
-        { nop ; f16v2tof32 $a2:3, $a0 }
-        { nop ; f16v2tof32 $a4:5, $a1 }
-        { nop ; f32v2add $a6:7, $a6:7, $a2:3 }
-        { nop ; f32v2add $a8:9, $a8:9, $a4:5 }
-        { nop ; f32v2tof16 $a0, $a6:7 }
-        { nop ; f32v2tof16 $a1, $a8:9 }
-        st64    $a0:1, $m12, 0
-        br      blocks
-done:
+        ld32    $m10, $m0, 0
+        add     $m10, $m10, $m9
+        ld32    $m12, $m0, 4
+        add     $m12, $m12, $m9
+        dispatch 1
+        dispatch 2
+        dispatch 3
+        dispatch 4
+        dispatch 5
+        dispatch 6
+        dispatch 7
+        dispatch 8
+
+        // The first block: nothing to store yet.
+        rpt_at  4
+        rpt     $m3, 2
+        { ld64step $a0:1, $m10+=, $m7 ; f16v4acc $a0:1 }
+        { add   $m10, $m10, $m13 ; f32v2gina $a4:5, 0 }
+        f32v2gina $a6:7, 1
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        brz     $m8, reduce_add_last
+        sub     $m8, $m8, 1
+        rpt_at  4
+reduce_add_block:
+        rpt     $m3, 2
+        { ld64step $a0:1, $m10+=, $m7 ; f16v4acc $a0:1 }
+        { add   $m10, $m10, $m13 ; f32v2gina $a4:5, 0 }
+        // The previous block's sums go out with this block's reads.
+        { st64step $a2:3, $m12+=, 48 ; f32v2gina $a6:7, 1 }
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        brnzdec $m8, reduce_add_block
+reduce_add_last:
+        st64step $a2:3, $m12+=, 48
+reduce_add_done:
         exitz   $mzero
+        unrolled 1
+        unrolled 2
+        unrolled 3
+        unrolled 4
+        unrolled 5
+        unrolled 6
+        unrolled 7
+        unrolled 8
         .size   reduce_add_f16, . - reduce_add_f16

@@ -7,23 +7,44 @@
 // recomputed in the last pass rather than stored, so no scratch memory is
 // needed.
 //
-// Rows start wherever `r * row_length * 2` puts them, so each pass walks a
-// row in three parts: single elements up to the first 8-byte boundary (the
-// head), whole aligned quads with 64-bit accesses, then the remaining
-// elements (the tail). The output row has the same alignment as the input
-// row. See `include/rows.h` for the work split and registers.
+// Three passes per row: the maximum (one bundle per quad: the f16 maximum,
+// or the minimum for a negative scale, as rounding is monotonic), the sum
+// of the exponentials (15 issues per quad, summed in the vector
+// accumulators) and the output (18 issues per quad, the store of a quad
+// riding with the next quad's conversion). Each pass walks its range as
+// single elements up to the first 8-byte boundary (the head), whole
+// aligned quads with 64-bit accesses, then single elements (the tail); the
+// output row has the same alignment as the input row. See
+// `include/rows.h` for the work split, which gives a long row to all six
+// workers.
 
 #include "include/rows.h"
+
+// Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
+// of the busiest worker, which has `whole` rows and, when the rows split,
+// one part of a split row. A row costs 34 issues per quad (1 + 15 + 18 in
+// the three passes) and about 15 more per single element of its head and
+// tail (`singles`, an estimate for rows that start misaligned), plus a
+// fixed 90; a part costs the statistics (16 per quad) and its share of the
+// output (18 per quad). All in quarter issues, so quads count per element.
+#define SOFTMAX_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 6 * (whole * (34 * row_length + 30 * singles + 360) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
+// Causal rows compute over their kept elements only and write zeros after
+// them (one issue per quad). `kept` sums `min(i + 1, row_length)` over the
+// tile's matrix rows, assuming `matrix_rows <= row_length` (square score
+// matrices); the busiest worker is taken to have the average row.
+#define SOFTMAX_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 37 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4"
 
 #ifndef CAUSAL
 #define CAUSAL 0
 #endif
 
-// Registers beyond rows.h's: $m11 head elements, $m12 matrix row i,
-// $m13 matrix_rows, $m14 kept elements; $a8:9 scale, $a10:11 the row
-// maximum m, $a12:13 1 / s, $a6:7 partial sums (all as pairs of lanes).
+// Registers beyond rows.h's: $m11 head elements of the current range,
+// $m12 matrix row i (causal), $m13 the link register of `call`, $m14 kept
+// elements (the row length unless causal); $a8:9 scale, $a10:11 the row
+// maximum m, $a12:13 1 / s (as pairs of lanes), $a14:15 zero.
 
-// $m6 = whole quads after the head, or the tail's elements.
+// $m6 = whole quads after the head of a range of $m14 elements, or its
+// tail's elements.
 .macro quads
         sub     $m6, $m14, $m11
         shr     $m6, $m6, 2
@@ -33,33 +54,44 @@
         and     $m6, $m6, 3
 .endm
 
-// Pass 1 keeps the f16 maximum and minimum (the maximum of x * scale is
-// one of them times scale, as rounding is monotonic).
-.macro max_one
-        { ldb16step $a0, $m8+=, 2 ; f16v2max $a2, $a2, $a0 }
-        f16v2min $a4, $a4, $a0
+// $m11 = single elements before the first 8-byte boundary at `ptr`, at
+// most $m14.
+.macro head ptr
+        sub     $m11, $mzero, \ptr
+        and     $m11, $m11, 7
+        shr     $m11, $m11, 1
+        min     $m11, $m11, $m14
 .endm
 
-.macro sum_one
-        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a0, $a0 }
-        f32mul  $a0, $a0, $a8
-        f32sub  $a0, $a0, $a10
-        f32exp  $a0, $a0
-        f32add  $a6, $a6, $a0
-.endm
-
-// e = exp(x * scale - m) for the four lanes loaded into $a0:1, as f32 in
-// $a2:3 and $a4:5.
-.macro exp_quad
-        f16v2tof32 $a4:5, $a1
-        f32v2mul $a2:3, $a2:3, $a8:9
-        f32v2mul $a4:5, $a4:5, $a8:9
-        f32v2sub $a2:3, $a2:3, $a10:11
-        f32v2sub $a4:5, $a4:5, $a10:11
-        f32exp  $a2, $a2
-        f32exp  $a3, $a3
+// e = exp(x * scale - m) of one element into $a4 ($a5..$a7 stay zero, so
+// `f32v4acc` adds it alone).
+.macro exp_one
+        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
+        f32mul  $a4, $a4, $a8
+        f32sub  $a4, $a4, $a10
         f32exp  $a4, $a4
-        f32exp  $a5, $a5
+.endm
+
+// e = exp(x * scale - m) for the four lanes of $a0:1, the first pair
+// already converted into $a2:3 or $a4:5 (`lo`), into `lo` and `hi`.
+.macro exp_rest lo, hi, lo0, lo1, hi0, hi1
+        f32v2mul \lo, \lo, $a8:9
+        f32v2mul \hi, \hi, $a8:9
+        f32v2sub \lo, \lo, $a10:11
+        f32v2sub \hi, \hi, $a10:11
+        f32exp  \lo0, \lo0
+        f32exp  \lo1, \lo1
+        f32exp  \hi0, \hi0
+        f32exp  \hi1, \hi1
+.endm
+
+// The output quad from $a2:3 and $a4:5 (converted inputs) into $a6:7.
+.macro out_rest
+        exp_rest $a2:3, $a4:5, $a2, $a3, $a4, $a5
+        f32v2mul $a2:3, $a2:3, $a12:13
+        f32v2mul $a4:5, $a4:5, $a12:13
+        f32v2tof16 $a6, $a2:3
+        f32v2tof16 $a7, $a4:5
 .endm
 
 .macro out_one
@@ -88,132 +120,200 @@
 #if CAUSAL
         .ipub_param first_row, 20, u32
         .ipub_param matrix_rows, 24, u32
-        // On average half of each row is kept (19 / 4 cycles per element)
-        // and half is zero-filled (about one cycle per element).
-        .ipub_cost "rows * row_length * 23 / 4 + rows * 100 + 400"
+        .ipub_cost SOFTMAX_CAUSAL_COST
 #else
-        .ipub_cost "rows * row_length * 19 / 2 + rows * 100 + 150"
+        .ipub_cost SOFTMAX_COST
 #endif
 softmax_f16:
-        row_setup 8, 12, 0, 4
         ld32    $a8, $m0, 16
         mov     $a9, $a8
+        mov     $a14, $azero
+        ld32    $m2, $m0, 12
+        row_bound 8, softmax_bound
+        get     $m3, $wid
 #if CAUSAL
         ld32    $m12, $m0, 20
         add     $m12, $m12, $m3
-        ld32    $m13, $m0, 24
-        max     $m13, $m13, 1
-        mod_in_place $m12, $m13, $m14, softmax_first_i
+        ld32    $m11, $m0, 24
+        max     $m11, $m11, 1
+        mod_in_place $m12, $m11, $m14, softmax_first_i
 #endif
+softmax_whole:
+        cmpult  $m6, $m3, $m1
+        brz     $m6, softmax_split
+        whole_row 0, 4
+        call    $m13, softmax_row
+        add     $m3, $m3, 6
+#if CAUSAL
+        add     $m12, $m12, 6
+        ld32    $m11, $m0, 24
+        max     $m11, $m11, 1
+softmax_wrap:
+        cmpult  $m6, $m12, $m11
+        brnz    $m6, softmax_whole
+        sub     $m12, $m12, $m11
+        br      softmax_wrap
+#else
+        br      softmax_whole
+#endif
+softmax_split:
+#if CAUSAL
+        // The whole-row loop left i for row $m3; the split row is at most
+        // five rows before it.
+        mov     $m14, $m3
+#endif
+        split_row 8, 0, 4, softmax_done
+#if CAUSAL
+        sub     $m14, $m14, $m3
+        sub     $m12, $m12, $m14
+        ld32    $m11, $m0, 24
+        max     $m11, $m11, 1
+softmax_unwrap:
+        cmpslt  $m6, $m12, 0
+        brz     $m6, softmax_split_row
+        add     $m12, $m12, $m11
+        br      softmax_unwrap
+softmax_split_row:
+#endif
+        call    $m13, softmax_row
+softmax_done:
+        exitz   $mzero
+
+// One row: statistics over its kept elements, then elements [lo, hi) of
+// the output. Keeps $m0..$m3, $m12 and $m13.
 softmax_row:
-        row_check softmax_done
 #if CAUSAL
         add     $m14, $m12, 1
         min     $m14, $m14, $m2
 #else
         mov     $m14, $m2
 #endif
-        // The head: elements before the first 8-byte boundary.
-        sub     $m11, $mzero, $m7
-        and     $m11, $m11, 7
-        shr     $m11, $m11, 1
-        min     $m11, $m11, $m14
+        head    $m7
 
-        // Pass 1: m = the maximum of x * scale over the kept elements.
+        // Pass 1: m = the maximum of x * scale over the kept elements: the
+        // largest x for a non-negative scale, the smallest otherwise.
         mov     $m8, $m7
+        mov     $m6, $a8
+        shr     $m6, $m6, 31
+        brnz    $m6, softmax_min
         setzi   $a2, 0xfc00
         sethi   $a2, 0xfc00
         mov     $a3, $a2
-        setzi   $a4, 0x7c00
-        sethi   $a4, 0x7c00
-        mov     $a5, $a4
         rpt_at  4
-        rpt     $m11, 3
-        max_one
+        rpt     $m11, 2
+        { ldb16step $a0, $m8+=, 2 ; f16v2max $a2, $a2, $a0 }
         quads
         rpt_at  4
-        rpt     $m6, 3
+        rpt     $m6, 2
         { ld64step $a0:1, $m8+=, 8 ; f16v4max $a2:3, $a2:3, $a0:1 }
-        f16v4min $a4:5, $a4:5, $a0:1
         tail
         rpt_at  4
-        rpt     $m6, 3
-        max_one
+        rpt     $m6, 2
+        { ldb16step $a0, $m8+=, 2 ; f16v2max $a2, $a2, $a0 }
         f16v4hmax $a2, $a2:3
-        mov     $a0, $azero
-        mov     $a1, $azero
-        f16v4sub $a4:5, $a0:1, $a4:5
-        f16v4hmax $a4, $a4:5
-        f32sub  $a4, $azero, $a4
-        f32mul  $a2, $a2, $a8
-        f32mul  $a4, $a4, $a8
-        f32max  $a10, $a2, $a4
+        br      softmax_scale_max
+softmax_min:
+        setzi   $a2, 0x7c00
+        sethi   $a2, 0x7c00
+        mov     $a3, $a2
+        rpt_at  4
+        rpt     $m11, 2
+        { ldb16step $a0, $m8+=, 2 ; f16v2min $a2, $a2, $a0 }
+        quads
+        rpt_at  4
+        rpt     $m6, 2
+        { ld64step $a0:1, $m8+=, 8 ; f16v4min $a2:3, $a2:3, $a0:1 }
+        tail
+        rpt_at  4
+        rpt     $m6, 2
+        { ldb16step $a0, $m8+=, 2 ; f16v2min $a2, $a2, $a0 }
+        // The smallest lane is minus the largest of the negated lanes.
+        f16v4sub $a2:3, $a14:15, $a2:3
+        f16v4hmax $a2, $a2:3
+        f32sub  $a2, $azero, $a2
+softmax_scale_max:
+        f32mul  $a10, $a2, $a8
         mov     $a11, $a10
 
-        // Pass 2: s = the sum of the exponentials.
+        // Pass 2: s = the sum of the exponentials, in the vector
+        // accumulators (single elements add into accumulator 0 alone).
         mov     $m8, $m7
+        mov     $a5, $azero
         mov     $a6, $azero
         mov     $a7, $azero
         rpt_at  4
         rpt     $m11, 6
-        sum_one
+        exp_one
+        f32v4acc $a4:7
         quads
         rpt_at  4
-        rpt     $m6, 13
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        exp_quad
-        f32v2add $a6:7, $a6:7, $a2:3
-        f32v2add $a6:7, $a6:7, $a4:5
+        rpt     $m6, 12
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
+        f16v2tof32 $a6:7, $a1
+        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
+        f32v4acc $a4:7
+        mov     $a5, $azero
+        mov     $a6, $azero
+        mov     $a7, $azero
         tail
         rpt_at  4
         rpt     $m6, 6
-        sum_one
-        f32v2hadd $a6, $a6:7
-        f32rcp  $a12, $a6
+        exp_one
+        f32v4acc $a4:7
+        f32v2gina $a4:5, 0
+        f32v2gina $a6:7, 1
+        f32v2add $a4:5, $a4:5, $a6:7
+        f32v2hadd $a4, $a4:5
+        f32rcp  $a12, $a4
         mov     $a13, $a12
 
-        // Pass 3: the normalised exponentials, then zeros for the masked
-        // elements. The quad loop is a counted branch: its 16-word body is
-        // longer than the executor runs correctly under `rpt` (see
-        // gelu_f16.S).
-        mov     $m8, $m7
-        mov     $m10, $m9
+        // Pass 3: elements [lo, min(hi, kept)) of the output.
+        min     $m6, $m5, $m14
+        sub     $m14, $m6, $m4
+        max     $m14, $m14, 0
+        add     $m6, $m4, $m4
+        add     $m8, $m7, $m6
+        add     $m10, $m9, $m6
+        head    $m8
         rpt_at  4
         rpt     $m11, 9
         out_one
         quads
-        brz     $m6, softmax_tail
+        brz     $m6, softmax_out_tail
         sub     $m6, $m6, 1
+        // The first quad; the loop stores each quad with the next one's
+        // conversion.
         .align  8
-softmax_quad:
         { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        exp_quad
-        f32v2mul $a2:3, $a2:3, $a12:13
-        f32v2mul $a4:5, $a4:5, $a12:13
-        f32v2tof16 $a0, $a2:3
-        f32v2tof16 $a1, $a4:5
-        st64step $a0:1, $m10+=, 8
-        brnzdec $m6, softmax_quad
-softmax_tail:
+        f16v2tof32 $a4:5, $a1
+        out_rest
+        rpt_at  4
+        rpt     $m6, 16
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { st64step $a6:7, $m10+=, 8 ; f16v2tof32 $a4:5, $a1 }
+        out_rest
+        st64step $a6:7, $m10+=, 8
+softmax_out_tail:
         tail
         rpt_at  4
         rpt     $m6, 9
         out_one
-        sub     $m6, $m2, $m14
+#if CAUSAL
+        // Zeros for the masked elements of [lo, hi): from the cursor (at
+        // max(lo, kept)) to hi, with 64-bit stores between single ones.
+        sub     $m14, $m10, $m9
+        shr     $m14, $m14, 1
+        sub     $m14, $m5, $m14
+        max     $m14, $m14, 0
+        head    $m10
+        rpt     $m11, 1
+        st16step $mzero, $m10+=, 2
+        quads
+        rpt     $m6, 1
+        st64step $a14:15, $m10+=, 8
+        tail
         rpt     $m6, 1
         st16step $mzero, $m10+=, 2
-
-        row_advance
-#if CAUSAL
-        add     $m12, $m12, 6
-softmax_wrap:
-        cmpult  $m6, $m12, $m13
-        brnz    $m6, softmax_row
-        sub     $m12, $m12, $m13
-        br      softmax_wrap
-#else
-        br      softmax_row
 #endif
-softmax_done:
-        exitz   $mzero
+        br      $m13
         .size   softmax_f16, . - softmax_f16

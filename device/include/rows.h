@@ -3,13 +3,13 @@
 //
 // Element-wise kernels ignore the row structure: their operands are dense
 // `rows * row_length` element arrays, so they are split into units of a few
-// elements (4 for f16 and FP8, 2 for f32 add) and worker `w` takes units
-// w, w + 6, w + 12, ...  Every unit then starts at a multiple of its size
-// from a 16-byte aligned buffer, so the 64-bit accesses of the vector loop
-// are always aligned whatever the row length, and the six workers stay
-// balanced even when there are fewer than six rows. The partial unit at the
-// end (the tail, fewer elements than a unit) is done by worker 5, which has
-// the fewest whole units.
+// elements (8 for the FP8 casts, 4 for f16, 2 for f32 add) and worker `w`
+// takes units w, w + 6, w + 12, ...  Every unit then starts at a multiple
+// of its size from a 16-byte aligned buffer, so the 64-bit accesses of the
+// vector loop are always aligned whatever the row length, and the six
+// workers stay balanced even when there are fewer than six rows. The
+// partial unit at the end (the tail, fewer elements than a unit) is done by
+// worker 5, which has the fewest whole units.
 //
 // Register conventions of the element-wise kernels:
 //   $m0  state struct
@@ -107,51 +107,132 @@ rows_text_start:
         brnzdec $m3, \label
 .endm
 
-// Row kernels (softmax, layernorm) give worker `w` rows w, w + 6, ... and
-// walk each row with 16-bit accesses, so rows may start at any even
-// address. Their register conventions:
+// Row kernels (softmax, layernorm) compute statistics over a whole row
+// before they can write any of it, and workers cannot share results within
+// one launch (they run in no defined order). So rows are split like this:
+// with rows = 6q + r, worker w takes whole rows w, w + 6, ... below a bound
+// B, and when r is 1, 2 or 3 the last r rows are each split into g = 6 / r
+// parts: worker w writes part p = w % g of row 6q + w / g, after computing
+// that row's statistics itself. B is 6q then, and `rows` otherwise: with
+// four or five rows left, splitting them would have some worker compute
+// two rows' statistics to write less than a row, which costs more than the
+// idle workers save. A part is a range of the row's aligned
+// quads: the row is a head of single elements up to the first 8-byte
+// boundary, Q whole quads and a tail; part p has quads [p Q', (p + 1) Q')
+// with Q' = Q / g, the first part also the head and the last part the rest.
+// A single long row is thus written by all six workers.
+//
+// Register conventions of the row kernels:
 //   $m0  state struct
-//   $m1  rows
+//   $m1  B, the bound of the whole-row loop
 //   $m2  row_length
 //   $m3  current row
-//   $m4  row bytes (2 * row_length)
-//   $m5  six rows' bytes
+//   $m4  first element of the row to write (lo), $m5 the end (hi)
 //   $m6  scratch
 //   $m7  current input row, $m9 current output row
 //   $m8, $m10 cursors within them
 //   $m11.. free for the kernel
 
-// Sets $m1..$m5, $m7 and $m9 for the worker's first row.
-.macro row_setup rows_off, len_off, in_off, out_off
+// Sets $m1 = B from the state's row count at `rows_off`.
+.macro row_bound rows_off, label
         ld32    $m1, $m0, \rows_off
-        ld32    $m2, $m0, \len_off
-        get     $m3, $wid
-        add     $m4, $m2, $m2
-        mul     $m5, $m4, 6
-        mul     $m6, $m3, $m4
+        setzi   $m6, DIV6_MUL
+        mul     $m6, $m1, $m6
+        shr     $m6, $m6, DIV6_SHIFT
+        mul     $m6, $m6, 6
+        sub     $m3, $m1, $m6
+        sub     $m3, $m3, 1
+        cmpult  $m3, $m3, 3
+        brz     $m3, \label
+        mov     $m1, $m6
+\label:
+.endm
+
+// Sets $m7 and $m9 for row $m3 and the whole row as the range to write.
+.macro whole_row in_off, out_off
+        add     $m6, $m2, $m2
+        mul     $m6, $m6, $m3
         ld32    $m7, $m0, \in_off
         add     $m7, $m7, $m6
         ld32    $m9, $m0, \out_off
         add     $m9, $m9, $m6
+        mov     $m4, $mzero
+        mov     $m5, $m2
 .endm
 
-// Branches to `done` when the current row is past the last.
-.macro row_check done
-        cmpult  $m6, $m3, $m1
-        brz     $m6, \done
-.endm
-
-// Moves to the worker's next row.
-.macro row_advance
-        add     $m3, $m3, 6
-        add     $m7, $m7, $m5
-        add     $m9, $m9, $m5
+// Sets $m3, $m4, $m5, $m7 and $m9 for this worker's part of a split row,
+// or branches to `none` when the rows leave nothing to split. Clobbers
+// $m6, $m8, $m10, $m11 and $m13.
+.macro split_row rows_off, in_off, out_off, none
+        ld32    $m4, $m0, \rows_off
+        setzi   $m6, DIV6_MUL
+        mul     $m5, $m4, $m6
+        shr     $m5, $m5, DIV6_SHIFT
+        mul     $m5, $m5, 6
+        sub     $m4, $m4, $m5
+        sub     $m6, $m4, 1
+        cmpult  $m6, $m6, 3
+        brz     $m6, \none
+        // $m4 = r, $m5 = 6q. For w <= 5, w / g = (w (5 r + 1)) >> 5.
+        get     $m8, $wid
+        mul     $m6, $m4, 5
+        add     $m6, $m6, 1
+        mul     $m6, $m8, $m6
+        shr     $m6, $m6, 5
+        add     $m3, $m5, $m6
+        // g = 5 - r, or 6 when r = 1; p = w - g (w / g) into $m8.
+        cmpeq   $m10, $m4, 1
+        shl     $m10, $m10, 1
+        sub     $m11, $mzero, $m4
+        add     $m11, $m11, 5
+        add     $m11, $m11, $m10
+        mul     $m10, $m6, $m11
+        sub     $m8, $m8, $m10
+        add     $m6, $m2, $m2
+        mul     $m6, $m6, $m3
+        ld32    $m7, $m0, \in_off
+        add     $m7, $m7, $m6
+        ld32    $m9, $m0, \out_off
+        add     $m9, $m9, $m6
+        // $m10 = the head; $m13 = 4 Q' = 4 ((Q r) / 6), exact division
+        // as Q r < 98304 whenever the rows fit a tile.
+        sub     $m10, $mzero, $m7
+        and     $m10, $m10, 7
+        shr     $m10, $m10, 1
+        min     $m10, $m10, $m2
+        sub     $m13, $m2, $m10
+        shr     $m13, $m13, 2
+        mul     $m13, $m13, $m4
+        setzi   $m6, DIV6_MUL
+        mul     $m13, $m13, $m6
+        shr     $m13, $m13, DIV6_SHIFT
+        shl     $m13, $m13, 2
+        // lo = head + p 4Q' (0 for the first part), hi = lo + 4Q' (the
+        // row's end for the last part).
+        mul     $m4, $m8, $m13
+        add     $m4, $m4, $m10
+        add     $m5, $m4, $m13
+        cmpult  $m6, $mzero, $m8
+        mul     $m4, $m4, $m6
+        sub     $m11, $m11, 1
+        cmpeq   $m6, $m8, $m11
+        brz     $m6, \none\()_part
+        mov     $m5, $m2
+\none\()_part:
 .endm
 
 // `a = a mod b` for b >= 1 and a < 2^31 by binary long division (there is
-// no divide instruction); clobbers $m6 and `bit`.
+// no divide instruction), starting from the highest bit the quotient can
+// have, so a small quotient costs a few steps; clobbers $m6 and `bit`.
 .macro mod_in_place a, b, bit, label
-        setzi   \bit, 30
+        setzi   \bit, 0
+\label\()_up:
+        add     $m6, \bit, 1
+        shr     $m6, \a, $m6
+        cmpult  $m6, $m6, \b
+        brnz    $m6, \label
+        add     \bit, \bit, 1
+        br      \label\()_up
 \label:
         shr     $m6, \a, \bit
         cmpult  $m6, $m6, \b

@@ -147,20 +147,58 @@ pub fn assemble_with(pre: Preprocessed, encoder: &'static dyn Encoder) -> Assemb
     }
 }
 
-/// Checks that a cost formula is an expression (names are the variant's
-/// defines and are bound when the formula is evaluated).
-pub fn check_cost_formula(formula: &str) -> Result<(), String> {
-    let tokens = lex::lex(formula).map_err(|e| e.message)?;
-    expr::parse_all(&tokens, formula.len()).map_err(|e| e.message)?;
-    Ok(())
+/// A parsed cost formula: `name = expr;` bindings, each seeing the names
+/// before it, then the expression whose value is the cost.
+struct CostFormula {
+    bindings: Vec<(String, expr::Expr)>,
+    result: expr::Expr,
 }
 
-/// Evaluates a cost formula with `lookup` giving each name's value.
+fn parse_cost_formula(formula: &str) -> Result<CostFormula, String> {
+    let tokens = lex::lex(formula).map_err(|e| e.message)?;
+    let mut statements: Vec<&[lex::Token]> = tokens.split(|t| t.is(";")).collect();
+    let result = statements.pop().unwrap_or(&[]);
+    let mut bindings = Vec::new();
+    for statement in statements {
+        let (Some(name), Some(true)) = (
+            statement.first().and_then(lex::Token::ident),
+            statement.get(1).map(|t| t.is("=")),
+        ) else {
+            return Err("expected `name = expression;` before the last `;`".into());
+        };
+        let value = expr::parse_all(&statement[2..], formula.len()).map_err(|e| e.message)?;
+        bindings.push((name.to_string(), value));
+    }
+    let result = expr::parse_all(result, formula.len()).map_err(|e| e.message)?;
+    Ok(CostFormula { bindings, result })
+}
+
+/// Checks that a cost formula is an expression, optionally after
+/// `name = expr;` bindings (other names are the variant's defines and the
+/// run's parameters, bound when the formula is evaluated).
+pub fn check_cost_formula(formula: &str) -> Result<(), String> {
+    parse_cost_formula(formula).map(|_| ())
+}
+
+/// Evaluates a cost formula with `lookup` giving each free name's value.
 pub fn eval_cost_formula(
     formula: &str,
     lookup: &dyn Fn(&str) -> Option<i64>,
 ) -> Result<i64, String> {
-    let tokens = lex::lex(formula).map_err(|e| e.message)?;
-    let expr = expr::parse_all(&tokens, formula.len()).map_err(|e| e.message)?;
-    expr::eval_const(&expr, lookup).map_err(|e| e.message)
+    let parsed = parse_cost_formula(formula)?;
+    let mut bound: Vec<(&str, i64)> = Vec::new();
+    // The latest binding of a name wins; free names go to `lookup`.
+    let value_of = |bound: &[(&str, i64)], name: &str| {
+        bound
+            .iter()
+            .rev()
+            .find(|(b, _)| *b == name)
+            .map(|(_, v)| *v)
+            .or_else(|| lookup(name))
+    };
+    for (name, value) in &parsed.bindings {
+        let v = expr::eval_const(value, &|n| value_of(&bound, n)).map_err(|e| e.message)?;
+        bound.push((name, v));
+    }
+    expr::eval_const(&parsed.result, &|n| value_of(&bound, n)).map_err(|e| e.message)
 }

@@ -579,3 +579,81 @@ fn a_register_repeat_with_a_long_body_does_not_panic_the_host() {
     tile.run_worker(0, CODE, DATA, WATCHDOG).expect("runs");
     assert_eq!(tile.worker_regs(0).unwrap().m[2], 60);
 }
+
+#[test]
+fn vector_accumulators_sum_lanes_in_f32_and_clear_when_read() {
+    // Three f16 quads 24 bytes apart: (1, 2, 3, 4), (0.5, 0.25, -1, 2048)
+    // and (1, 1, 1, 1). Lane 3 adds 4 + 2048 + 1 in f32 (exactly 2053,
+    // which f16 could not hold); the register-stride load walks them.
+    // Then the f32 lanes of $a8:11 (1.5, -2, 3, 0) add their squares
+    // (2.25 + 1.5, 4 - 2, 9 + 3, 0) and their values, and a second read
+    // of pair 0 finds it zeroed.
+    let h = |v: [f64; 4]| -> (u32, u32) {
+        let b: Vec<u32> = v
+            .iter()
+            .map(|&x| u32::from(f16::from_f64(x).to_bits()))
+            .collect();
+        (b[0] | (b[1] << 16), b[2] | (b[3] << 16))
+    };
+    let quads = [
+        h([1.0, 2.0, 3.0, 4.0]),
+        h([0.5, 0.25, -1.0, 2048.0]),
+        h([1.0; 4]),
+    ];
+    let mut code = String::new();
+    for (i, (lo, hi)) in quads.iter().enumerate() {
+        for (k, w) in [lo, hi].iter().enumerate() {
+            code.push_str(&format!(
+                "setzi $m1, {}\nsethi $m1, {}\nst32 $m1, $m0, {}\n",
+                *w & 0xFFFF,
+                *w >> 16,
+                24 * i + 4 * k
+            ));
+        }
+    }
+    let f = |v: f32| (v.to_bits() & 0xFFFF, v.to_bits() >> 16);
+    for (reg, v) in [(8, 1.5f32), (9, -2.0), (10, 3.0)] {
+        let (lo, hi) = f(v);
+        code.push_str(&format!("setzi $a{reg}, {lo}\nsethi $a{reg}, {hi}\n"));
+    }
+    code.push_str(
+        "
+        setzi $m2, 24
+        mov $m3, $m0
+        ld64step $a0:1, $m3+=, $m2
+        f16v4acc $a0:1
+        ld64step $a0:1, $m3+=, $m2
+        f16v4acc $a0:1
+        ld64step $a0:1, $m3+=, $m2
+        f16v4acc $a0:1
+        f32v2gina $a4:5, 0
+        f32v2gina $a6:7, 1
+        f32v4sqacc $a8:11
+        f32v4acc $a8:11
+        f32v2gina $a12:13, 0
+        f32v2gina $a2:3, 0
+        exitz $mzero
+        ",
+    );
+    check_worker(
+        &code,
+        expect![[r#"
+            issues 36 instructions 39
+            m0 = 0x60000
+            m1 = 0x3c003c00
+            m2 = 0x18
+            m3 = 0x60048
+            a0 = 0x3c003c00
+            a1 = 0x3c003c00
+            a4 = 0x40200000
+            a5 = 0x40500000
+            a6 = 0x40400000
+            a7 = 0x45005000
+            a8 = 0x3fc00000
+            a9 = 0xc0000000
+            a10 = 0x40400000
+            a12 = 0x40700000
+            a13 = 0x40000000
+        "#]],
+    );
+}

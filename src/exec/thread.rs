@@ -551,6 +551,32 @@ impl Thread {
                 r.set_pair(d, out);
                 self.counts.amp_macs += 128;
             }
+            Op::F16v4Acc => {
+                let p = r.pair(d);
+                for (j, acc) in self.amp.current[..4].iter_mut().enumerate() {
+                    *acc += half_to_f32((p >> (16 * j)) as u32);
+                }
+            }
+            Op::F32v4Acc | Op::F32v4SqAcc => {
+                let square = inst.op == Op::F32v4SqAcc;
+                for (j, acc) in self.amp.current[..4].iter_mut().enumerate() {
+                    let v = f32::from_bits(r.a(d + j as u8));
+                    *acc = if square {
+                        (f64::from(*acc) + f64::from(v) * f64::from(v)) as f32
+                    } else {
+                        *acc + v
+                    };
+                }
+            }
+            Op::F32v2Gina => {
+                let at = 2 * imm as usize;
+                let pair = &mut self.amp.current[at..at + 2];
+                r.set_pair(
+                    d,
+                    u64::from(pair[0].to_bits()) | (u64::from(pair[1].to_bits()) << 32),
+                );
+                pair.fill(0.0);
+            }
             Op::Ld2xSt64Pace => {
                 let (x_at, p_at, s_at) = (r.m(c), r.m(c + 1), r.m(c + 2));
                 mem.check_interleaved(x_at)?;
@@ -581,7 +607,7 @@ impl Thread {
             | St16R | St32MR | St32AR | St64R | St128R => (base.wrapping_add(r.m(b)), false),
             Ldz8Step | Lds8Step | Ldz16Step | Lds16Step | Ldb16Step | Ld32MStep | Ld32AStep
             | Ld64Step | Ld128Step | St8Step | St16Step | St32MStep | St32AStep | St64Step
-            | St128Step => (base, true),
+            | St128Step | Ld64StepR => (base, true),
             _ => (base.wrapping_add(inst.imm as u32), false),
         };
         match inst.op {
@@ -599,7 +625,9 @@ impl Thread {
             }
             Ld32MR | Ld32M | Ld32MStep => r.set_m(d, u32::from_le_bytes(mem.read::<4>(addr)?)),
             Ld32AR | Ld32A | Ld32AStep => r.set_a(d, u32::from_le_bytes(mem.read::<4>(addr)?)),
-            Ld64R | Ld64 | Ld64Step => r.set_pair(d, u64::from_le_bytes(mem.read::<8>(addr)?)),
+            Ld64R | Ld64 | Ld64Step | Ld64StepR => {
+                r.set_pair(d, u64::from_le_bytes(mem.read::<8>(addr)?))
+            }
             Ld128R | Ld128 | Ld128Step => {
                 mem.check_interleaved(addr)?;
                 let v = u128::from_le_bytes(mem.read::<16>(addr)?);
@@ -624,7 +652,13 @@ impl Thread {
             }
         }
         if step {
-            r.set_m(a, base.wrapping_add(inst.imm as u32));
+            // The register-stride form adds its third operand; the others
+            // their immediate.
+            let delta = match inst.op {
+                Ld64StepR => r.m(b),
+                _ => inst.imm as u32,
+            };
+            r.set_m(a, base.wrapping_add(delta));
         }
         Ok(Flow::Next)
     }

@@ -67,6 +67,7 @@ pub fn decode(word: u32) -> Result<Inst, DecodeError> {
             Kind::CReg => ControlReg::from_index(raw as u8).is_some(),
             Kind::Shift => raw <= 31,
             Kind::Len8 => raw >= 1,
+            Kind::AccPair => raw <= 1,
             _ => true,
         };
         if !valid {

@@ -119,6 +119,7 @@ fn immediate(kind: Kind, value: &Value) -> Result<Imm, String> {
         Kind::UImm16 | Kind::Count16 => (0, 0xFFFF),
         Kind::Shift => (0, 31),
         Kind::Len8 => (1, 255),
+        Kind::AccPair => (0, 1),
         Kind::Addr21 => (0, (1 << 21) - 1),
         _ => return Err(format!("expected {}, found a value", expects(kind))),
     };
@@ -163,5 +164,6 @@ fn expects(kind: Kind) -> &'static str {
         Kind::Addr21 => "a 21-bit address",
         Kind::Count16 => "a repeat count",
         Kind::Len8 => "a repeat body length in words",
+        Kind::AccPair => "a vector accumulator pair (0 or 1)",
     }
 }

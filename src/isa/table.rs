@@ -121,6 +121,10 @@ pub enum Op {
     F8v4ToF16,
     F16v4Amp,
     F8v8Amp,
+    F16v4Acc,
+    F32v4Acc,
+    F32v4SqAcc,
+    F32v2Gina,
     // Register-offset loads and stores.
     Ldz8R,
     Lds8R,
@@ -138,6 +142,7 @@ pub enum Op {
     St64R,
     St128R,
     Ld2xSt64Pace,
+    Ld64StepR,
     // Immediate-offset loads and stores.
     Ldz8,
     Lds8,
@@ -202,6 +207,9 @@ pub enum Kind {
     Count16,
     /// Repeat body length in words, 1..=255.
     Len8,
+    /// Which pair of vector accumulators, 0 (accumulators 0 and 1) or 1
+    /// (2 and 3).
+    AccPair,
 }
 
 impl Kind {
@@ -210,7 +218,12 @@ impl Kind {
     pub const fn is_immediate(self) -> bool {
         matches!(
             self,
-            Kind::SImm16 | Kind::UImm16 | Kind::Shift | Kind::Addr21 | Kind::Count16
+            Kind::SImm16
+                | Kind::UImm16
+                | Kind::Shift
+                | Kind::Addr21
+                | Kind::Count16
+                | Kind::AccPair
         )
     }
 
@@ -230,6 +243,7 @@ impl Kind {
             Kind::Addr21 => "addr21",
             Kind::Count16 => "count16",
             Kind::Len8 => "len8",
+            Kind::AccPair => "accpair",
         }
     }
 }
@@ -438,6 +452,9 @@ const R_PPP: &[(Kind, Field)] = &[(APair, FD), (APair, FA), (APair, FB)];
 const R_PA: &[(Kind, Field)] = &[(APair, FD), (A, FA)];
 const R_AP: &[(Kind, Field)] = &[(A, FD), (APair, FA)];
 const R_PP: &[(Kind, Field)] = &[(APair, FD), (APair, FA)];
+const R_P: &[(Kind, Field)] = &[(APair, FD)];
+const R_Q: &[(Kind, Field)] = &[(AQuad, FD)];
+const R_PACC: &[(Kind, Field)] = &[(APair, FD), (AccPair, FA)];
 const R_MC: &[(Kind, Field)] = &[(M, FD), (CReg, FA)];
 const R_CM: &[(Kind, Field)] = &[(CReg, FD), (M, FA)];
 const I_MMS: &[(Kind, Field)] = &[(M, FD), (M, FA), (SImm16, FI16)];
@@ -466,6 +483,7 @@ const MS_M: &[(Kind, Field)] = &[(M, FD), (MInc, FA), (SImm16, FI16)];
 const MS_A: &[(Kind, Field)] = &[(A, FD), (MInc, FA), (SImm16, FI16)];
 const MS_P: &[(Kind, Field)] = &[(APair, FD), (MInc, FA), (SImm16, FI16)];
 const MS_Q: &[(Kind, Field)] = &[(AQuad, FD), (MInc, FA), (SImm16, FI16)];
+const MSR_P: &[(Kind, Field)] = &[(APair, FD), (MInc, FA), (M, FB)];
 const PACE: &[(Kind, Field)] = &[(APair, FD), (APair, FA), (APair, FB), (MTriple, FC)];
 
 /// The instruction table.
@@ -570,6 +588,10 @@ pub static TABLE: &[OpInfo] = &[
     grouped(Op::F8v4ToF16, "f8v4tof16", G_FPU, 38, R_PA, Aux, Worker, "Four FP8 bytes to four f16 lanes with `$fp8cfg`'s format and scale."),
     grouped(Op::F16v4Amp, "f16v4amp", G_FPU, 39, R_PPP, Aux, Worker, "AMP step, f16 inputs: 64 MACs; d = 4 f16 partials out, a = 4 f16 inputs, b = 4 f16 partials in."),
     grouped(Op::F8v8Amp, "f8v8amp", G_FPU, 40, R_PPP, Aux, Worker, "AMP step, FP8 inputs: 128 MACs; d = 4 f16 partials out, a = 8 FP8 inputs, b = 4 f16 partials in."),
+    grouped(Op::F16v4Acc, "f16v4acc", G_FPU, 41, R_P, Aux, Worker, "Adds the four f16 lanes, widened to f32, to vector accumulators 0..3 (f32 sums)."),
+    grouped(Op::F32v4Acc, "f32v4acc", G_FPU, 42, R_Q, Aux, Worker, "Adds the four f32 lanes to vector accumulators 0..3 (f32 sums)."),
+    grouped(Op::F32v4SqAcc, "f32v4sqacc", G_FPU, 43, R_Q, Aux, Worker, "Adds the squares of the four f32 lanes to vector accumulators 0..3 (each square and sum in f64, rounded to f32 once)."),
+    grouped(Op::F32v2Gina, "f32v2gina", G_FPU, 44, R_PACC, Aux, Worker, "d = vector accumulators 2i and 2i + 1 for pair i; both are then zeroed."),
     // Register-offset loads and stores.
     grouped(Op::Ldz8R, "ldz8", G_MEM, 0, MR_M, Main, Both, "d = zext(byte at a + b)."),
     grouped(Op::Lds8R, "lds8", G_MEM, 1, MR_M, Main, Both, "d = sext(byte at a + b)."),
@@ -587,6 +609,7 @@ pub static TABLE: &[OpInfo] = &[
     grouped(Op::St64R, "st64", G_MEM, 13, MR_P, Main, Worker, "Stores pair d at a + b."),
     grouped(Op::St128R, "st128", G_MEM, 14, MR_Q, Main, Worker, "Stores quad d at a + b (interleaved memory only)."),
     grouped(Op::Ld2xSt64Pace, "ld2xst64pace", G_MEM, 15, PACE, Main, Worker, "Loads d from [$mN] and a from [$mN+1] (both interleaved memory), stores b to [$mN+2], then adds 8 to all three."),
+    grouped(Op::Ld64StepR, "ld64step", G_MEM, 16, MSR_P, Main, Worker, "Pair d = 64 bits at a; a += b."),
 ];
 
 /// Immediate-offset and post-incrementing memory forms: each shares a major

@@ -47,6 +47,7 @@ fn sample(kind: Kind) -> Operand {
         Kind::Addr21 => imm(0x4c010),
         Kind::Count16 => imm(1000),
         Kind::Len8 => imm(4),
+        Kind::AccPair => imm(1),
     }
 }
 
@@ -191,6 +192,10 @@ fn every_instruction_round_trips_through_decode_and_disassembly() {
         044a0026  f8v4tof16 $a2:3, $a5
         04444027  f16v4amp $a2:3, $a2:3, $a2:3
         04444028  f8v8amp $a2:3, $a2:3, $a2:3
+        04400029  f16v4acc $a2:3
+        0480002a  f32v4acc $a4:7
+        0480002b  f32v4sqacc $a4:7
+        0442002c  f32v2gina $a2:3, 1
         06666000  ldz8 $m3, $m3, $m3
         06666001  lds8 $m3, $m3, $m3
         06666002  ldz16 $m3, $m3, $m3
@@ -207,6 +212,7 @@ fn every_instruction_round_trips_through_decode_and_disassembly() {
         0646600d  st64 $a2:3, $m3, $m3
         0686600e  st128 $a4:7, $m3, $m3
         0644480f  ld2xst64pace $a2:3, $a2:3, $a2:3, $m4:6+=
+        06446010  ld64step $a2:3, $m2+=, $m3
         4066fffb  ldz8 $m3, $m3, -5
         4266fffb  lds8 $m3, $m3, -5
         4466fffb  ldz16 $m3, $m3, -5

@@ -107,8 +107,9 @@ pub struct ParamMetadata {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CostMetadata {
-    /// An expression over the variant's defines (`+ - * / % << >> & | ^`,
-    /// comparisons, `?:`); see [`eval_cost`].
+    /// An expression over the variant's defines and the run's parameters
+    /// (`+ - * / % << >> & | ^`, comparisons, `?:`), optionally after
+    /// `name = expression;` bindings; see [`eval_cost`].
     pub formula: String,
     /// The formula evaluated with this variant's defines, when they are all
     /// integers.

@@ -267,4 +267,14 @@ fn cost_formulas_evaluate_with_bound_names() {
         eval_cost("K * X", &values),
         Err("unknown name `X`".to_string())
     );
+    // Bindings name sub-expressions; later ones see earlier ones and may
+    // shadow the variant's names.
+    assert_eq!(
+        eval_cost("blocks = K / 16; C = C * 2; blocks * C + 1", &values),
+        Ok(129)
+    );
+    assert_eq!(
+        eval_cost("blocks K / 16; blocks", &values),
+        Err("expected `name = expression;` before the last `;`".to_string())
+    );
 }

@@ -101,16 +101,15 @@ impl Kernel {
     }
 
     /// The entry's cost formula evaluated for one run, with the variant's
-    /// defines and the run's `rows` and `row_length` bound.
-    pub fn estimate(&self, rows: usize, row_length: usize) -> i64 {
+    /// defines and the run's parameters bound.
+    pub fn estimate(&self, params: &[(&str, i64)]) -> i64 {
         let cost = self.metadata.cost.as_ref().expect("a cost formula");
         let mut values: BTreeMap<String, i64> = self
             .defines
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
             .collect();
-        values.insert("rows".into(), rows as i64);
-        values.insert("row_length".into(), row_length as i64);
+        values.extend(params.iter().map(|(k, v)| (k.to_string(), *v)));
         kernels::eval_cost(&cost.formula, &values)
             .unwrap_or_else(|e| panic!("cost formula `{}`: {e}", cost.formula))
     }

@@ -1,0 +1,170 @@
+//! Calibration of the kernels' cost formulas: every row kernel (and the
+//! reduce-add and block rearrangement the GEMMs use) runs over a grid of
+//! shapes on the executor, its output is checked against the host, and its
+//! `.ipub_cost` formula must be within 15 % of the measured cycles. The
+//! table of measured against estimated cycles prints with
+//! `cargo test --test row_kernels calibration -- --nocapture`.
+
+use crate::harness::{compile, Rng, Run};
+use crate::host::{case, check, Settings};
+use std::fmt::Write as _;
+
+/// How far a formula may be from the measured cycles.
+const TOLERANCE: f64 = 0.15;
+
+const KERNELS: &[&str] = &[
+    "cast_f16_f143",
+    "cast_f16_f152",
+    "cast_f143_f16",
+    "cast_f152_f16",
+    "cast_f16_f32",
+    "cast_f32_f16",
+    "add_f16",
+    "add_f32",
+    "rearrange_f16_b16x4",
+    "gelu_f16",
+    "softmax_f16",
+    "softmax_f16_causal",
+    "layernorm_f16",
+    "reduce_add_f16",
+];
+
+/// Rows of a tile's share: one, fewer than the workers, each remainder of
+/// six, and many.
+const ROWS: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 13, 19, 64];
+/// Row lengths: tiny, odd (rows start misaligned), not multiples of 4 or
+/// 8, and the model widths.
+const LENGTHS: &[usize] = &[1, 3, 17, 64, 197, 384, 999];
+/// Grid points past this many elements are left out (simulation time).
+const MAX_ELEMENTS: usize = 20_000;
+/// Long rows and large blocks beyond the grid.
+const EXTRA: &[(usize, usize)] = &[(1, 8192), (1, 4304), (4, 1536), (32, 1024)];
+
+/// (count, length) of the reduce-add: lengths are multiples of 4.
+const REDUCE: &[(usize, usize)] = &[
+    (1, 4),
+    (1, 400),
+    (2, 20),
+    (3, 24),
+    (4, 388),
+    (4, 1188),
+    (5, 100),
+    (6, 96),
+    (7, 64),
+    (8, 1188),
+    (9, 40),
+    (16, 384),
+    (16, 4),
+];
+
+fn shapes(kernel: &str) -> Vec<(usize, usize)> {
+    if kernel == "reduce_add_f16" {
+        return REDUCE.to_vec();
+    }
+    let mut shapes: Vec<(usize, usize)> = ROWS
+        .iter()
+        .flat_map(|&r| LENGTHS.iter().map(move |&l| (r, l)))
+        .filter(|&(r, l)| r * l <= MAX_ELEMENTS)
+        .collect();
+    shapes.extend_from_slice(EXTRA);
+    shapes
+}
+
+/// One measurement: a table line, and whether the formula missed.
+fn line(kernel: &str, shape: &str, cycles: u64, estimate: i64) -> (String, bool) {
+    let error = (estimate as f64 - cycles as f64) / cycles as f64;
+    let text = format!(
+        "{kernel:<20} {shape:>11} {cycles:>9} {estimate:>9} {:>+7.1}%",
+        100.0 * error
+    );
+    (text, error.abs() > TOLERANCE)
+}
+
+#[test]
+fn cost_formulas_fit_the_measured_cycles() {
+    let mut table = format!(
+        "{:<20} {:>11} {:>9} {:>9} {:>8}\n",
+        "kernel", "shape", "measured", "formula", "error"
+    );
+    let mut misfits = Vec::new();
+    for kernel in KERNELS {
+        let compiled = compile(kernel);
+        let mut rng = Rng::new(0xca1b);
+        for (rows, row_length) in shapes(kernel) {
+            // A causal tile holds the first rows of square score matrices
+            // stacked along the rows.
+            let settings = Settings {
+                causal: Some((0, row_length)),
+                ..Settings::default()
+            };
+            let case = case(kernel, rows, row_length, &settings, &mut rng);
+            let cycles = check(&compiled, &case)
+                .unwrap_or_else(|e| panic!("{kernel} {rows}x{row_length}: {e}"));
+            let estimate = compiled.estimate(&case.params);
+            let (text, missed) = line(kernel, &format!("{rows}x{row_length}"), cycles, estimate);
+            let _ = writeln!(table, "{text}");
+            if missed {
+                misfits.push(text);
+            }
+        }
+    }
+    for (text, missed) in rearrange_blocks() {
+        let _ = writeln!(table, "{text}");
+        if missed {
+            misfits.push(text);
+        }
+    }
+    println!("{table}");
+    assert!(
+        misfits.is_empty(),
+        "cost formulas more than {:.0} % off:\n{}",
+        100.0 * TOLERANCE,
+        misfits.join("\n")
+    );
+}
+
+/// `rearrange_blocks` over (K blocks, rows, words per chunk): the output is
+/// checked by `math::rearrange_blocks_moves_each_chunk_and_nothing_else`;
+/// here only the cycles count.
+fn rearrange_blocks() -> Vec<(String, bool)> {
+    let kernel = compile("rearrange_blocks");
+    let mut rng = Rng::new(3);
+    let mut lines = Vec::new();
+    for &(outer, inner, words) in &[
+        (1, 1, 1),
+        (4, 8, 4),
+        (6, 99, 4),
+        (12, 99, 4),
+        (13, 16, 2),
+        (24, 50, 4),
+        (3, 197, 8),
+    ] {
+        let chunk = 8 * words;
+        let source: Vec<u8> = (0..outer * inner * chunk)
+            .map(|_| rng.next_u64() as u8)
+            .collect();
+        let params = vec![
+            ("outer", outer as i64),
+            ("inner", inner as i64),
+            ("words", words as i64),
+            ("src_offset", 0),
+            ("src_outer", chunk as i64),
+            ("src_inner", (outer * chunk) as i64),
+            ("dst_offset", 0),
+            ("dst_outer", (inner * chunk) as i64),
+            ("dst_inner", chunk as i64),
+        ];
+        let outcome = kernel.run(&Run {
+            inputs: vec![&source],
+            out_bytes: source.len(),
+            params: params.clone(),
+        });
+        lines.push(line(
+            "rearrange_blocks",
+            &format!("{outer}x{inner}x{words}"),
+            outcome.cycles,
+            kernel.estimate(&params),
+        ));
+    }
+    lines
+}

@@ -1,0 +1,367 @@
+//! Host arithmetic for every row kernel: the inputs a run of a variant
+//! takes and what its output must be. Casts, additions, reductions and
+//! copies must match bit for bit (the book defines them exactly); GELU,
+//! softmax and layernorm must be within one f16 step of an f64 evaluation,
+//! with a stated slack where f32 arithmetic cancels.
+//!
+//! [`case`] builds a run and its expectation; [`check`] runs it and
+//! compares. Every other test of this directory goes through them.
+
+use crate::harness::{Kernel, Rng, Run};
+use half::f16;
+use ipub::isa::fp8::{erf, Fp8Format};
+
+pub fn f16_bytes(values: &[f16]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+pub fn f16_values(bytes: &[u8]) -> Vec<f16> {
+    bytes
+        .chunks(2)
+        .map(|c| f16::from_le_bytes([c[0], c[1]]))
+        .collect()
+}
+
+fn f32_values(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Roughly normal f16 values of deviation `std`.
+pub fn normal_f16(rng: &mut Rng, n: usize, std: f64) -> Vec<f16> {
+    (0..n).map(|_| f16::from_f64(rng.normal(std))).collect()
+}
+
+/// f16 values over a wide range, with zeros, subnormals and arbitrary bit
+/// patterns (infinities, NaNs) mixed in.
+pub fn wide_f16(rng: &mut Rng, n: usize, spread: f64) -> Vec<f16> {
+    (0..n)
+        .map(|_| match rng.next_u64() % 32 {
+            0 => f16::from_bits(rng.next_u64() as u16),
+            1 => f16::from_f64(rng.normal(1e-5)),
+            2 => f16::from_f64(rng.normal(1e4)),
+            _ => f16::from_f64(rng.normal(spread)),
+        })
+        .collect()
+}
+
+/// Distance in f16 steps between a device value and the f16 nearest the
+/// reference (0 and -0 are one apart; fine for these tolerances).
+pub fn ulps(device: f16, reference: f64) -> i32 {
+    let ordinal = |v: f16| {
+        let b = i32::from(v.to_bits());
+        if b & 0x8000 != 0 {
+            -(b & 0x7fff)
+        } else {
+            b
+        }
+    };
+    (ordinal(device) - ordinal(f16::from_f64(reference))).abs()
+}
+
+/// Run parameters beyond the shape, with the values most tests want.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub in_scale: i64,
+    pub out_scale: i64,
+    /// Softmax's scale.
+    pub scale: f32,
+    /// Causal softmax: the tile's first matrix row and the matrix's rows
+    /// (`None`: the tile's rows are one matrix's first rows).
+    pub causal: Option<(usize, usize)>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            in_scale: 0,
+            out_scale: 0,
+            scale: 0.125,
+            causal: None,
+        }
+    }
+}
+
+/// What the output must be.
+enum Expected {
+    Bytes(Vec<u8>),
+    /// f16 values within one step of `reference`, or within `slack` of it.
+    F16 {
+        reference: Vec<f64>,
+        slack: Vec<f64>,
+    },
+}
+
+/// One run of a variant and its expected output.
+pub struct Case {
+    pub inputs: Vec<Vec<u8>>,
+    pub params: Vec<(&'static str, i64)>,
+    out_bytes: usize,
+    expected: Expected,
+}
+
+fn fp8_format(kernel: &str) -> Fp8Format {
+    if kernel.contains("f152") {
+        Fp8Format::F152
+    } else {
+        Fp8Format::F143
+    }
+}
+
+/// A run of `kernel` over `rows x row_length` values (for `reduce_add_f16`,
+/// `rows` partials of `row_length` values) on seeded data.
+pub fn case(
+    kernel: &str,
+    rows: usize,
+    row_length: usize,
+    settings: &Settings,
+    rng: &mut Rng,
+) -> Case {
+    let n = rows * row_length;
+    let mut params = vec![
+        ("rows", rows as i64),
+        ("row_length", row_length as i64),
+        ("in_scale", settings.in_scale),
+        ("out_scale", settings.out_scale),
+    ];
+    let bytes = |inputs: Vec<Vec<u8>>, expected: Vec<u8>, params| Case {
+        inputs,
+        params,
+        out_bytes: expected.len(),
+        expected: Expected::Bytes(expected),
+    };
+    match kernel {
+        "cast_f16_f143" | "cast_f16_f152" => {
+            let format = fp8_format(kernel);
+            let x = wide_f16(rng, n, 4.0);
+            let expected = x
+                .iter()
+                .map(|&v| format.from_f16(v, settings.out_scale as i32))
+                .collect();
+            bytes(vec![f16_bytes(&x)], expected, params)
+        }
+        "cast_f143_f16" | "cast_f152_f16" => {
+            let format = fp8_format(kernel);
+            let x: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
+            let values: Vec<f16> = x
+                .iter()
+                .map(|&b| format.to_f16(b, settings.in_scale as i32))
+                .collect();
+            bytes(vec![x], f16_bytes(&values), params)
+        }
+        "cast_f16_f32" => {
+            let x = wide_f16(rng, n, 100.0);
+            let expected = x.iter().flat_map(|v| v.to_f32().to_le_bytes()).collect();
+            bytes(vec![f16_bytes(&x)], expected, params)
+        }
+        "cast_f32_f16" => {
+            let x: Vec<f32> = (0..n)
+                .map(|_| match rng.next_u64() % 16 {
+                    0 => f32::from_bits(rng.next_u64() as u32),
+                    _ => rng.normal(1000.0) as f32,
+                })
+                .collect();
+            let expected: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+            let x = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+            bytes(vec![x], f16_bytes(&expected), params)
+        }
+        "add_f16" => {
+            // NaN payloads are not specified; every other pattern is.
+            let mut operand = || -> Vec<f16> {
+                wide_f16(rng, n, 8.0)
+                    .into_iter()
+                    .map(|v| if v.is_nan() { f16::INFINITY } else { v })
+                    .collect()
+            };
+            let (a, b) = (operand(), operand());
+            let sums: Vec<f16> = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| f16::from_f64(x.to_f64() + y.to_f64()))
+                .collect();
+            bytes(vec![f16_bytes(&a), f16_bytes(&b)], f16_bytes(&sums), params)
+        }
+        "add_f32" => {
+            let mut operand =
+                || -> Vec<f32> { (0..n).map(|_| rng.normal(1000.0) as f32).collect() };
+            let (a, b) = (operand(), operand());
+            let le = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+            let sums: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+            bytes(vec![le(&a), le(&b)], le(&sums), params)
+        }
+        "reduce_add_f16" => {
+            // `rows` partials of `row_length` values, summed in f32 in
+            // partial order and rounded once.
+            let partials = normal_f16(rng, n, 1.0);
+            let sums: Vec<f16> = (0..row_length)
+                .map(|i| {
+                    let sum =
+                        (0..rows).fold(0f32, |acc, k| acc + partials[k * row_length + i].to_f32());
+                    f16::from_f32(sum)
+                })
+                .collect();
+            params = vec![("count", rows as i64), ("length", row_length as i64)];
+            bytes(vec![f16_bytes(&partials)], f16_bytes(&sums), params)
+        }
+        _ if kernel.starts_with("rearrange_f16_b") => {
+            let x: Vec<u8> = (0..2 * n).map(|_| rng.next_u64() as u8).collect();
+            bytes(vec![x.clone()], x, params)
+        }
+        "gelu_f16" => {
+            let x = normal_f16(rng, n, 2.5);
+            let reference = x
+                .iter()
+                .map(|v| {
+                    let v = v.to_f64();
+                    0.5 * v * (1.0 + erf(v / std::f64::consts::SQRT_2))
+                })
+                .collect();
+            // For large negative x, `1 + erf` cancels in f32: the formula
+            // the kernel evaluates has an absolute error of about |x| f32
+            // ulps of 1, visible only among f16 subnormals.
+            let slack = x
+                .iter()
+                .map(|v| v.to_f64().abs() * 2f64.powi(-23))
+                .collect();
+            Case {
+                inputs: vec![f16_bytes(&x)],
+                params,
+                out_bytes: 2 * n,
+                expected: Expected::F16 { reference, slack },
+            }
+        }
+        "softmax_f16" | "softmax_f16_causal" => {
+            let x = normal_f16(rng, n, 3.0);
+            let causal = (kernel == "softmax_f16_causal")
+                .then(|| settings.causal.unwrap_or((0, rows.max(1))));
+            let (first_row, matrix_rows) = causal.unwrap_or((0, rows.max(1)));
+            params.extend([
+                ("scale_bits", i64::from(settings.scale.to_bits())),
+                ("first_row", first_row as i64),
+                ("matrix_rows", matrix_rows as i64),
+            ]);
+            let reference = softmax(&x, row_length, settings.scale, causal);
+            Case {
+                inputs: vec![f16_bytes(&x)],
+                params,
+                out_bytes: 2 * n,
+                expected: Expected::F16 {
+                    slack: vec![0.0; n],
+                    reference,
+                },
+            }
+        }
+        "layernorm_f16" => {
+            let x: Vec<f16> = (0..n)
+                .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))
+                .collect();
+            let gamma = normal_f16(rng, row_length, 1.0);
+            let beta = normal_f16(rng, row_length, 0.5);
+            let epsilon = 1e-5f32;
+            params.push(("epsilon_bits", i64::from(epsilon.to_bits())));
+            let (reference, slack) = layernorm(&x, &gamma, &beta, row_length, epsilon);
+            Case {
+                inputs: vec![f16_bytes(&x), f16_bytes(&gamma), f16_bytes(&beta)],
+                params,
+                out_bytes: 2 * n,
+                expected: Expected::F16 { reference, slack },
+            }
+        }
+        other => panic!("no host arithmetic for kernel `{other}`"),
+    }
+}
+
+/// Softmax of `x * scale` over the kept prefix of each row (all of it, or
+/// `j <= i` for matrix row i when causal), in f64.
+fn softmax(x: &[f16], row_length: usize, scale: f32, causal: Option<(usize, usize)>) -> Vec<f64> {
+    let mut out = Vec::with_capacity(x.len());
+    for (r, row) in x.chunks(row_length).enumerate() {
+        let kept = match causal {
+            Some((first_row, matrix_rows)) => ((first_row + r) % matrix_rows + 1).min(row_length),
+            None => row_length,
+        };
+        let scaled: Vec<f64> = row[..kept]
+            .iter()
+            .map(|v| f64::from(v.to_f32() * scale))
+            .collect();
+        let max = scaled.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let exps: Vec<f64> = scaled.iter().map(|s| (s - max).exp()).collect();
+        let sum: f64 = exps.iter().sum();
+        out.extend(exps.iter().map(|e| e / sum));
+        out.extend(std::iter::repeat_n(0.0, row_length - kept));
+    }
+    out
+}
+
+/// Layer normalisation in f64 and the slack f32 arithmetic needs: an
+/// absolute error of a few f32 ulps of the terms, which only shows when
+/// they cancel.
+fn layernorm(
+    x: &[f16],
+    gamma: &[f16],
+    beta: &[f16],
+    row_length: usize,
+    epsilon: f32,
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut reference, mut slack) = (Vec::new(), Vec::new());
+    for row in x.chunks(row_length) {
+        let n = row_length as f64;
+        let mean = row.iter().map(|v| v.to_f64()).sum::<f64>() / n;
+        let var = row.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / n;
+        let inv = 1.0 / (var + f64::from(epsilon)).sqrt();
+        for (j, v) in row.iter().enumerate() {
+            let scaled = (v.to_f64() - mean) * inv * gamma[j].to_f64();
+            reference.push(scaled + beta[j].to_f64());
+            slack.push(2f64.powi(-20) * (scaled.abs() + beta[j].to_f64().abs()));
+        }
+    }
+    (reference, slack)
+}
+
+/// Runs `case` on `kernel` and compares its output with the host's;
+/// returns the run's cycles or the first mismatch.
+pub fn check(kernel: &Kernel, case: &Case) -> Result<u64, String> {
+    let outcome = kernel.run(&Run {
+        inputs: case.inputs.iter().map(Vec::as_slice).collect(),
+        out_bytes: case.out_bytes,
+        params: case.params.clone(),
+    });
+    match &case.expected {
+        Expected::Bytes(expected) => {
+            if let Some(i) = (0..expected.len()).find(|&i| outcome.out[i] != expected[i]) {
+                let f32_view = f32_values(&outcome.out[i & !3..(i & !3) + 4]);
+                return Err(format!(
+                    "byte {i} is {:#04x}, expected {:#04x} (the word there reads {:?} as f32)",
+                    outcome.out[i], expected[i], f32_view
+                ));
+            }
+        }
+        Expected::F16 { reference, slack } => {
+            for (k, (&y, (&e, &s))) in f16_values(&outcome.out)
+                .iter()
+                .zip(reference.iter().zip(slack))
+                .enumerate()
+            {
+                if ulps(y, e) > 1 && (y.to_f64() - e).abs() > s {
+                    return Err(format!("element {k} is {y}, expected {e}"));
+                }
+            }
+        }
+    }
+    Ok(outcome.cycles)
+}
+
+/// Checks `kernel` over `shapes` with `settings`, panicking at the first
+/// mismatch with the shape and settings that produced it.
+pub fn check_shapes(kernel: &str, shapes: &[(usize, usize)], settings: &Settings, seed: u64) {
+    let compiled = crate::harness::compile(kernel);
+    let mut rng = Rng::new(seed);
+    for &(rows, row_length) in shapes {
+        let case = case(kernel, rows, row_length, settings, &mut rng);
+        if let Err(e) = check(&compiled, &case) {
+            panic!("{kernel} {rows}x{row_length} {settings:?}: {e}");
+        }
+    }
+}
