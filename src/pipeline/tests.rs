@@ -452,3 +452,30 @@ fn a_program_that_cannot_fit_says_what_was_tried() {
         "{text}"
     );
 }
+
+/// `0.0` and `-0.0` are equal to `==` but written differently into the
+/// package: an edit between them must rebuild, and the incremental package
+/// must equal a clean build's.
+#[test]
+fn a_sign_of_zero_edit_rebuilds_like_a_clean_build() {
+    let zero = PROJECT.replace("max_abs_error = 0.1", "max_abs_error = 0.0");
+    let negative = PROJECT.replace("max_abs_error = 0.1", "max_abs_error = -0.0");
+    let fs = with_kernels();
+    fs.write(PATH, &zero);
+    let mut db = Database::new(Arc::new(fs.clone()));
+    let file = db.file(Utf8Path::new(PATH));
+    let before = package::package_bytes(&db, file).clone().expect("builds");
+    fs.write(PATH, &negative);
+    assert!(db.refresh_file(Utf8Path::new(PATH)));
+    let after = package::package_bytes(&db, file).clone().expect("builds");
+    assert_ne!(*before, *after, "the edit must reach the package");
+
+    let clean_fs = with_kernels();
+    clean_fs.write(PATH, &negative);
+    let clean = Database::new(Arc::new(clean_fs));
+    let clean_file = clean.file(Utf8Path::new(PATH));
+    let clean_bytes = package::package_bytes(&clean, clean_file)
+        .clone()
+        .expect("builds");
+    assert_eq!(*after, *clean_bytes);
+}
