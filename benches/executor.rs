@@ -9,12 +9,12 @@
 
 use camino::Utf8Path;
 use ipub::asm::{self, Placement};
-use ipub::db::OsFs;
 use ipub::exec::{StepStats, Tile};
 use ipub::isa::text::assemble_program;
 use ipub::kernels::{self, variant_name};
 use ipub::pipeline::kernels::variant_of;
 use ipub::target::IPU21;
+use ipub::vfs::OsFs;
 use std::time::Instant;
 
 const CODE: u32 = 0x4C000;

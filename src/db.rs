@@ -3,16 +3,17 @@
 //! Inputs are files: project TOML files (and the files they include) and
 //! kernel sources. Each is a [`SourceFile`] with its path, its contents and a
 //! revision that counts real content changes. The core never touches the disk
-//! itself: it reads through a [`Vfs`], which is the real file system in the
-//! CLI and an in-memory map in tests.
+//! itself: it reads through a [`Vfs`](crate::vfs::Vfs), which is the real
+//! file system in the CLI and an in-memory map in tests.
 //!
 //! Inputs are created lazily the first time a query asks for a path (so a
 //! project can discover its includes) and are only updated by the driver,
 //! through [`Database::refresh_file`], when their contents really changed.
 
+use crate::vfs::{FileSource, OsFs, Vfs};
 use camino::{Utf8Path, Utf8PathBuf};
 use salsa::Setter;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// A file the build depends on.
@@ -28,24 +29,6 @@ pub struct SourceFile {
     pub revision: u64,
 }
 
-/// Where file contents come from.
-pub trait Vfs: Send + Sync {
-    /// Reads a whole file; `None` when it is missing or not UTF-8.
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>>;
-}
-
-/// Anything files can be read from: a [`Vfs`], or the database itself
-/// inside a query ([`DbFiles`]), where every read is a tracked dependency.
-pub trait FileSource {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>>;
-}
-
-impl<T: Vfs + ?Sized> FileSource for T {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
-        Vfs::read(self, path)
-    }
-}
-
 /// Reads files through the database's inputs, so a query that reads a file
 /// depends on it and re-runs when it changes.
 pub struct DbFiles<'a>(pub &'a dyn Db);
@@ -53,49 +36,6 @@ pub struct DbFiles<'a>(pub &'a dyn Db);
 impl FileSource for DbFiles<'_> {
     fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
         self.0.file(path).contents(self.0).clone()
-    }
-}
-
-/// The real file system.
-#[derive(Default, Clone, Copy, Debug)]
-pub struct OsFs;
-
-impl Vfs for OsFs {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
-        std::fs::read_to_string(path).ok().map(Arc::from)
-    }
-}
-
-/// An in-memory file system for tests.
-#[derive(Default, Clone, Debug)]
-pub struct MemoryFs {
-    files: Arc<Mutex<BTreeMap<Utf8PathBuf, Arc<str>>>>,
-}
-
-impl MemoryFs {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn write(&self, path: impl Into<Utf8PathBuf>, contents: &str) {
-        self.files
-            .lock()
-            .expect("memory fs lock")
-            .insert(path.into(), Arc::from(contents));
-    }
-
-    pub fn remove(&self, path: &Utf8Path) {
-        self.files.lock().expect("memory fs lock").remove(path);
-    }
-}
-
-impl Vfs for MemoryFs {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
-        self.files
-            .lock()
-            .expect("memory fs lock")
-            .get(path)
-            .cloned()
     }
 }
 
@@ -306,6 +246,8 @@ mod tests {
             .as_deref()
             .map_or(0, |c| c.lines().count())
     }
+
+    use crate::vfs::MemoryFs;
 
     #[test]
     fn unchanged_contents_do_not_invalidate() {

@@ -135,7 +135,8 @@ pub fn eliminate_unread(graph: &Graph) -> (Graph, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::{Database, Db, MemoryFs};
+    use crate::db::{Database, Db};
+    use crate::vfs::MemoryFs;
     use camino::Utf8Path;
     use std::sync::Arc;
 

@@ -5,6 +5,7 @@
 //!
 //! - [`target`]: the machine as data;
 //! - [`graph`]: the validated project graph every phase starts from;
+//! - [`vfs`]: where file contents come from (no salsa);
 //! - [`db`]: the salsa database and its file inputs (the core does no IO);
 //! - [`numerics`], [`reference`], [`compare`]: number formats, the seeded
 //!   generator and host reference, and the numerics check.
@@ -35,3 +36,4 @@ pub mod reference;
 pub mod schedule;
 pub mod store;
 pub mod target;
+pub mod vfs;

@@ -6,7 +6,7 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 use ipub::asm::{assemble_file, AssembleOptions};
-use ipub::db::OsFs;
+use ipub::vfs::OsFs;
 use std::process::Command;
 
 const CORPUS: &str = "tests/data/asm";
@@ -132,7 +132,7 @@ fn kernel_compile_of_a_bad_source_exits_1_with_located_errors() {
 fn no_prefix_of_any_corpus_file_panics() {
     // Cutting sources anywhere produces unterminated strings, macros,
     // conditionals and expressions: all must be errors, never panics.
-    let fs = ipub::db::MemoryFs::new();
+    let fs = ipub::vfs::MemoryFs::new();
     // Includes resolve to the real files, read into memory once.
     for include in [
         "inc/constants.inc",

@@ -13,13 +13,13 @@ use camino::Utf8Path;
 use expect_test::expect;
 use half::f16;
 use ipub::asm::{self, Placement};
-use ipub::db::OsFs;
 use ipub::exec::{StepStats, Tile};
 use ipub::isa::text::assemble_program;
 use ipub::isa::Fp8Format;
 use ipub::kernels::{self, eval_cost, variant_name};
 use ipub::pipeline::kernels::variant_of;
 use ipub::target::IPU21;
+use ipub::vfs::OsFs;
 use std::collections::BTreeMap;
 
 const SUPERVISOR: u32 = 0x4C000;

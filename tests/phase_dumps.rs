@@ -6,7 +6,8 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 use ipub::cli::build::{dump, Emit};
-use ipub::db::{Database, Db, OsFs};
+use ipub::db::{Database, Db};
+use ipub::vfs::OsFs;
 use std::sync::Arc;
 
 const IRS: [(&str, Emit); 6] = [

@@ -31,8 +31,8 @@ pub use object::{
 pub use preprocess::{preprocess, Preprocessed};
 pub use source::{AsmError, ErrorKind, Location, Sources};
 
-use crate::db::FileSource;
 use crate::isa;
+use crate::vfs::FileSource;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::collections::BTreeMap;
 use std::sync::Arc;

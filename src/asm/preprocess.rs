@@ -13,7 +13,7 @@
 use super::expr::{self, EvalErrorKind};
 use super::lex::{self, Tok, Token};
 use super::source::{AsmError, ErrorKind, Expansion, Line, LineBuilder, Pos, SourceText, Sources};
-use crate::db::FileSource;
+use crate::vfs::{normalize, FileSource};
 use camino::{Utf8Path, Utf8PathBuf};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -107,29 +107,6 @@ pub fn preprocess(
         }
     }
     p.out
-}
-
-/// Removes `.` and `dir/..` components so one file has one name.
-pub fn normalize(path: &Utf8Path) -> Utf8PathBuf {
-    let mut parts: Vec<&str> = Vec::new();
-    let absolute = path.as_str().starts_with('/');
-    for part in path.as_str().split('/') {
-        match part {
-            "" | "." => {}
-            ".." if parts.last().is_some_and(|p| *p != "..") => {
-                parts.pop();
-            }
-            _ => parts.push(part),
-        }
-    }
-    let joined = parts.join("/");
-    Utf8PathBuf::from(if absolute {
-        format!("/{joined}")
-    } else if joined.is_empty() {
-        ".".to_string()
-    } else {
-        joined
-    })
 }
 
 /// Replaces comments with spaces, keeping newlines and string literals, so

@@ -4,9 +4,9 @@
 //! the real instruction set.
 
 use super::*;
-use crate::db::MemoryFs;
 use crate::isa::{Encoded, Fixup, InstError, Operand, RelocKind, Value};
 use crate::target::IPU21;
+use crate::vfs::MemoryFs;
 use expect_test::{expect, Expect};
 
 /// `nop` = 0; `add $mD, $mS, imm8` = 0x1DSS_00II; `setzi $mD, value` =

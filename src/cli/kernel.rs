@@ -2,11 +2,11 @@
 //! list an object's contents.
 
 use crate::asm::Object;
-use crate::db::OsFs;
 use crate::fsutil::write_atomic;
 use crate::kernels::cache::{cache_key, KernelCache};
 use crate::kernels::{self, KernelError, Variant};
 use crate::target::IPU21;
+use crate::vfs::OsFs;
 use anyhow::Context as _;
 use camino::Utf8PathBuf;
 

@@ -8,9 +8,9 @@
 //! workers with `runall` and waits with `sync`; the command prints cycles,
 //! instructions and AMP work, then the first bytes of each buffer.
 
-use crate::db::OsFs;
 use crate::kernels::{self, Variant};
 use crate::target::IPU21;
+use crate::vfs::OsFs;
 use anyhow::{bail, Context as _};
 use camino::Utf8PathBuf;
 use std::collections::BTreeMap;

@@ -12,11 +12,11 @@
 
 use super::steps::{run_is_per_iteration, TileStep};
 use crate::asm::{self, Object};
-use crate::db::MemoryFs;
 use crate::kernels::EntryMetadata;
 use crate::lower::{KernelRun, OperandRef};
 use crate::place::Placement;
 use crate::target::Target;
+use crate::vfs::MemoryFs;
 use camino::Utf8Path;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -17,9 +17,9 @@
 
 use super::{compile_preprocessed, Compiled, KernelError, KernelMetadata, Variant};
 use crate::asm::{self, Object};
-use crate::db::FileSource;
 use crate::fsutil::write_atomic;
 use crate::target::Target;
+use crate::vfs::FileSource;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::sync::Arc;
 

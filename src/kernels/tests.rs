@@ -1,7 +1,7 @@
 use super::cache::{cache_key, KernelCache};
 use super::*;
-use crate::db::MemoryFs;
 use crate::target::IPU21;
+use crate::vfs::MemoryFs;
 use expect_test::expect;
 
 const KERNEL: &str = r#"#include "common.inc"

@@ -2,7 +2,8 @@
 //! after each kind of edit.
 
 use super::*;
-use crate::db::{Database, MemoryFs};
+use crate::db::Database;
+use crate::vfs::MemoryFs;
 use camino::Utf8Path;
 
 const PROJECT: &str = r#"

@@ -111,30 +111,7 @@ pub fn resolve(from: &Utf8Path, include: &str) -> Utf8PathBuf {
         Some(dir) => dir.join(include),
         None => Utf8PathBuf::from(include),
     };
-    normalize(&joined)
-}
-
-fn normalize(path: &Utf8Path) -> Utf8PathBuf {
-    use camino::Utf8Component;
-    let mut out = Utf8PathBuf::new();
-    for component in path.components() {
-        match component {
-            Utf8Component::CurDir => {}
-            Utf8Component::ParentDir => {
-                let can_pop = out
-                    .components()
-                    .next_back()
-                    .is_some_and(|c| matches!(c, Utf8Component::Normal(_)));
-                if can_pop {
-                    out.pop();
-                } else {
-                    out.push("..");
-                }
-            }
-            other => out.push(other.as_str()),
-        }
-    }
-    out
+    crate::vfs::normalize(&joined)
 }
 
 /// The span of the key whose value is at `value`: the text before a

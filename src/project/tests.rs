@@ -1,7 +1,8 @@
 //! Project validation on an in-memory file system, through the salsa query.
 
 use super::project_graph;
-use crate::db::{Database, Db, MemoryFs};
+use crate::db::{Database, Db};
+use crate::vfs::MemoryFs;
 use camino::Utf8Path;
 use expect_test::{expect, Expect};
 use std::sync::Arc;

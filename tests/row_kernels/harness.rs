@@ -5,12 +5,12 @@
 
 use camino::Utf8PathBuf;
 use ipub::asm::{self, Placement};
-use ipub::db::OsFs;
 use ipub::exec::Tile;
 use ipub::isa::text::assemble_program;
 use ipub::kernels::{self, EntryMetadata};
 use ipub::pipeline::kernels::variant_of;
 use ipub::target::IPU21;
+use ipub::vfs::OsFs;
 use std::collections::BTreeMap;
 
 const CODE: u32 = 0x4C000;
