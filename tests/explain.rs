@@ -123,3 +123,59 @@ fn two_builds_at_once_both_succeed_and_leave_a_valid_package() {
     let again = build(dir.path(), &[]);
     assert!(again.contains("is up to date"), "{again}");
 }
+
+/// Copies `projects/matmul-f8.toml` and `device/` into `root`.
+fn copy_project(root: &Path) {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(root.join("projects")).expect("mkdir");
+    std::fs::create_dir_all(root.join("device/include")).expect("mkdir");
+    std::fs::copy(
+        crate_dir.join("projects/matmul-f8.toml"),
+        root.join("projects/matmul-f8.toml"),
+    )
+    .expect("copy project");
+    for dir in ["device", "device/include"] {
+        for entry in std::fs::read_dir(crate_dir.join(dir)).expect("kernels") {
+            let path = entry.expect("entry").path();
+            if path.is_file() {
+                std::fs::copy(&path, root.join(dir).join(path.file_name().unwrap()))
+                    .expect("copy kernel");
+            }
+        }
+    }
+}
+
+/// The stamp records absolute paths: a build from directory A by relative
+/// path, a kernel edit under A, and the same project built by absolute path
+/// from directory B (which holds an unedited copy at the same relative
+/// paths) must rebuild, not find B's copy unchanged.
+#[test]
+fn the_stamp_rechecks_the_files_it_read_whatever_the_working_directory() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    copy_project(&a);
+    copy_project(&b);
+    let out = dir.path().join("out");
+    let out = out.to_str().expect("utf-8");
+    let cache = dir.path().join("cache");
+    let run = |cwd: &Path, project: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
+            .args(["build", project, "--out", out])
+            .current_dir(cwd)
+            .env("IPUB_CACHE_DIR", &cache)
+            .env_remove("RUST_LOG")
+            .env_remove("IPUB_LOG")
+            .output()
+            .expect("runs ipub");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).to_string()
+    };
+    let first = run(&a, "projects/matmul-f8.toml");
+    assert!(first.contains("wrote"), "{first}");
+    let kernel = a.join("device/gemm_f16_amp.S");
+    let text = std::fs::read_to_string(&kernel).expect("kernel");
+    std::fs::write(&kernel, format!("{text}\n// edited\n")).expect("edit");
+    let absolute = a.join("projects/matmul-f8.toml");
+    let second = run(&b, absolute.to_str().expect("utf-8"));
+    assert!(!second.contains("is up to date"), "{second}");
+}

@@ -59,17 +59,27 @@ fn hash(contents: Option<&str>) -> Option<String> {
 
 /// The store key of a project built into `out`.
 fn key(project: &Utf8Path, out: &Utf8Path) -> blake3::Hash {
-    let absolute = |p: &Utf8Path| {
-        std::path::absolute(p)
-            .ok()
-            .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
-            .unwrap_or_else(|| p.to_owned())
-    };
+    use crate::vfs::absolute;
     crate::store::key(&[
         b"stamp",
         absolute(project).as_str().as_bytes(),
         absolute(out).as_str().as_bytes(),
     ])
+}
+
+/// An absolute path as users see it: relative to the current directory
+/// when it is inside it.
+fn shown(path: &Utf8Path) -> Utf8PathBuf {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| {
+            path.as_std_path()
+                .strip_prefix(cwd)
+                .ok()
+                .map(|p| p.to_owned())
+        })
+        .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
+        .unwrap_or_else(|| path.to_owned())
 }
 
 impl Stamp {
@@ -94,14 +104,18 @@ impl Stamp {
         package: &Utf8Path,
         bytes: &crate::package::file::Encoded,
     ) -> Stamp {
+        // Paths are recorded absolute: the stamp is keyed by absolute
+        // paths, and the same build run from another directory must
+        // re-check the same files, not the ones at the same relative paths.
         let mut stamp = Stamp {
-            package: package.to_owned(),
+            package: crate::vfs::absolute(package),
             package_len: bytes.len() as u64,
             package_hash: bytes.file_hash().to_hex().to_string(),
             ..Stamp::default()
         };
         for path in db.known_files() {
             let contents = db.file(&path).contents(db).clone();
+            let path = crate::vfs::absolute(&path);
             if path.extension() == Some("toml") {
                 if let Some(text) = &contents {
                     stamp.tomls.insert(path.clone(), text.to_string());
@@ -132,7 +146,7 @@ impl Stamp {
                 },
             };
             changes.push(Change {
-                path: path.clone(),
+                path: shown(path),
                 what,
             });
         }
