@@ -257,6 +257,8 @@ impl PhaseLine {
 pub fn build(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     db.computed().take();
     let mut outcome = build_phases(db, file, verbose);
+    // A phase that failed returned before counting what it recomputed.
+    outcome.recomputed += db.execution_log().take().len();
     outcome.computed = db.computed().take();
     // Results to persist were queued while building; write them now that
     // the build no longer needs the cores.

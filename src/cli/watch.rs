@@ -93,13 +93,18 @@ fn run_written(path: &Utf8Path) {
 
 pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
     let mut db = Database::on_disk();
+    // Paths as typed (`./dir/p.toml`) are normalized the way includes are,
+    // so every file has one name in the database and in the watcher.
     let mut projects: Vec<Watched> = args
         .projects
         .iter()
-        .map(|p| Watched {
-            path: p.clone(),
-            file: db.file(p),
-            written: None,
+        .map(|p| {
+            let path = crate::vfs::normalize(p);
+            Watched {
+                file: db.file(&path),
+                path,
+                written: None,
+            }
         })
         .collect();
     for project in &mut projects {
@@ -119,7 +124,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
         }
     })?;
     let mut watched = BTreeSet::new();
-    watch_directories(&db, &mut watcher, &mut watched);
+    arm(&db, &mut watcher, &mut watched);
     println!(
         "watching {} directories; press Ctrl-C to stop",
         watched.len()
@@ -136,9 +141,12 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
             collect(&mut paths, more);
         }
         let started = Instant::now();
-        let known: BTreeSet<Utf8PathBuf> = db.known_files().into_iter().collect();
+        // A directory that appeared (where a missing include points) is
+        // watched from now on, and the files expected in it are looked at
+        // now, since they may have been written before it was watched.
+        let armed = arm(&db, &mut watcher, &mut watched);
         let mut changes = Vec::new();
-        for path in paths.into_iter().filter(|p| known.contains(p)) {
+        for path in affected(&db, &paths, &armed) {
             let before = db.file(&path).contents(&db).clone();
             if db.refresh_file(&path) {
                 let after = db.file(&path).contents(&db).clone();
@@ -150,17 +158,43 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
         }
         let names: Vec<String> = changes.iter().map(ToString::to_string).collect();
         let (mut ok, mut queries) = (true, 0);
-        let mut report = String::new();
+        let mut outcomes = Vec::new();
         for project in &mut projects {
             let outcome = project.rebuild(&db, args);
             ok &= outcome.ok;
             queries += outcome.recomputed;
-            if args.explain && outcome.ok {
+            outcomes.push(outcome);
+        }
+        let mut report = String::new();
+        if args.explain {
+            // A kernel both projects run is compiled during the first one's
+            // rebuild; the second still re-emits its tiles because of it.
+            let kernels: Vec<(&'static str, String)> = outcomes
+                .iter()
+                .flat_map(|o| o.computed.iter())
+                .filter(|(phase, _)| *phase == "kernels")
+                .cloned()
+                .collect();
+            for (project, outcome) in projects.iter().zip(&mut outcomes) {
+                if !outcome.ok {
+                    continue;
+                }
+                for kernel in &kernels {
+                    if !outcome.computed.contains(kernel) {
+                        outcome.computed.push(kernel.clone());
+                    }
+                }
+                let reads = project_inputs(&db, project.file);
+                let own: Vec<Change> = changes
+                    .iter()
+                    .filter(|c| reads.contains(&crate::vfs::absolute(&c.path)))
+                    .cloned()
+                    .collect();
                 report.push_str(&explain_build(
                     &db,
                     project.file,
-                    &changes,
-                    &outcome,
+                    &own,
+                    outcome,
                     false,
                     false,
                 ));
@@ -177,7 +211,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
             }
         );
         print!("{report}");
-        watch_directories(&db, &mut watcher, &mut watched);
+        arm(&db, &mut watcher, &mut watched);
         rebuilds += 1;
         if args.max_rebuilds.is_some_and(|max| rebuilds >= max) {
             break;
@@ -187,6 +221,25 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
         store.flush();
     }
     Ok(0)
+}
+
+/// Every file a project's build reads (absolute): its TOML files and the
+/// sources of the kernels it runs.
+fn project_inputs(db: &Database, project: crate::db::SourceFile) -> BTreeSet<Utf8PathBuf> {
+    let mut files: BTreeSet<Utf8PathBuf> = crate::project::project_graph(db, project)
+        .files
+        .iter()
+        .map(|f| crate::vfs::absolute(f))
+        .collect();
+    if let Ok(kernels) = crate::pipeline::project_kernels(db, project) {
+        files.extend(
+            kernels
+                .values()
+                .flat_map(|k| &k.sources)
+                .map(|f| crate::vfs::absolute(f)),
+        );
+    }
+    files
 }
 
 /// How a file changed, with the TOML keys an edit touched.
@@ -205,44 +258,62 @@ fn change_of(path: Utf8PathBuf, before: Option<&str>, after: Option<&str>) -> Ch
     Change { path, what }
 }
 
-/// Adds the (absolute) paths of an event, matched against the database's
-/// paths as the user gave them.
+/// Adds the paths of an event, absolute and normalized.
 fn collect(paths: &mut BTreeSet<Utf8PathBuf>, event_paths: Vec<std::path::PathBuf>) {
-    let cwd = std::env::current_dir().ok();
     for path in event_paths {
-        let Ok(path) = Utf8PathBuf::from_path_buf(path) else {
-            continue;
-        };
-        if let Some(relative) = cwd
-            .as_ref()
-            .and_then(|cwd| path.as_std_path().strip_prefix(cwd).ok())
-            .and_then(Utf8Path::from_path)
-        {
-            paths.insert(relative.to_owned());
+        if let Ok(path) = Utf8PathBuf::from_path_buf(path) {
+            paths.insert(crate::vfs::absolute(&path));
         }
-        paths.insert(path);
     }
 }
 
-/// Watches the directory of every file read so far (once each).
-fn watch_directories(
+/// The database's files an event batch may have changed: those at the
+/// event's paths, and those in directories watched only now.
+fn affected(
+    db: &Database,
+    events: &BTreeSet<Utf8PathBuf>,
+    armed: &BTreeSet<Utf8PathBuf>,
+) -> Vec<Utf8PathBuf> {
+    db.known_files()
+        .into_iter()
+        .filter(|known| {
+            let absolute = crate::vfs::absolute(known);
+            events.contains(&absolute) || absolute.parent().is_some_and(|dir| armed.contains(dir))
+        })
+        .collect()
+}
+
+/// Watches the directory of every file read so far (once each), or, for a
+/// file whose directory does not exist yet, the nearest ancestor that does,
+/// so its creation is seen and the directory watched then. Returns the
+/// directories newly watched (absolute).
+fn arm(
     db: &Database,
     watcher: &mut impl Watcher,
     watched: &mut BTreeSet<Utf8PathBuf>,
-) {
+) -> BTreeSet<Utf8PathBuf> {
+    let mut armed = BTreeSet::new();
     for file in db.known_files() {
-        let directory = match file.parent() {
-            Some(d) if !d.as_str().is_empty() => d.to_owned(),
-            _ => Utf8PathBuf::from("."),
+        let file = crate::vfs::absolute(&file);
+        let Some(mut directory) = file.parent().map(Utf8Path::to_owned) else {
+            continue;
         };
-        if watched.contains(&directory) || !directory.exists() {
+        while !directory.is_dir() {
+            match directory.parent() {
+                Some(parent) => directory = parent.to_owned(),
+                None => break,
+            }
+        }
+        if watched.contains(&directory) {
             continue;
         }
         match watcher.watch(directory.as_std_path(), RecursiveMode::NonRecursive) {
             Ok(()) => {
-                watched.insert(directory);
+                watched.insert(directory.clone());
+                armed.insert(directory);
             }
             Err(error) => tracing::warn!(%directory, %error, "cannot watch directory"),
         }
     }
+    armed
 }
