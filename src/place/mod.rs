@@ -22,7 +22,8 @@ use std::fmt::{self, Write as _};
 mod lifetimes;
 mod tile;
 
-use lifetimes::{lifetimes, overlaps, Lifetime};
+pub use lifetimes::lifetimes;
+use lifetimes::{overlaps, Lifetime};
 pub use tile::{place_tile, tile_requests, BufferRequest, TileRequest};
 
 /// Alignment of every buffer: the widest load, 128 bits.
