@@ -82,9 +82,12 @@ fn subtree_size(step: &Step) -> u32 {
 }
 
 impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
+    /// Records a step of pre-order index `index` that took `cycles`.
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
         kind: StepKind,
+        index: u32,
         label: String,
         op: Option<String>,
         iteration: Option<u32>,
@@ -96,8 +99,10 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
             label,
             op,
             iteration,
+            index: Some(index),
             start_cycle: self.clock,
             cycles,
+            estimated_cycles: None,
             tiles,
         });
         self.clock += cycles;
@@ -118,6 +123,7 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
                     let cycles = activity.iter().map(|t| t.busy_cycles).max().unwrap_or(0);
                     self.record(
                         StepKind::Compute,
+                        index,
                         label.clone(),
                         op.clone(),
                         iteration,
@@ -125,7 +131,7 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
                         activity,
                     );
                 }
-                Step::Exchange { program } => self.exchange(*program, iteration)?,
+                Step::Exchange { program } => self.exchange(index, *program, iteration)?,
                 Step::Repeat { count, body } => {
                     for i in 0..*count {
                         self.steps(body, index + 1, Some(i))?;
@@ -144,14 +150,30 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
                     self.device.write_binding(*binding, bytes)?;
                     let cycles = self.host_cycles(bytes.len() as u64);
                     let label = format!("host write {name}");
-                    self.record(StepKind::Host, label, None, iteration, cycles, vec![]);
+                    self.record(
+                        StepKind::Host,
+                        index,
+                        label,
+                        None,
+                        iteration,
+                        cycles,
+                        vec![],
+                    );
                 }
                 Step::HostRead { binding } => {
                     let bytes = self.device.read_binding(*binding)?;
                     let cycles = self.host_cycles(bytes.len() as u64);
                     self.host.outputs.insert(*binding, bytes);
                     let label = format!("host read {}", tensor_name(self.package, *binding));
-                    self.record(StepKind::Host, label, None, iteration, cycles, vec![]);
+                    self.record(
+                        StepKind::Host,
+                        index,
+                        label,
+                        None,
+                        iteration,
+                        cycles,
+                        vec![],
+                    );
                 }
             }
             index += subtree_size(step);
@@ -189,49 +211,54 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
         let mut activity = Vec::with_capacity(results.len());
         for (&(tile, _), result) in entries.iter().zip(results) {
             let stats = result.map_err(with_step)?;
-            activity.push(TileActivity {
+            let kernel = self.package.profile.kernel(self.call, index, tile);
+            activity.push(TileActivity::busy(
                 tile,
-                kernel: self
-                    .package
-                    .profile
-                    .kernel(self.call, index, tile)
-                    .map(str::to_string),
-                busy_cycles: stats.cycles,
-                instructions: stats.instructions,
-            });
+                kernel.map(str::to_string),
+                stats.cycles,
+                stats.instructions,
+            ));
         }
         Ok(activity)
     }
 
-    /// A global sync, then the exchange program.
-    fn exchange(&mut self, index: u32, iteration: Option<u32>) -> Result<(), DeviceError> {
-        let program = self.package.exchanges.get(index as usize).ok_or_else(|| {
+    /// A global sync, then exchange program `number` (the step with
+    /// pre-order index `index`).
+    fn exchange(
+        &mut self,
+        index: u32,
+        number: u32,
+        iteration: Option<u32>,
+    ) -> Result<(), DeviceError> {
+        let program = self.package.exchanges.get(number as usize).ok_or_else(|| {
             crate::package::PackageError::invalid(
                 "calls",
-                format!("exchange program {index} does not exist"),
+                format!("exchange program {number} does not exist"),
             )
         })?;
         let sync = u64::from(self.device.target.exchange.global_sync_cycles);
-        self.record(StepKind::Sync, "sync".into(), None, iteration, sync, vec![]);
+        let label = "sync".to_string();
+        self.record(StepKind::Sync, index, label, None, iteration, sync, vec![]);
         execute(&mut self.device.memories, program).map_err(|mut fault| {
             fault
                 .step
-                .get_or_insert_with(|| format!("exchange {index} ({})", program.label));
+                .get_or_insert_with(|| format!("exchange {number} ({})", program.label));
             DeviceError::Fault(fault)
         })?;
         let cost = exchange_cost(self.device.target, program);
         let tiles = cost
             .tiles
             .iter()
-            .map(|&(tile, busy)| TileActivity {
-                tile,
-                kernel: None,
-                busy_cycles: busy,
-                instructions: 0,
+            .zip(&cost.bytes)
+            .map(|(&(tile, busy), &(bytes_in, bytes_out))| TileActivity {
+                bytes_in,
+                bytes_out,
+                ..TileActivity::busy(tile, None, busy, 0)
             })
             .collect();
         self.record(
             StepKind::Exchange,
+            index,
             program.label.clone(),
             None,
             iteration,

@@ -299,6 +299,9 @@ fn exchange_costs_match_the_compilers_schedule() {
     let cost = exchange_cost(&IPU21, &ring(false, broadcast));
     assert_eq!(cost.horizon, 200);
     assert_eq!(cost.tiles, vec![(0, 101), (1, 200), (2, 100), (3, 100)]);
+    // A broadcast is sent once and received by each destination; a copy
+    // within a tile is neither.
+    assert_eq!(cost.bytes, vec![(0, 400), (400, 0), (400, 0), (400, 0)]);
 }
 
 const STRESS_TILES: u32 = 12;
@@ -323,7 +326,7 @@ fn stress_package(seed: u64) -> Package {
         })
         .collect();
     package.bindings.clear();
-    package.profile.steps.clear();
+    package.profile = crate::package::ProfileLayout::default();
     package.initialize = HostCall::default();
     package.exchanges = (0..6)
         .map(|phase| {
