@@ -103,7 +103,22 @@ fn profiles_summarise_export_and_compare() {
         .any(|e| e["name"].as_str().is_some_and(|n| n.starts_with("y: "))));
     assert!(events.iter().any(|e| e["name"] == "live memory"));
 
-    let same = ok(&["profile", "diff", &before, &before], cache);
+    // A second run keeps the first one's profile for comparison.
+    let again = ok(
+        &[
+            "run",
+            on_64.to_str().unwrap(),
+            "--out",
+            dir.path().join("a").to_str().unwrap(),
+        ],
+        cache,
+    );
+    let previous = dir.path().join("a/matmul-f8.previous.profile.json");
+    assert!(again.contains("the last run's profile is kept"), "{again}");
+    let same = ok(
+        &["profile", "diff", previous.to_str().unwrap(), &before],
+        cache,
+    );
     assert!(same.contains("the same package ran both times"), "{same}");
 
     let diff_html = dir.path().join("diff.html");

@@ -372,6 +372,31 @@ fn check_report(browser: &Browser, name: &str, html: &Path, profile: &Value) {
         assert_ne!(pixel(tiles[0]), pixel(unused), "{name}: used tile drawn");
     }
 
+    // Scrolling over the timeline zooms in around the pointer; hovering a
+    // tile row shows that tile's part in the step under the pointer.
+    let zoom = browser.script(
+        "const c = document.getElementById('tl-canvas'); const r = c.getBoundingClientRect(); \
+         const before = window.ipubReport.timeline.view.slice(); \
+         for (let i = 0; i < 5; i++) c.dispatchEvent(new WheelEvent('wheel', {deltaY: -100, \
+           clientX: r.left + r.width / 4, clientY: r.top + 5, bubbles: true, cancelable: true})); \
+         const after = window.ipubReport.timeline.view.slice(); \
+         c.dispatchEvent(new MouseEvent('mousemove', \
+           {clientX: r.left + r.width / 2, clientY: r.top + 18 + 9, bubbles: true})); \
+         const tip = document.getElementById('tooltip'); \
+         return [before, after, tip.hidden, tip.textContent];",
+    );
+    let span = |v: &Value| v[1].as_f64().unwrap() - v[0].as_f64().unwrap();
+    assert!(
+        span(&zoom[1]) < span(&zoom[0]) * 0.6,
+        "{name}: scrolling zooms in: {zoom}"
+    );
+    assert_eq!(zoom[2], false, "{name}: a tooltip shows: {zoom}");
+    assert!(
+        zoom[3].as_str().is_some_and(|t| t.contains("cycles")),
+        "{name}: {zoom}"
+    );
+    browser.script("document.getElementById('tl-reset').click(); return 0;");
+
     // Expanding a group of tiles adds a row per tile.
     if tiles.len() > 24 {
         let expanded = browser.script(
@@ -387,8 +412,16 @@ fn check_report(browser: &Browser, name: &str, html: &Path, profile: &Value) {
             Some(before.as_u64().unwrap() + size.as_u64().unwrap()),
             "{name}: {expanded}"
         );
-        browser.script("document.querySelector('#tl-labels .tl-row.group').click(); return 0;");
     }
+    // The screenshots show the first iteration or so of the run, with the
+    // first group of tiles open, and no tooltip.
+    browser.script(
+        "document.getElementById('tooltip').hidden = true; \
+         const c = document.getElementById('tl-canvas'); const r = c.getBoundingClientRect(); \
+         for (let i = 0; i < 6; i++) c.dispatchEvent(new WheelEvent('wheel', {deltaY: -100, \
+           clientX: r.left, clientY: r.top + 5, bubbles: true, cancelable: true})); \
+         return 0;",
+    );
     let errors: Vec<Value> = browser
         .console()
         .into_iter()

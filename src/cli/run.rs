@@ -101,6 +101,10 @@ pub fn run_package(
             hash: &package_hash,
         },
     );
+    // The last run's profile stays beside the new one, so `ipub profile
+    // diff` can say what changed since then.
+    let previous = out.join(format!("{}.previous.profile.json", graph.name));
+    let kept = profile_path.exists() && std::fs::rename(&profile_path, &previous).is_ok();
     crate::fsutil::write_atomic(&profile_path, profile.to_json().as_bytes())?;
 
     let reference = crate::reference::evaluate(graph, graph.check.reference_precision)
@@ -136,8 +140,13 @@ pub fn run_package(
             failures.push(format!("{}: {message}", tensor.name));
         }
     }
+    let kept = if kept {
+        format!("\n    the last run's profile is kept as {previous}: `ipub profile diff {previous} {profile_path}`")
+    } else {
+        String::new()
+    };
     println!(
-        "    cycles {} measured, {} estimated; profile {profile_path}",
+        "    cycles {} measured, {} estimated; profile {profile_path}{kept}",
         record.cycles, package.profile.estimated_cycles
     );
     let verdict = if failures.is_empty() { "PASS" } else { "FAIL" };

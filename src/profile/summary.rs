@@ -77,10 +77,17 @@ pub fn summary(profile: &Profile, top: usize) -> String {
         profile.target().tiles
     );
     if let Some((tile, cycles)) = analysis::bottleneck_tile(&tiles) {
+        let share = 100.0 * cycles as f64 / total;
+        // Below a tenth of the run the load is even: say so rather than
+        // name a tile that only leads by a little.
+        let lead = if share < 10.0 {
+            "; no tile dominates:"
+        } else {
+            ";"
+        };
         let _ = write!(
             out,
-            "; tile {tile} is the slowest in steps worth {cycles} cycles ({:.1} %)",
-            100.0 * cycles as f64 / total
+            "{lead} tile {tile} is the slowest in steps worth {cycles} cycles ({share:.1} %)"
         );
     }
     out.push('\n');

@@ -72,6 +72,14 @@ struct Walk<'a, E: ?Sized> {
     records: Vec<StepProfile>,
 }
 
+/// Where a step sits in the run: its pre-order index in the call and, in
+/// a repeat's body, the iteration.
+#[derive(Clone, Copy)]
+struct At {
+    index: u32,
+    iteration: Option<u32>,
+}
+
 /// Steps in a step's subtree, itself included: how far pre-order numbering
 /// advances past it.
 fn subtree_size(step: &Step) -> u32 {
@@ -82,15 +90,13 @@ fn subtree_size(step: &Step) -> u32 {
 }
 
 impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
-    /// Records a step of pre-order index `index` that took `cycles`.
-    #[allow(clippy::too_many_arguments)]
+    /// Records a step at `at` that took `cycles`, from the clock on.
     fn record(
         &mut self,
         kind: StepKind,
-        index: u32,
+        at: At,
         label: String,
         op: Option<String>,
-        iteration: Option<u32>,
         cycles: u64,
         tiles: Vec<TileActivity>,
     ) {
@@ -98,8 +104,8 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
             kind,
             label,
             op,
-            iteration,
-            index: Some(index),
+            iteration: at.iteration,
+            index: Some(at.index),
             start_cycle: self.clock,
             cycles,
             estimated_cycles: None,
@@ -117,21 +123,15 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
     ) -> Result<(), DeviceError> {
         let mut index = first;
         for step in steps {
+            let at = At { index, iteration };
             match step {
                 Step::Compute { label, op, tiles } => {
                     let activity = self.compute(index, label, tiles)?;
                     let cycles = activity.iter().map(|t| t.busy_cycles).max().unwrap_or(0);
-                    self.record(
-                        StepKind::Compute,
-                        index,
-                        label.clone(),
-                        op.clone(),
-                        iteration,
-                        cycles,
-                        activity,
-                    );
+                    let (label, op) = (label.clone(), op.clone());
+                    self.record(StepKind::Compute, at, label, op, cycles, activity);
                 }
-                Step::Exchange { program } => self.exchange(index, *program, iteration)?,
+                Step::Exchange { program } => self.exchange(at, *program)?,
                 Step::Repeat { count, body } => {
                     for i in 0..*count {
                         self.steps(body, index + 1, Some(i))?;
@@ -150,30 +150,14 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
                     self.device.write_binding(*binding, bytes)?;
                     let cycles = self.host_cycles(bytes.len() as u64);
                     let label = format!("host write {name}");
-                    self.record(
-                        StepKind::Host,
-                        index,
-                        label,
-                        None,
-                        iteration,
-                        cycles,
-                        vec![],
-                    );
+                    self.record(StepKind::Host, at, label, None, cycles, vec![]);
                 }
                 Step::HostRead { binding } => {
                     let bytes = self.device.read_binding(*binding)?;
                     let cycles = self.host_cycles(bytes.len() as u64);
                     self.host.outputs.insert(*binding, bytes);
                     let label = format!("host read {}", tensor_name(self.package, *binding));
-                    self.record(
-                        StepKind::Host,
-                        index,
-                        label,
-                        None,
-                        iteration,
-                        cycles,
-                        vec![],
-                    );
+                    self.record(StepKind::Host, at, label, None, cycles, vec![]);
                 }
             }
             index += subtree_size(step);
@@ -222,14 +206,8 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
         Ok(activity)
     }
 
-    /// A global sync, then exchange program `number` (the step with
-    /// pre-order index `index`).
-    fn exchange(
-        &mut self,
-        index: u32,
-        number: u32,
-        iteration: Option<u32>,
-    ) -> Result<(), DeviceError> {
+    /// A global sync, then exchange program `number` (the step at `at`).
+    fn exchange(&mut self, at: At, number: u32) -> Result<(), DeviceError> {
         let program = self.package.exchanges.get(number as usize).ok_or_else(|| {
             crate::package::PackageError::invalid(
                 "calls",
@@ -237,8 +215,7 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
             )
         })?;
         let sync = u64::from(self.device.target.exchange.global_sync_cycles);
-        let label = "sync".to_string();
-        self.record(StepKind::Sync, index, label, None, iteration, sync, vec![]);
+        self.record(StepKind::Sync, at, "sync".into(), None, sync, vec![]);
         execute(&mut self.device.memories, program).map_err(|mut fault| {
             fault
                 .step
@@ -256,15 +233,8 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
                 ..TileActivity::busy(tile, None, busy, 0)
             })
             .collect();
-        self.record(
-            StepKind::Exchange,
-            index,
-            program.label.clone(),
-            None,
-            iteration,
-            cost.horizon,
-            tiles,
-        );
+        let label = program.label.clone();
+        self.record(StepKind::Exchange, at, label, None, cost.horizon, tiles);
         Ok(())
     }
 

@@ -9,7 +9,7 @@
   const columns = M.columns.map((c) => ({ index: c[0], start: c[1], cycles: c[2], label: M.labels[c[3]], kind: c[4] }));
   const span = M.end - M.base;
   const capacity = M.loadableEnd - M.base;
-  const LEFT = 74, TOP = 8, MAP = 430, GAP = 26, LIVE = 70, BOTTOM = 20;
+  const LEFT = 74, TOP = 8, MAP = 430, GAP = 40, LIVE = 70, BOTTOM = 20;
 
   let legend = "";
   for (const kind of M.kinds) legend += legendItem(KIND_FILL[kind], kind);
@@ -70,12 +70,6 @@
     const r1 = Math.round(y(M.region1)) + 0.5;
     ctx.beginPath(); ctx.moveTo(LEFT, r1); ctx.lineTo(width - 8, r1); ctx.stroke();
     ctx.setLineDash([]);
-    const note = "region 1 (interleaved) above, region 0 below";
-    const noteWidth = ctx.measureText(note).width + 8;
-    ctx.fillStyle = "rgba(255,255,255,0.85)";
-    ctx.fillRect(width - 8 - noteWidth, r1 - 15, noteWidth, 13);
-    ctx.fillStyle = "#1d2430";
-    ctx.fillText(note, width - 4 - noteWidth, r1 - 5);
 
     // Support blocks live all run long.
     for (const s of placed.support) {
@@ -103,6 +97,14 @@
       }
     }
 
+    // The regions' boundary, named over whatever is drawn there.
+    const note = "region 1 (interleaved) above, region 0 below";
+    const noteWidth = ctx.measureText(note).width + 8;
+    ctx.fillStyle = "rgba(255,255,255,0.9)";
+    ctx.fillRect(width - 8 - noteWidth, r1 - 15, noteWidth, 13);
+    ctx.fillStyle = "#1d2430";
+    ctx.fillText(note, width - 4 - noteWidth, r1 - 5);
+
     // Where each operation starts, under the map, as space allows.
     ctx.font = "10px system-ui, sans-serif";
     ctx.fillStyle = "#667085";
@@ -124,7 +126,7 @@
     live.forEach((v, i) => { if (v > live[peakAt]) peakAt = i; });
     const base = TOP + MAP + GAP + LIVE;
     ctx.fillStyle = "#667085";
-    ctx.fillText("live bytes (of " + fmtBytes(capacity) + ")", 4, base - LIVE - 6);
+    ctx.fillText("live bytes (of " + fmtBytes(capacity) + ")", 4, base - LIVE - 4);
     ctx.fillStyle = "rgba(74,120,181,0.35)";
     ctx.strokeStyle = "#4a78b5";
     ctx.beginPath();

@@ -202,7 +202,7 @@
     ctx.globalAlpha = 1;
     window.ipubReport.timeline = {
       rows: rows.length, groups: size > 1 ? groups.length : 0, tiles: tiles.length,
-      steps: steps.length, bars,
+      steps: steps.length, bars, view: [x0, x1], end,
     };
   }
 
