@@ -90,8 +90,12 @@ impl BufferKind {
     }
 }
 
-/// One buffer's place and lifetime on its tile.
+/// One buffer's place and lifetime on its tile. Written as an array,
+/// `[address, bytes, kind, name, op, first_step, last_step]` (`op` null
+/// when none): a large program places hundreds of thousands of buffers, and
+/// field names would be most of their bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "BufferRow", from = "BufferRow")]
 pub struct BufferPlace {
     pub address: u32,
     pub bytes: u32,
@@ -99,13 +103,44 @@ pub struct BufferPlace {
     /// What it holds (`operand 0 of \`qkv\``, `weight \`w1\` of iteration 2`).
     pub name: String,
     /// The operation that writes it (activations, operands, partials).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<String>,
     /// The first and last step of the `run` call (pre-order indices,
     /// inclusive) during which it must keep its contents. A buffer inside
     /// a repeat's body lives in those steps of every iteration.
     pub first_step: u32,
     pub last_step: u32,
+}
+
+/// [`BufferPlace`] as written.
+type BufferRow = (u32, u32, BufferKind, String, Option<String>, u32, u32);
+
+impl From<BufferPlace> for BufferRow {
+    fn from(b: BufferPlace) -> BufferRow {
+        (
+            b.address,
+            b.bytes,
+            b.kind,
+            b.name,
+            b.op,
+            b.first_step,
+            b.last_step,
+        )
+    }
+}
+
+impl From<BufferRow> for BufferPlace {
+    fn from(row: BufferRow) -> BufferPlace {
+        let (address, bytes, kind, name, op, first_step, last_step) = row;
+        BufferPlace {
+            address,
+            bytes,
+            kind,
+            name,
+            op,
+            first_step,
+            last_step,
+        }
+    }
 }
 
 /// A block of per-tile runtime data (supervisor code, linked kernels,
