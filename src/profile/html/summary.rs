@@ -63,7 +63,7 @@ pub fn section(profile: &Profile, analysis: &Analysis) -> String {
     let total = profile.total_cycles;
     let error = (profile.estimated_cycles > 0)
         .then(|| total as f64 / profile.estimated_cycles as f64 - 1.0);
-    let card = |out: &mut String, title: &str, value: String, note: String| {
+    let card = |out: &mut String, title: &str, (value, note): (String, String)| {
         let _ = write!(
             out,
             "<div class=\"card\"><div class=\"dim\">{title}</div><div class=\"big\">{value}</div><div class=\"dim\">{note}</div></div>"
@@ -72,49 +72,61 @@ pub fn section(profile: &Profile, analysis: &Analysis) -> String {
     card(
         &mut out,
         "Total",
-        format!("{} cycles", thousands(total)),
-        format!(
-            "{:.1} µs at {:.2} GHz",
-            profile.micros(total),
-            profile.clock_hz as f64 / 1e9
+        (
+            format!("{} cycles", thousands(total)),
+            format!(
+                "{:.1} µs at {:.2} GHz",
+                profile.micros(total),
+                profile.clock_hz as f64 / 1e9
+            ),
         ),
     );
     card(
         &mut out,
         "Estimated by the compiler",
-        format!("{} cycles", thousands(profile.estimated_cycles)),
-        format!("measured is {} of it", signed_percent(error)),
+        (
+            format!("{} cycles", thousands(profile.estimated_cycles)),
+            format!("measured is {} of it", signed_percent(error)),
+        ),
     );
     let target = profile.target();
     card(
         &mut out,
         "Tiles",
-        format!("{} of {}", analysis.used_tiles, target.tiles),
-        format!(
-            "{:.1} % of the chip",
-            100.0 * analysis.used_tiles as f64 / f64::from(target.tiles)
+        (
+            format!("{} of {}", analysis.used_tiles, target.tiles),
+            format!(
+                "{:.1} % of the chip",
+                100.0 * analysis.used_tiles as f64 / f64::from(target.tiles)
+            ),
         ),
     );
     if let Some((tile, cycles)) = analysis::bottleneck_tile(&analysis.tiles) {
-        card(
-            &mut out,
-            "Bottleneck tile",
-            format!("<a href=\"#memory\" data-tile=\"{tile}\" class=\"tile-link\">tile {tile}</a>"),
-            {
-                let share = 100.0 * cycles as f64 / total.max(1) as f64;
-                if share < 10.0 {
-                    format!(
-                        "no tile dominates: this one is the slowest in steps worth {} cycles ({share:.1} %)",
-                        thousands(cycles)
+        card(&mut out, "Bottleneck tile", {
+            let link = format!(
+                "<a href=\"#memory\" data-tile=\"{tile}\" class=\"tile-link\">tile {tile}</a>"
+            );
+            let share = 100.0 * cycles as f64 / total.max(1) as f64;
+            // Below a tenth of the run the load is even: say so rather
+            // than crown a tile that only leads by a little.
+            if share < 10.0 {
+                (
+                        "none".to_string(),
+                        format!(
+                            "the load is even: {link} leads, slowest in steps worth {} cycles ({share:.1} %)",
+                            thousands(cycles)
+                        ),
                     )
-                } else {
+            } else {
+                (
+                    link,
                     format!(
                         "the slowest in steps worth {} cycles ({share:.1} %)",
                         thousands(cycles)
-                    )
-                }
-            },
-        );
+                    ),
+                )
+            }
+        });
     }
     out.push_str("</div><h3>Where the cycles went</h3>");
     let kinds: Vec<(String, u64, String)> = StepKind::ALL
@@ -150,10 +162,17 @@ pub fn section(profile: &Profile, analysis: &Analysis) -> String {
             (o.name.clone(), o.total(), colour)
         })
         .collect();
-    let rest: u64 = ops.iter().skip(shown).map(|(_, o)| o.total()).sum::<u64>()
-        + total.saturating_sub(ops.iter().map(|(_, o)| o.total()).sum());
-    if rest > 0 {
-        parts.push(("everything else".into(), rest, "#c9ced6".into()));
+    let others: u64 = ops.iter().skip(shown).map(|(_, o)| o.total()).sum();
+    if others > 0 {
+        parts.push(("other operations".into(), others, "#aab1bd".into()));
+    }
+    let unattributed = total.saturating_sub(ops.iter().map(|(_, o)| o.total()).sum());
+    if unattributed > 0 {
+        parts.push((
+            "no operation's (host transfers, carried values)".into(),
+            unattributed,
+            "#d5d9df".into(),
+        ));
     }
     out.push_str("<p class=\"dim\">By operation (its compute, exchange and syncs):</p>");
     out.push_str(&stacked_bar(&parts, total));
