@@ -494,6 +494,48 @@ fn reports_render_in_a_real_browser() {
     for (name, (html, profile)) in &reports {
         check_report(&browser, name, html, profile);
     }
+
+    // A version 1 profile (steps only) still makes a working report.
+    let (_, (_, vit)) = &reports[0];
+    let mut old = vit.clone();
+    let fields = old.as_object_mut().expect("a profile object");
+    for field in ["build", "ops", "tiles"] {
+        fields.remove(field);
+    }
+    fields.insert("format_version".into(), json!(1));
+    let old_profile = dir.path().join("old.profile.json");
+    std::fs::write(&old_profile, old.to_string()).expect("write");
+    let old_html = dir.path().join("old.html");
+    ipub(
+        &[
+            "profile",
+            old_profile.to_str().unwrap(),
+            "--html",
+            old_html.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let _ = browser.console();
+    let url = format!("file://{}", old_html.display());
+    browser.call("POST", "url", Some(json!({ "url": url })));
+    let errors: Vec<Value> = browser
+        .console()
+        .into_iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "version 1: console errors {errors:?}");
+    let drawn = browser.script(
+        "return [window.ipubReport.ready, window.ipubReport.timeline.rows,          window.ipubReport.heatmaps.map(h => h.cells)];",
+    );
+    assert_eq!(
+        drawn,
+        json!([
+            true,
+            expected_rows(used_tiles(vit).len()),
+            [1472, 1472, 1472, 1472]
+        ]),
+        "version 1"
+    );
 }
 
 #[test]
