@@ -92,16 +92,24 @@ pub fn run_package(
     };
     drop(lock);
 
-    let profile = crate::profile::Profile {
-        format_version: crate::profile::FORMAT_VERSION,
-        project: graph.name.clone(),
-        target: graph.target.clone(),
-        clock_hz,
-        total_cycles: record.cycles,
-        estimated_cycles: package.profile.estimated_cycles,
-        steps: record.steps.clone(),
-    };
     let profile_path = out.join(format!("{}.profile.json", graph.name));
+    let package_hash = std::fs::read(path)
+        .map(|bytes| blake3::hash(&bytes).to_hex().to_string())
+        .unwrap_or_default();
+    let profile = crate::profile::collect::profile(
+        &package,
+        &record.steps,
+        record.cycles,
+        clock_hz,
+        &crate::profile::collect::PackageFile {
+            path: relative_path(out, path).as_str(),
+            hash: &package_hash,
+        },
+    );
+    // The last run's profile stays beside the new one, so `ipub profile
+    // diff` can say what changed since then.
+    let previous = out.join(format!("{}.previous.profile.json", graph.name));
+    let kept = profile_path.exists() && std::fs::rename(&profile_path, &previous).is_ok();
     crate::fsutil::write_atomic(&profile_path, profile.to_json().as_bytes())?;
 
     let reference = crate::reference::evaluate(graph, graph.check.reference_precision)
@@ -148,8 +156,13 @@ pub fn run_package(
             failures.push(format!("{}: {message}", tensor.name));
         }
     }
+    let kept = if kept {
+        format!("\n    the last run's profile is kept as {previous}: `ipub profile diff {previous} {profile_path}`")
+    } else {
+        String::new()
+    };
     println!(
-        "    cycles {} measured, {} estimated; profile {profile_path}",
+        "    cycles {} measured, {} estimated; profile {profile_path}{kept}",
         record.cycles, package.profile.estimated_cycles
     );
     let verdict = if failures.is_empty() { "PASS" } else { "FAIL" };
@@ -163,6 +176,16 @@ pub fn run_package(
         eprintln!("error: {failure}");
     }
     Ok(i32::from(!failures.is_empty()))
+}
+
+/// `path` as seen from directory `dir` (a profile names its package this
+/// way, so a directory of runs moves as a whole); absolute when `path`
+/// lies outside `dir`.
+fn relative_path(dir: &Utf8Path, path: &Utf8Path) -> Utf8PathBuf {
+    let absolute = |p: &Utf8Path| p.canonicalize_utf8().unwrap_or_else(|_| p.to_path_buf());
+    let (dir, path) = (absolute(dir), absolute(path));
+    path.strip_prefix(&dir)
+        .map_or_else(|_| path.clone(), Utf8Path::to_path_buf)
 }
 
 /// Host buffers holding every streamed input of `package`'s run call, from

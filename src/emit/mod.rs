@@ -3,9 +3,12 @@
 //! - [`steps`]: compute steps numbered once, and each tile's part in them;
 //! - [`tile`]: a tile's supervisor routines, linked kernels, kernel states
 //!   and iteration counters;
-//! - [`bindings`]: host bindings as byte runs between tensors and tiles.
+//! - [`bindings`]: host bindings as byte runs between tensors and tiles;
+//! - [`profile_layout`]: estimates, exchange operations and placements for
+//!   the package's profile layout.
 
 pub mod bindings;
 pub mod package;
+pub mod profile_layout;
 pub mod steps;
 pub mod tile;

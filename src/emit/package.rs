@@ -3,13 +3,14 @@
 //! profile layout.
 
 use super::bindings::binding_runs;
+use super::profile_layout::{self, RunEstimate};
 use super::steps::compute_steps;
 use super::tile::TileImage as EmittedImage;
 use crate::graph::{Graph, Role};
 use crate::lower::{Program, Step as ProgramStep};
 use crate::package::{
-    Binding, Call, ExchangeProgram, Header, HostCall, Package, Piece, ProfileLayout, Segment,
-    SegmentKind, Step, StepKernels, TileImage, Transfer,
+    Binding, Call, ExchangeProgram, Header, HostCall, OpEstimate, Package, Piece, ProfileLayout,
+    Segment, SegmentKind, Step, StepKernels, TileImage, Transfer,
 };
 use crate::place::Placement;
 use crate::schedule::ExchangeSchedule;
@@ -31,6 +32,10 @@ pub struct PackageInputs<'a> {
     /// From [`exchange_programs`].
     pub exchanges: Arc<Vec<ExchangeProgram>>,
     pub estimated_cycles: u64,
+    /// The planner's estimate of every operation, for reports.
+    pub ops: Vec<OpEstimate>,
+    /// A kernel run's cycles by its kernel's cost formula.
+    pub run_estimate: RunEstimate<'a>,
 }
 
 pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
@@ -43,6 +48,8 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
         weights,
         ref exchanges,
         estimated_cycles,
+        ref ops,
+        run_estimate,
     } = *inputs;
     // Weights go into the images; every other host write is a binding.
     let mut weight_segments: BTreeMap<u32, Vec<Segment>> = weights
@@ -149,6 +156,17 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
         &kernels,
         &mut profile_steps,
     );
+    let report = ProfileLayout {
+        ops: ops.clone(),
+        estimates: profile_layout::step_estimates(
+            &numbered,
+            &profile_layout::compute_preorder(&run),
+            run_estimate,
+        ),
+        exchange_ops: profile_layout::exchange_ops(graph, program, &run),
+        memory: profile_layout::tile_memories(graph, program, placement, &run),
+        ..ProfileLayout::default()
+    };
     Ok(Package {
         header: Header::current(&graph.target),
         tiles,
@@ -160,6 +178,7 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
             estimated_cycles,
             kernels,
             steps: profile_steps,
+            ..report
         },
         graph: reference_graph.clone(),
     })

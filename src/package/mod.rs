@@ -29,6 +29,7 @@
 pub mod exchange_part;
 pub mod file;
 pub mod inspect;
+pub mod profile_layout;
 mod validate;
 
 #[cfg(test)]
@@ -38,6 +39,9 @@ use crate::graph::{DType, Graph, TensorId};
 use serde::{Deserialize, Serialize};
 
 pub use file::{parse, read, write};
+pub use profile_layout::{
+    BufferKind, BufferPlace, ExchangeOp, OpEstimate, StepEstimates, SupportPlace, TileMemory,
+};
 
 /// Version of the `.ipuexe` container and its parts; bumped on any
 /// incompatible change.
@@ -315,7 +319,11 @@ pub struct StepKernels {
 }
 
 /// What a runtime needs to attribute cycles: kernel names per compute step
-/// and tile, and the compiler's estimate to compare the measurement with.
+/// and tile, and the compiler's estimate to compare the measurement with;
+/// for reports, the estimates per operation and tile step, the operation
+/// of each exchange step and every tile's placement (see
+/// [`profile_layout`]). Packages without the report fields read as having
+/// none.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ProfileLayout {
     /// The compiler's cost-model prediction for one `run` call.
@@ -323,6 +331,18 @@ pub struct ProfileLayout {
     /// Kernel names, each once.
     pub kernels: Vec<String>,
     pub steps: Vec<StepKernels>,
+    /// Every operation of the compiled graph, in program order.
+    #[serde(default)]
+    pub ops: Vec<OpEstimate>,
+    /// Per compute step, each tile's estimated cycles.
+    #[serde(default)]
+    pub estimates: Vec<StepEstimates>,
+    /// The operation of each exchange step that serves one.
+    #[serde(default)]
+    pub exchange_ops: Vec<ExchangeOp>,
+    /// Every used tile's placement, ascending by tile.
+    #[serde(default)]
+    pub memory: Vec<TileMemory>,
 }
 
 impl ProfileLayout {
@@ -334,6 +354,22 @@ impl ProfileLayout {
             .find(|s| s.call == call && s.step == step)?;
         let &(_, kernel) = entry.tiles.iter().find(|(t, _)| *t == tile)?;
         self.kernels.get(kernel as usize).map(String::as_str)
+    }
+
+    /// Each tile's estimated cycles in compute step `step` of `call`.
+    pub fn estimates(&self, call: Call, step: u32) -> Option<&[(u32, u64)]> {
+        self.estimates
+            .iter()
+            .find(|s| s.call == call && s.step == step)
+            .map(|s| s.tiles.as_slice())
+    }
+
+    /// The operation exchange step `step` of `call` serves, if recorded.
+    pub fn exchange_op(&self, call: Call, step: u32) -> Option<&str> {
+        self.exchange_ops
+            .iter()
+            .find(|e| e.call == call && e.step == step)
+            .map(|e| e.op.as_str())
     }
 }
 

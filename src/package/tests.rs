@@ -168,6 +168,44 @@ pub(crate) fn sample() -> Package {
                     tiles: vec![(2, 1), (5, 1)],
                 },
             ],
+            ops: vec![OpEstimate {
+                name: "y".into(),
+                kind: "matmul".into(),
+                executions: 4,
+                tiles: 2,
+                compute_cycles: 700,
+                exchange_cycles: 17,
+                sync_cycles: 600,
+                macs: 4096,
+                roofline_cycles: 1,
+            }],
+            estimates: vec![StepEstimates {
+                call: Call::Run,
+                step: 1,
+                tiles: vec![(0, 650), (1, 650)],
+            }],
+            exchange_ops: vec![ExchangeOp {
+                call: Call::Run,
+                step: 3,
+                op: "y".into(),
+            }],
+            memory: vec![TileMemory {
+                tile: 2,
+                support: vec![SupportPlace {
+                    kind: "code".into(),
+                    address: CODE,
+                    bytes: 64,
+                }],
+                buffers: vec![BufferPlace {
+                    address: WORK,
+                    bytes: 512,
+                    kind: BufferKind::Activation,
+                    name: "activation `y`".into(),
+                    op: Some("y".into()),
+                    first_step: 3,
+                    last_step: 5,
+                }],
+            }],
         },
         graph: sample_graph(),
     }
@@ -210,7 +248,7 @@ fn every_truncation_is_an_error() {
     longer.push(0);
     check_error(
         parse(&longer),
-        expect!["the package's part table is malformed: the parts end at byte 3735 but the file has 3736 bytes"],
+        expect!["the package's part table is malformed: the parts end at byte 4144 but the file has 4145 bytes"],
     );
 }
 
@@ -446,6 +484,28 @@ fn references_must_resolve() {
     check_invalid(
         |p| p.profile.steps[1].tiles[0].1 = 2,
         expect!["invalid package (profile): call `run` step 4: kernel 2 is not in the kernel list"],
+    );
+    check_invalid(
+        |p| p.profile.estimates[0].step = 3,
+        expect!["invalid package (profile): estimates of call `run` step 3: not a compute step"],
+    );
+    check_invalid(
+        |p| p.profile.estimates[0].tiles[0].0 = 2,
+        expect!["invalid package (profile): estimates of call `run` step 1: tile 2 does not take part in the step"],
+    );
+    check_invalid(
+        |p| p.profile.exchange_ops[0].step = 4,
+        expect![
+            "invalid package (profile): operation `y` of call `run` step 4: not an exchange step"
+        ],
+    );
+    check_invalid(
+        |p| p.profile.memory[0].tile = 3,
+        expect!["invalid package (profile): placement of tile 3: not a package tile, out of order or listed twice"],
+    );
+    check_invalid(
+        |p| p.profile.memory[0].buffers[0].last_step = 6,
+        expect!["invalid package (profile): placement of tile 2: activation `y` lives in steps 3..=6 of a 6-step run"],
     );
 }
 

@@ -355,5 +355,69 @@ fn profile(package: &Package) -> Result<(), PackageError> {
             }
         }
     }
+    report_fields(package, &preorders)
+}
+
+/// The fields only reports read: estimates, exchange operations and
+/// placements must name steps and tiles that exist.
+fn report_fields(
+    package: &Package,
+    preorders: &BTreeMap<Call, Vec<&Step>>,
+) -> Result<(), PackageError> {
+    let layout = &package.profile;
+    let fail = |message: String| Err(PackageError::invalid("profile", message));
+    for entry in &layout.estimates {
+        let Some(Step::Compute { tiles, .. }) = preorders[&entry.call].get(entry.step as usize)
+        else {
+            return fail(format!(
+                "estimates of call `{}` step {}: not a compute step",
+                entry.call.name(),
+                entry.step
+            ));
+        };
+        if let Some((tile, _)) = entry
+            .tiles
+            .iter()
+            .find(|(tile, _)| !tiles.iter().any(|(t, _)| t == tile))
+        {
+            return fail(format!(
+                "estimates of call `{}` step {}: tile {tile} does not take part in the step",
+                entry.call.name(),
+                entry.step
+            ));
+        }
+    }
+    for entry in &layout.exchange_ops {
+        if !matches!(
+            preorders[&entry.call].get(entry.step as usize),
+            Some(Step::Exchange { .. })
+        ) {
+            return fail(format!(
+                "operation `{}` of call `{}` step {}: not an exchange step",
+                entry.op,
+                entry.call.name(),
+                entry.step
+            ));
+        }
+    }
+    let run_steps = preorders[&Call::Run].len() as u32;
+    let mut previous = None;
+    for memory in &layout.memory {
+        if package.tile(memory.tile).is_none() || previous >= Some(memory.tile) {
+            return fail(format!(
+                "placement of tile {}: not a package tile, out of order or listed twice",
+                memory.tile
+            ));
+        }
+        previous = Some(memory.tile);
+        for buffer in &memory.buffers {
+            if buffer.first_step > buffer.last_step || buffer.last_step >= run_steps {
+                return fail(format!(
+                    "placement of tile {}: {} lives in steps {}..={} of a {run_steps}-step run",
+                    memory.tile, buffer.name, buffer.first_step, buffer.last_step
+                ));
+            }
+        }
+    }
     Ok(())
 }

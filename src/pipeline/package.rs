@@ -9,29 +9,84 @@
 
 use super::tiles::{tile_image, tile_weights, tile_works};
 use super::{graph, operator_plans, phase_schedule, placement, planned_signatures, program};
-use super::{BuildError, Signature};
+use super::{BuildError, KernelMap, Signature};
 use crate::db::{Db, SourceFile};
-use crate::graph::OpId;
+use crate::graph::{DType, Graph, Op, OpId, OpKind};
+use crate::lower::KernelRun;
 use crate::package::file::{Encoded, Part};
-use crate::package::{ExchangeProgram, Package};
+use crate::package::{ExchangeProgram, OpEstimate, Package};
+use crate::target::Target;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The planner's estimate of one run: every operation's selected plan,
 /// times its repeat count.
 pub fn estimated_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
+    Ok(op_estimates(db, project)?
+        .iter()
+        .map(|op| op.total_cycles() * u64::from(op.executions))
+        .sum())
+}
+
+/// Every operation's selected plan as the profile layout records it, with
+/// the matrix products' multiply-accumulates and AMP roofline.
+pub fn op_estimates(db: &dyn Db, project: SourceFile) -> Result<Vec<OpEstimate>, BuildError> {
     let graph = graph(db, project)?;
+    let target = super::target_of(&graph);
     Ok(planned_signatures(db, project)
         .iter()
         .enumerate()
         .map(|(i, signature)| {
             let plans = operator_plans(db, Signature::new(db, signature.clone()));
-            let times = graph
-                .repeat_of(OpId(i as u32))
-                .map_or(1, |r| u64::from(r.count));
-            plans.selected().estimate.total_cycles() * times
+            let selected = plans.selected();
+            let id = OpId(i as u32);
+            let op = graph.op(id);
+            let (macs, roofline_cycles) = matmul_roofline(&graph, target, op);
+            OpEstimate {
+                name: op.name.clone(),
+                kind: op.kind.name().to_string(),
+                executions: graph.repeat_of(id).map_or(1, |r| r.count),
+                tiles: selected.tiles_used,
+                compute_cycles: selected.estimate.compute_cycles,
+                exchange_cycles: selected.estimate.exchange_cycles,
+                sync_cycles: selected.estimate.sync_cycles,
+                macs,
+                roofline_cycles,
+            }
         })
-        .sum())
+        .collect())
+}
+
+/// A matrix product's multiply-accumulates, and the cycles they take at the
+/// AMP units' peak for its input format on every tile the project may use.
+fn matmul_roofline(graph: &Graph, target: &Target, op: &Op) -> (u64, u64) {
+    if !matches!(op.kind, OpKind::Matmul { .. }) {
+        return (0, 0);
+    }
+    let lhs = graph.tensor(op.inputs[0]);
+    let inner = *lhs.shape.last().unwrap_or(&1) as u64;
+    let macs = graph.tensor(op.output).element_count() as u64 * inner;
+    let per_cycle = u64::from(match lhs.dtype {
+        DType::F143 | DType::F152 => target.throughput.amp_f8_macs_per_cycle,
+        DType::F16 => target.throughput.amp_f16_macs_per_cycle,
+        DType::F32 => target.throughput.amp_f32_macs_per_cycle,
+    });
+    let peak = per_cycle * u64::from(graph.tiles.max(1));
+    (macs, macs.div_ceil(peak.max(1)))
+}
+
+/// A kernel run's cycles by its kernel's cost formula (`.ipub_cost`),
+/// evaluated with the variant's integer defines and the run's parameters.
+fn run_estimate(kernels: &KernelMap, run: &KernelRun) -> Option<u64> {
+    let metadata = &kernels.get(&run.kernel)?.metadata;
+    let formula = &metadata.entries.first()?.cost.as_ref()?.formula;
+    let mut values: BTreeMap<String, i64> = metadata
+        .defines
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), crate::asm::lex::parse_int(v.trim())?)))
+        .collect();
+    values.extend(run.params.iter().cloned());
+    u64::try_from(crate::kernels::eval_cost(formula, &values).ok()?).ok()
 }
 
 /// The whole package of a project.
@@ -48,6 +103,7 @@ pub fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, BuildEr
         weights.insert(tile, tile_weights(db, project, tile).clone()?);
     }
     let reference_graph = super::validated_graph(db, project)?;
+    let kernels = super::project_kernels(db, project).clone()?;
     let package = crate::emit::package::package(&crate::emit::package::PackageInputs {
         graph: &graph,
         reference_graph: &reference_graph,
@@ -57,6 +113,8 @@ pub fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, BuildEr
         weights: &weights,
         exchanges: exchange_programs(db, project).clone()?,
         estimated_cycles: estimated_cycles(db, project)?,
+        ops: op_estimates(db, project)?,
+        run_estimate: &|run| run_estimate(&kernels, run),
     })
     .map_err(BuildError::Emit)?;
     db.record_execution("package", format!("package {}", graph.name));

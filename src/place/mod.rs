@@ -23,7 +23,8 @@ mod lifetimes;
 pub mod pressure;
 mod tile;
 
-use lifetimes::{lifetimes, overlaps, Lifetime};
+pub use lifetimes::lifetimes;
+use lifetimes::{overlaps, Lifetime};
 pub use tile::{place_tile, tile_requests, BufferRequest, TileRequest};
 
 /// Alignment of every buffer: the widest load, 128 bits.

@@ -1,17 +1,40 @@
-//! Cycle profiles: what every tile did in every step of a run.
+//! Cycle profiles: what every tile did in every step of a run, what the
+//! compiler expected, and what occupied each tile's memory.
 //!
-//! The device writes a [`Profile`] after each run (`*.profile.json`,
-//! documented in the book); `ipub profile` reads one back, summarises it by
-//! kernel, operation, step kind and tile, and exports an HTML report and a
-//! Chrome trace-event file that Perfetto opens.
+//! The device measures a run step by step ([`StepProfile`]); `ipub run`
+//! adds what the package says about the build ([`collect`]): estimates per
+//! operation and tile step, the operation of each exchange step, every
+//! tile's placement, and fingerprints of the package's tiles and exchange
+//! programs. The result is written as `*.profile.json`, whose format is
+//! documented and versioned in `book/src/profile.md`. `ipub profile` reads
+//! one back and shows it: text summaries ([`summary`]), a self-contained
+//! HTML report ([`html`]), a Chrome trace with counters ([`trace`]), and
+//! the difference between two runs ([`diff`]). [`analysis`] derives the
+//! figures they share.
+//!
+//! The placement and operation types are the package's own
+//! ([`crate::package::profile_layout`]): changing them changes this format
+//! too, and bumps [`FORMAT_VERSION`].
 
-pub mod report;
+pub mod analysis;
+pub mod collect;
+pub mod diff;
+pub mod html;
+pub mod summary;
+pub mod trace;
 
+use crate::target::{target_by_name, Target};
 use camino::Utf8Path;
 use serde::{Deserialize, Serialize};
 
+pub use crate::package::{BufferKind, BufferPlace, OpEstimate, SupportPlace};
+
 /// Version of the profile file format; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest version this ipub reads: version 1 lacks everything but the
+/// steps, which reports then leave out.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -22,11 +45,34 @@ pub enum StepKind {
     Host,
 }
 
+impl StepKind {
+    pub const ALL: [StepKind; 4] = [
+        StepKind::Compute,
+        StepKind::Exchange,
+        StepKind::Sync,
+        StepKind::Host,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            StepKind::Compute => "compute",
+            StepKind::Exchange => "exchange",
+            StepKind::Sync => "sync",
+            StepKind::Host => "host",
+        }
+    }
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
 /// One tile's part in a step.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TileActivity {
     pub tile: u32,
-    /// The kernel the tile ran (compute steps).
+    /// The kernel the tile ran (compute steps); several run one after
+    /// another are joined with `+`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
     /// Cycles the tile was busy; the rest of the step it waited.
@@ -34,6 +80,31 @@ pub struct TileActivity {
     /// Instructions the tile executed (all contexts).
     #[serde(default)]
     pub instructions: u64,
+    /// What the kernels' cost formulas predicted (compute steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_cycles: Option<u64>,
+    /// Bytes the tile received from other tiles (exchange steps).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes_in: u64,
+    /// Bytes the tile sent to other tiles (exchange steps; a broadcast
+    /// counts once).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes_out: u64,
+}
+
+impl TileActivity {
+    /// A tile's part with no estimate and no exchange traffic.
+    pub fn busy(tile: u32, kernel: Option<String>, busy_cycles: u64, instructions: u64) -> Self {
+        TileActivity {
+            tile,
+            kernel,
+            busy_cycles,
+            instructions,
+            estimated_cycles: None,
+            bytes_in: 0,
+            bytes_out: 0,
+        }
+    }
 }
 
 /// One step of the run, as all tiles saw it.
@@ -42,14 +113,78 @@ pub struct StepProfile {
     pub kind: StepKind,
     /// The operation (compute), the phase's purpose (exchange) or the call.
     pub label: String,
+    /// The operation the step computes or gathers operands for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration: Option<u32>,
+    /// The step's pre-order index in the package's `run` call (a sync has
+    /// its exchange's): what buffer lifetimes are stated in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
     pub start_cycle: u64,
     /// Cycles from the step's start to its last tile's end.
     pub cycles: u64,
+    /// What the compiler expected: the slowest tile's cost formulas
+    /// (compute), the scheduled horizon (exchange), the sync's cost (sync).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_cycles: Option<u64>,
     pub tiles: Vec<TileActivity>,
+}
+
+impl StepProfile {
+    /// The tiles that set the step's length: every tile as busy as the
+    /// busiest (none when no tile was busy).
+    pub fn slowest_tiles(&self) -> Vec<u32> {
+        let max = self.tiles.iter().map(|t| t.busy_cycles).max().unwrap_or(0);
+        if max == 0 {
+            return Vec::new();
+        }
+        self.tiles
+            .iter()
+            .filter(|t| t.busy_cycles == max)
+            .map(|t| t.tile)
+            .collect()
+    }
+}
+
+/// Which package the run executed, and fingerprints of what it was built
+/// into, so two profiles can say what the build changed between them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildInfo {
+    /// The package file, relative to the profile's directory when it can
+    /// be.
+    pub package: String,
+    /// blake3 of the package file (hex).
+    pub package_hash: String,
+    pub compiler_version: String,
+    /// Every kernel variant the package runs.
+    pub kernels: Vec<String>,
+    /// A short hash of each exchange program: `label` and `hash`.
+    pub exchanges: Vec<ExchangeFingerprint>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExchangeFingerprint {
+    pub label: String,
+    pub hash: String,
+    /// Bytes delivered to destination tiles (a broadcast counts per copy).
+    pub bytes: u64,
+}
+
+/// One used tile: what its image holds and where its data lives.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileProfile {
+    pub tile: u32,
+    /// Short hashes of the tile's code segments and of its data segments.
+    pub code_hash: String,
+    pub data_hash: String,
+    /// Support blocks (supervisor code, kernel code, kernel states).
+    #[serde(default)]
+    pub support: Vec<SupportPlace>,
+    /// Buffers in ascending address order, with their lifetimes.
+    #[serde(default)]
+    pub buffers: Vec<BufferPlace>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,7 +197,15 @@ pub struct Profile {
     pub total_cycles: u64,
     /// Cycles the compiler's cost model predicted.
     pub estimated_cycles: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildInfo>,
     pub steps: Vec<StepProfile>,
+    /// The planner's estimate of every operation, in program order.
+    #[serde(default)]
+    pub ops: Vec<OpEstimate>,
+    /// Every tile the package uses, ascending.
+    #[serde(default)]
+    pub tiles: Vec<TileProfile>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,12 +241,14 @@ impl Profile {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if self.format_version != FORMAT_VERSION {
+        if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&self.format_version) {
             return Err(format!(
-                "format version {} is not supported (this ipub reads version {FORMAT_VERSION})",
+                "format version {} is not supported (this ipub reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION})",
                 self.format_version
             ));
         }
+        let target = target_by_name(&self.target)
+            .ok_or_else(|| format!("target `{}` is not one this ipub knows", self.target))?;
         if self.clock_hz == 0 {
             return Err("clock_hz is zero".into());
         }
@@ -122,7 +267,16 @@ impl Profile {
                     tile.tile
                 ));
             }
-            end = step.start_cycle + step.cycles;
+            if let Some(tile) = step.tiles.iter().find(|t| t.tile >= target.tiles) {
+                return Err(format!(
+                    "step {i}: tile {} does not exist ({} has {} tiles)",
+                    tile.tile, target.name, target.tiles
+                ));
+            }
+            end = step
+                .start_cycle
+                .checked_add(step.cycles)
+                .ok_or_else(|| format!("step {i} ends beyond the largest cycle count"))?;
         }
         if end > self.total_cycles {
             return Err(format!(
@@ -130,29 +284,156 @@ impl Profile {
                 self.total_cycles
             ));
         }
+        let memory = &target.memory.tile;
+        for tile in &self.tiles {
+            if tile.tile >= target.tiles {
+                return Err(format!("tile {} does not exist", tile.tile));
+            }
+            let spans = tile
+                .support
+                .iter()
+                .map(|s| (s.address, s.bytes, s.kind.as_str()))
+                .chain(
+                    tile.buffers
+                        .iter()
+                        .map(|b| (b.address, b.bytes, b.name.as_str())),
+                );
+            for (address, bytes, what) in spans {
+                if !memory.contains_span(address, bytes) {
+                    return Err(format!(
+                        "tile {}: {what} at {address:#x} ({bytes} bytes) lies outside tile memory",
+                        tile.tile
+                    ));
+                }
+            }
+            if let Some(b) = tile.buffers.iter().find(|b| b.first_step > b.last_step) {
+                return Err(format!(
+                    "tile {}: {} ends its life before it starts",
+                    tile.tile, b.name
+                ));
+            }
+        }
         Ok(())
     }
 
+    /// The profile as JSON, compact: a 1472-tile run has tens of thousands
+    /// of tile entries.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("profiles serialise")
+        serde_json::to_string(self).expect("profiles serialise")
     }
 
     /// Cycles converted to microseconds at the profile's clock.
     pub fn micros(&self, cycles: u64) -> f64 {
         cycles as f64 * 1e6 / self.clock_hz as f64
     }
+
+    /// The target the run was on (validated, so known).
+    pub fn target(&self) -> &'static Target {
+        target_by_name(&self.target).unwrap_or(&crate::target::IPU21)
+    }
+}
+
+/// `1234567` as `1,234,567`.
+pub fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A signed count with thousands separators (`+1,200`, `-35`).
+pub fn signed_thousands(value: i64) -> String {
+    let sign = if value < 0 { "-" } else { "+" };
+    format!("{sign}{}", thousands(value.unsigned_abs()))
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
 
+    #[test]
+    fn numbers_read_with_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(981441), "981,441");
+        assert_eq!(signed_thousands(-1200), "-1,200");
+    }
+
+    /// A small profile with every field: two tiles, a gemm, its exchange
+    /// and a softmax, estimates and placements.
     pub(crate) fn sample() -> Profile {
-        let tile = |tile, kernel: Option<&str>, busy| TileActivity {
+        let tile = |tile, kernel: Option<&str>, busy, estimate: Option<u64>| TileActivity {
+            estimated_cycles: estimate,
+            ..TileActivity::busy(tile, kernel.map(str::to_string), busy, busy / 6)
+        };
+        let exchange = |tile, busy, bytes_in, bytes_out| TileActivity {
+            bytes_in,
+            bytes_out,
+            ..TileActivity::busy(tile, None, busy, 0)
+        };
+        let buffer =
+            |address, bytes, kind, name: &str, op: Option<&str>, life: (u32, u32)| BufferPlace {
+                address,
+                bytes,
+                kind,
+                name: name.into(),
+                op: op.map(str::to_string),
+                first_step: life.0,
+                last_step: life.1,
+            };
+        let memory = |tile| TileProfile {
             tile,
-            kernel: kernel.map(str::to_string),
-            busy_cycles: busy,
-            instructions: busy / 6,
+            code_hash: format!("c{tile}"),
+            data_hash: format!("d{tile}"),
+            support: vec![SupportPlace {
+                kind: "code".into(),
+                address: 0x4C000,
+                bytes: 4096,
+            }],
+            buffers: vec![
+                buffer(0x4D000, 8192, BufferKind::Input, "input `x`", None, (0, 1)),
+                buffer(
+                    0x4D000,
+                    2048,
+                    BufferKind::Operand,
+                    "operand 0 of `softmax`",
+                    Some("softmax"),
+                    (2, 3),
+                ),
+                buffer(
+                    0x80000,
+                    16384,
+                    BufferKind::Weight,
+                    "weight `w`",
+                    None,
+                    (0, 3),
+                ),
+                buffer(
+                    0x84000,
+                    2048,
+                    BufferKind::Activation,
+                    "activation `qkv`",
+                    Some("qkv"),
+                    (1, 2),
+                ),
+            ],
+        };
+        let op = |name: &str, kind: &str, compute, exchange, sync, macs, roofline| OpEstimate {
+            name: name.into(),
+            kind: kind.into(),
+            executions: 1,
+            tiles: 2,
+            compute_cycles: compute,
+            exchange_cycles: exchange,
+            sync_cycles: sync,
+            macs,
+            roofline_cycles: roofline,
         };
         Profile {
             format_version: FORMAT_VERSION,
@@ -161,17 +442,30 @@ pub(crate) mod tests {
             clock_hz: 1_500_000_000,
             total_cycles: 3000,
             estimated_cycles: 2800,
+            build: Some(BuildInfo {
+                package: "sample.ipuexe".into(),
+                package_hash: "ab12".into(),
+                compiler_version: "0.1.0".into(),
+                kernels: vec!["gemm_f8_k64_c16_r4".into(), "softmax_f16".into()],
+                exchanges: vec![ExchangeFingerprint {
+                    label: "op softmax".into(),
+                    hash: "e1".into(),
+                    bytes: 1000,
+                }],
+            }),
             steps: vec![
                 StepProfile {
                     kind: StepKind::Compute,
                     label: "qkv".into(),
                     op: Some("qkv".into()),
                     iteration: Some(0),
+                    index: Some(1),
                     start_cycle: 0,
                     cycles: 1200,
+                    estimated_cycles: Some(1000),
                     tiles: vec![
-                        tile(0, Some("gemm_f8_k64_c16_r4"), 1200),
-                        tile(1, Some("gemm_f8_k64_c16_r4"), 1100),
+                        tile(0, Some("gemm_f8_k64_c16_r4"), 1200, Some(1000)),
+                        tile(1, Some("gemm_f8_k64_c16_r4"), 1100, Some(1000)),
                     ],
                 },
                 StepProfile {
@@ -179,8 +473,10 @@ pub(crate) mod tests {
                     label: "sync".into(),
                     op: None,
                     iteration: None,
+                    index: Some(2),
                     start_cycle: 1200,
                     cycles: 600,
+                    estimated_cycles: Some(600),
                     tiles: vec![],
                 },
                 StepProfile {
@@ -188,23 +484,32 @@ pub(crate) mod tests {
                     label: "op softmax".into(),
                     op: Some("softmax".into()),
                     iteration: Some(0),
+                    index: Some(2),
                     start_cycle: 1800,
                     cycles: 200,
-                    tiles: vec![tile(0, None, 200), tile(1, None, 50)],
+                    estimated_cycles: Some(200),
+                    tiles: vec![exchange(0, 200, 800, 0), exchange(1, 50, 0, 200)],
                 },
                 StepProfile {
                     kind: StepKind::Compute,
                     label: "softmax".into(),
                     op: Some("softmax".into()),
                     iteration: Some(0),
+                    index: Some(3),
                     start_cycle: 2000,
                     cycles: 1000,
+                    estimated_cycles: Some(900),
                     tiles: vec![
-                        tile(0, Some("softmax_f16"), 900),
-                        tile(1, Some("softmax_f16"), 1000),
+                        tile(0, Some("softmax_f16"), 900, Some(800)),
+                        tile(1, Some("softmax_f16"), 1000, Some(900)),
                     ],
                 },
             ],
+            ops: vec![
+                op("qkv", "matmul", 1000, 0, 0, 1 << 20, 400),
+                op("softmax", "softmax", 900, 200, 600, 0, 0),
+            ],
+            tiles: vec![memory(0), memory(1)],
         }
     }
 
@@ -215,17 +520,43 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn version_1_profiles_still_read() {
+        let text = r#"{"format_version": 1, "project": "p", "target": "ipu21",
+            "clock_hz": 1500000000, "total_cycles": 10, "estimated_cycles": 9,
+            "steps": [{"kind": "compute", "label": "a", "start_cycle": 0, "cycles": 10,
+                       "tiles": [{"tile": 3, "busy_cycles": 10}]}]}"#;
+        let profile = Profile::parse(text).expect("a version 1 profile");
+        assert_eq!(profile.steps[0].tiles[0].tile, 3);
+        assert!(profile.ops.is_empty() && profile.tiles.is_empty() && profile.build.is_none());
+    }
+
+    #[test]
     fn invalid_profiles_are_rejected_with_a_reason() {
-        let mut profile = sample();
-        profile.format_version = 9;
-        assert!(Profile::parse(&profile.to_json())
-            .unwrap_err()
-            .contains("format version 9"));
-        let mut profile = sample();
-        profile.steps[3].start_cycle = 10;
-        assert!(Profile::parse(&profile.to_json())
-            .unwrap_err()
-            .contains("step 3 starts"));
+        let check = |edit: &dyn Fn(&mut Profile), expected: &str| {
+            let mut profile = sample();
+            edit(&mut profile);
+            let error = Profile::parse(&profile.to_json()).unwrap_err();
+            assert!(error.contains(expected), "{error}");
+        };
+        check(&|p| p.format_version = 9, "format version 9");
+        check(&|p| p.steps[3].start_cycle = 10, "step 3 starts");
+        check(
+            &|p| p.steps[0].tiles[0].busy_cycles = 5000,
+            "busy for longer",
+        );
+        check(
+            &|p| p.steps[0].tiles[0].tile = 1472,
+            "tile 1472 does not exist",
+        );
+        check(&|p| p.target = "ipu99".into(), "target `ipu99`");
+        check(
+            &|p| p.tiles[0].buffers[0].address = 0xE7FF0,
+            "outside tile memory",
+        );
+        check(
+            &|p| p.tiles[0].buffers[0].first_step = 9,
+            "ends its life before it starts",
+        );
         assert!(Profile::parse("{\"format_version\": 1").is_err());
         assert!(Profile::parse("").is_err());
     }

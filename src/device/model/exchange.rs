@@ -28,6 +28,10 @@ pub struct ExchangeCost {
     /// `(tile, busy cycles)` for every tile that sends or receives,
     /// ascending by tile.
     pub tiles: Vec<(u32, u64)>,
+    /// `(bytes received, bytes sent)` by each tile of `tiles`, in the same
+    /// order, over the exchange (a tile's copies to itself are neither; a
+    /// broadcast is sent once).
+    pub bytes: Vec<(u64, u64)>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -92,6 +96,7 @@ pub fn exchange_cost(target: &Target, program: &ExchangeProgram) -> ExchangeCost
     ExchangeCost {
         horizon: tiles.iter().map(|&(_, c)| c).max().unwrap_or(0),
         tiles,
+        bytes: loads.values().map(|l| (l.received, l.sent)).collect(),
     }
 }
 

@@ -72,6 +72,14 @@ struct Walk<'a, E: ?Sized> {
     records: Vec<StepProfile>,
 }
 
+/// Where a step sits in the run: its pre-order index in the call and, in
+/// a repeat's body, the iteration.
+#[derive(Clone, Copy)]
+struct At {
+    index: u32,
+    iteration: Option<u32>,
+}
+
 /// Steps in a step's subtree, itself included: how far pre-order numbering
 /// advances past it.
 fn subtree_size(step: &Step) -> u32 {
@@ -82,12 +90,13 @@ fn subtree_size(step: &Step) -> u32 {
 }
 
 impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
+    /// Records a step at `at` that took `cycles`, from the clock on.
     fn record(
         &mut self,
         kind: StepKind,
+        at: At,
         label: String,
         op: Option<String>,
-        iteration: Option<u32>,
         cycles: u64,
         tiles: Vec<TileActivity>,
     ) {
@@ -95,9 +104,11 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
             kind,
             label,
             op,
-            iteration,
+            iteration: at.iteration,
+            index: Some(at.index),
             start_cycle: self.clock,
             cycles,
+            estimated_cycles: None,
             tiles,
         });
         self.clock += cycles;
@@ -112,20 +123,15 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
     ) -> Result<(), DeviceError> {
         let mut index = first;
         for step in steps {
+            let at = At { index, iteration };
             match step {
                 Step::Compute { label, op, tiles } => {
                     let activity = self.compute(index, label, tiles)?;
                     let cycles = activity.iter().map(|t| t.busy_cycles).max().unwrap_or(0);
-                    self.record(
-                        StepKind::Compute,
-                        label.clone(),
-                        op.clone(),
-                        iteration,
-                        cycles,
-                        activity,
-                    );
+                    let (label, op) = (label.clone(), op.clone());
+                    self.record(StepKind::Compute, at, label, op, cycles, activity);
                 }
-                Step::Exchange { program } => self.exchange(*program, iteration)?,
+                Step::Exchange { program } => self.exchange(at, *program)?,
                 Step::Repeat { count, body } => {
                     for i in 0..*count {
                         self.steps(body, index + 1, Some(i))?;
@@ -144,14 +150,14 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
                     self.device.write_binding(*binding, bytes)?;
                     let cycles = self.host_cycles(bytes.len() as u64);
                     let label = format!("host write {name}");
-                    self.record(StepKind::Host, label, None, iteration, cycles, vec![]);
+                    self.record(StepKind::Host, at, label, None, cycles, vec![]);
                 }
                 Step::HostRead { binding } => {
                     let bytes = self.device.read_binding(*binding)?;
                     let cycles = self.host_cycles(bytes.len() as u64);
                     self.host.outputs.insert(*binding, bytes);
                     let label = format!("host read {}", tensor_name(self.package, *binding));
-                    self.record(StepKind::Host, label, None, iteration, cycles, vec![]);
+                    self.record(StepKind::Host, at, label, None, cycles, vec![]);
                 }
             }
             index += subtree_size(step);
@@ -189,55 +195,46 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
         let mut activity = Vec::with_capacity(results.len());
         for (&(tile, _), result) in entries.iter().zip(results) {
             let stats = result.map_err(with_step)?;
-            activity.push(TileActivity {
+            let kernel = self.package.profile.kernel(self.call, index, tile);
+            activity.push(TileActivity::busy(
                 tile,
-                kernel: self
-                    .package
-                    .profile
-                    .kernel(self.call, index, tile)
-                    .map(str::to_string),
-                busy_cycles: stats.cycles,
-                instructions: stats.instructions,
-            });
+                kernel.map(str::to_string),
+                stats.cycles,
+                stats.instructions,
+            ));
         }
         Ok(activity)
     }
 
-    /// A global sync, then the exchange program.
-    fn exchange(&mut self, index: u32, iteration: Option<u32>) -> Result<(), DeviceError> {
-        let program = self.package.exchanges.get(index as usize).ok_or_else(|| {
+    /// A global sync, then exchange program `number` (the step at `at`).
+    fn exchange(&mut self, at: At, number: u32) -> Result<(), DeviceError> {
+        let program = self.package.exchanges.get(number as usize).ok_or_else(|| {
             crate::package::PackageError::invalid(
                 "calls",
-                format!("exchange program {index} does not exist"),
+                format!("exchange program {number} does not exist"),
             )
         })?;
         let sync = u64::from(self.device.target.exchange.global_sync_cycles);
-        self.record(StepKind::Sync, "sync".into(), None, iteration, sync, vec![]);
+        self.record(StepKind::Sync, at, "sync".into(), None, sync, vec![]);
         execute(&mut self.device.memories, program).map_err(|mut fault| {
             fault
                 .step
-                .get_or_insert_with(|| format!("exchange {index} ({})", program.label));
+                .get_or_insert_with(|| format!("exchange {number} ({})", program.label));
             DeviceError::Fault(fault)
         })?;
         let cost = exchange_cost(self.device.target, program);
         let tiles = cost
             .tiles
             .iter()
-            .map(|&(tile, busy)| TileActivity {
-                tile,
-                kernel: None,
-                busy_cycles: busy,
-                instructions: 0,
+            .zip(&cost.bytes)
+            .map(|(&(tile, busy), &(bytes_in, bytes_out))| TileActivity {
+                bytes_in,
+                bytes_out,
+                ..TileActivity::busy(tile, None, busy, 0)
             })
             .collect();
-        self.record(
-            StepKind::Exchange,
-            program.label.clone(),
-            None,
-            iteration,
-            cost.horizon,
-            tiles,
-        );
+        let label = program.label.clone();
+        self.record(StepKind::Exchange, at, label, None, cost.horizon, tiles);
         Ok(())
     }
 

@@ -118,6 +118,7 @@ fn dump(record: &CallRecord) -> String {
         kind,
         label,
         iteration,
+        index,
         start_cycle,
         cycles,
         tiles,
@@ -125,13 +126,18 @@ fn dump(record: &CallRecord) -> String {
     } in &record.steps
     {
         let iteration = iteration.map_or(String::new(), |i| format!(" #{i}"));
+        let index = index.map_or(String::new(), |i| format!("@{i} "));
         let _ = write!(
             out,
-            "  {start_cycle:>5} +{cycles:<4} {kind:?} {label}{iteration}"
+            "  {start_cycle:>5} +{cycles:<4} {index}{kind:?} {label}{iteration}"
         );
         for tile in tiles {
             let kernel = tile.kernel.as_deref().unwrap_or("-");
-            let _ = write!(out, " [{} {kernel} {}]", tile.tile, tile.busy_cycles);
+            let _ = write!(out, " [{} {kernel} {}", tile.tile, tile.busy_cycles);
+            if tile.bytes_in + tile.bytes_out > 0 {
+                let _ = write!(out, " in {} out {}", tile.bytes_in, tile.bytes_out);
+            }
+            out.push(']');
         }
         out.push('\n');
     }
@@ -150,20 +156,20 @@ fn runs_calls_through_bindings_compute_and_exchange() {
         .expect("run");
     expect![[r#"
         initialize 3 cycles
-              0 +3    Host host write w
+              0 +3    @0 Host host write w
         run 2132 cycles
-              0 +2    Host host write x
-              2 +67   Compute y [0 gemm_f16_k8 66] [1 gemm_f16_k8 67]
-             69 +600  Sync sync #0
-            669 +16   Exchange op y #0 [0 - 9] [1 - 9] [2 - 16] [5 - 8]
-            685 +71   Compute y #0 [2 add_f16 68] [5 add_f16 71]
-            756 +600  Sync sync #1
-           1356 +16   Exchange op y #1 [0 - 9] [1 - 9] [2 - 16] [5 - 8]
-           1372 +71   Compute y #1 [2 add_f16 68] [5 add_f16 71]
-           1443 +600  Sync sync #2
-           2043 +16   Exchange op y #2 [0 - 9] [1 - 9] [2 - 16] [5 - 8]
-           2059 +71   Compute y #2 [2 add_f16 68] [5 add_f16 71]
-           2130 +2    Host host read y
+              0 +2    @0 Host host write x
+              2 +67   @1 Compute y [0 gemm_f16_k8 66] [1 gemm_f16_k8 67]
+             69 +600  @3 Sync sync #0
+            669 +16   @3 Exchange op y #0 [0 - 9 in 0 out 32] [1 - 9 in 0 out 32] [2 - 16 in 64 out 0] [5 - 8 in 32 out 0]
+            685 +71   @4 Compute y #0 [2 add_f16 68] [5 add_f16 71]
+            756 +600  @3 Sync sync #1
+           1356 +16   @3 Exchange op y #1 [0 - 9 in 0 out 32] [1 - 9 in 0 out 32] [2 - 16 in 64 out 0] [5 - 8 in 32 out 0]
+           1372 +71   @4 Compute y #1 [2 add_f16 68] [5 add_f16 71]
+           1443 +600  @3 Sync sync #2
+           2043 +16   @3 Exchange op y #2 [0 - 9 in 0 out 32] [1 - 9 in 0 out 32] [2 - 16 in 64 out 0] [5 - 8 in 32 out 0]
+           2059 +71   @4 Compute y #2 [2 add_f16 68] [5 add_f16 71]
+           2130 +2    @5 Host host read y
     "#]]
     .assert_eq(&(dump(&init) + &dump(&run)));
     let x = &host.inputs[&0];
@@ -299,6 +305,9 @@ fn exchange_costs_match_the_compilers_schedule() {
     let cost = exchange_cost(&IPU21, &ring(false, broadcast));
     assert_eq!(cost.horizon, 200);
     assert_eq!(cost.tiles, vec![(0, 101), (1, 200), (2, 100), (3, 100)]);
+    // A broadcast is sent once and received by each destination; a copy
+    // within a tile is neither.
+    assert_eq!(cost.bytes, vec![(0, 400), (400, 0), (400, 0), (400, 0)]);
 }
 
 const STRESS_TILES: u32 = 12;
@@ -323,7 +332,7 @@ fn stress_package(seed: u64) -> Package {
         })
         .collect();
     package.bindings.clear();
-    package.profile.steps.clear();
+    package.profile = crate::package::ProfileLayout::default();
     package.initialize = HostCall::default();
     package.exchanges = (0..6)
         .map(|phase| {

@@ -1,0 +1,193 @@
+//! The report fields of the package's profile layout: each tile's
+//! estimated cycles per compute step, the operation each exchange step
+//! serves, and every tile's placement with buffer lifetimes in the `run`
+//! call's step numbering.
+//!
+//! Lowering numbers a program's compute and exchange steps from 1 in
+//! program order (a repeat's body once), which is how placement states
+//! lifetimes; the package's `run` call holds the same steps in the same
+//! order between its host writes and reads, so position `p` is the `p`-th
+//! compute or exchange step of the call's pre-order, position 0 is "before
+//! the run" and the last position "after it".
+
+use super::steps::ComputeStep;
+use crate::graph::Graph;
+use crate::lower::{BufferRole, KernelRun, Program, Step as ProgramStep};
+use crate::package::{
+    BufferKind, BufferPlace, Call, ExchangeOp, HostCall, Step, StepEstimates, SupportPlace,
+    TileMemory,
+};
+use crate::place::Placement;
+use std::collections::BTreeMap;
+
+/// A kernel run's estimated cycles, when its cost formula evaluates.
+pub type RunEstimate<'a> = &'a dyn Fn(&KernelRun) -> Option<u64>;
+
+/// The `run` call's pre-order index of every program position.
+fn position_steps(run: &HostCall) -> Vec<u32> {
+    let preorder = run.preorder();
+    let last = preorder.len().saturating_sub(1) as u32;
+    let mut positions = vec![0];
+    positions.extend(
+        preorder
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s, Step::Compute { .. } | Step::Exchange { .. }))
+            .map(|(i, _)| i as u32),
+    );
+    positions.push(last);
+    positions
+}
+
+/// Per compute step (numbered as [`super::steps::compute_steps`] does),
+/// each tile's estimate; `compute_preorder[id]` is the step's pre-order
+/// index in the `run` call.
+pub fn step_estimates(
+    steps: &[ComputeStep<'_>],
+    compute_preorder: &[u32],
+    estimate: RunEstimate<'_>,
+) -> Vec<StepEstimates> {
+    steps
+        .iter()
+        .filter_map(|step| {
+            let &preorder = compute_preorder.get(step.id as usize)?;
+            let mut tiles: BTreeMap<u32, Option<u64>> = BTreeMap::new();
+            for run in step.runs {
+                let cycles = estimate(run);
+                let entry = tiles.entry(run.tile).or_insert(Some(0));
+                *entry = entry.zip(cycles).map(|(a, b)| a + b);
+            }
+            Some(StepEstimates {
+                call: Call::Run,
+                step: preorder,
+                tiles: tiles
+                    .into_iter()
+                    .filter_map(|(tile, cycles)| Some((tile, cycles?)))
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+/// The pre-order index of each compute step of `run`, in order.
+pub fn compute_preorder(run: &HostCall) -> Vec<u32> {
+    run.preorder()
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s, Step::Compute { .. }))
+        .map(|(i, _)| i as u32)
+        .collect()
+}
+
+/// The operation of each exchange step: a phase serves the computation
+/// that directly follows it in its step list (an operation's gather or
+/// reduction); a phase before a repeat or at the end of its body carries a
+/// value and serves no one operation.
+pub fn exchange_ops(graph: &Graph, program: &Program, run: &HostCall) -> Vec<ExchangeOp> {
+    fn walk(
+        graph: &Graph,
+        steps: &[ProgramStep],
+        position: &mut usize,
+        out: &mut Vec<(usize, String)>,
+    ) {
+        for (i, step) in steps.iter().enumerate() {
+            match step {
+                ProgramStep::Compute { .. } => *position += 1,
+                ProgramStep::Exchange(_) => {
+                    *position += 1;
+                    if let Some(ProgramStep::Compute { op, .. }) = steps.get(i + 1) {
+                        out.push((*position, graph.op(*op).name.clone()));
+                    }
+                }
+                ProgramStep::Repeat { body, .. } => walk(graph, body, position, out),
+            }
+        }
+    }
+    let positions = position_steps(run);
+    let mut found = Vec::new();
+    walk(graph, &program.steps, &mut 0, &mut found);
+    found
+        .into_iter()
+        .filter_map(|(position, op)| {
+            Some(ExchangeOp {
+                call: Call::Run,
+                step: *positions.get(position)?,
+                op,
+            })
+        })
+        .collect()
+}
+
+/// Every tile's placement: support blocks and buffers with what they hold,
+/// who writes them and when they are alive.
+pub fn tile_memories(
+    graph: &Graph,
+    program: &Program,
+    placement: &Placement,
+    run: &HostCall,
+) -> Vec<TileMemory> {
+    let positions = position_steps(run);
+    let step_of = |position: u32| {
+        positions
+            .get(position as usize)
+            .or(positions.last())
+            .copied()
+            .unwrap_or(0)
+    };
+    let lifetimes = crate::place::lifetimes(program);
+    let writer: BTreeMap<_, _> = graph
+        .ops
+        .iter()
+        .map(|op| (op.output, op.name.clone()))
+        .collect();
+    placement
+        .tiles
+        .iter()
+        .map(|(&tile, placed)| {
+            let mut buffers: Vec<BufferPlace> = placed
+                .buffers
+                .iter()
+                .map(|&(id, address)| {
+                    let buffer = program.buffer(id);
+                    let (kind, op) = match &buffer.role {
+                        BufferRole::Input { .. } => (BufferKind::Input, None),
+                        BufferRole::Weight { .. } => (BufferKind::Weight, None),
+                        BufferRole::Activation { tensor } => {
+                            (BufferKind::Activation, writer.get(tensor).cloned())
+                        }
+                        BufferRole::Operand { op, .. } => {
+                            (BufferKind::Operand, Some(graph.op(*op).name.clone()))
+                        }
+                        BufferRole::Partial { op, .. } => {
+                            (BufferKind::Partial, Some(graph.op(*op).name.clone()))
+                        }
+                    };
+                    let (first, last) = lifetimes[id.0 as usize];
+                    BufferPlace {
+                        address,
+                        bytes: buffer.bytes(),
+                        kind,
+                        name: crate::place::describe(graph, &buffer.role),
+                        op,
+                        first_step: step_of(first),
+                        last_step: step_of(last),
+                    }
+                })
+                .collect();
+            buffers.sort_by_key(|b| (b.address, b.first_step));
+            TileMemory {
+                tile,
+                support: placed
+                    .support
+                    .iter()
+                    .map(|&(kind, address, bytes)| SupportPlace {
+                        kind: kind.to_string(),
+                        address,
+                        bytes,
+                    })
+                    .collect(),
+                buffers,
+            }
+        })
+        .collect()
+}
