@@ -23,17 +23,12 @@ use crate::vfs::FileSource;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::sync::Arc;
 
-/// Bump when the assembler's output for the same input changes (encoding,
-/// object layout, metadata), so old cache entries are not reused.
-pub const CODEGEN_REVISION: u32 = 1;
-
-/// The assembler's build identity, part of every key.
-pub const BUILD_IDENTITY: &str = concat!("ipub-asm ", env!("CARGO_PKG_VERSION"), " codegen 1");
-
-const _: () = assert!(
-    CODEGEN_REVISION == 1,
-    "update BUILD_IDENTITY with CODEGEN_REVISION"
-);
+/// The assembler's name and version, recorded in each kernel's metadata.
+/// The cache key uses the full build identity instead
+/// ([`crate::store::build_identity`]: the version and a fingerprint of the
+/// compiler's sources), so a rebuilt ipub whose assembler or encoder
+/// changed never reuses an object an older build compiled.
+pub const BUILD_IDENTITY: &str = concat!("ipub-asm ", env!("CARGO_PKG_VERSION"));
 
 /// A kernel in the cache.
 #[derive(Clone, Debug)]
@@ -51,13 +46,23 @@ pub struct CachedKernel {
 
 /// The cache key of `variant` given the files its preprocessing read.
 pub fn cache_key(files: &[(Utf8PathBuf, Arc<str>)], variant: &Variant, target: &Target) -> String {
+    key_for_build(crate::store::build_identity(), files, variant, target)
+}
+
+/// [`cache_key`] as a build with `identity` computes it.
+fn key_for_build(
+    identity: &str,
+    files: &[(Utf8PathBuf, Arc<str>)],
+    variant: &Variant,
+    target: &Target,
+) -> String {
     let mut hasher = blake3::Hasher::new();
     let mut field = |bytes: &[u8]| {
         hasher.update(&(bytes.len() as u64).to_le_bytes());
         hasher.update(bytes);
     };
-    field(b"ipub kernel key v1");
-    field(BUILD_IDENTITY.as_bytes());
+    field(b"ipub kernel key v2");
+    field(identity.as_bytes());
     field(target.name.as_bytes());
     field(variant.name.as_bytes());
     field(variant.entry.as_deref().unwrap_or("").as_bytes());
@@ -190,5 +195,26 @@ fn read_entry(object_path: &Utf8Path, metadata_path: &Utf8Path, key: &str) -> En
     match Object::read(&bytes) {
         Ok(object) => Entry::Valid(object, Box::new(metadata)),
         Err(e) => Entry::Corrupt(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two builds of ipub whose sources differ (same version) never share
+    /// a kernel object: the key carries the store's build identity.
+    #[test]
+    fn the_key_changes_with_the_compilers_build_identity() {
+        let files = vec![(Utf8PathBuf::from("k.S"), Arc::from("nop\n"))];
+        let variant = Variant::new("k", "k.S");
+        let target = &crate::target::IPU21;
+        let ours = cache_key(&files, &variant, target);
+        assert_eq!(
+            ours,
+            key_for_build(crate::store::build_identity(), &files, &variant, target)
+        );
+        let other = key_for_build("ipub 0.1.0 0123456789abcdef", &files, &variant, target);
+        assert_ne!(ours, other);
     }
 }
