@@ -13,7 +13,7 @@
 //! and its plans are the per-signature queries at level 0, shared with
 //! every other project and edit as before.
 
-use super::{graph, op_signatures, operator_plans, target_of, BuildError, Signature};
+use super::{op_signatures, operator_plans, program_graph, target_of, BuildError, Signature};
 use crate::db::{Db, SourceFile};
 use crate::graph::{Graph, OpId};
 use crate::lower::Program;
@@ -46,7 +46,7 @@ pub struct Fitted {
 /// The program lowered from plans that fit (as far as re-planning gets).
 #[salsa::tracked(returns(ref))]
 pub fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fitted>, BuildError> {
-    let graph = graph(db, project)?;
+    let graph = program_graph(db, project).clone()?;
     let target = target_of(&graph);
     let signatures = op_signatures(db, project);
     let mut spreads = vec![0u8; signatures.len()];

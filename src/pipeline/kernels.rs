@@ -158,6 +158,27 @@ pub fn kernel_object<'db>(
     }
 }
 
+/// A variant's machine code: the object and metadata keyed by their own
+/// content, not by the source text. Tile images are emitted from this, so
+/// a comment-only edit recompiles the kernel ([`kernel_object`] re-runs)
+/// but leaves its code equal, and no tile that runs it is emitted again.
+#[salsa::tracked(returns(ref))]
+pub fn kernel_code<'db>(
+    db: &'db dyn Db,
+    variant: KernelVariant<'db>,
+) -> Result<Arc<KernelObject>, KernelBuildError> {
+    let object = kernel_object(db, variant).clone()?;
+    let mut code = (*object).clone();
+    code.metadata.key.clear();
+    let metadata = serde_json::to_vec(&code.metadata).unwrap_or_default();
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(b"ipub kernel code v1");
+    hasher.update(&(metadata.len() as u64).to_le_bytes());
+    hasher.update(&metadata);
+    code.key = hasher.finalize().to_hex().to_string();
+    Ok(Arc::new(code))
+}
+
 /// A variant's footprint: its object with the section contents zeroed
 /// (sizes, alignments, symbols and state layout kept). Placement sizes code
 /// from footprints, so an edit that changes a kernel's instructions but

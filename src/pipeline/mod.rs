@@ -103,6 +103,31 @@ pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Build
     })
 }
 
+/// The graph as lowering, placement and scheduling see it: the values a
+/// tensor starts with (`init`, the seed) and how the check judges the
+/// outputs do not change the program, so an edit to them stops here (only
+/// the weights' bytes and the package follow it).
+#[salsa::tracked(returns(ref))]
+pub fn program_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
+    let graph = graph(db, project)?;
+    let mut structure = (*graph).clone();
+    structure.seed = 0;
+    for tensor in &mut structure.tensors {
+        tensor.init = None;
+    }
+    structure.check.min_cosine_similarity = 0.0;
+    structure.check.max_abs_error = 0.0;
+    structure.check.reference_precision = crate::graph::ReferencePrecision::Device;
+    Ok(Arc::new(structure))
+}
+
+/// The name of the target a project builds for (a query of its own, so
+/// what reads only the target does not depend on the whole graph).
+#[salsa::tracked(returns(ref))]
+pub fn target_name(db: &dyn Db, project: SourceFile) -> Option<String> {
+    graph(db, project).ok().map(|g| g.target.clone())
+}
+
 /// The target a graph names (validated, so always known).
 pub fn target_of(graph: &Graph) -> &'static Target {
     target_by_name(&graph.target).unwrap_or(&IPU21)
@@ -173,10 +198,10 @@ pub fn program(db: &dyn Db, project: SourceFile) -> Result<Arc<Program>, BuildEr
 #[salsa::tracked(returns(ref))]
 pub fn phase_schedule(db: &dyn Db, project: SourceFile, phase: u32) -> Option<ExchangeSchedule> {
     let program = program(db, project).as_ref().ok()?;
-    let graph = graph(db, project).ok()?;
+    let target = target_by_name(target_name(db, project).as_deref()?).unwrap_or(&IPU21);
     let index = phase;
     let phase = program.phases.get(phase as usize)?;
-    let schedule = crate::schedule::exchange_schedule(target_of(&graph), program, phase);
+    let schedule = crate::schedule::exchange_schedule(target, program, phase);
     db.record_execution("schedule", format!("phase {index} ({})", phase.purpose));
     tracing::info!(
         phase = index,

@@ -10,7 +10,7 @@
 
 use super::kernels::{kernel_footprint, KernelObject, KernelVariant};
 use super::tiles::{borrowed_steps, kernel_dir, local_steps, StepWork};
-use super::{graph, program, project_kernel_footprints, target_of, BuildError};
+use super::{graph, program, project_kernel_footprints, BuildError};
 use crate::db::{Db, SourceFile};
 use crate::lower::BufferId;
 use crate::place::{Placement, SupportBlock, SupportKind, TilePlacement, TileRequest};
@@ -39,7 +39,7 @@ pub struct PlaceRequests {
 /// Splits the program into per-tile placement requests.
 #[salsa::tracked(returns(ref))]
 pub fn place_requests(db: &dyn Db, project: SourceFile) -> Result<Arc<PlaceRequests>, BuildError> {
-    let graph = graph(db, project)?;
+    let graph = super::program_graph(db, project).clone()?;
     let program = program(db, project).clone()?;
     let steps = crate::emit::steps::compute_steps(&program);
     let by_tile = crate::emit::steps::tile_steps(&steps);
@@ -55,7 +55,15 @@ pub fn place_requests(db: &dyn Db, project: SourceFile) -> Result<Arc<PlaceReque
             .collect();
         let tile_steps = by_tile.get(&tile).map_or(&[][..], Vec::as_slice);
         // Every operand is a buffer on the run's tile, so it has a number.
-        let steps = local_steps(tile_steps, |id| local.get(&id).copied().unwrap_or(id));
+        let mut steps = local_steps(tile_steps, |id| local.get(&id).copied().unwrap_or(id));
+        // Parameter values are kernel state data, written at emission; the
+        // sizes placement needs depend on their names only, so an edit of
+        // a value (an FP8 scale) re-places nothing.
+        for run in steps.iter_mut().flat_map(|s| &mut s.runs) {
+            for (_, value) in &mut run.params {
+                *value = 0;
+            }
+        }
         requests.tiles.insert(
             tile,
             Arc::new(PlaceRequest {
@@ -140,9 +148,12 @@ pub fn placement(db: &dyn Db, project: SourceFile) -> Result<Arc<Placement>, Bui
             .map_err(|error| with_attempts(db, project, error))?;
         placed.tiles.insert(tile, local.globalized(globals));
     }
-    let graph = graph(db, project)?;
+    let target = super::target_name(db, project)
+        .as_deref()
+        .and_then(target_by_name)
+        .unwrap_or(&IPU21);
     let program = program(db, project).clone()?;
-    crate::place::verify(target_of(&graph), &program, &placed)
+    crate::place::verify(target, &program, &placed)
         .map_err(|bug| BuildError::Lower(bug.to_string()))?;
     Ok(Arc::new(placed))
 }

@@ -480,3 +480,104 @@ fn a_sign_of_zero_edit_rebuilds_like_a_clean_build() {
         .expect("builds");
     assert_eq!(*after, *clean_bytes);
 }
+
+fn phases_of(computed: &[(&'static str, String)]) -> Vec<&'static str> {
+    let phases: std::collections::BTreeSet<&str> = computed.iter().map(|(p, _)| *p).collect();
+    phases.into_iter().collect()
+}
+
+/// A weight's `init` and the check's thresholds do not change the program:
+/// nothing is lowered, scheduled or placed again; only what carries them
+/// (the weights' bytes, the package) follows.
+#[test]
+fn init_and_check_edits_neither_lower_nor_schedule_nor_place() {
+    let (mut db, fs, file) = built();
+    computed_after(&mut db, &fs, &[], file);
+    let init = PROJECT.replace(
+        "name = \"w1\"\nshape = [64, 64]\ndtype = \"f16\"\nrole = \"weight\"\n",
+        "name = \"w1\"\nshape = [64, 64]\ndtype = \"f16\"\nrole = \"weight\"\ninit = { dist = \"uniform\", scale = 0.5 }\n",
+    );
+    assert_ne!(init, PROJECT, "the edit applies");
+    let computed = computed_after(&mut db, &fs, &[(PATH, &init)], file);
+    assert_eq!(phases_of(&computed), ["package", "weights"], "{computed:?}");
+
+    let check = init.replace("max_abs_error = 0.1", "max_abs_error = 0.2");
+    let computed = computed_after(&mut db, &fs, &[(PATH, &check)], file);
+    assert_eq!(phases_of(&computed), ["package"], "{computed:?}");
+}
+
+/// A comment-only kernel edit recompiles the kernel, whose machine code is
+/// unchanged: no tile is emitted again and the package stays the same.
+#[test]
+fn a_comment_only_kernel_edit_re_emits_no_tile() {
+    let (mut db, fs, file) = built();
+    computed_after(&mut db, &fs, &[], file);
+    let before = package::package_bytes(&db, file).clone().expect("bytes");
+    let source = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("device/gelu_f16.S"),
+    )
+    .expect("gelu source");
+    let commented = format!("// A comment that changes nothing.\n{source}");
+    let computed = computed_after(&mut db, &fs, &[("device/gelu_f16.S", &commented)], file);
+    assert_eq!(emitted_tiles(&computed), Vec::<u32>::new(), "{computed:?}");
+    assert!(computed
+        .iter()
+        .any(|(p, i)| *p == "kernels" && i == "kernel gelu_f16"));
+    let after = package::package_bytes(&db, file).clone().expect("bytes");
+    assert_eq!(before, after);
+}
+
+const FP8_PROJECT: &str = r#"
+[project]
+name = "fp8"
+target = "ipu21"
+tiles = 8
+
+[[tensor]]
+name = "x"
+shape = [32, 64]
+dtype = "f16"
+role = "input"
+
+[[tensor]]
+name = "w"
+shape = [64, 64]
+dtype = "f143"
+scale = -3
+role = "weight"
+
+[[op]]
+name = "xq"
+op = "cast"
+inputs = ["x"]
+dtype = "f143"
+scale = -2
+
+[[op]]
+name = "y"
+op = "matmul"
+inputs = ["xq", "w"]
+dtype = "f16"
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["y"]
+"#;
+
+/// An FP8 scale is a kernel parameter's value: the tiles running the op
+/// are emitted again with the new value, but nothing is placed again.
+#[test]
+fn a_scale_edit_re_emits_but_re_places_nothing() {
+    let fs = with_kernels();
+    fs.write(PATH, FP8_PROJECT);
+    let mut db = Database::new(Arc::new(fs.clone()));
+    let file = db.file(Utf8Path::new(PATH));
+    computed_after(&mut db, &fs, &[], file);
+    let rescaled = FP8_PROJECT.replace("scale = -3", "scale = -4");
+    let computed = computed_after(&mut db, &fs, &[(PATH, &rescaled)], file);
+    let phases = phases_of(&computed);
+    assert!(phases.contains(&"emit"), "{computed:?}");
+    assert!(!phases.contains(&"place"), "{computed:?}");
+}

@@ -9,7 +9,7 @@
 //! really changed: an edit to one operation, or to one kernel, leaves the
 //! other tiles' images alone.
 
-use super::kernels::{kernel_object, KernelObject, KernelVariant};
+use super::kernels::{kernel_code, KernelObject, KernelVariant};
 use super::{graph, placement, program, BuildError};
 use crate::db::{Db, SourceFile};
 use crate::emit::tile::{KernelCode, TileImage};
@@ -220,7 +220,7 @@ pub fn tile_image(
     let mut objects: BTreeMap<String, Arc<KernelObject>> = BTreeMap::new();
     for name in work.kernels() {
         let variant = KernelVariant::new(db, name.clone(), dir.clone());
-        let object = kernel_object(db, variant)
+        let object = kernel_code(db, variant)
             .clone()
             .map_err(|e| BuildError::Kernel(e.to_string()))?;
         objects.insert(name, object);
