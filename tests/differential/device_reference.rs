@@ -3,10 +3,13 @@
 //! build, lowering or placement error after validation accepted the
 //! project, a panic, a device fault or a failed check is a failure.
 //!
-//! The fixed-seed slice runs in `cargo test`; the long run is
-//! `IPUB_DIFF_COUNT=500 cargo test --release --test differential generated`
-//! (`IPUB_DIFF_SEED` picks the first seed, `IPUB_DIFF_SAVE=DIR` writes each
-//! failing project there). Every failure prints its seed and its files.
+//! The fixed-seed slice (small projects) runs in `cargo test`; the long run
+//! is `IPUB_DIFF_COUNT=500 cargo test --release --test differential
+//! generated` (larger projects, some of today's model shapes;
+//! `IPUB_DIFF_SEED` picks the first seed, `IPUB_DIFF_LIMITS=fast` keeps the
+//! small ones, `IPUB_DIFF_SAVE=DIR` writes each failing project there).
+//! Every failure prints its seed, and one failure of each kind its files;
+//! `IPUB_DIFF_COUNT=1 IPUB_DIFF_SEED=S` shows the project of seed `S`.
 
 use crate::generate::{self, Generated, Limits, Thresholds, ROOT};
 use crate::support;
@@ -362,11 +365,8 @@ fn generated_projects_pass_on_the_model_or_are_rejected_with_a_location() {
     let long = support::env_count("IPUB_DIFF_COUNT");
     let count = long.unwrap_or(FAST_SEEDS);
     let first = support::env_count("IPUB_DIFF_SEED").unwrap_or(0);
-    let limits = if long.is_some() && std::env::var("IPUB_DIFF_LIMITS").as_deref() != Ok("fast") {
-        Limits::LONG
-    } else {
-        Limits::FAST
-    };
+    let fast = long.is_none() || std::env::var("IPUB_DIFF_LIMITS").as_deref() == Ok("fast");
+    let limits = if fast { Limits::FAST } else { Limits::LONG };
     let save = std::env::var_os("IPUB_DIFF_SAVE").map(std::path::PathBuf::from);
     let started = std::time::Instant::now();
     let mut tally = Tally::default();
@@ -376,14 +376,21 @@ fn generated_projects_pass_on_the_model_or_are_rejected_with_a_location() {
             // One seed asked for by name: show it, whatever its outcome.
             println!("{text}\n=> {outcome:?}");
         }
-        if long.is_some() && !matches!(outcome, Outcome::Passed | Outcome::Rejected(_)) {
-            if let Outcome::Failed { kind, .. } = &outcome {
-                eprintln!("seed {seed}: {kind}");
-            }
+        if let (Some(_), Outcome::Failed { kind, .. }) = (long, &outcome) {
+            // A long run says as it goes which seeds fail.
+            eprintln!("seed {seed}: {kind}");
         }
         tally.add(&generated, outcome, save.as_deref(), text);
     }
-    let report = tally.report(true);
+    let report = format!(
+        "{}\nreproduce one with IPUB_DIFF_COUNT=1 IPUB_DIFF_SEED=<seed>{} cargo test --test differential generated -- --nocapture",
+        tally.report(true),
+        if fast {
+            " IPUB_DIFF_LIMITS=fast"
+        } else {
+            ""
+        }
+    );
     println!(
         "{}\n({:.1} s for {count} projects from seed {first})",
         tally.report(false),
@@ -394,7 +401,9 @@ fn generated_projects_pass_on_the_model_or_are_rejected_with_a_location() {
 
 /// Reduced reproducers of failures the generator found, in
 /// `tests/data/differential/`: each states its expected outcome on its
-/// first line (`# expect: pass` or `# expect: rejected`) and what went wrong.
+/// first line (`# expect: pass`, `# expect: rejected`, or for projects too
+/// large to run in a debug build `# expect: builds (release test runs
+/// only)`) and what went wrong.
 #[test]
 fn reproducers_behave_as_their_first_line_says() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/differential");
@@ -413,14 +422,32 @@ fn reproducers_behave_as_their_first_line_says() {
             path.file_name().and_then(|n| n.to_str()).expect("utf-8")
         );
         let expect = text.lines().next().unwrap_or_default();
-        let outcome = check(&[(relative.clone(), text.clone())], &relative);
-        let as_expected = match expect {
-            "# expect: pass" => outcome == Outcome::Passed,
-            "# expect: rejected" => matches!(outcome, Outcome::Rejected(_)),
-            other => panic!("{relative}: the first line must be `# expect: pass` or `# expect: rejected`, not `{other}`"),
+        let files = [(relative.clone(), text.clone())];
+        let (as_expected, outcome) = match expect {
+            "# expect: pass" => {
+                let outcome = check(&files, &relative);
+                (outcome == Outcome::Passed, format!("{outcome:?}"))
+            }
+            "# expect: rejected" => {
+                let outcome = check(&files, &relative);
+                (
+                    matches!(outcome, Outcome::Rejected(_)),
+                    format!("{outcome:?}"),
+                )
+            }
+            "# expect: builds (release test runs only)" if cfg!(debug_assertions) => continue,
+            "# expect: builds (release test runs only)" => {
+                let fs = support::memory_tree(&files);
+                let db = support::clean_database(&fs);
+                let built = support::build(&db, db.file(Utf8Path::new(&relative)));
+                (matches!(built, support::Built::Package(_)), built.summary())
+            }
+            other => {
+                panic!("{relative}: the first line must state the expected outcome, not `{other}`")
+            }
         };
         if !as_expected {
-            wrong.push(format!("{relative} ({expect}): {outcome:?}"));
+            wrong.push(format!("{relative} ({expect}): {outcome}"));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));

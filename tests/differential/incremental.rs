@@ -14,7 +14,7 @@
 //! The fixed slice runs in `cargo test`; the long run is
 //! `IPUB_EDIT_COUNT=200 cargo test --release --test differential incremental`
 //! (edits per project, every shipped project at full size; `IPUB_EDIT_SEED`
-//! picks the seed).
+//! picks the seeds, `IPUB_EDIT_PROJECTS=a,b` the projects).
 
 use crate::edits::{self, Edit, Editor, Tree};
 use crate::support::{self, Built};
@@ -278,6 +278,7 @@ fn incremental_builds_equal_clean_builds_along_random_edits() {
     let sequences = match support::env_count("IPUB_EDIT_COUNT") {
         Some(count) => {
             let seed = support::env_count("IPUB_EDIT_SEED").unwrap_or(0);
+            let only = std::env::var("IPUB_EDIT_PROJECTS").unwrap_or_default();
             [
                 "matmul-f8",
                 "mixed-f8",
@@ -288,6 +289,7 @@ fn incremental_builds_equal_clean_builds_along_random_edits() {
             ]
             .into_iter()
             .enumerate()
+            .filter(|(_, name)| only.is_empty() || only.split(',').any(|o| o == *name))
             .map(|(i, name)| (shipped(name), seed + i as u64, count as usize))
             .collect()
         }

@@ -216,10 +216,23 @@ fn check_watched_sequence(name: &'static str, seed: u64, steps: usize) -> Result
 
 #[test]
 fn watch_and_fresh_builds_equal_clean_builds_along_random_edits() {
-    let steps = support::env_count("IPUB_EDIT_COUNT").map_or(10, |n| n as usize);
+    let long = support::env_count("IPUB_EDIT_COUNT");
+    let steps = long.map_or(10, |n| n as usize);
     let seed = support::env_count("IPUB_EDIT_SEED").unwrap_or(0);
+    let projects: &[&'static str] = if long.is_some() {
+        &[
+            "fp8-repeat",
+            "matmul-f8",
+            "mixed-f8",
+            "mlp-f16",
+            "attention-f16",
+            "vit-fp8",
+        ]
+    } else {
+        &["fp8-repeat", "matmul-f8"]
+    };
     let mut failures = Vec::new();
-    for (i, name) in ["fp8-repeat", "matmul-f8"].into_iter().enumerate() {
+    for (i, &name) in projects.iter().enumerate() {
         match check_watched_sequence(name, seed + 100 + i as u64, steps) {
             Ok(n) => {
                 println!("{name}: {n} edits under ipub watch and fresh builds equal clean builds")

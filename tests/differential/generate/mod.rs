@@ -662,7 +662,9 @@ fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 }
 
 fn smallest_factor(n: usize) -> Option<usize> {
-    (2..n).take_while(|f| f * f <= n).find(|f| n.is_multiple_of(*f))
+    (2..n)
+        .take_while(|f| f * f <= n)
+        .find(|f| n.is_multiple_of(*f))
 }
 
 fn divisors(n: usize) -> Vec<usize> {
