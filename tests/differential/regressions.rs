@@ -135,7 +135,7 @@ fn watch_picks_up_an_include_created_in_a_new_directory() {
         .wait_for("watching", Duration::from_secs(120))
         .unwrap();
     assert!(!out.join("matmul-f8.ipuexe").exists());
-    save(&top.path().join("projects/more/w.toml"), &weight, false);
+    save(&top.path().join("projects/more/w.toml"), &weight, true);
     tree.insert("projects/more/w.toml".to_string(), weight);
     watch.wait_for("rebuilt after change", NOTICE).unwrap();
     let written =
@@ -234,7 +234,7 @@ fn an_edit_between_zero_and_negative_zero_rebuilds_as_a_clean_build_does() {
         .wait_for("watching", Duration::from_secs(120))
         .unwrap();
     let negative = SOFTMAX.replace("max_abs_error = 0.05", "max_abs_error = -0.0");
-    save(&top.path().join(root), &negative, false);
+    save(&top.path().join(root), &negative, true);
     disk.insert(root.to_string(), negative);
     watch.wait_for("rebuilt after change", NOTICE).unwrap();
     let written = std::fs::read(out.join("softmax-zero.ipuexe")).expect("package");
