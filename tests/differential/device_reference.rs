@@ -339,16 +339,17 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
+/// The first lines of a long error, each cut to a readable length.
 fn truncated(text: &str) -> String {
-    let mut lines: Vec<&str> = text.lines().take(12).collect();
+    let mut lines: Vec<String> = text
+        .lines()
+        .take(12)
+        .map(|l| l.chars().take(600).collect())
+        .collect();
     if text.lines().count() > 12 {
-        lines.push("...");
+        lines.push("...".to_string());
     }
-    lines
-        .iter()
-        .map(|l| if l.len() > 600 { &l[..600] } else { l })
-        .collect::<Vec<_>>()
-        .join("\n")
+    lines.join("\n")
 }
 
 /// Generates, calibrates and checks one seed.

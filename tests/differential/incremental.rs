@@ -1,5 +1,5 @@
 //! Incremental equals clean: a seeded edit sequence over a copy of a
-//! shipped project and the kernel sources, built after every edit
+//! shipped project and the kernel sources, built after every edit:
 //!
 //! - incrementally: one database and one result store across the sequence,
 //!   each edited file refreshed as `ipub watch` refreshes it;
@@ -169,7 +169,10 @@ pub fn clean_build(tree: &Tree, root: &str) -> Built {
 #[derive(Default, Debug)]
 pub struct Counts {
     pub edits: usize,
+    /// States that built, and how many different packages they gave.
     pub packages: usize,
+    pub distinct: std::collections::BTreeSet<[u8; 32]>,
+    /// States with errors (equal errors on every side).
     pub broken: usize,
 }
 
@@ -207,8 +210,11 @@ pub fn check_sequence(project: &Shipped, seed: u64, steps: usize) -> Result<Coun
         })?;
         counts.edits += 1;
         editor.built(matches!(clean, Built::Package(_)));
-        match clean {
-            Built::Package(_) => counts.packages += 1,
+        match &clean {
+            Built::Package(bytes) => {
+                counts.packages += 1;
+                counts.distinct.insert(*blake3::hash(bytes).as_bytes());
+            }
             Built::Failed(_) => counts.broken += 1,
         }
     }
@@ -300,10 +306,11 @@ fn incremental_builds_equal_clean_builds_along_random_edits() {
         let started = std::time::Instant::now();
         match check_sequence(project, *seed, *steps) {
             Ok(counts) => println!(
-                "{}: {} edits, {} packages and {} broken states equal ({:.1} s)",
+                "{}: {} edits, {} packages ({} distinct) and {} broken states equal ({:.1} s)",
                 project.name,
                 counts.edits,
                 counts.packages,
+                counts.distinct.len(),
                 counts.broken,
                 started.elapsed().as_secs_f64()
             ),

@@ -21,7 +21,7 @@ fn package(built: &Built) -> Vec<u8> {
 /// `matmul-f8` and the kernel sources written under `dir`.
 fn matmul_tree(dir: &Path) -> crate::edits::Tree {
     let project = shipped("matmul-f8");
-    support::write_tree(dir, &project.tree.clone().into_iter().collect::<Vec<_>>());
+    support::write_tree(dir, &project.tree);
     project.tree
 }
 
@@ -227,7 +227,7 @@ fn an_edit_between_zero_and_negative_zero_rebuilds_as_a_clean_build_does() {
         root.to_string(),
         SOFTMAX.replace("max_abs_error = 0.05", "max_abs_error = 0.0"),
     );
-    support::write_tree(top.path(), &disk.clone().into_iter().collect::<Vec<_>>());
+    support::write_tree(top.path(), &disk);
     let out = top.path().join("out");
     let mut watch = Watch::start(top.path(), &[root, "--out", out.to_str().expect("utf-8")]);
     watch

@@ -112,8 +112,8 @@ pub fn ipub(dir: &Path, cache: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// Writes `files` under `root`, creating directories.
-pub fn write_tree(root: &Path, files: &[(String, String)]) {
+/// Writes `files` (path, text) under `root`, creating directories.
+pub fn write_tree<'a>(root: &Path, files: impl IntoIterator<Item = (&'a String, &'a String)>) {
     for (path, text) in files {
         let path = root.join(path);
         std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");

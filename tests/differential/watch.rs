@@ -120,7 +120,7 @@ fn check_watched_sequence(name: &'static str, seed: u64, steps: usize) -> Result
     let dir = tempfile::tempdir().expect("temporary directory");
     let root = project.root.clone();
     let mut tree: Tree = project.tree.clone();
-    support::write_tree(dir.path(), &tree.clone().into_iter().collect::<Vec<_>>());
+    support::write_tree(dir.path(), &tree);
     let watched_out = dir.path().join("watched");
     let built_out = dir.path().join("built");
     let package_name = format!("{name}.ipuexe");
