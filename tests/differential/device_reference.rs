@@ -176,7 +176,7 @@ pub fn calibrate(generated: &Generated) -> Thresholds {
         return placeholder;
     };
     let mut max_abs: f64 = 0.0;
-    let mut min_cos: f64 = 0.99999;
+    let mut min_cos: f64 = 0.9999;
     for &output in &graph.check.outputs {
         let (Some(a), Some(b)) = (device.get(output), wide.get(output)) else {
             continue;
@@ -201,7 +201,10 @@ pub fn calibrate(generated: &Generated) -> Thresholds {
             1e300
         };
         max_abs = max_abs.max(allowed);
-        min_cos = min_cos.min(1.0 - 8.0 * (1.0 - noise.cosine_similarity) - 1e-5);
+        // Cosine distance gets more room than the absolute error: a code
+        // flipped in an FP8 intermediate (an implicit cast) moves it more
+        // than the two precisions' difference shows.
+        min_cos = min_cos.min(1.0 - 16.0 * (1.0 - noise.cosine_similarity) - 1e-4);
     }
     Thresholds {
         min_cosine_similarity: round_down(min_cos.max(0.5)),
