@@ -112,36 +112,16 @@ pub fn run_package(
     let kept = profile_path.exists() && std::fs::rename(&profile_path, &previous).is_ok();
     crate::fsutil::write_atomic(&profile_path, profile.to_json().as_bytes())?;
 
-    let reference = crate::reference::evaluate(graph, graph.check.reference_precision)
-        .map_err(|e| anyhow!("host reference: {e}"))?;
     let mut min_cos = f64::INFINITY;
     let mut max_abs = 0f64;
     let mut failures = Vec::new();
-    for step in &package.run.steps {
-        let Step::HostRead { binding } = step else {
-            continue;
-        };
-        let b = &package.bindings[*binding as usize];
-        if !graph.check.outputs.contains(&b.tensor) {
-            continue;
-        }
-        let tensor = graph.tensor(b.tensor);
-        let bytes = host.outputs.get(binding).cloned().unwrap_or_default();
-        let values = crate::numerics::decode(&bytes, tensor.dtype, tensor.scale);
-        let expected = reference.get(b.tensor).unwrap_or(&[]);
-        let comparison = crate::compare::compare(
-            &values,
-            expected,
-            graph.check.min_cosine_similarity,
-            graph.check.max_abs_error,
-        );
+    for (name, comparison) in checked_outputs(&package, &host)? {
         let infinities = match comparison.equal_infinities {
             0 => String::new(),
             n => format!(" ({n} values infinite on both sides)"),
         };
         println!(
-            "    output {}: cosine similarity {}, maximum absolute error {}{infinities}",
-            tensor.name,
+            "    output {name}: cosine similarity {}, maximum absolute error {}{infinities}",
             crate::compare::format_cosine(comparison.cosine_similarity),
             comparison.max_abs_error
         );
@@ -153,7 +133,7 @@ pub fn run_package(
         };
         max_abs = max_abs.max(f64::from(comparison.max_abs_error));
         if let Some(message) = comparison.failure_message() {
-            failures.push(format!("{}: {message}", tensor.name));
+            failures.push(format!("{name}: {message}"));
         }
     }
     let kept = if kept {
@@ -186,6 +166,41 @@ fn relative_path(dir: &Utf8Path, path: &Utf8Path) -> Utf8PathBuf {
     let (dir, path) = (absolute(dir), absolute(path));
     path.strip_prefix(&dir)
         .map_or_else(|_| path.clone(), Utf8Path::to_path_buf)
+}
+
+/// Each checked output of a finished run (read back into `host`) compared
+/// with the host reference, in the order the run reads them back. Tests
+/// that drive the device themselves judge their runs with this, so they
+/// apply exactly the check `ipub run` applies.
+pub fn checked_outputs(
+    package: &Package,
+    host: &HostBuffers,
+) -> anyhow::Result<Vec<(String, crate::compare::Comparison)>> {
+    let graph = &package.graph;
+    let reference = crate::reference::evaluate(graph, graph.check.reference_precision)
+        .map_err(|e| anyhow!("host reference: {e}"))?;
+    let mut checked = Vec::new();
+    for step in &package.run.steps {
+        let Step::HostRead { binding } = step else {
+            continue;
+        };
+        let b = &package.bindings[*binding as usize];
+        if !graph.check.outputs.contains(&b.tensor) {
+            continue;
+        }
+        let tensor = graph.tensor(b.tensor);
+        let bytes = host.outputs.get(binding).cloned().unwrap_or_default();
+        let values = crate::numerics::decode(&bytes, tensor.dtype, tensor.scale);
+        let expected = reference.get(b.tensor).unwrap_or(&[]);
+        let comparison = crate::compare::compare(
+            &values,
+            expected,
+            graph.check.min_cosine_similarity,
+            graph.check.max_abs_error,
+        );
+        checked.push((tensor.name.clone(), comparison));
+    }
+    Ok(checked)
 }
 
 /// Host buffers holding every streamed input of `package`'s run call, from
