@@ -92,8 +92,11 @@ pub fn eliminate_unread(graph: &Graph) -> (Graph, Vec<String>) {
     for &t in graph.outputs.iter().chain(&graph.check.outputs) {
         mark(&mut read, t);
     }
+    // A repeat always runs: its carried result and the tensor it starts
+    // from are read.
     for repeat in &graph.repeats {
         mark(&mut read, repeat.carry_out);
+        mark(&mut read, repeat.init);
     }
     // Ops are in execution order and a repeat's only backward edge (its
     // carried result) is marked above, so one backward pass sees every

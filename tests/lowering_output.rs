@@ -41,7 +41,7 @@ fn example_projects_lower_to_the_recorded_programs() {
         projects/attention-f16.toml a45a29487efce15e2515c325b541f367ef45c86ffa1cfa6f41532867ba814a83
         projects/matmul-f8.toml 3c352161990bc2ce78de8975b71a60d92b7ae115c0dbd218fe01cc1cee2991f2
         projects/mlp-f16.toml 12f29941e42b6d1ae38a15949a9c97a109b1f234c48f82edc1ea62b8ca9218c0
-        projects/vit-fp8.toml 6312813e44b492b45e50d5f465d8787d5eb24f37f072143fb0a3d0453ff9e338
+        projects/vit-fp8.toml 0aefb266483ed0aeceb8eb4273e69427117de7927dfb98f93d9049c04b727202
     "#]]
     .assert_eq(&actual.concat());
 }

@@ -758,13 +758,11 @@ impl Lowering<'_> {
         }
         self.repeat = None;
 
+        // The body's result may be a view (a reshape back to the carry's
+        // shape): the carry reads it through the view.
         let mut carry_transfers = Vec::new();
-        let out_view = View::identity(
-            repeat.carry_out,
-            &graph.tensor(repeat.carry_out).shape,
-            &coordinates,
-        );
-        let owners = self.owner_table(repeat.carry_out)?;
+        let out_view = View::of(graph, repeat.carry_out).reshaped(&coordinates);
+        let owners = self.owner_table(out_view.base)?;
         for &id in &home {
             let piece = self.program.buffer(id).piece.clone();
             fill(
@@ -778,8 +776,8 @@ impl Lowering<'_> {
         }
         body.extend(self.add_phase(format!("carry {}", repeat.name), carry_transfers));
 
-        let carried = self.homes[&repeat.carry_out].clone();
-        self.set_home(repeat.output, carried);
+        // After the last iteration the carry holds the repeat's result.
+        self.set_home(repeat.output, home);
         let mut steps: Vec<Step> = self
             .add_phase(format!("enter {}", repeat.name), before)
             .into_iter()

@@ -15,6 +15,8 @@ pub struct Input<'a> {
     pub name: &'a Spanned<String>,
     pub shape: &'a [usize],
     pub dtype: DType,
+    /// The FP8 scale (0 for other dtypes), which views keep.
+    pub scale: i8,
 }
 
 pub struct Inferred {
@@ -108,6 +110,14 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
 
 fn span<T>(value: &Option<Spanned<T>>) -> std::ops::Range<usize> {
     value.as_ref().map_or(0..0, |v| v.span())
+}
+
+/// A view: the same elements as `x`, so the same dtype and FP8 scale.
+fn view(kind: OpKind, shape: Vec<usize>, dtype: DType, x: &Input) -> Inferred {
+    Inferred {
+        scale: x.scale,
+        ..plain(kind, shape, dtype)
+    }
 }
 
 fn plain(kind: OpKind, shape: Vec<usize>, dtype: DType) -> Inferred {
@@ -501,7 +511,7 @@ fn transpose(
     }
     let perm: Vec<usize> = values.iter().map(|&p| p as usize).collect();
     let shape = perm.iter().map(|&p| x.shape[p]).collect();
-    Ok(plain(OpKind::Transpose { perm }, shape, dtype))
+    Ok(view(OpKind::Transpose { perm }, shape, dtype, x))
 }
 
 fn reshape(
@@ -547,7 +557,7 @@ fn reshape(
         _ => None,
     };
     match resolved {
-        Some(shape) => Ok(plain(OpKind::Reshape, shape, dtype)),
+        Some(shape) => Ok(view(OpKind::Reshape, shape, dtype, x)),
         None => Err(site
             .error(
                 format!(

@@ -510,6 +510,7 @@ impl<'a> Validator<'a> {
                     name: input,
                     shape: &t.shape,
                     dtype: t.dtype,
+                    scale: t.scale,
                 }
             })
             .collect();
@@ -636,20 +637,16 @@ impl<'a> Validator<'a> {
         let out = self.graph.tensor(carry_out).clone();
         if out.shape != entering.shape || out.dtype != entering.dtype || out.scale != entering.scale
         {
-            self.diagnostics.push(
-                site.error(
-                    format!(
-                        "the repeat's result must match its carry: `{}` is {}{:?} but `{}` enters as {}{:?}",
-                        ast.result.get_ref(),
-                        out.dtype,
-                        out.shape,
-                        ast.carry.get_ref(),
-                        entering.dtype,
-                        entering.shape
-                    ),
-                    key_span(&self.files[file].text, &ast.result),
+            self.diagnostics.push(site.error(
+                format!(
+                    "the repeat's result must match its carry: `{}` is {} but `{}` enters as {}",
+                    ast.result.get_ref(),
+                    typed(&out),
+                    ast.carry.get_ref(),
+                    typed(&entering),
                 ),
-            );
+                key_span(&self.files[file].text, &ast.result),
+            ));
             self.poisoned.insert(name);
             return;
         }
@@ -739,6 +736,16 @@ impl<'a> Validator<'a> {
         }
         self.graph.outputs = self.graph.check.outputs.clone();
     }
+}
+
+/// A tensor's type as diagnostics print it: `f143[8, 7]*2^-4` (the scale
+/// only for FP8).
+fn typed(tensor: &Tensor) -> String {
+    let mut text = format!("{}{:?}", tensor.dtype, tensor.shape);
+    if tensor.dtype.is_fp8() {
+        text.push_str(&format!("*2^{}", tensor.scale));
+    }
+    text
 }
 
 fn node_name(node: Node<'_>) -> &str {
