@@ -10,19 +10,29 @@
 //! project can discover its includes) and are only updated by the driver,
 //! through [`Database::refresh_file`], when their contents really changed.
 
+pub use crate::fsutil::ReadError;
 use camino::{Utf8Path, Utf8PathBuf};
 use salsa::Setter;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+
+/// The largest project, include or kernel source file read: far beyond
+/// any real source, small enough that a mistaken path (a log, an image)
+/// is refused at once.
+pub const MAX_SOURCE_FILE_BYTES: u64 = 16 << 20;
+
+/// A file's text, or why it could not be read.
+pub type FileText = Result<Arc<str>, ReadError>;
 
 /// A file the build depends on.
 #[salsa::input(debug)]
 pub struct SourceFile {
     #[returns(ref)]
     pub path: Utf8PathBuf,
-    /// `None` when the file does not exist or cannot be read as UTF-8.
+    /// Why the file was not read when it is missing, not a regular file,
+    /// too large or not UTF-8.
     #[returns(ref)]
-    pub contents: Option<Arc<str>>,
+    pub contents: FileText,
     /// Counts content changes; set by the driver, read by diagnostics.
     #[returns(copy)]
     pub revision: u64,
@@ -30,18 +40,19 @@ pub struct SourceFile {
 
 /// Where file contents come from.
 pub trait Vfs: Send + Sync {
-    /// Reads a whole file; `None` when it is missing or not UTF-8.
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>>;
+    /// Reads a whole file: only a regular file of UTF-8 text up to
+    /// [`MAX_SOURCE_FILE_BYTES`].
+    fn read(&self, path: &Utf8Path) -> FileText;
 }
 
 /// Anything files can be read from: a [`Vfs`], or the database itself
 /// inside a query ([`DbFiles`]), where every read is a tracked dependency.
 pub trait FileSource {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>>;
+    fn read(&self, path: &Utf8Path) -> FileText;
 }
 
 impl<T: Vfs + ?Sized> FileSource for T {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
+    fn read(&self, path: &Utf8Path) -> FileText {
         Vfs::read(self, path)
     }
 }
@@ -51,7 +62,7 @@ impl<T: Vfs + ?Sized> FileSource for T {
 pub struct DbFiles<'a>(pub &'a dyn Db);
 
 impl FileSource for DbFiles<'_> {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
+    fn read(&self, path: &Utf8Path) -> FileText {
         self.0.file(path).contents(self.0).clone()
     }
 }
@@ -61,12 +72,13 @@ impl FileSource for DbFiles<'_> {
 pub struct OsFs;
 
 impl Vfs for OsFs {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
-        std::fs::read_to_string(path).ok().map(Arc::from)
+    fn read(&self, path: &Utf8Path) -> FileText {
+        crate::fsutil::read_text(path, MAX_SOURCE_FILE_BYTES).map(Arc::from)
     }
 }
 
-/// An in-memory file system for tests.
+/// An in-memory file system for tests. A path that other files lie under
+/// reads as a directory.
 #[derive(Default, Clone, Debug)]
 pub struct MemoryFs {
     files: Arc<Mutex<BTreeMap<Utf8PathBuf, Arc<str>>>>,
@@ -90,12 +102,17 @@ impl MemoryFs {
 }
 
 impl Vfs for MemoryFs {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
-        self.files
-            .lock()
-            .expect("memory fs lock")
-            .get(path)
-            .cloned()
+    fn read(&self, path: &Utf8Path) -> FileText {
+        let files = self.files.lock().expect("memory fs lock");
+        if let Some(text) = files.get(path) {
+            return Ok(text.clone());
+        }
+        if files.keys().any(|p| p.starts_with(path)) {
+            return Err(ReadError::NotAFile {
+                kind: crate::fsutil::DIRECTORY,
+            });
+        }
+        Err(ReadError::Missing)
     }
 }
 
@@ -245,11 +262,12 @@ impl Database {
             return false;
         };
         let fresh = self.vfs.read(path);
-        if file.contents(self).as_deref() == fresh.as_deref() {
+        if *file.contents(self) == fresh {
             return false;
         }
         let revision = file.revision(self) + 1;
-        file.set_contents(self).to(fresh);
+        // The setter hands back the old contents, which are not needed.
+        let _previous = file.set_contents(self).to(fresh);
         file.set_revision(self).to(revision);
         true
     }
@@ -332,6 +350,6 @@ mod tests {
     fn missing_files_have_no_contents() {
         let db = Database::new(Arc::new(MemoryFs::new()));
         let file = db.file(Utf8Path::new("nope.toml"));
-        assert!(file.contents(&db).is_none());
+        assert_eq!(*file.contents(&db), Err(ReadError::Missing));
     }
 }

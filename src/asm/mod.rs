@@ -15,6 +15,7 @@ mod directives;
 mod encode;
 pub mod expr;
 pub mod lex;
+pub mod limits;
 pub mod link;
 pub mod object;
 pub mod parse;
@@ -148,11 +149,12 @@ pub fn assemble_with(pre: Preprocessed, encoder: &'static dyn Encoder) -> Assemb
 }
 
 /// Checks that a cost formula is an expression (names are the variant's
-/// defines and are bound when the formula is evaluated).
+/// defines and are bound when the formula is evaluated) whose constant
+/// parts evaluate.
 pub fn check_cost_formula(formula: &str) -> Result<(), String> {
     let tokens = lex::lex(formula).map_err(|e| e.message)?;
-    expr::parse_all(&tokens, formula.len()).map_err(|e| e.message)?;
-    Ok(())
+    let expr = expr::parse_all(&tokens, formula.len()).map_err(|e| e.message)?;
+    expr::check_constant_parts(&expr).map_err(|e| e.message)
 }
 
 /// Evaluates a cost formula with `lookup` giving each name's value.

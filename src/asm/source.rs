@@ -234,8 +234,13 @@ pub enum ErrorKind {
     Misaligned,
     /// `#error` in the source.
     UserError,
-    /// Macro or include nesting beyond the limits.
+    /// Macro, include or expression nesting beyond the limits.
     TooDeep,
+    /// An include or source that exists but is not a regular file of text
+    /// within the size limit.
+    Unreadable,
+    /// A macro expansion, repetition or section beyond the size limits.
+    TooLarge,
 }
 
 impl ErrorKind {
@@ -258,6 +263,8 @@ impl ErrorKind {
             ErrorKind::Misaligned => "misaligned",
             ErrorKind::UserError => "user-error",
             ErrorKind::TooDeep => "too-deep",
+            ErrorKind::Unreadable => "unreadable",
+            ErrorKind::TooLarge => "too-large",
         }
     }
 }

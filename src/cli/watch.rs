@@ -139,9 +139,9 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
         let known: BTreeSet<Utf8PathBuf> = db.known_files().into_iter().collect();
         let mut changes = Vec::new();
         for path in paths.into_iter().filter(|p| known.contains(p)) {
-            let before = db.file(&path).contents(&db).clone();
+            let before = db.file(&path).contents(&db).clone().ok();
             if db.refresh_file(&path) {
-                let after = db.file(&path).contents(&db).clone();
+                let after = db.file(&path).contents(&db).clone().ok();
                 changes.push(change_of(path, before.as_deref(), after.as_deref()));
             }
         }

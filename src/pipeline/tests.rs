@@ -34,6 +34,7 @@ role = "weight"
 name = "xa"
 op = "gelu"
 inputs = ["x"]
+dtype = "f16"
 
 [[op]]
 name = "h"
@@ -45,6 +46,7 @@ dtype = "f16"
 name = "a"
 op = "gelu"
 inputs = ["h"]
+dtype = "f16"
 
 [[op]]
 name = "y"
@@ -156,19 +158,35 @@ fn a_revert_reuses_the_earlier_plans() {
     );
 }
 
+/// The project with its hidden width `width`, on one tile.
+fn on_one_tile(width: usize) -> String {
+    PROJECT
+        .replace("tiles = 8", "tiles = 1")
+        .replace("[64, 64]", &format!("[64, {width}]"))
+        .replace(
+            &format!("name = \"w2\"\nshape = [64, {width}]"),
+            &format!("name = \"w2\"\nshape = [{width}, 64]"),
+        )
+}
+
+#[test]
+fn weights_beyond_the_tiles_memory_are_refused_before_planning() {
+    let fs = with_kernels();
+    fs.write(PATH, &on_one_tile(4096));
+    let db = Database::new(Arc::new(fs));
+    let file = db.file(Utf8Path::new(PATH));
+    match crate::pipeline::graph(&db, file) {
+        Err(BuildError::Project(diagnostics)) => expect_test::expect!["the project's inputs and weights need 1052672 bytes, more than the 637872 bytes of memory of its 1 tiles"]
+            .assert_eq(&diagnostics[0].message),
+        other => panic!("expected a project error, got {other:?}"),
+    }
+}
+
 #[test]
 fn a_project_that_cannot_fit_reports_the_placement_shortfall() {
     let fs = with_kernels();
-    fs.write(
-        PATH,
-        &PROJECT
-            .replace("tiles = 8", "tiles = 1")
-            .replace("[64, 64]", "[64, 4096]")
-            .replace(
-                "name = \"w2\"\nshape = [64, 4096]",
-                "name = \"w2\"\nshape = [4096, 64]",
-            ),
-    );
+    // The weights fit in the tile's memory, but not beside the activations.
+    fs.write(PATH, &on_one_tile(2048));
     let db = Database::new(Arc::new(fs));
     let file = db.file(Utf8Path::new(PATH));
     match placement(&db, file) {
@@ -246,7 +264,7 @@ fn with_branch(rows: usize) -> String {
             "[check]",
             &format!(
             "[[tensor]]\nname = \"z\"\nshape = [{rows}, 64]\ndtype = \"f16\"\nrole = \"input\"\n\n\
-             [[op]]\nname = \"b\"\nop = \"gelu\"\ninputs = [\"z\"]\n\n[check]"
+             [[op]]\nname = \"b\"\nop = \"gelu\"\ninputs = [\"z\"]\ndtype = \"f16\"\n\n[check]"
         ),
         )
         .replace("outputs = [\"y\"]", "outputs = [\"y\", \"b\"]")
@@ -318,7 +336,7 @@ fn a_shape_edit_re_emits_only_tiles_whose_work_changed() {
 /// come first in the program and a change in their number renumbers every
 /// other buffer.
 fn with_branch_first(rows: usize) -> String {
-    let branch = "[[op]]\nname = \"b\"\nop = \"gelu\"\ninputs = [\"z\"]\n\n";
+    let branch = "[[op]]\nname = \"b\"\nop = \"gelu\"\ninputs = [\"z\"]\ndtype = \"f16\"\n\n";
     with_branch(rows)
         .replace(branch, "")
         .replacen("[[op]]", &format!("{branch}[[op]]"), 1)

@@ -50,6 +50,7 @@ pub fn validate(loaded: &Loaded) -> (Option<Graph>, Vec<Diagnostic>) {
     v.names();
     v.declared_tensors();
     v.nodes();
+    v.resident();
     v.check();
     if v.diagnostics.iter().any(Diagnostic::is_error) {
         (None, v.diagnostics)
@@ -125,6 +126,15 @@ impl<'a> Validator<'a> {
         };
         let p = project.get_ref();
         self.graph.name = p.name.get_ref().clone();
+        if let Some(problem) = super::limits::file_name_problem(p.name.get_ref()) {
+            self.diagnostics.push(
+                site.error(
+                    format!("the project name cannot name a package file: {problem}"),
+                    p.name.span(),
+                )
+                .note("packages and profiles are written as NAME.ipuexe and NAME.profile.json"),
+            );
+        }
         let Some(target) = target_by_name(p.target.get_ref()) else {
             self.diagnostics.push(
                 site.error(
@@ -267,12 +277,8 @@ impl<'a> Validator<'a> {
                     ast.shape.span(),
                 ));
             }
-            if shape
-                .iter()
-                .try_fold(1usize, |a, &d| a.checked_mul(d))
-                .is_none_or(|n| n > 1 << 31)
-            {
-                return Err(site.error("tensor is too large", ast.shape.span()));
+            if let Some(problem) = self.too_large(&shape, dtype) {
+                return Err(site.error(problem, ast.shape.span()));
             }
             let scale = match &ast.scale {
                 Some(s) if !dtype.is_fp8() => {
@@ -319,8 +325,17 @@ impl<'a> Validator<'a> {
         let ast = init.get_ref();
         let number = |v: &Option<Spanned<f64>>, key: &str| -> Result<f32, Diagnostic> {
             match v {
-                Some(x) if x.get_ref().is_finite() && *x.get_ref() > 0.0 => Ok(*x.get_ref() as f32),
-                Some(x) => Err(site.error(format!("`{key}` must be a positive number"), x.span())),
+                // The generator works in f32: the value must be one.
+                Some(x) if (*x.get_ref() as f32).is_finite() && *x.get_ref() as f32 > 0.0 => {
+                    Ok(*x.get_ref() as f32)
+                }
+                Some(x) => Err(site.error(
+                    format!(
+                        "`{key}` must be a positive number within f32 range (up to {:e})",
+                        f32::MAX
+                    ),
+                    x.span(),
+                )),
                 None => Err(site.error(
                     format!("`{}` init needs `{key}`", ast.dist.get_ref()),
                     init.span(),
@@ -513,7 +528,16 @@ impl<'a> Validator<'a> {
                 }
             })
             .collect();
-        match shapes::infer(&site, ast, &inputs) {
+        let inferred = shapes::infer(&site, ast, &inputs).and_then(|inferred| {
+            match self.too_large(&inferred.shape, inferred.dtype) {
+                Some(problem) => Err(site.error(
+                    format!("the result of `{name}` does not fit: {problem}"),
+                    ast.name.span(),
+                )),
+                None => Ok(inferred),
+            }
+        });
+        match inferred {
             Ok(inferred) => {
                 self.graph.tensors.push(Tensor {
                     name: name.clone(),
@@ -732,12 +756,68 @@ impl<'a> Validator<'a> {
                             output.span(),
                         ),
                     );
-                } else if !self.graph.check.outputs.contains(&id) {
+                } else if self.graph.check.outputs.contains(&id) {
+                    self.diagnostics.push(site.error(
+                        format!("`{}` is listed twice", output.get_ref()),
+                        output.span(),
+                    ));
+                } else {
                     self.graph.check.outputs.push(id);
                 }
             }
         }
         self.graph.outputs = self.graph.check.outputs.clone();
+    }
+}
+
+impl Validator<'_> {
+    /// The tiles the project may use (all of the target's when `tiles` is
+    /// itself wrong) and the bytes they hold.
+    fn capacity(&self) -> (u32, u64) {
+        let target = target_by_name(&self.graph.target).unwrap_or(&crate::target::IPU21);
+        let tiles = match self.graph.tiles {
+            0 => target.tiles,
+            tiles => tiles,
+        };
+        (tiles, super::limits::capacity(target, tiles))
+    }
+
+    /// Why a tensor cannot fit the project's tiles, if it cannot: refused
+    /// here, before any phase allocates per element.
+    fn too_large(&self, shape: &[usize], dtype: DType) -> Option<String> {
+        let (tiles, capacity) = self.capacity();
+        super::limits::tensor_problem(shape, dtype, capacity, tiles)
+    }
+
+    /// Inputs and weights (a repeat's once per iteration) stay in tile
+    /// memory for the whole run: together they must fit, or the project is
+    /// refused before planning and placement would find out the slow way.
+    fn resident(&mut self) {
+        let (total, parts) = super::limits::resident_bytes(&self.graph);
+        let (tiles, capacity) = self.capacity();
+        if total <= capacity {
+            return;
+        }
+        let root = self.root();
+        let Some(project) = &self.files[root].ast.project else {
+            return;
+        };
+        let largest: Vec<String> = parts
+            .iter()
+            .take(3)
+            .map(|(name, bytes)| format!("{name} {bytes} bytes"))
+            .collect();
+        let span = key_span(&self.files[root].text, &project.get_ref().tiles);
+        self.diagnostics.push(
+            self.site(root)
+                .error(
+                    format!(
+                        "the project's inputs and weights need {total} bytes, more than the {capacity} bytes of memory of its {tiles} tiles"
+                    ),
+                    span,
+                )
+                .note(format!("the largest: {}", largest.join(", "))),
+        );
     }
 }
 
