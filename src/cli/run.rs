@@ -20,9 +20,10 @@ pub struct RunArgs {
     /// Where the package and the profile go (default `target/ipub/<project>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<Utf8PathBuf>,
-    /// Stop a tile that runs longer than this many cycles in one step.
-    #[arg(long, default_value_t = 2_000_000_000, value_name = "CYCLES")]
-    pub watchdog: u64,
+    /// Stop the run when it passes this many cycles (default: 100 times
+    /// the package's estimate, at least 10 million, at most 2 billion).
+    #[arg(long, value_name = "CYCLES")]
+    pub watchdog: Option<u64>,
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
@@ -53,14 +54,24 @@ pub fn package(db: &Database, file: SourceFile) -> Result<Package, BuildError> {
 }
 
 /// Runs a package on the model and checks its numerics. Exit code 0 when
-/// every checked output passes.
+/// every checked output passes. `watchdog` (cycles of one host call)
+/// defaults to one derived from the package's estimate.
 pub fn run_package(
     package: &Package,
     out: &Utf8Path,
-    watchdog: u64,
+    watchdog: Option<u64>,
     path: &Utf8Path,
 ) -> anyhow::Result<i32> {
     let graph = &package.graph;
+    // The profile is named after the graph: a name read from a file is
+    // never a path of its own (validation refuses such names; this is the
+    // writer's own guard).
+    if let Some(problem) = crate::project::limits::file_name_problem(&graph.name) {
+        anyhow::bail!("the package's name cannot name its profile file: {problem}");
+    }
+    let profile_path = out.join(format!("{}.profile.json", graph.name));
+    let estimate = package.profile.estimated_cycles;
+    let watchdog = watchdog.unwrap_or_else(|| crate::device::model::default_watchdog(estimate));
     let lock = DeviceLock::acquire(&default_lock_path())?;
     let mut device: Box<dyn Device> = Box::new(EmbeddedModel::new(watchdog));
     let clock_hz = crate::target::target_by_name(&graph.target)
@@ -78,6 +89,16 @@ pub fn run_package(
         Ok(record) => record,
         Err(error) => {
             eprintln!("error: the device faulted: {error}");
+            if let crate::device::model::DeviceError::Fault(fault) = &error {
+                if matches!(
+                    fault.cause,
+                    crate::device::model::FaultCause::Watchdog { .. }
+                ) {
+                    eprintln!(
+                        "  = help: the watchdog allowed {watchdog} cycles (the package estimates {estimate}); raise it with `ipub run --watchdog CYCLES`"
+                    );
+                }
+            }
             println!(
                 "numericalTest=FAIL package={path} tiles={} hardwareTest=FAIL",
                 package.tiles.len()
@@ -96,14 +117,13 @@ pub fn run_package(
         estimated_cycles: package.profile.estimated_cycles,
         steps: record.steps.clone(),
     };
-    let profile_path = out.join(format!("{}.profile.json", graph.name));
-    crate::fsutil::write_atomic(&profile_path, profile.to_json().as_bytes())?;
 
     let reference = crate::reference::evaluate(graph, graph.check.reference_precision)
         .map_err(|e| anyhow!("host reference: {e}"))?;
     let mut min_cos = f64::INFINITY;
     let mut max_abs = 0f64;
     let mut failures = Vec::new();
+    let mut compared = 0;
     for step in &package.run.steps {
         let Step::HostRead { binding } = step else {
             continue;
@@ -128,9 +148,15 @@ pub fn run_package(
         );
         min_cos = min_cos.min(comparison.cosine_similarity);
         max_abs = max_abs.max(f64::from(comparison.max_abs_error));
+        compared += comparison.count;
         if let Some(message) = comparison.failure_message() {
             failures.push(format!("{}: {message}", tensor.name));
         }
+    }
+    // A check that compared nothing proves nothing (validation makes every
+    // checked output one the run reads back, so this is a guard).
+    if compared == 0 {
+        failures.push("the check compared no values".to_string());
     }
     println!(
         "    cycles {} measured, {} estimated; profile {profile_path}",
@@ -144,6 +170,11 @@ pub fn run_package(
     );
     for failure in &failures {
         eprintln!("error: {failure}");
+    }
+    // The verdict stands whether or not the profile can be written.
+    if let Err(error) = crate::fsutil::write_atomic(&profile_path, profile.to_json().as_bytes()) {
+        eprintln!("error: cannot write the profile {profile_path}: {error}");
+        return Ok(1);
     }
     Ok(i32::from(!failures.is_empty()))
 }

@@ -83,7 +83,7 @@ fn run_written(path: &Utf8Path) {
         .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned);
     let result = crate::package::file::read(path)
         .map_err(|e| anyhow::anyhow!("{e}"))
-        .and_then(|package| crate::cli::run::run_package(&package, &out, 2_000_000_000, path));
+        .and_then(|package| crate::cli::run::run_package(&package, &out, None, path));
     match result {
         Ok(0) => {}
         Ok(_) => eprintln!("error: {path} failed its numerics (see above)"),

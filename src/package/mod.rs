@@ -28,7 +28,9 @@
 
 pub mod exchange_part;
 pub mod file;
+pub(crate) mod graph_check;
 pub mod inspect;
+pub mod limits;
 mod validate;
 
 #[cfg(test)]
@@ -377,11 +379,10 @@ impl Package {
 /// Everything that can be wrong with a package file or a package.
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
-    #[error("cannot read package {path}")]
+    #[error("cannot read package {path}: {problem}")]
     Read {
         path: String,
-        #[source]
-        source: std::io::Error,
+        problem: crate::fsutil::ReadError,
     },
     #[error("cannot write package {path}")]
     Write {
