@@ -116,6 +116,7 @@ pub fn operator_plans<'db>(db: &'db dyn Db, signature: Signature<'db>) -> Operat
         "plans",
         persist::key_of("plans", &[value, &target.name]),
         ("plan", format!("plans of {value}")),
+        |plans: &OperatorPlans| plans.check_against(value),
         || crate::plan::operator_plans(value, target),
     )
 }

@@ -2,7 +2,7 @@
 //! after each kind of edit.
 
 use super::*;
-use crate::db::{Database, MemoryFs};
+use crate::db::{Database, Db, MemoryFs};
 use camino::Utf8Path;
 
 const PROJECT: &str = r#"
@@ -398,4 +398,27 @@ fn a_revert_brings_back_earlier_images_and_package_without_recomputing() {
         !expensive.iter().any(|(p, _)| *p == "kernels"),
         "{expensive:?}"
     );
+}
+
+/// A plan read back from the store is used only if it fits its signature;
+/// the planner's own plans, for every example project, always do.
+#[test]
+fn the_planners_own_plans_fit_their_signatures() {
+    let db = Database::new(Arc::new(crate::db::OsFs));
+    let root = camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("projects");
+    for name in [
+        "matmul-f8",
+        "mlp-f16",
+        "attention-f16",
+        "mixed-f8",
+        "vit-fp8",
+    ] {
+        let file = db.file(&root.join(format!("{name}.toml")));
+        for signature in op_signatures(&db, file) {
+            let plans = operator_plans(&db, Signature::new(&db, signature.clone()));
+            if let Err(problem) = plans.check_against(signature) {
+                panic!("{name}: {signature}: {problem}");
+            }
+        }
+    }
 }

@@ -254,6 +254,64 @@ fn estimate(
     }
 }
 
+/// Whether `partition` is a matmul partition of `signature`'s product as
+/// the planner makes them (and lowering relies on): on each axis the grid
+/// times the shard covers the extent (lowering skips the empty tiles of an
+/// output axis, but every slice of the inner axis holds some of it), the
+/// grid fits the tiles, and the kernel is the one the shard names.
+pub fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
+    let Partition::Matmul {
+        grid,
+        shard,
+        weights,
+        swapped,
+        kernel,
+    } = partition
+    else {
+        return false;
+    };
+    let (Some(lhs), out) = (signature.inputs.first(), &signature.output) else {
+        return false;
+    };
+    let rank = out.shape.len();
+    if rank < 2 {
+        return false;
+    }
+    let extents = [
+        out.shape[..rank - 2].iter().product::<usize>(),
+        out.shape[rank - 2],
+        out.shape[rank - 1],
+        lhs.shape.last().copied().unwrap_or(0),
+    ];
+    let axes = [
+        (grid.batch, shard.batch),
+        (grid.rows, shard.rows),
+        (grid.cols, shard.cols),
+        (grid.inner, shard.inner),
+    ];
+    let covered = axes.iter().zip(extents).all(|(&(g, s), extent)| {
+        let g = g as usize;
+        g > 0 && s > 0 && g.checked_mul(s).is_some_and(|all| all >= extent)
+    });
+    let inner_slices_hold_some = (grid.inner as usize)
+        .saturating_sub(1)
+        .saturating_mul(shard.inner)
+        < extents[3];
+    let tiles = axes.iter().try_fold(1u32, |n, &(g, _)| n.checked_mul(g));
+    let kernel_shard = match swapped {
+        false => *shard,
+        true => Shard {
+            rows: shard.cols,
+            cols: shard.rows,
+            ..*shard
+        },
+    };
+    covered
+        && inner_slices_hold_some
+        && tiles.is_some_and(|t| t <= signature.tiles)
+        && *kernel == gemm_kernel_name(lhs.dtype, *weights, &kernel_shard)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
