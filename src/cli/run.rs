@@ -88,7 +88,7 @@ pub fn run_package(
     let record = match device.call(Call::Run, &mut host) {
         Ok(record) => record,
         Err(error) => {
-            eprintln!("error: the device faulted: {error}");
+            eprintln!("error: {error}");
             if let crate::device::model::DeviceError::Fault(fault) = &error {
                 if matches!(
                     fault.cause,
