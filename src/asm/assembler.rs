@@ -794,6 +794,16 @@ fn expand_macro(
             }
         }
     }
+    let too_long = || {
+        (
+            ErrorKind::TooLarge,
+            format!(
+                "the expansion of macro `{name}` has a line longer than {}",
+                crate::fsutil::size_text(MAX_MACRO_LINE_BYTES as u64)
+            ),
+            statement[0].span.clone(),
+        )
+    };
     let site: Pos = line.origin(statement[0].span.start).0;
     let context = Arc::new(Expansion {
         macro_name: name.to_string(),
@@ -823,6 +833,15 @@ fn expand_macro(
                 i = at + 1;
                 continue;
             };
+            // Checked before each copy: a body line that uses a long
+            // argument many times must not be built first.
+            let argument = match &values[index] {
+                Some(range) => range.len(),
+                None => mac.params[index].1.as_ref().map_or(0, String::len),
+            };
+            if builder.len() + (at - copied) + argument > MAX_MACRO_LINE_BYTES {
+                return Err(too_long());
+            }
             builder.push_original(body_line, copied..at);
             match &values[index] {
                 Some(range) => builder.push_original(line, range.clone()),
@@ -842,14 +861,7 @@ fn expand_macro(
         // Arguments substituted into arguments grow with each level of a
         // recursive macro.
         if expanded.text.len() > MAX_MACRO_LINE_BYTES {
-            return Err((
-                ErrorKind::TooLarge,
-                format!(
-                    "the expansion of macro `{name}` has a line longer than {}",
-                    crate::fsutil::size_text(MAX_MACRO_LINE_BYTES as u64)
-                ),
-                statement[0].span.clone(),
-            ));
+            return Err(too_long());
         }
         out.push(Arc::new(expanded));
     }

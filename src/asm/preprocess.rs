@@ -853,10 +853,13 @@ impl Preprocessor<'_> {
             .iter()
             .map(|a| self.expand_text(a, disabled, depth + 1))
             .collect();
-        let substituted = substitute(&mac.body, params, &args);
-        if !self.spend(substituted.len()) {
+        // Each use of a parameter copies its argument: the text is
+        // charged as it is built, not after.
+        let substituted = substitute(&mac.body, params, &args, self.budget.get());
+        let Some(substituted) = substituted.filter(|s| self.spend(s.len())) else {
+            self.exhausted.set(true);
             return None;
-        }
+        };
         let expanded = self.expand_text(&substituted, &inner, depth + 1);
         if self.exhausted.get() || self.too_deep.get() {
             return None;
@@ -897,9 +900,10 @@ impl Preprocessor<'_> {
 }
 
 /// Replaces parameter names in a macro body by argument texts.
-fn substitute(body: &str, params: &[String], args: &[String]) -> String {
+/// `None` when the result would be longer than `limit` bytes.
+fn substitute(body: &str, params: &[String], args: &[String], limit: usize) -> Option<String> {
     let Ok(tokens) = lex::lex(body) else {
-        return body.to_string();
+        return (body.len() <= limit).then(|| body.to_string());
     };
     let mut out = String::new();
     let mut copied = 0;
@@ -908,11 +912,18 @@ fn substitute(body: &str, params: &[String], args: &[String]) -> String {
             .ident()
             .and_then(|n| params.iter().position(|p| p == n))
         {
-            out.push_str(&body[copied..token.span.start]);
+            let before = &body[copied..token.span.start];
+            if out.len() + before.len() + args[index].len() > limit {
+                return None;
+            }
+            out.push_str(before);
             out.push_str(&args[index]);
             copied = token.span.end;
         }
     }
+    if out.len() + body.len() - copied > limit {
+        return None;
+    }
     out.push_str(&body[copied..]);
-    out
+    Some(out)
 }

@@ -148,6 +148,15 @@ impl LineBuilder {
         LineBuilder::default()
     }
 
+    /// Bytes of text so far.
+    pub fn len(&self) -> usize {
+        self.line.text.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.line.text.is_empty()
+    }
+
     /// Appends `source.text[range]` with its own origins.
     pub fn push_original(&mut self, source: &Line, range: std::ops::Range<usize>) {
         if range.is_empty() {

@@ -407,6 +407,21 @@ fn limits_stop_runaway_sources_with_located_errors() {
             too-large b.h:73:10 the kernel's sources and includes exceed 64 MiB in all
         "#]],
     );
+    // A parameter used ten thousand times, given a long argument: checked
+    // while the text is built, for `#define` and `.macro` alike.
+    let long = "x".repeat(2000);
+    let uses = " a".repeat(10_000);
+    let escaped = "\\a".repeat(10_000);
+    check(
+        &[(
+            "k.S",
+            &format!("#define M(a){uses}\n  .data\n  .word M({long})\n  .macro m a\n  .word {escaped}\n  .endm\n  m {long}\n"),
+        )],
+        expect![[r#"
+            too-large k.S:3:9 macro expansion exceeds 1 MiB (a macro that uses another several times grows exponentially)
+            too-large k.S:7:3 the expansion of macro `m` has a line longer than 1 MiB
+        "#]],
+    );
     let mistakes = "  bogus\n".repeat(5000);
     let assembly = run(&[("k.S", &mistakes)], &[]);
     assert_eq!(assembly.errors.len(), crate::asm::limits::MAX_ERRORS);
