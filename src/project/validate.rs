@@ -46,6 +46,10 @@ pub fn validate(loaded: &Loaded) -> (Option<Graph>, Vec<Diagnostic>) {
     if loaded.files.is_empty() {
         return (None, v.diagnostics);
     }
+    if let Some(diagnostic) = super::limits::too_many_names(loaded) {
+        v.diagnostics.push(diagnostic);
+        return (None, v.diagnostics);
+    }
     v.project();
     v.names();
     v.declared_tensors();
@@ -389,26 +393,24 @@ impl<'a> Validator<'a> {
             nodes.extend(file.ast.op.iter().map(|o| Node::Op(i, o)));
             nodes.extend(file.ast.repeat.iter().map(|r| Node::Repeat(i, r)));
         }
-        let outputs: Vec<&str> = nodes.iter().map(|n| node_name(*n)).collect();
+        let outputs = first_index(nodes.iter().map(|n| node_name(*n)));
         let deps: Vec<Vec<(usize, &Spanned<String>)>> = nodes
             .iter()
             .map(|n| {
                 node_inputs(*n)
                     .into_iter()
-                    .filter_map(|name| {
-                        outputs
-                            .iter()
-                            .position(|o| *o == name.get_ref())
-                            .map(|p| (p, name))
-                    })
+                    .filter_map(|name| outputs.get(name.get_ref().as_str()).map(|&p| (p, name)))
                     .collect()
             })
             .collect();
         for index in self.topological(&nodes, &deps) {
             match nodes[index] {
                 Node::Op(file, op) => {
-                    let env = self.env.clone();
-                    if let Some(id) = self.op(file, op, &env) {
+                    // `op` reads the names it sees and never changes them.
+                    let env = std::mem::take(&mut self.env);
+                    let id = self.op(file, op, &env);
+                    self.env = env;
+                    if let Some(id) = id {
                         self.env.insert(op.get_ref().name.get_ref().clone(), id);
                     }
                 }
@@ -424,13 +426,33 @@ impl<'a> Validator<'a> {
         nodes: &[Node<'a>],
         deps: &[Vec<(usize, &Spanned<String>)>],
     ) -> Vec<usize> {
+        // The ready nodes in a heap by declaration order: the first ready
+        // one is taken each time, in O(n log n) rather than a scan per
+        // step.
+        use std::cmp::Reverse;
+        let mut waiting = vec![0usize; nodes.len()];
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for (i, node_deps) in deps.iter().enumerate() {
+            for &(d, _) in node_deps.iter().filter(|(d, _)| *d != i) {
+                waiting[i] += 1;
+                dependents[d].push(i);
+            }
+        }
+        let mut ready: std::collections::BinaryHeap<Reverse<usize>> = (0..nodes.len())
+            .filter(|&i| waiting[i] == 0)
+            .map(Reverse)
+            .collect();
         let mut done = vec![false; nodes.len()];
         let mut order = Vec::new();
-        while let Some(next) =
-            (0..nodes.len()).find(|&i| !done[i] && deps[i].iter().all(|(d, _)| done[*d] || *d == i))
-        {
+        while let Some(Reverse(next)) = ready.pop() {
             done[next] = true;
             order.push(next);
+            for &j in &dependents[next] {
+                waiting[j] -= 1;
+                if waiting[j] == 0 {
+                    ready.push(Reverse(j));
+                }
+            }
         }
         if let Some(first) = (0..nodes.len()).find(|&i| !done[i]) {
             // Follow remaining dependencies from `first` until a node repeats.
@@ -488,7 +510,12 @@ impl<'a> Validator<'a> {
                 "`{}` is local to repeat `{owner}`; use the repeat's name for its result",
                 name.get_ref()
             ));
-        } else if let Some(similar) = closest(name.get_ref(), env.keys()) {
+        } else if let Some(similar) = (self.diagnostics.len() < super::limits::MAX_SUGGESTIONS)
+            // Each suggestion compares the name with every other: a few
+            // are help, thousands would be a long wait.
+            .then(|| closest(name.get_ref(), env.keys()))
+            .flatten()
+        {
             diagnostic =
                 diagnostic.help(format!("a tensor with a similar name exists: `{similar}`"));
         }
@@ -604,13 +631,13 @@ impl<'a> Validator<'a> {
             }
         }
         let body_nodes: Vec<Node<'a>> = ast.op.iter().map(|o| Node::Op(file, o)).collect();
-        let names: Vec<&str> = body_nodes.iter().map(|n| node_name(*n)).collect();
+        let names = first_index(body_nodes.iter().map(|n| node_name(*n)));
         let deps: Vec<Vec<(usize, &Spanned<String>)>> = body_nodes
             .iter()
             .map(|n| {
                 node_inputs(*n)
                     .into_iter()
-                    .filter_map(|i| names.iter().position(|o| *o == i.get_ref()).map(|p| (p, i)))
+                    .filter_map(|i| names.get(i.get_ref().as_str()).map(|&p| (p, i)))
                     .collect()
             })
             .collect();
@@ -620,8 +647,10 @@ impl<'a> Validator<'a> {
             let Node::Op(_, op) = body_nodes[i] else {
                 continue;
             };
-            let scope = body_env.clone();
-            match self.op(file, op, &scope) {
+            let scope = std::mem::take(&mut body_env);
+            let id = self.op(file, op, &scope);
+            body_env = scope;
+            match id {
                 Some(id) => {
                     body_env.insert(op.get_ref().name.get_ref().clone(), id);
                 }
@@ -819,6 +848,15 @@ impl Validator<'_> {
                 .note(format!("the largest: {}", largest.join(", "))),
         );
     }
+}
+
+/// Each name's first position, for looking dependencies up by name.
+fn first_index<'n>(names: impl Iterator<Item = &'n str>) -> HashMap<&'n str, usize> {
+    let mut index = HashMap::new();
+    for (i, name) in names.enumerate() {
+        index.entry(name).or_insert(i);
+    }
+    index
 }
 
 fn node_name(node: Node<'_>) -> &str {
