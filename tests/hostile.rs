@@ -734,3 +734,46 @@ fn concurrent_builds_agree() {
     let clean = std::fs::read(scratch.build(project, "clean")).unwrap();
     assert_eq!(built, clean);
 }
+
+/// Item 10: a repeat of 65,535 iterations of a small body compiles once,
+/// but would record more steps than a run may: the build says so, as a
+/// limit of the program rather than a compiler bug.
+#[test]
+fn a_repeat_too_long_to_run_is_a_clear_error() {
+    let scratch = Scratch::new();
+    let mut body = String::new();
+    for i in 0..20 {
+        let input = if i == 0 {
+            "h".to_string()
+        } else {
+            format!("g{}", i - 1)
+        };
+        body.push_str(&format!(
+            "\n[[repeat.op]]\nname = \"g{i}\"\nop = \"gelu\"\ninputs = [\"{input}\"]\ndtype = \"f16\"\n"
+        ));
+    }
+    let project = PROJECT.replace(
+        "[[op]]\nname = \"y\"\nop = \"gelu\"\ninputs = [\"x\"]\ndtype = \"f16\"\n",
+        &format!(
+            "[[repeat]]\nname = \"y\"\ncount = 65535\ninput = \"x\"\ncarry = \"h\"\nresult = \"g19\"\n{body}"
+        ),
+    );
+    let project = project.replace(
+        "seed = 3",
+        &format!("seed = 3\nkernels = \"{MANIFEST}/device\""),
+    );
+    let path = scratch.write("long.toml", &project);
+    let (code, _, stderr) = scratch.run(&[
+        "build",
+        &path,
+        "--out",
+        scratch.path("out").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("the program is more than a run may execute"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("use fewer repeat iterations"), "{stderr}");
+    assert!(!stderr.contains("compiler bug"), "{stderr}");
+}

@@ -421,6 +421,11 @@ pub enum PackageError {
     WrongTarget { target: String },
     #[error("invalid package ({part}): {message}")]
     Invalid { part: &'static str, message: String },
+    /// A well-formed package whose run would record more than a run may:
+    /// a project can ask for it (a long repeat), so it is not a compiler
+    /// bug when a build meets it.
+    #[error("invalid package (calls): call `{call}` {message}")]
+    RunTooLong { call: &'static str, message: String },
 }
 
 impl PackageError {

@@ -146,10 +146,10 @@ fn executed(package: &Package, call: Call, exchange_tiles: &[u64]) -> Result<(),
     }
     let (steps, records) = walk(&package.call(call).steps, exchange_tiles);
     let fail = |message: String| {
-        Err(PackageError::invalid(
-            "calls",
-            format!("call `{}`: {message}", call.name()),
-        ))
+        Err(PackageError::RunTooLong {
+            call: call.name(),
+            message,
+        })
     };
     if steps > MAX_EXECUTED_STEPS {
         return fail(format!(

@@ -48,6 +48,10 @@ pub enum BuildError {
     Kernel(String),
     #[error("emission failed (a compiler bug): {0}")]
     Emit(String),
+    /// The program is more than a run may execute (see
+    /// `book/src/limits.md`).
+    #[error("{0}")]
+    RunTooLong(String),
 }
 
 impl From<LowerError> for BuildError {
