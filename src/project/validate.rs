@@ -837,6 +837,17 @@ impl Validator<'_> {
             .map(|(name, bytes)| format!("{name} {bytes} bytes"))
             .collect();
         let span = key_span(&self.files[root].text, &project.get_ref().tiles);
+        let target = target_by_name(&self.graph.target).unwrap_or(&crate::target::IPU21);
+        let per_tile = super::limits::capacity(target, 1);
+        let needed = total.div_ceil(per_tile.max(1));
+        let help = if needed <= u64::from(target.tiles) {
+            format!("each tile holds {per_tile} bytes: use at least {needed} tiles")
+        } else {
+            format!(
+                "that is more than all {} tiles of {} hold",
+                target.tiles, target.name
+            )
+        };
         self.diagnostics.push(
             self.site(root)
                 .error(
@@ -845,7 +856,8 @@ impl Validator<'_> {
                     ),
                     span,
                 )
-                .note(format!("the largest: {}", largest.join(", "))),
+                .note(format!("the largest: {}", largest.join(", ")))
+                .help(help),
         );
     }
 }
