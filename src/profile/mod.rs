@@ -128,7 +128,10 @@ impl Profile {
                     tile.tile
                 ));
             }
-            end = step.start_cycle + step.cycles;
+            end = step
+                .start_cycle
+                .checked_add(step.cycles)
+                .ok_or_else(|| format!("step {i} ends past the largest cycle count"))?;
         }
         if end > self.total_cycles {
             return Err(format!(
