@@ -133,7 +133,6 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     let input = lhs.dtype;
     let inner_block = cost::amp_block_inputs(input) as usize;
     let col_blocks = shape.cols.div_ceil(AMP_OUTPUT_CHANNELS as usize);
-    let inner_blocks = shape.inner.div_ceil(inner_block);
 
     let mut found = Vec::new();
     for &batch in &split_counts(shape.batch, signature.tiles) {
@@ -147,14 +146,7 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                         cols,
                         inner,
                     };
-                    let shard = Shard {
-                        batch: shape.batch.div_ceil(batch as usize),
-                        rows: shape.rows.div_ceil(rows as usize),
-                        inner: (inner_blocks.div_ceil(inner as usize) * inner_block)
-                            .min(shape.inner),
-                        cols: (col_blocks.div_ceil(cols as usize) * AMP_OUTPUT_CHANNELS as usize)
-                            .min(shape.cols),
-                    };
+                    let shard = shard_of(&shape, &grid, input);
                     for swapped in [false, true] {
                         for weights in [MemoryClass::Interleaved, MemoryClass::Standard] {
                             found.push(estimate(
@@ -169,6 +161,21 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
         }
     }
     found
+}
+
+/// The largest shard of `shape` a tile computes on `grid`: whole AMP
+/// blocks of the inner dimension and whole channel blocks of the columns.
+fn shard_of(shape: &MatmulShape, grid: &Grid, input: DType) -> Shard {
+    let inner_block = cost::amp_block_inputs(input) as usize;
+    let col_blocks = shape.cols.div_ceil(AMP_OUTPUT_CHANNELS as usize);
+    let inner_blocks = shape.inner.div_ceil(inner_block);
+    Shard {
+        batch: shape.batch.div_ceil(grid.batch as usize),
+        rows: shape.rows.div_ceil(grid.rows as usize),
+        inner: (inner_blocks.div_ceil(grid.inner as usize) * inner_block).min(shape.inner),
+        cols: (col_blocks.div_ceil(grid.cols as usize) * AMP_OUTPUT_CHANNELS as usize)
+            .min(shape.cols),
+    }
 }
 
 fn estimate(
@@ -255,10 +262,10 @@ fn estimate(
 }
 
 /// Whether `partition` is a matmul partition of `signature`'s product as
-/// the planner makes them (and lowering relies on): on each axis the grid
-/// times the shard covers the extent (lowering skips the empty tiles of an
-/// output axis, but every slice of the inner axis holds some of it), the
-/// grid fits the tiles, and the kernel is the one the shard names.
+/// the planner makes them (and lowering relies on): a grid within the
+/// tiles, the shard the planner derives from that grid for this product
+/// (so the grid covers it), every slice of the inner dimension holding
+/// some of it, and the kernel the shard names.
 pub fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
     let Partition::Matmul {
         grid,
@@ -270,34 +277,18 @@ pub fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
     else {
         return false;
     };
-    let (Some(lhs), out) = (signature.inputs.first(), &signature.output) else {
+    let Some(lhs) = signature.inputs.first() else {
         return false;
     };
-    let rank = out.shape.len();
-    if rank < 2 {
+    if signature.inputs.len() != 2 || signature.output.shape.len() < 2 || lhs.shape.is_empty() {
         return false;
     }
-    let extents = [
-        out.shape[..rank - 2].iter().product::<usize>(),
-        out.shape[rank - 2],
-        out.shape[rank - 1],
-        lhs.shape.last().copied().unwrap_or(0),
-    ];
-    let axes = [
-        (grid.batch, shard.batch),
-        (grid.rows, shard.rows),
-        (grid.cols, shard.cols),
-        (grid.inner, shard.inner),
-    ];
-    let covered = axes.iter().zip(extents).all(|(&(g, s), extent)| {
-        let g = g as usize;
-        g > 0 && s > 0 && g.checked_mul(s).is_some_and(|all| all >= extent)
-    });
-    let inner_slices_hold_some = (grid.inner as usize)
-        .saturating_sub(1)
-        .saturating_mul(shard.inner)
-        < extents[3];
-    let tiles = axes.iter().try_fold(1u32, |n, &(g, _)| n.checked_mul(g));
+    let axes = [grid.batch, grid.rows, grid.cols, grid.inner];
+    let tiles = axes.iter().try_fold(1u32, |n, &g| n.checked_mul(g));
+    if axes.contains(&0) || tiles.is_none_or(|t| t > signature.tiles) {
+        return false;
+    }
+    let shape = MatmulShape::of(signature);
     let kernel_shard = match swapped {
         false => *shard,
         true => Shard {
@@ -306,9 +297,8 @@ pub fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
             ..*shard
         },
     };
-    covered
-        && inner_slices_hold_some
-        && tiles.is_some_and(|t| t <= signature.tiles)
+    *shard == shard_of(&shape, grid, lhs.dtype)
+        && (grid.inner as usize - 1) * shard.inner < shape.inner
         && *kernel == gemm_kernel_name(lhs.dtype, *weights, &kernel_shard)
 }
 
