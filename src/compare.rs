@@ -146,7 +146,8 @@ fn cosine(dot: f64, a: f64, b: f64) -> f64 {
 
 impl Comparison {
     pub fn passed(&self) -> bool {
-        self.device_len == self.reference_len
+        self.count > 0
+            && self.device_len == self.reference_len
             && self.mismatch_count == 0
             && self.cosine_similarity >= self.min_cosine_similarity
     }
@@ -160,6 +161,9 @@ impl Comparison {
                 "numerical comparison failed: the device produced {} values and the reference {}",
                 self.device_len, self.reference_len
             ));
+        }
+        if self.count == 0 {
+            return Some("numerical comparison failed: there are no values to compare".into());
         }
         if self.mismatch_count > 0 {
             let mut message = format!(
@@ -293,6 +297,14 @@ mod tests {
         let comparison = compare(&[1.0, 2.0], &[1.0, 2.001], 0.999, 0.01);
         assert!(comparison.passed());
         assert_eq!(comparison.failure_message(), None);
+    }
+
+    #[test]
+    fn a_comparison_of_nothing_fails() {
+        let comparison = compare(&[], &[], 0.0, 1.0);
+        assert!(!comparison.passed());
+        expect!["numerical comparison failed: there are no values to compare"]
+            .assert_eq(&comparison.failure_message().unwrap_or_default());
     }
 
     #[test]

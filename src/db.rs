@@ -11,6 +11,7 @@
 //! through [`Database::refresh_file`], when their contents really changed.
 
 use crate::vfs::{FileSource, OsFs, Vfs};
+pub use crate::vfs::{FileText, ReadError};
 use camino::{Utf8Path, Utf8PathBuf};
 use salsa::Setter;
 use std::collections::HashMap;
@@ -21,9 +22,10 @@ use std::sync::{Arc, Mutex};
 pub struct SourceFile {
     #[returns(ref)]
     pub path: Utf8PathBuf,
-    /// `None` when the file does not exist or cannot be read as UTF-8.
+    /// Why the file was not read when it is missing, not a regular file,
+    /// too large or not UTF-8.
     #[returns(ref)]
-    pub contents: Option<Arc<str>>,
+    pub contents: FileText,
     /// Counts content changes; set by the driver, read by diagnostics.
     #[returns(copy)]
     pub revision: u64,
@@ -34,7 +36,7 @@ pub struct SourceFile {
 pub struct DbFiles<'a>(pub &'a dyn Db);
 
 impl FileSource for DbFiles<'_> {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
+    fn read(&self, path: &Utf8Path) -> FileText {
         self.0.file(path).contents(self.0).clone()
     }
 }
@@ -185,11 +187,12 @@ impl Database {
             return false;
         };
         let fresh = self.vfs.read(path);
-        if file.contents(self).as_deref() == fresh.as_deref() {
+        if *file.contents(self) == fresh {
             return false;
         }
         let revision = file.revision(self) + 1;
-        file.set_contents(self).to(fresh);
+        // The setter hands back the old contents, which are not needed.
+        let _previous = file.set_contents(self).to(fresh);
         file.set_revision(self).to(revision);
         true
     }
@@ -239,6 +242,7 @@ impl Db for Database {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vfs::MemoryFs;
 
     #[salsa::tracked(returns(copy))]
     fn line_count(db: &dyn Db, file: SourceFile) -> usize {
@@ -246,8 +250,6 @@ mod tests {
             .as_deref()
             .map_or(0, |c| c.lines().count())
     }
-
-    use crate::vfs::MemoryFs;
 
     #[test]
     fn unchanged_contents_do_not_invalidate() {
@@ -274,6 +276,6 @@ mod tests {
     fn missing_files_have_no_contents() {
         let db = Database::new(Arc::new(MemoryFs::new()));
         let file = db.file(Utf8Path::new("nope.toml"));
-        assert!(file.contents(&db).is_none());
+        assert_eq!(*file.contents(&db), Err(ReadError::Missing));
     }
 }

@@ -1,7 +1,125 @@
-//! Small file-system helpers the driver shares.
+//! Small file-system helpers the driver shares: atomic writes, and reads
+//! that only take regular files up to a size limit.
+//!
+//! Every file ipub reads may come from someone else, so a read never opens
+//! a FIFO (which would block forever), a device (`/dev/zero` never ends) or
+//! a directory, and never takes more than its caller's limit: the error
+//! says which of these it was.
 
 use camino::Utf8Path;
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
+
+/// Why a file was not read.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum ReadError {
+    #[error("it does not exist")]
+    Missing,
+    #[error("it is {kind}, not a regular file")]
+    NotAFile { kind: &'static str },
+    #[error("it is {size} bytes, more than the limit of {limit} bytes ({})", size_text(*limit))]
+    TooLarge { size: u64, limit: u64 },
+    #[error("it is not UTF-8 text")]
+    NotUtf8,
+    #[error("{0}")]
+    Io(String),
+}
+
+/// How [`ReadError::NotAFile`] names a directory.
+pub const DIRECTORY: &str = "a directory";
+
+impl ReadError {
+    /// Whether the path is a directory (which is what a kernel directory
+    /// should be).
+    pub fn is_directory(&self) -> bool {
+        matches!(self, ReadError::NotAFile { kind } if *kind == DIRECTORY)
+    }
+
+    fn io(error: &std::io::Error) -> ReadError {
+        match error.kind() {
+            std::io::ErrorKind::NotFound => ReadError::Missing,
+            _ => ReadError::Io(error.to_string()),
+        }
+    }
+}
+
+/// A byte count in the largest binary unit that divides it, for limits
+/// (`16 MiB`).
+pub fn size_text(bytes: u64) -> String {
+    for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if bytes >= size && bytes.is_multiple_of(size) {
+            return format!("{} {unit}", bytes / size);
+        }
+    }
+    format!("{bytes} bytes")
+}
+
+/// What kind of file `file_type` is, for messages.
+fn file_kind(file_type: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if file_type.is_fifo() {
+            return "a FIFO";
+        }
+        if file_type.is_char_device() {
+            return "a character device";
+        }
+        if file_type.is_block_device() {
+            return "a block device";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+    }
+    if file_type.is_dir() {
+        DIRECTORY
+    } else {
+        "a special file"
+    }
+}
+
+/// Reads the regular file at `path` if it holds at most `limit` bytes.
+///
+/// The file's type is checked before it is opened (opening a FIFO for
+/// reading blocks until a writer comes) and again on the open file, and
+/// the read stops one byte past the limit, so a file that grows while it
+/// is read is refused as well.
+pub fn read_bytes(path: &Utf8Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let regular = |metadata: &std::fs::Metadata| {
+        if !metadata.is_file() {
+            return Err(ReadError::NotAFile {
+                kind: file_kind(metadata.file_type()),
+            });
+        }
+        if metadata.len() > limit {
+            return Err(ReadError::TooLarge {
+                size: metadata.len(),
+                limit,
+            });
+        }
+        Ok(())
+    };
+    regular(&std::fs::metadata(path).map_err(|e| ReadError::io(&e))?)?;
+    let file = std::fs::File::open(path).map_err(|e| ReadError::io(&e))?;
+    let metadata = file.metadata().map_err(|e| ReadError::io(&e))?;
+    regular(&metadata)?;
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| ReadError::io(&e))?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge {
+            size: bytes.len() as u64,
+            limit,
+        });
+    }
+    Ok(bytes)
+}
+
+/// [`read_bytes`] of a file that must be UTF-8 text.
+pub fn read_text(path: &Utf8Path, limit: u64) -> Result<String, ReadError> {
+    String::from_utf8(read_bytes(path, limit)?).map_err(|_| ReadError::NotUtf8)
+}
 
 /// Writes `bytes` to `path` atomically: into a temporary file in the same
 /// directory, then renamed over `path`. On any error the temporary file is
@@ -96,6 +214,44 @@ mod tests {
         write_atomic(&path, b"two").expect("rewrite");
         assert_eq!(std::fs::read(&path).expect("read"), b"two");
         assert_eq!(std::fs::read_dir(&root).expect("list").count(), 1);
+    }
+
+    #[test]
+    fn reads_refuse_special_files_and_files_over_the_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        let path = root.join("text");
+        std::fs::write(&path, "12345").expect("write");
+        assert_eq!(read_text(&path, 5).as_deref(), Ok("12345"));
+        let error = read_text(&path, 4).expect_err("over the limit");
+        assert_eq!(error, ReadError::TooLarge { size: 5, limit: 4 });
+        assert_eq!(
+            read_text(&root.join("nope"), 4).expect_err("missing"),
+            ReadError::Missing
+        );
+        let error = read_text(&root, 4).expect_err("a directory");
+        assert_eq!(error.to_string(), "it is a directory, not a regular file");
+        std::fs::write(&path, [0xff, 0xfe]).expect("write");
+        assert_eq!(read_text(&path, 5), Err(ReadError::NotUtf8));
+        // `/dev/zero` never ends and a FIFO blocks whoever opens it: both
+        // are refused before anything is read.
+        let error = read_bytes(Utf8Path::new("/dev/zero"), 1 << 20).expect_err("a device");
+        assert_eq!(
+            error.to_string(),
+            "it is a character device, not a regular file"
+        );
+        let fifo = root.join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(fifo.as_str())
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        assert_eq!(
+            read_text(&fifo, 4),
+            Err(ReadError::NotAFile { kind: "a FIFO" })
+        );
+        assert_eq!(size_text(16 << 20), "16 MiB");
+        assert_eq!(size_text(1000), "1000 bytes");
     }
 
     #[test]

@@ -124,12 +124,14 @@ pub struct Tensor {
 }
 
 impl Tensor {
+    /// The product of the dimensions; validated graphs keep it far below
+    /// `usize::MAX`, and it saturates rather than wraps for any other.
     pub fn element_count(&self) -> usize {
-        self.shape.iter().product()
+        self.shape.iter().fold(1usize, |n, &d| n.saturating_mul(d))
     }
 
     pub fn size_bytes(&self) -> usize {
-        self.element_count() * self.dtype.size_bytes()
+        self.element_count().saturating_mul(self.dtype.size_bytes())
     }
 }
 

@@ -176,26 +176,31 @@ result = "h2"
 name = "dead_in_loop"
 op = "gelu"
 inputs = ["h"]
+dtype = "f16"
 
 [[repeat.op]]
 name = "h2"
 op = "gelu"
 inputs = ["h"]
+dtype = "f16"
 
 [[op]]
 name = "a"
 op = "gelu"
 inputs = ["looped"]
+dtype = "f16"
 
 [[op]]
 name = "dead1"
 op = "gelu"
 inputs = ["a"]
+dtype = "f16"
 
 [[op]]
 name = "dead2"
 op = "gelu"
 inputs = ["dead1"]
+dtype = "f16"
 
 [check]
 reference_precision = "device"
@@ -254,6 +259,7 @@ dtype = "f16"
 name = "h2"
 op = "add"
 inputs = ["h", "p"]
+dtype = "f16"
 
 [check]
 reference_precision = "device"

@@ -8,7 +8,8 @@
 //! - [`vfs`]: where file contents come from (no salsa);
 //! - [`db`]: the salsa database and its file inputs (the core does no IO);
 //! - [`numerics`], [`reference`], [`compare`]: number formats, the seeded
-//!   generator and host reference, and the numerics check.
+//!   generator and host reference, and the numerics check;
+//! - [`fuzzing`]: the fuzz targets, one per reader of untrusted input.
 
 pub mod asm;
 pub mod cli;
@@ -19,6 +20,7 @@ pub mod diagnostic;
 pub mod emit;
 pub mod exec;
 pub mod fsutil;
+pub mod fuzzing;
 pub mod graph;
 pub mod isa;
 pub mod kernels;

@@ -3,10 +3,13 @@
 //! (their inputs and the compiler's build identity).
 //!
 //! Each entry is one file, `<root>/<kind>/<key>.json`, whose first line is a
-//! header with the format version and the blake3 hash of the payload that
-//! follows. Writes are atomic (temporary file and rename), so two builds
-//! writing the same entry at once both leave a complete file; a read that
-//! finds a truncated or corrupted entry reports it, deletes it and misses.
+//! header with the format version, the key the entry was written for and
+//! the blake3 hash of that key and the payload that follows. Writes are
+//! atomic (temporary file and rename), so two builds writing the same entry
+//! at once both leave a complete file; a read that finds a truncated or
+//! corrupted entry, or one written for another key (a file copied over
+//! another), reports it, deletes it and misses: whoever can write the store
+//! cannot make one result stand in for another.
 //! The store is bounded: [`Store::evict`] removes the oldest entries beyond a
 //! size budget, and [`Store::clean`] removes everything.
 
@@ -15,7 +18,11 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::time::SystemTime;
 
-const HEADER: &str = "ipub-store 1";
+const HEADER: &str = "ipub-store 2";
+
+/// The largest entry read: a tile image is at most a tile's memory (twice
+/// that in hex), so anything far larger is not an entry.
+pub const MAX_ENTRY_BYTES: u64 = 64 << 20;
 
 /// The identity of this build of ipub: its version and a fingerprint of its
 /// sources (from `build.rs`), so results computed by another build, even
@@ -66,6 +73,12 @@ pub struct Store {
     root: Utf8PathBuf,
     /// Writes queued by [`Store::put_in_background`] and not yet done.
     pending: std::sync::Arc<Pending>,
+    /// Whether reads are served; a store that only writes recomputes
+    /// everything and replaces what it finds.
+    reading: bool,
+    /// Entries served so far, so a driver can tell whether a failed build
+    /// used stored results.
+    hits: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A queued write.
@@ -100,7 +113,24 @@ impl Store {
         Store {
             root: root.into(),
             pending: std::sync::Arc::default(),
+            reading: true,
+            hits: std::sync::Arc::default(),
         }
+    }
+
+    /// The same store, written but never read: a build through it
+    /// recomputes every result and replaces the stored ones.
+    pub fn without_reads(&self) -> Store {
+        Store {
+            reading: false,
+            hits: std::sync::Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// How many entries this store (and its clones) served.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The store under [`cache_root`].
@@ -117,12 +147,24 @@ impl Store {
     }
 
     pub fn get<T: DeserializeOwned>(&self, kind: &str, key: &blake3::Hash) -> Lookup<T> {
-        let path = self.path(kind, key);
-        let Ok(bytes) = std::fs::read(&path) else {
+        if !self.reading {
             return Lookup::Miss;
+        }
+        let path = self.path(kind, key);
+        let bytes = match crate::fsutil::read_bytes(&path, MAX_ENTRY_BYTES) {
+            Ok(bytes) => bytes,
+            Err(crate::fsutil::ReadError::Missing) => return Lookup::Miss,
+            Err(problem) => {
+                // Not a file, or far too large: not something this store
+                // wrote. Removing it lets the recomputed entry take its place.
+                tracing::warn!(%path, %problem, "removing an unreadable store entry");
+                let _ = std::fs::remove_file(&path);
+                return Lookup::Corrupt(problem.to_string());
+            }
         };
-        match decode(&bytes) {
+        match decode(&bytes, key) {
             Ok(value) => {
+                self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 // Eviction removes the least recently modified entries
                 // first: a hit counts as a use.
                 let _ = std::fs::File::options()
@@ -146,9 +188,7 @@ impl Store {
         value: &T,
     ) -> std::io::Result<()> {
         let payload = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-        let mut bytes = format!("{HEADER} {}\n", blake3::hash(&payload).to_hex()).into_bytes();
-        bytes.extend_from_slice(&payload);
-        crate::fsutil::write_atomic(&self.path(kind, key), &bytes)
+        crate::fsutil::write_atomic(&self.path(kind, key), &entry(key, &payload))
     }
 
     /// Queues a [`Store::put`]: it runs on a background thread once
@@ -280,18 +320,63 @@ struct Entry {
     modified: SystemTime,
 }
 
-fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+/// An entry's bytes: the header line (version, key, checksum), then the
+/// payload.
+pub fn entry(key: &blake3::Hash, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = format!(
+        "{HEADER} {} {}\n",
+        key.to_hex(),
+        checksum(key, payload).to_hex()
+    )
+    .into_bytes();
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// The key an entry's header says it was written for, if it has one.
+pub fn entry_key(bytes: &[u8]) -> Option<blake3::Hash> {
+    let line = bytes.split(|&b| b == b'\n').next()?;
+    let fields = std::str::from_utf8(line).ok()?.strip_prefix(HEADER)?;
+    blake3::Hash::from_hex(fields.split_whitespace().next()?).ok()
+}
+
+/// The checksum an entry carries: over the key it was written for and its
+/// payload, so neither can be swapped without the other.
+fn checksum(key: &blake3::Hash, payload: &[u8]) -> blake3::Hash {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(key.as_bytes());
+    hasher.update(payload);
+    hasher.finalize()
+}
+
+/// Reads an entry's bytes as the value stored under `key`: the header must
+/// name this version and `key`, and the checksum must cover both.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], key: &blake3::Hash) -> Result<T, String> {
     let newline = bytes
         .iter()
         .position(|&b| b == b'\n')
         .ok_or("no header line")?;
     let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "header is not text")?;
-    let hash = header
+    let fields = header
         .strip_prefix(HEADER)
-        .map(str::trim)
-        .ok_or_else(|| format!("unknown header `{header}`"))?;
+        .and_then(|rest| rest.strip_prefix(' '))
+        .ok_or_else(|| {
+            format!(
+                "unknown header `{}`",
+                header.chars().take(40).collect::<String>()
+            )
+        })?;
+    let (written_for, sum) = fields
+        .split_once(' ')
+        .ok_or("the header has no key and checksum")?;
+    if written_for != key.to_hex().as_str() {
+        return Err(format!(
+            "the entry was written for key {}, not for the key it is filed under",
+            written_for.chars().take(64).collect::<String>()
+        ));
+    }
     let payload = &bytes[newline + 1..];
-    if blake3::hash(payload).to_hex().as_str() != hash {
+    if checksum(key, payload).to_hex().as_str() != sum {
         return Err("checksum mismatch".into());
     }
     serde_json::from_slice(payload).map_err(|e| format!("unreadable payload: {e}"))
@@ -346,6 +431,53 @@ mod tests {
             store.get::<String>("plans", &k),
             Lookup::Corrupt(_)
         ));
+    }
+
+    #[test]
+    fn an_entry_filed_under_another_key_is_corrupt_and_removed() {
+        let (_dir, store) = store();
+        let (a, b) = (key(&[b"a"]), key(&[b"b"]));
+        store.put("plans", &a, &"for a").expect("put");
+        store.put("plans", &b, &"for b").expect("put");
+        std::fs::copy(store.path("plans", &a), store.path("plans", &b)).expect("copy");
+        let Lookup::Corrupt(reason) = store.get::<String>("plans", &b) else {
+            panic!("a copied entry must not be served");
+        };
+        assert!(reason.starts_with(&format!("the entry was written for key {}", a.to_hex())));
+        assert!(!store.path("plans", &b).exists());
+        assert_eq!(
+            store.get::<String>("plans", &a),
+            Lookup::Hit("for a".into())
+        );
+        // The key cannot be rewritten without the checksum.
+        let bytes = std::fs::read(store.path("plans", &a)).expect("read");
+        let text = String::from_utf8(bytes).expect("text");
+        let forged = text.replace(a.to_hex().as_str(), b.to_hex().as_str());
+        std::fs::write(store.path("plans", &b), forged).expect("forge");
+        assert_eq!(
+            store.get::<String>("plans", &b),
+            Lookup::Corrupt("checksum mismatch".into())
+        );
+        // Something that is not a file is removed as well.
+        std::fs::create_dir_all(store.path("plans", &b)).expect("mkdir");
+        assert!(matches!(
+            store.get::<String>("plans", &b),
+            Lookup::Corrupt(_)
+        ));
+    }
+
+    #[test]
+    fn a_store_without_reads_misses_and_counts_no_hits() {
+        let (_dir, store) = store();
+        let k = key(&[b"x"]);
+        store.put("plans", &k, &1u32).expect("put");
+        assert_eq!(store.get::<u32>("plans", &k), Lookup::Hit(1));
+        assert_eq!(store.hits(), 1);
+        let writer = store.without_reads();
+        assert_eq!(writer.get::<u32>("plans", &k), Lookup::Miss);
+        assert_eq!(writer.hits(), 0);
+        writer.put("plans", &k, &2u32).expect("put");
+        assert_eq!(store.get::<u32>("plans", &k), Lookup::Hit(2));
     }
 
     #[test]

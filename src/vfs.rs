@@ -4,25 +4,35 @@
 //! reads either a file system or the database, and [`normalize`], the one
 //! way a path is spelled so that one file has one name.
 
+pub use crate::fsutil::ReadError;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+/// The largest project, include or kernel source file read: far beyond
+/// any real source, small enough that a mistaken path (a log, an image)
+/// is refused at once.
+pub const MAX_SOURCE_FILE_BYTES: u64 = 16 << 20;
+
+/// A file's text, or why it could not be read.
+pub type FileText = Result<Arc<str>, ReadError>;
+
 /// Where file contents come from.
 pub trait Vfs: Send + Sync {
-    /// Reads a whole file; `None` when it is missing or not UTF-8.
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>>;
+    /// Reads a whole file: only a regular file of UTF-8 text up to
+    /// [`MAX_SOURCE_FILE_BYTES`].
+    fn read(&self, path: &Utf8Path) -> FileText;
 }
 
 /// Anything files can be read from: a [`Vfs`], or the database itself
 /// inside a query ([`DbFiles`](crate::db::DbFiles)), where every read is
 /// a tracked dependency.
 pub trait FileSource {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>>;
+    fn read(&self, path: &Utf8Path) -> FileText;
 }
 
 impl<T: Vfs + ?Sized> FileSource for T {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
+    fn read(&self, path: &Utf8Path) -> FileText {
         Vfs::read(self, path)
     }
 }
@@ -32,12 +42,13 @@ impl<T: Vfs + ?Sized> FileSource for T {
 pub struct OsFs;
 
 impl Vfs for OsFs {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
-        std::fs::read_to_string(path).ok().map(Arc::from)
+    fn read(&self, path: &Utf8Path) -> FileText {
+        crate::fsutil::read_text(path, MAX_SOURCE_FILE_BYTES).map(Arc::from)
     }
 }
 
-/// An in-memory file system for tests.
+/// An in-memory file system for tests. A path that other files lie under
+/// reads as a directory.
 #[derive(Default, Clone, Debug)]
 pub struct MemoryFs {
     files: Arc<Mutex<BTreeMap<Utf8PathBuf, Arc<str>>>>,
@@ -61,12 +72,17 @@ impl MemoryFs {
 }
 
 impl Vfs for MemoryFs {
-    fn read(&self, path: &Utf8Path) -> Option<Arc<str>> {
-        self.files
-            .lock()
-            .expect("memory fs lock")
-            .get(path)
-            .cloned()
+    fn read(&self, path: &Utf8Path) -> FileText {
+        let files = self.files.lock().expect("memory fs lock");
+        if let Some(text) = files.get(path) {
+            return Ok(text.clone());
+        }
+        if files.keys().any(|p| p.starts_with(path)) {
+            return Err(ReadError::NotAFile {
+                kind: crate::fsutil::DIRECTORY,
+            });
+        }
+        Err(ReadError::Missing)
     }
 }
 

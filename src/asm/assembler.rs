@@ -5,17 +5,15 @@
 
 use super::expr::{self, Base, EvalError, EvalErrorKind, Expr, Val};
 use super::lex::{self, Token};
+use super::limits::{
+    MAX_ERRORS, MAX_EXPANDED_LINES, MAX_MACRO_DEPTH, MAX_MACRO_LINE_BYTES, MAX_OBJECT_BYTES,
+};
 use super::object::Param;
 use super::parse::{self, InstSyntax};
 use super::source::{AsmError, ErrorKind, Expansion, Line, LineBuilder, Pos, Sources};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
-
-/// Deepest `.macro`/`.rept` nesting accepted.
-const MAX_DEPTH: usize = 64;
-/// Most lines one `.rept` or macro use may produce, to stop runaway input.
-const MAX_EXPANDED_LINES: usize = 1 << 20;
 
 pub(super) struct SectionState {
     pub name: String,
@@ -98,6 +96,8 @@ pub(super) struct Assembler {
     macros: HashMap<String, AsmMacro>,
     depth: usize,
     expanded_lines: usize,
+    /// Set when the assembly stops early (too many errors).
+    stopped: bool,
 }
 
 impl Assembler {
@@ -121,7 +121,25 @@ impl Assembler {
             macros: HashMap::new(),
             depth: 0,
             expanded_lines: 0,
+            stopped: false,
         }
+    }
+
+    /// Records an error; past [`MAX_ERRORS`] the assembly stops, with a
+    /// last error saying so.
+    pub fn push_error(&mut self, error: AsmError) {
+        if self.stopped {
+            return;
+        }
+        if self.errors.len() + 1 >= MAX_ERRORS {
+            let mut last = error;
+            last.notes
+                .push(format!("stopped after {MAX_ERRORS} errors"));
+            self.errors.push(last);
+            self.stopped = true;
+            return;
+        }
+        self.errors.push(error);
     }
 
     pub fn error(
@@ -133,7 +151,7 @@ impl Assembler {
     ) {
         let len = span.len().max(1);
         let error = self.sources.error_in(kind, message, line, span.start, len);
-        self.errors.push(error);
+        self.push_error(error);
     }
 
     pub fn error_labelled(
@@ -144,9 +162,12 @@ impl Assembler {
         line: &Line,
         span: Range<usize>,
     ) {
+        let count = self.errors.len();
         self.error(kind, message, line, span);
-        if let Some(last) = self.errors.last_mut() {
-            last.label = label.into();
+        if self.errors.len() > count {
+            if let Some(last) = self.errors.last_mut() {
+                last.label = label.into();
+            }
         }
     }
 
@@ -154,6 +175,7 @@ impl Assembler {
         let kind = match error.kind {
             EvalErrorKind::Bad => ErrorKind::BadExpression,
             EvalErrorKind::Undefined => ErrorKind::UndefinedSymbol,
+            EvalErrorKind::TooDeep => ErrorKind::TooDeep,
         };
         self.error(kind, error.message, line, error.span);
     }
@@ -216,7 +238,7 @@ impl Assembler {
             }),
             Some(SymDef::Value(v)) => Ok(v.clone()),
             Some(SymDef::Deferred { expr, dot, .. }) => {
-                if depth > MAX_DEPTH {
+                if depth > MAX_MACRO_DEPTH {
                     return Err(EvalError::bad(
                         format!("`{name}` is defined in terms of itself"),
                         span,
@@ -268,6 +290,7 @@ impl Assembler {
                 .site
                 .as_ref()
                 .map(|(l, s)| self.sources.describe(l.origin(s.start).0));
+            let count = self.errors.len();
             self.error_labelled(
                 ErrorKind::DuplicateSymbol,
                 format!("symbol `{name}` is already defined"),
@@ -275,7 +298,7 @@ impl Assembler {
                 line,
                 span,
             );
-            if let (Some(note), Some(last)) = (note, self.errors.last_mut()) {
+            if let (Some(note), Some(last)) = (note, self.errors.get_mut(count)) {
                 last.notes.insert(0, format!("first defined at {note}"));
             }
             return;
@@ -289,7 +312,7 @@ impl Assembler {
     pub fn run(&mut self, lines: &[Arc<Line>]) {
         let mut conds: Vec<Cond> = Vec::new();
         let mut i = 0;
-        while i < lines.len() {
+        while i < lines.len() && !self.stopped {
             let line = lines[i].clone();
             i += 1;
             let active = conds.last().is_none_or(|c| c.active);
@@ -520,38 +543,73 @@ impl Assembler {
         let Some(count) = self.eval_now(&statement[1..], line, "the `.rept` count") else {
             return;
         };
-        if count < 0 || (count as usize).saturating_mul(body.len()) > MAX_EXPANDED_LINES {
+        // An empty body still costs a turn of the loop per repetition.
+        let lines = (count as usize).saturating_mul(body.len().max(1));
+        if count < 0 || lines > MAX_EXPANDED_LINES {
             let span = statement[1].span.start..parse::end_of(statement, 0);
             self.error(
                 ErrorKind::ValueOutOfRange,
-                format!("`.rept` count {count} is negative or expands too far"),
+                format!(
+                    "`.rept` count {count} is negative or expands past {MAX_EXPANDED_LINES} lines"
+                ),
                 line,
                 span,
             );
             return;
         }
-        if !self.enter(line, statement[0].span.clone(), body.len() * count as usize) {
+        if !self.enter(line, statement[0].span.clone(), lines) {
             return;
         }
-        for _ in 0..count {
-            self.run(body);
+        if !body.is_empty() {
+            for _ in 0..count {
+                if self.stopped {
+                    break;
+                }
+                self.run(body);
+            }
         }
         self.depth -= 1;
     }
 
     fn enter(&mut self, line: &Line, span: Range<usize>, lines: usize) -> bool {
-        self.expanded_lines += lines;
-        if self.depth >= MAX_DEPTH || self.expanded_lines > MAX_EXPANDED_LINES {
+        self.expanded_lines = self.expanded_lines.saturating_add(lines);
+        if self.depth >= MAX_MACRO_DEPTH || self.expanded_lines > MAX_EXPANDED_LINES {
             self.error(
                 ErrorKind::TooDeep,
-                "macro or `.rept` expansion nested or repeated too far",
+                format!(
+                    "macro or `.rept` expansion nested deeper than {MAX_MACRO_DEPTH} or past {MAX_EXPANDED_LINES} lines"
+                ),
                 line,
                 span,
             );
+            // Past the line budget every further repetition would fail the
+            // same way.
+            self.stopped |= self.expanded_lines > MAX_EXPANDED_LINES;
             return false;
         }
         self.depth += 1;
         true
+    }
+
+    /// Whether `size` more bytes fit in the object beside everything laid
+    /// out so far; reports the line that asks for too much.
+    pub fn room_for(&mut self, size: u64, line: &Line, span: Range<usize>) -> bool {
+        let laid_out: u64 = self.sections.iter().map(|s| u64::from(s.size)).sum();
+        if laid_out + size <= u64::from(MAX_OBJECT_BYTES) {
+            return true;
+        }
+        self.error(
+            ErrorKind::TooLarge,
+            format!(
+                "the object would hold {} bytes, more than tile memory ({MAX_OBJECT_BYTES:#x} bytes)",
+                laid_out + size
+            ),
+            line,
+            span,
+        );
+        // Later items cannot fit either: one error says it.
+        self.stopped = true;
+        false
     }
 
     /// One statement after its labels: assignment, directive, bundle, macro
@@ -590,7 +648,7 @@ impl Assembler {
                         self.depth -= 1;
                     }
                 }
-                Err((message, span)) => self.error(ErrorKind::Syntax, message, line, span),
+                Err((kind, message, span)) => self.error(kind, message, line, span),
             }
             return;
         }
@@ -612,6 +670,9 @@ impl Assembler {
     }
 
     fn place_code(&mut self, kind: ItemKind, size: u32, line: &Arc<Line>, span: Range<usize>) {
+        if !self.room_for(u64::from(size), line, span.clone()) {
+            return;
+        }
         let section = &self.sections[self.current];
         if !section.code {
             let message = format!(
@@ -706,7 +767,7 @@ fn expand_macro(
     name: &str,
     statement: &[Token],
     line: &Arc<Line>,
-) -> Result<Vec<Arc<Line>>, (String, Range<usize>)> {
+) -> Result<Vec<Arc<Line>>, (ErrorKind, String, Range<usize>)> {
     let args = parse::split_args(&statement[1..]);
     if args.len() > mac.params.len() {
         let extra = args[mac.params.len()];
@@ -714,6 +775,7 @@ fn expand_macro(
             .first()
             .map_or(statement[0].span.clone(), |t| t.span.clone());
         return Err((
+            ErrorKind::Syntax,
             format!("macro `{name}` takes {} arguments", mac.params.len()),
             span,
         ));
@@ -725,12 +787,23 @@ fn expand_macro(
             None if default.is_some() => values.push(None),
             None => {
                 return Err((
+                    ErrorKind::Syntax,
                     format!("macro `{name}` needs a value for `{param}`"),
                     statement[0].span.clone(),
                 ))
             }
         }
     }
+    let too_long = || {
+        (
+            ErrorKind::TooLarge,
+            format!(
+                "the expansion of macro `{name}` has a line longer than {}",
+                crate::fsutil::size_text(MAX_MACRO_LINE_BYTES as u64)
+            ),
+            statement[0].span.clone(),
+        )
+    };
     let site: Pos = line.origin(statement[0].span.start).0;
     let context = Arc::new(Expansion {
         macro_name: name.to_string(),
@@ -760,6 +833,15 @@ fn expand_macro(
                 i = at + 1;
                 continue;
             };
+            // Checked before each copy: a body line that uses a long
+            // argument many times must not be built first.
+            let argument = match &values[index] {
+                Some(range) => range.len(),
+                None => mac.params[index].1.as_ref().map_or(0, String::len),
+            };
+            if builder.len() + (at - copied) + argument > MAX_MACRO_LINE_BYTES {
+                return Err(too_long());
+            }
             builder.push_original(body_line, copied..at);
             match &values[index] {
                 Some(range) => builder.push_original(line, range.clone()),
@@ -775,7 +857,13 @@ fn expand_macro(
             i = name_end;
         }
         builder.push_original(body_line, copied..text.len());
-        out.push(Arc::new(builder.finish(body_line.origin(0).0)));
+        let expanded = builder.finish(body_line.origin(0).0);
+        // Arguments substituted into arguments grow with each level of a
+        // recursive macro.
+        if expanded.text.len() > MAX_MACRO_LINE_BYTES {
+            return Err(too_long());
+        }
+        out.push(Arc::new(expanded));
     }
     Ok(out)
 }

@@ -4,16 +4,15 @@
 use super::assembler::{Assembler, FunctionDecl, ItemKind, SectionState, SymDef};
 use super::expr;
 use super::lex::{Tok, Token};
+use super::limits::{MAX_ALIGN, MAX_OBJECT_BYTES};
 use super::object::{Param, ParamKind};
 use super::parse;
 use super::source::{ErrorKind, Line};
 use std::ops::Range;
 use std::sync::Arc;
 
-/// Largest `.align` accepted (one memory element).
-const MAX_ALIGN: i64 = 0x4000;
 /// Largest `.space` accepted (all of tile memory).
-const MAX_SPACE: i64 = 0x9C000;
+const MAX_SPACE: i64 = MAX_OBJECT_BYTES as i64;
 
 impl Assembler {
     pub(super) fn directive(&mut self, name: &str, statement: &[Token], line: &Arc<Line>) {
@@ -305,7 +304,7 @@ impl Assembler {
         let padding = section.size.next_multiple_of(align) - section.size;
         let code = section.code;
         self.sections[self.current].align = section.align.max(align);
-        if padding == 0 {
+        if padding == 0 || !self.room_for(u64::from(padding), line, head.clone()) {
             return;
         }
         if code {
@@ -346,13 +345,18 @@ impl Assembler {
                 self.error(ErrorKind::Misaligned, message, line, expr.span());
                 continue;
             }
+            if !self.room_for(u64::from(width), line, expr.span()) {
+                return;
+            }
             self.push_item(ItemKind::Data { width, expr }, u32::from(width), line);
         }
     }
 
     fn data_bytes(&mut self, bytes: Vec<u8>, line: &Arc<Line>) {
         let len = bytes.len() as u32;
-        self.push_item(ItemKind::Bytes(bytes), len, line);
+        if self.room_for(u64::from(len), line, 0..line.text.len()) {
+            self.push_item(ItemKind::Bytes(bytes), len, line);
+        }
     }
 
     fn space(&mut self, args: &[&[Token]], line: &Arc<Line>, head: &Range<usize>) {
@@ -406,7 +410,10 @@ impl Assembler {
                 head.clone(),
             );
         }
-        self.data_bytes(vec![byte; n as usize], line);
+        // Checked before the fill bytes are allocated.
+        if self.room_for(n as u64, line, span) {
+            self.push_item(ItemKind::Bytes(vec![byte; n as usize]), n as u32, line);
+        }
     }
 
     /// `.ipub_param name, offset, kind`: one field of the current

@@ -7,6 +7,7 @@
 //! difference of two labels in the same section is a constant.
 
 use super::lex::{Tok, Token};
+use super::limits::MAX_EXPRESSION_DEPTH;
 use std::ops::Range;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,9 +33,12 @@ impl Expr {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EvalErrorKind {
-    /// Malformed, non-constant where a constant is needed, division by zero.
+    /// Malformed, non-constant where a constant is needed, division by
+    /// zero, a result that does not fit 64 bits.
     Bad,
     Undefined,
+    /// Nested deeper than [`MAX_EXPRESSION_DEPTH`].
+    TooDeep,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,8 +95,9 @@ pub fn parse(tokens: &[Token], end_of_line: usize) -> Result<(Expr, usize), Eval
         tokens,
         at: 0,
         end_of_line,
+        nesting: 0,
     };
-    let expr = parser.conditional()?;
+    let (expr, _) = parser.conditional()?;
     Ok((expr, parser.at))
 }
 
@@ -108,11 +113,20 @@ pub fn parse_all(tokens: &[Token], end_of_line: usize) -> Result<Expr, EvalError
     }
 }
 
+/// A recursive-descent parser whose results carry their tree depth, so
+/// that neither parsing nor evaluating (nor dropping) an expression can
+/// recurse without bound.
 struct Parser<'a> {
     tokens: &'a [Token],
     at: usize,
     end_of_line: usize,
+    /// Open `conditional` and prefix-operator calls: the parser's own
+    /// recursion.
+    nesting: usize,
 }
+
+/// An expression and the depth of its tree.
+type Parsed = (Expr, usize);
 
 const LEVELS: [&[&str]; 10] = [
     &["||"],
@@ -141,60 +155,105 @@ impl Parser<'_> {
             .map_or(self.end_of_line..self.end_of_line + 1, |t| t.span.clone())
     }
 
-    fn conditional(&mut self) -> Result<Expr, EvalError> {
-        let condition = self.binary(0)?;
+    /// The error for an expression deeper than the limit, at the token
+    /// where it went too deep.
+    fn too_deep(&self) -> EvalError {
+        EvalError {
+            kind: EvalErrorKind::TooDeep,
+            message: format!("expression nested deeper than {MAX_EXPRESSION_DEPTH} levels"),
+            span: self.here(),
+        }
+    }
+
+    /// Runs `parse` one level deeper in the parser's recursion.
+    fn nested(
+        &mut self,
+        parse: impl FnOnce(&mut Self) -> Result<Parsed, EvalError>,
+    ) -> Result<Parsed, EvalError> {
+        if self.nesting >= MAX_EXPRESSION_DEPTH {
+            return Err(self.too_deep());
+        }
+        self.nesting += 1;
+        let result = parse(self);
+        self.nesting -= 1;
+        result
+    }
+
+    /// A node over children of depth `depth`, refused past the limit.
+    fn node(&self, expr: Expr, depth: usize) -> Result<Parsed, EvalError> {
+        if depth >= MAX_EXPRESSION_DEPTH {
+            return Err(EvalError {
+                span: expr.span(),
+                ..self.too_deep()
+            });
+        }
+        Ok((expr, depth + 1))
+    }
+
+    fn conditional(&mut self) -> Result<Parsed, EvalError> {
+        self.nested(Self::conditional_here)
+    }
+
+    fn conditional_here(&mut self) -> Result<Parsed, EvalError> {
+        let (condition, c) = self.binary(0)?;
         if self.peek_punct() != Some("?") {
-            return Ok(condition);
+            return Ok((condition, c));
         }
         self.at += 1;
-        let then = self.conditional()?;
+        let (then, t) = self.conditional()?;
         if self.peek_punct() != Some(":") {
             return Err(EvalError::bad("expected `:` in `?:`", self.here()));
         }
         self.at += 1;
-        let otherwise = self.conditional()?;
+        let (otherwise, o) = self.conditional()?;
         let span = condition.span().start..otherwise.span().end;
-        Ok(Expr::Cond(
-            Box::new(condition),
-            Box::new(then),
-            Box::new(otherwise),
-            span,
-        ))
+        self.node(
+            Expr::Cond(
+                Box::new(condition),
+                Box::new(then),
+                Box::new(otherwise),
+                span,
+            ),
+            c.max(t).max(o),
+        )
     }
 
-    fn binary(&mut self, level: usize) -> Result<Expr, EvalError> {
+    fn binary(&mut self, level: usize) -> Result<Parsed, EvalError> {
         if level == LEVELS.len() {
             return self.unary();
         }
-        let mut left = self.binary(level + 1)?;
+        let (mut left, mut depth) = self.binary(level + 1)?;
         while let Some(op) = self.peek_punct().filter(|p| LEVELS[level].contains(p)) {
             self.at += 1;
-            let right = self.binary(level + 1)?;
+            let (right, r) = self.binary(level + 1)?;
             let span = left.span().start..right.span().end;
-            left = Expr::Binary(op, Box::new(left), Box::new(right), span);
+            (left, depth) = self.node(
+                Expr::Binary(op, Box::new(left), Box::new(right), span),
+                depth.max(r),
+            )?;
         }
-        Ok(left)
+        Ok((left, depth))
     }
 
-    fn unary(&mut self) -> Result<Expr, EvalError> {
+    fn unary(&mut self) -> Result<Parsed, EvalError> {
         let start = self.here();
         match self.peek_punct() {
             Some(op @ ("-" | "~" | "!" | "+")) => {
                 self.at += 1;
-                let operand = self.unary()?;
+                let (operand, depth) = self.nested(Self::unary)?;
                 let span = start.start..operand.span().end;
-                Ok(Expr::Unary(op, Box::new(operand), span))
+                self.node(Expr::Unary(op, Box::new(operand), span), depth)
             }
             Some("(") => {
                 self.at += 1;
-                let inner = self.conditional()?;
+                let (inner, depth) = self.conditional()?;
                 if self.peek_punct() != Some(")") {
                     return Err(EvalError::bad("expected `)`", self.here()));
                 }
                 let span = start.start..self.tokens[self.at].span.end;
                 self.at += 1;
                 // A unary `+` keeps the parentheses in the span.
-                Ok(Expr::Unary("+", Box::new(inner), span))
+                self.node(Expr::Unary("+", Box::new(inner), span), depth)
             }
             _ => {
                 let token = self
@@ -213,7 +272,7 @@ impl Parser<'_> {
                     _ => return Err(EvalError::bad("expected an expression", token.span.clone())),
                 };
                 self.at += 1;
-                Ok(expr)
+                Ok((expr, 1))
             }
         }
     }
@@ -234,7 +293,7 @@ pub fn eval(expr: &Expr, resolve: &mut Resolver<'_>) -> Result<Val, EvalError> {
             }
             let v = constant(&value, span, op)?;
             Ok(Val::constant(match *op {
-                "-" => v.wrapping_neg(),
+                "-" => v.checked_neg().ok_or_else(|| overflow(op, span))?,
                 "~" => !v,
                 _ => i64::from(v == 0),
             }))
@@ -264,7 +323,18 @@ fn constant(value: &Val, span: &Range<usize>, op: &str) -> Result<i64, EvalError
     })
 }
 
+/// The error for arithmetic whose result does not fit 64 bits: values
+/// never wrap silently.
+fn overflow(op: &str, span: &Range<usize>) -> EvalError {
+    EvalError::bad(
+        format!("`{op}` overflows: the result does not fit in 64 bits"),
+        span.clone(),
+    )
+}
+
 fn binary(op: &str, l: Val, r: Val, span: &Range<usize>) -> Result<Val, EvalError> {
+    let add = |a: i64, b: i64| a.checked_add(b).ok_or_else(|| overflow(op, span));
+    let sub = |a: i64, b: i64| a.checked_sub(b).ok_or_else(|| overflow(op, span));
     match op {
         "+" => match (&l.base, &r.base) {
             (Some(_), Some(_)) => Err(EvalError::bad(
@@ -272,26 +342,27 @@ fn binary(op: &str, l: Val, r: Val, span: &Range<usize>) -> Result<Val, EvalErro
                 span.clone(),
             )),
             (Some(_), None) => Ok(Val {
+                addend: add(l.addend, r.addend)?,
                 base: l.base,
-                addend: l.addend.wrapping_add(r.addend),
             }),
             _ => Ok(Val {
+                addend: add(l.addend, r.addend)?,
                 base: r.base,
-                addend: l.addend.wrapping_add(r.addend),
             }),
         },
         "-" => match (&l.base, &r.base) {
             (_, None) => Ok(Val {
+                addend: sub(l.addend, r.addend)?,
                 base: l.base,
-                addend: l.addend.wrapping_sub(r.addend),
             }),
             (Some(a), Some(b))
                 if a.section.is_some() && a.section == b.section
                     || a.section.is_none() && b.section.is_none() && a.symbol == b.symbol =>
             {
-                Ok(Val::constant(
-                    (a.offset + l.addend).wrapping_sub(b.offset + r.addend),
-                ))
+                Ok(Val::constant(sub(
+                    add(a.offset, l.addend)?,
+                    add(b.offset, r.addend)?,
+                )?))
             }
             _ => Err(EvalError::bad(
                 "the difference of symbols in different sections is not a constant",
@@ -302,12 +373,12 @@ fn binary(op: &str, l: Val, r: Val, span: &Range<usize>) -> Result<Val, EvalErro
             let a = constant(&l, span, op)?;
             let b = constant(&r, span, op)?;
             let value = match op {
-                "*" => a.wrapping_mul(b),
+                "*" => a.checked_mul(b).ok_or_else(|| overflow(op, span))?,
                 "/" | "%" if b == 0 => {
                     return Err(EvalError::bad("division by zero", span.clone()))
                 }
-                "/" => a.wrapping_div(b),
-                "%" => a.wrapping_rem(b),
+                "/" => a.checked_div(b).ok_or_else(|| overflow(op, span))?,
+                "%" => a.checked_rem(b).ok_or_else(|| overflow(op, span))?,
                 "<<" | ">>" if !(0..64).contains(&b) => {
                     return Err(EvalError::bad(
                         format!("shift by {b} is outside 0..64"),
@@ -337,6 +408,28 @@ fn binary(op: &str, l: Val, r: Val, span: &Range<usize>) -> Result<Val, EvalErro
             Ok(Val::constant(value))
         }
     }
+}
+
+/// Checks that every part of `expr` that names no symbol evaluates: a
+/// cost formula like `"K / 0"` is refused when it is assembled, not when
+/// some variant is costed.
+pub fn check_constant_parts(expr: &Expr) -> Result<(), EvalError> {
+    fn walk(expr: &Expr) -> Result<bool, EvalError> {
+        let names_a_symbol = match expr {
+            Expr::Int(..) => false,
+            Expr::Sym(..) => true,
+            Expr::Unary(_, operand, _) => walk(operand)?,
+            Expr::Binary(_, left, right, _) => walk(left)? | walk(right)?,
+            Expr::Cond(condition, then, otherwise, _) => {
+                walk(condition)? | walk(then)? | walk(otherwise)?
+            }
+        };
+        if !names_a_symbol {
+            eval_const(expr, &|_| None)?;
+        }
+        Ok(names_a_symbol)
+    }
+    walk(expr).map(|_| ())
 }
 
 /// Evaluates a constant expression where every symbol comes from `lookup`
@@ -386,5 +479,64 @@ mod tests {
             value("1 2"),
             Err("unexpected token after expression".into())
         );
+    }
+
+    #[test]
+    fn arithmetic_never_wraps() {
+        let overflows = |op: &str| {
+            Err(format!(
+                "`{op}` overflows: the result does not fit in 64 bits"
+            ))
+        };
+        assert_eq!(
+            value("9223372036854775807 * 9223372036854775807"),
+            overflows("*")
+        );
+        assert_eq!(value("9223372036854775807 + 1"), overflows("+"));
+        assert_eq!(value("-9223372036854775807 - 2"), overflows("-"));
+        assert_eq!(value("(-9223372036854775807 - 1) / -1"), overflows("/"));
+        assert_eq!(value("-(-9223372036854775807 - 1)"), overflows("-"));
+        assert_eq!(value("9223372036854775807 - 1"), Ok(9223372036854775806));
+    }
+
+    #[test]
+    fn depth_is_limited_however_the_expression_nests() {
+        let depth_error = |text: &str| {
+            let tokens = lex(text).expect("lexes");
+            parse_all(&tokens, text.len()).expect_err("too deep")
+        };
+        let deep =
+            |open: &str, close: &str, n: usize| format!("{}1{}", open.repeat(n), close.repeat(n));
+        // Just inside the limit, each shape parses and evaluates.
+        assert_eq!(value(&deep("(", ")", MAX_EXPRESSION_DEPTH - 2)), Ok(1));
+        assert_eq!(value(&deep("-", "", MAX_EXPRESSION_DEPTH - 2)), Ok(1));
+        for text in [
+            deep("(", ")", 3000),
+            deep("-", "", 100_000),
+            deep("~", "", MAX_EXPRESSION_DEPTH + 1),
+            format!("1{}", " + 1".repeat(100_000)),
+            format!("{}1", "1 ? ".repeat(3000)) + &" : 0".repeat(3000),
+        ] {
+            let error = depth_error(&text);
+            assert_eq!(error.kind, EvalErrorKind::TooDeep, "{}", &text[..20]);
+            assert_eq!(
+                error.message,
+                format!("expression nested deeper than {MAX_EXPRESSION_DEPTH} levels")
+            );
+            assert!(error.span.end <= text.len() + 1);
+        }
+    }
+
+    #[test]
+    fn constant_parts_of_a_formula_must_evaluate() {
+        let check = |text: &str| {
+            let tokens = lex(text).expect("lexes");
+            let expr = parse_all(&tokens, text.len()).expect("parses");
+            check_constant_parts(&expr).map_err(|e| e.message)
+        };
+        assert_eq!(check("1 / 0"), Err("division by zero".into()));
+        assert_eq!(check("K * (4 % (2 - 2))"), Err("division by zero".into()));
+        assert_eq!(check("K / C + 40"), Ok(()));
+        assert_eq!(check("K * 128 / 4"), Ok(()));
     }
 }

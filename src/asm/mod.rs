@@ -15,6 +15,7 @@ mod directives;
 mod encode;
 pub mod expr;
 pub mod lex;
+pub mod limits;
 pub mod link;
 pub mod object;
 pub mod parse;
@@ -176,8 +177,19 @@ fn parse_cost_formula(formula: &str) -> Result<CostFormula, String> {
 /// Checks that a cost formula is an expression, optionally after
 /// `name = expr;` bindings (other names are the variant's defines and the
 /// run's parameters, bound when the formula is evaluated).
+/// Constant parts must evaluate (`1/0` is refused here, not when the
+/// planner first evaluates the formula).
 pub fn check_cost_formula(formula: &str) -> Result<(), String> {
-    parse_cost_formula(formula).map(|_| ())
+    let parsed = parse_cost_formula(formula)?;
+    for expr in parsed
+        .bindings
+        .iter()
+        .map(|(_, e)| e)
+        .chain([&parsed.result])
+    {
+        expr::check_constant_parts(expr).map_err(|e| e.message)?;
+    }
+    Ok(())
 }
 
 /// Evaluates a cost formula with `lookup` giving each free name's value.

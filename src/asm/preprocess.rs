@@ -12,16 +12,16 @@
 
 use super::expr::{self, EvalErrorKind};
 use super::lex::{self, Tok, Token};
+use super::limits::{
+    MAX_ERRORS, MAX_EXPANDED_LINE_BYTES, MAX_EXPANSION_DEPTH, MAX_INCLUDE_DEPTH,
+    MAX_PREPROCESSED_BYTES, MAX_SOURCE_BYTES,
+};
 use super::source::{AsmError, ErrorKind, Expansion, Line, LineBuilder, Pos, SourceText, Sources};
-use crate::vfs::{normalize, FileSource};
+use crate::vfs::{normalize, FileSource, ReadError};
 use camino::{Utf8Path, Utf8PathBuf};
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-
-/// Deepest `#include` nesting accepted.
-const MAX_INCLUDE_DEPTH: usize = 64;
-/// Deepest macro-within-macro expansion accepted.
-const MAX_EXPANSION_DEPTH: usize = 64;
 
 /// The preprocessor's output: logical lines to assemble, every file read
 /// and the errors met.
@@ -68,6 +68,23 @@ struct Preprocessor<'a> {
     macros: HashMap<String, Macro>,
     out: Preprocessed,
     stack: Vec<Utf8PathBuf>,
+    /// The expansion in progress (one line or `#if`): bytes it may still
+    /// produce, and whether it ran out or nested too deep. Expansion
+    /// borrows the macro table, so these are cells.
+    budget: Cell<usize>,
+    exhausted: Cell<bool>,
+    too_deep: Cell<bool>,
+    /// Bytes of preprocessed text produced and of source read so far.
+    output_bytes: usize,
+    source_bytes: usize,
+    /// Set when a limit stops the whole preprocessing.
+    stopped: bool,
+}
+
+/// Why a macro expansion was abandoned.
+enum ExpansionProblem {
+    TooLarge,
+    TooDeep,
 }
 
 /// Preprocesses `root` with `defines` (`NAME` → value text) predefined.
@@ -94,14 +111,27 @@ pub fn preprocess(
             .collect(),
         out: Preprocessed::default(),
         stack: Vec::new(),
+        budget: Cell::new(0),
+        exhausted: Cell::new(false),
+        too_deep: Cell::new(false),
+        output_bytes: 0,
+        source_bytes: 0,
+        stopped: false,
     };
     let root = normalize(root);
     match fs.read(&root) {
-        Some(text) => p.file(root, text, None),
-        None => {
+        Ok(text) => {
+            p.source_bytes = text.len();
+            p.file(root, text, None);
+        }
+        Err(problem) => {
+            let kind = match problem {
+                ReadError::Missing => ErrorKind::IncludeNotFound,
+                _ => ErrorKind::Unreadable,
+            };
             let error = p.out.sources.error_nowhere(
-                ErrorKind::IncludeNotFound,
-                format!("cannot read kernel source `{root}`"),
+                kind,
+                format!("cannot read kernel source `{root}`: {problem}"),
             );
             p.out.errors.push(error);
         }
@@ -175,7 +205,7 @@ impl Preprocessor<'_> {
         let physical: Vec<&str> = code.split('\n').collect();
         let mut conditionals: Vec<Conditional> = Vec::new();
         let mut index = 0;
-        while index < physical.len() {
+        while index < physical.len() && !self.stopped {
             let number = index as u32 + 1;
             let mut content = physical[index].trim_end_matches('\r').to_string();
             index += 1;
@@ -198,7 +228,23 @@ impl Preprocessor<'_> {
                 continue;
             }
             let line = Line::original(content, file, number);
-            let expanded = self.expand_line(&line);
+            let Some(expanded) = self.expand_line(&line) else {
+                continue;
+            };
+            self.output_bytes += expanded.text.len() + 1;
+            if self.output_bytes > MAX_PREPROCESSED_BYTES {
+                self.error(
+                    ErrorKind::TooLarge,
+                    format!(
+                        "the preprocessed kernel exceeds {} of text",
+                        crate::fsutil::size_text(MAX_PREPROCESSED_BYTES as u64)
+                    ),
+                    &line,
+                    indent..line.text.len(),
+                );
+                self.stopped = true;
+                break;
+            }
             self.out.lines.push(expanded);
         }
         for open in conditionals {
@@ -209,7 +255,7 @@ impl Preprocessor<'_> {
                 3,
                 None,
             );
-            self.out.errors.push(error);
+            self.push_error(error);
         }
         self.stack.pop();
     }
@@ -226,7 +272,68 @@ impl Preprocessor<'_> {
             .out
             .sources
             .error_in(kind, message, line, span.start, len);
+        self.push_error(error);
+    }
+
+    /// Records an error; past [`MAX_ERRORS`] the preprocessing stops.
+    fn push_error(&mut self, error: AsmError) {
+        if self.out.errors.len() >= MAX_ERRORS {
+            self.stopped = true;
+            return;
+        }
         self.out.errors.push(error);
+    }
+
+    /// Starts one expansion with a fresh budget.
+    fn begin_expansion(&self) {
+        self.budget.set(MAX_EXPANDED_LINE_BYTES);
+        self.exhausted.set(false);
+        self.too_deep.set(false);
+    }
+
+    /// Takes `bytes` of the expansion's budget; false (and the expansion
+    /// abandoned) when there is not enough left.
+    fn spend(&self, bytes: usize) -> bool {
+        if self.exhausted.get() || bytes > self.budget.get() {
+            self.exhausted.set(true);
+            return false;
+        }
+        self.budget.set(self.budget.get() - bytes);
+        true
+    }
+
+    /// Whether the expansion in progress was abandoned, and why.
+    fn expansion_problem(&self) -> Option<ExpansionProblem> {
+        if self.exhausted.get() {
+            Some(ExpansionProblem::TooLarge)
+        } else if self.too_deep.get() {
+            Some(ExpansionProblem::TooDeep)
+        } else {
+            None
+        }
+    }
+
+    /// Reports an abandoned expansion at `span` of `line`.
+    fn report_expansion(
+        &mut self,
+        problem: ExpansionProblem,
+        line: &Line,
+        span: std::ops::Range<usize>,
+    ) {
+        let (kind, message) = match problem {
+            ExpansionProblem::TooLarge => (
+                ErrorKind::TooLarge,
+                format!(
+                    "macro expansion exceeds {} (a macro that uses another several times grows exponentially)",
+                    crate::fsutil::size_text(MAX_EXPANDED_LINE_BYTES as u64)
+                ),
+            ),
+            ExpansionProblem::TooDeep => (
+                ErrorKind::TooDeep,
+                format!("macro expansion nested deeper than {MAX_EXPANSION_DEPTH} levels"),
+            ),
+        };
+        self.error(kind, message, line, span);
     }
 
     fn directive(
@@ -407,9 +514,31 @@ impl Preprocessor<'_> {
             candidates.push(normalize(&dir.join(name)));
         }
         candidates.extend(self.include_dirs.iter().map(|d| normalize(&d.join(name))));
-        let found = candidates
-            .iter()
-            .find_map(|c| self.fs.read(c).map(|t| (c.clone(), t)));
+        // The first candidate that exists is the one meant: one that cannot
+        // be read (a device, a FIFO, a huge file) is an error, not a reason
+        // to look further.
+        let mut found = None;
+        for candidate in &candidates {
+            match self.fs.read(candidate) {
+                Ok(text) => {
+                    found = Some((candidate.clone(), text));
+                    break;
+                }
+                Err(ReadError::Missing) => {}
+                Err(problem) => {
+                    let mut error = self.out.sources.error_in(
+                        ErrorKind::Unreadable,
+                        format!("cannot read include file `{name}`: {problem}"),
+                        line,
+                        span.start,
+                        span.len(),
+                    );
+                    error.label = format!("read as `{candidate}`");
+                    self.push_error(error);
+                    return;
+                }
+            }
+        }
         let Some((path, contents)) = found else {
             let searched = candidates
                 .iter()
@@ -424,7 +553,7 @@ impl Preprocessor<'_> {
                 span.len(),
             );
             error.notes.insert(0, format!("searched: {searched}"));
-            self.out.errors.push(error);
+            self.push_error(error);
             return;
         };
         if self.stack.contains(&path) {
@@ -444,7 +573,7 @@ impl Preprocessor<'_> {
             );
             error.label = "this include closes the cycle".into();
             error.notes.insert(0, format!("cycle: {chain}"));
-            self.out.errors.push(error);
+            self.push_error(error);
             return;
         }
         if self.stack.len() >= MAX_INCLUDE_DEPTH {
@@ -454,6 +583,22 @@ impl Preprocessor<'_> {
                 line,
                 span,
             );
+            return;
+        }
+        // A file included again is read again: count every time, so that
+        // a header included a million times stops here.
+        self.source_bytes += contents.len();
+        if self.source_bytes > MAX_SOURCE_BYTES {
+            self.error(
+                ErrorKind::TooLarge,
+                format!(
+                    "the kernel's sources and includes exceed {} in all",
+                    crate::fsutil::size_text(MAX_SOURCE_BYTES as u64)
+                ),
+                line,
+                span,
+            );
+            self.stopped = true;
             return;
         }
         let from = line.origin(span.start).0;
@@ -527,7 +672,12 @@ impl Preprocessor<'_> {
             i += 1;
         }
         replaced.push_str(&body[last..]);
+        self.begin_expansion();
         let expanded = self.expand_text(&replaced, &HashSet::new(), 0);
+        if let Some(problem) = self.expansion_problem() {
+            self.report_expansion(problem, line, start..text.trim_end().len());
+            return false;
+        }
         let tokens = match lex::lex(&expanded) {
             Ok(tokens) => tokens,
             Err(e) => {
@@ -554,14 +704,13 @@ impl Preprocessor<'_> {
         match result {
             Ok(v) => v != 0,
             Err(e) => {
-                let message = match e.kind {
-                    EvalErrorKind::Bad | EvalErrorKind::Undefined => {
-                        format!("in `#if`: {}", e.message)
-                    }
+                let kind = match e.kind {
+                    EvalErrorKind::Bad | EvalErrorKind::Undefined => ErrorKind::BadExpression,
+                    EvalErrorKind::TooDeep => ErrorKind::TooDeep,
                 };
                 self.error(
-                    ErrorKind::BadExpression,
-                    message,
+                    kind,
+                    format!("in `#if`: {}", e.message),
                     line,
                     start..text.trim_end().len(),
                 );
@@ -571,26 +720,32 @@ impl Preprocessor<'_> {
     }
 
     /// Expands macros in a source line, keeping origins: text a macro
-    /// produced points at the macro's use.
-    fn expand_line(&mut self, line: &Line) -> Line {
+    /// produced points at the macro's use. `None` when the expansion went
+    /// past a limit (reported here).
+    fn expand_line(&mut self, line: &Line) -> Option<Line> {
         let tokens = match lex::lex(&line.text) {
             Ok(tokens) => tokens,
             // The assembler reports lexical errors with their position.
-            Err(_) => return line.clone(),
+            Err(_) => return Some(line.clone()),
         };
         if !tokens
             .iter()
             .any(|t| t.ident().is_some_and(|n| self.macros.contains_key(n)))
         {
-            return line.clone();
+            return Some(line.clone());
         }
+        self.begin_expansion();
         let mut builder = LineBuilder::new();
         let mut copied = 0;
         let mut i = 0;
         while i < tokens.len() {
-            let Some((replacement, used)) =
-                self.invocation(&line.text, &tokens, i, &HashSet::new(), 0)
-            else {
+            let found = self.invocation(&line.text, &tokens, i, &HashSet::new(), 0);
+            if let Some(problem) = self.expansion_problem() {
+                let span = tokens[i].span.clone();
+                self.report_expansion(problem, line, span);
+                return None;
+            }
+            let Some((replacement, used)) = found else {
                 i += 1;
                 continue;
             };
@@ -611,7 +766,7 @@ impl Preprocessor<'_> {
             i += used;
         }
         builder.push_original(line, copied..line.text.len());
-        builder.finish(line.origin(0).0)
+        Some(builder.finish(line.origin(0).0))
     }
 
     /// If `tokens[i]` starts a macro use, returns its full expansion and the
@@ -625,10 +780,14 @@ impl Preprocessor<'_> {
         depth: usize,
     ) -> Option<(String, usize)> {
         let name = tokens[i].ident()?;
-        if disabled.contains(name) || depth > MAX_EXPANSION_DEPTH {
+        if disabled.contains(name) || self.exhausted.get() || self.too_deep.get() {
             return None;
         }
         let mac = self.macros.get(name)?;
+        if depth > MAX_EXPANSION_DEPTH {
+            self.too_deep.set(true);
+            return None;
+        }
         let mut inner = disabled.clone();
         inner.insert(name.to_string());
         let Some(params) = &mac.params else {
@@ -671,11 +830,18 @@ impl Preprocessor<'_> {
             .iter()
             .map(|a| self.expand_text(a, disabled, depth + 1))
             .collect();
-        let substituted = substitute(&mac.body, params, &args);
-        Some((
-            self.expand_text(&substituted, &inner, depth + 1),
-            end - i + 1,
-        ))
+        // Each use of a parameter copies its argument: the text is
+        // charged as it is built, not after.
+        let substituted = substitute(&mac.body, params, &args, self.budget.get());
+        let Some(substituted) = substituted.filter(|s| self.spend(s.len())) else {
+            self.exhausted.set(true);
+            return None;
+        };
+        let expanded = self.expand_text(&substituted, &inner, depth + 1);
+        if self.exhausted.get() || self.too_deep.get() {
+            return None;
+        }
+        Some((expanded, end - i + 1))
     }
 
     /// Expands every macro use in `text` (no origins: used inside expansions).
@@ -689,13 +855,21 @@ impl Preprocessor<'_> {
         while i < tokens.len() {
             match self.invocation(text, &tokens, i, disabled, depth) {
                 Some((replacement, used)) => {
-                    out.push_str(&text[copied..tokens[i].span.start]);
+                    let before = &text[copied..tokens[i].span.start];
+                    if !self.spend(before.len() + replacement.len()) {
+                        return out;
+                    }
+                    out.push_str(before);
                     out.push_str(&replacement);
                     copied = tokens[i + used - 1].span.end;
                     i += used;
                 }
+                None if self.exhausted.get() || self.too_deep.get() => return out,
                 None => i += 1,
             }
+        }
+        if !self.spend(text.len() - copied) {
+            return out;
         }
         out.push_str(&text[copied..]);
         out
@@ -703,9 +877,10 @@ impl Preprocessor<'_> {
 }
 
 /// Replaces parameter names in a macro body by argument texts.
-fn substitute(body: &str, params: &[String], args: &[String]) -> String {
+/// `None` when the result would be longer than `limit` bytes.
+fn substitute(body: &str, params: &[String], args: &[String], limit: usize) -> Option<String> {
     let Ok(tokens) = lex::lex(body) else {
-        return body.to_string();
+        return (body.len() <= limit).then(|| body.to_string());
     };
     let mut out = String::new();
     let mut copied = 0;
@@ -714,11 +889,18 @@ fn substitute(body: &str, params: &[String], args: &[String]) -> String {
             .ident()
             .and_then(|n| params.iter().position(|p| p == n))
         {
-            out.push_str(&body[copied..token.span.start]);
+            let before = &body[copied..token.span.start];
+            if out.len() + before.len() + args[index].len() > limit {
+                return None;
+            }
+            out.push_str(before);
             out.push_str(&args[index]);
             copied = token.span.end;
         }
     }
+    if out.len() + body.len() - copied > limit {
+        return None;
+    }
     out.push_str(&body[copied..]);
-    out
+    Some(out)
 }

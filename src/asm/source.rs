@@ -148,6 +148,15 @@ impl LineBuilder {
         LineBuilder::default()
     }
 
+    /// Bytes of text so far.
+    pub fn len(&self) -> usize {
+        self.line.text.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.line.text.is_empty()
+    }
+
     /// Appends `source.text[range]` with its own origins.
     pub fn push_original(&mut self, source: &Line, range: std::ops::Range<usize>) {
         if range.is_empty() {
@@ -234,8 +243,13 @@ pub enum ErrorKind {
     Misaligned,
     /// `#error` in the source.
     UserError,
-    /// Macro or include nesting beyond the limits.
+    /// Macro, include or expression nesting beyond the limits.
     TooDeep,
+    /// An include or source that exists but is not a regular file of text
+    /// within the size limit.
+    Unreadable,
+    /// A macro expansion, repetition or section beyond the size limits.
+    TooLarge,
 }
 
 impl ErrorKind {
@@ -258,6 +272,8 @@ impl ErrorKind {
             ErrorKind::Misaligned => "misaligned",
             ErrorKind::UserError => "user-error",
             ErrorKind::TooDeep => "too-deep",
+            ErrorKind::Unreadable => "unreadable",
+            ErrorKind::TooLarge => "too-large",
         }
     }
 }

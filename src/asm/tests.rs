@@ -210,7 +210,7 @@ fn a_missing_root_file_is_an_error() {
     let fs = MemoryFs::new();
     let missing = assemble_file(&fs, Utf8Path::new("nope.S"), &AssembleOptions::default());
     expect![[r#"
-        error: cannot read kernel source `nope.S`
+        error: cannot read kernel source `nope.S`: it does not exist
     "#]]
     .assert_eq(&missing.render_errors());
 }
@@ -302,4 +302,129 @@ fn the_linker_reports_every_problem() {
         symbol `main` is defined in object 0 and object 1
         undefined symbol `missing` referenced from object 0 section `.text` offset 0x0"#]]
     .assert_eq(&text.join("\n"));
+}
+
+/// Each error as `kind path:line:column message`, for tests that care
+/// where errors are and what they say, not how they render.
+fn located(assembly: &Assembly) -> String {
+    assembly
+        .errors
+        .iter()
+        .map(|e| match &e.location {
+            Some(l) => format!(
+                "{} {}:{}:{} {}\n",
+                e.kind.name(),
+                l.path,
+                l.line,
+                l.column,
+                e.message
+            ),
+            None => format!("{} (nowhere) {}\n", e.kind.name(), e.message),
+        })
+        .collect()
+}
+
+#[test]
+fn limits_stop_runaway_sources_with_located_errors() {
+    let check = |files: &[(&str, &str)], expect: Expect| {
+        expect.assert_eq(&located(&run(files, &[])));
+    };
+    let parens = format!(
+        "  .data\n  .word {}1{}\n",
+        "(".repeat(3000),
+        ")".repeat(3000)
+    );
+    check(
+        &[("k.S", &parens)],
+        expect![[r#"
+            too-deep k.S:2:265 expression nested deeper than 256 levels
+        "#]],
+    );
+    // Each macro is twice the one before: `X24` would be 16 million `1`s.
+    let mut bomb = String::from("#define X0 1\n");
+    for i in 0..24 {
+        bomb.push_str(&format!("#define X{} (X{i} + X{i})\n", i + 1));
+    }
+    check(
+        &[(
+            "k.S",
+            &format!("{bomb}  .data\n  .word X24\n#if X24\n#endif\n"),
+        )],
+        expect![[r#"
+            too-large k.S:27:9 macro expansion exceeds 1 MiB (a macro that uses another several times grows exponentially)
+            too-large k.S:28:5 macro expansion exceeds 1 MiB (a macro that uses another several times grows exponentially)
+        "#]],
+    );
+    check(
+        &[(
+            "k.S",
+            "  .data\n  .rept 1000000000\n  .endr\n  .rept 500000\n  .rept 1000000\n  .endr\n  .endr\n",
+        )],
+        expect![[r#"
+            value-out-of-range k.S:2:9 `.rept` count 1000000000 is negative or expands past 1048576 lines
+            too-deep k.S:5:3 macro or `.rept` expansion nested deeper than 64 or past 1048576 lines
+        "#]],
+    );
+    check(
+        &[(
+            "k.S",
+            "  .data\n  .rept 1000\n  .space 0x9C000\n  .endr\n  .word 1\n",
+        )],
+        expect![[r#"
+            too-large k.S:3:10 the object would hold 1277952 bytes, more than tile memory (0x9c000 bytes)
+        "#]],
+    );
+    check(
+        &[(
+            "k.S",
+            "  .data\n  .word 9223372036854775807*9223372036854775807\n  .text\n  .type f, @function\n  .ipub_cost \"1/0\"\nf: nop\n",
+        )],
+        expect![[r#"
+            bad-expression k.S:2:9 `*` overflows: the result does not fit in 64 bits
+            bad-expression k.S:5:14 bad cost formula: division by zero
+        "#]],
+    );
+    // A macro that calls itself with its argument doubled.
+    check(
+        &[(
+            "k.S",
+            "  .macro grow a\n  grow \\a\\a\n  .endm\n  grow xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n",
+        )],
+        expect![[r#"
+            too-large k.S:2:3 the expansion of macro `grow` has a line longer than 1 MiB
+        "#]],
+    );
+    // A header included ten thousand times.
+    let header = format!("// {}\n", "x".repeat(8 << 10));
+    let include = |name: &str| format!("#include \"{name}\"\n").repeat(100);
+    check(
+        &[
+            ("k.S", &include("b.h")),
+            ("b.h", &include("c.h")),
+            ("c.h", &header),
+        ],
+        expect![[r#"
+            too-large b.h:73:10 the kernel's sources and includes exceed 64 MiB in all
+        "#]],
+    );
+    // A parameter used ten thousand times, given a long argument: checked
+    // while the text is built, for `#define` and `.macro` alike.
+    let long = "x".repeat(2000);
+    let uses = " a".repeat(10_000);
+    let escaped = "\\a".repeat(10_000);
+    check(
+        &[(
+            "k.S",
+            &format!("#define M(a){uses}\n  .data\n  .word M({long})\n  .macro m a\n  .word {escaped}\n  .endm\n  m {long}\n"),
+        )],
+        expect![[r#"
+            too-large k.S:3:9 macro expansion exceeds 1 MiB (a macro that uses another several times grows exponentially)
+            too-large k.S:7:3 the expansion of macro `m` has a line longer than 1 MiB
+        "#]],
+    );
+    let mistakes = "  bogus\n".repeat(5000);
+    let assembly = run(&[("k.S", &mistakes)], &[]);
+    assert_eq!(assembly.errors.len(), crate::asm::limits::MAX_ERRORS);
+    let last = assembly.errors.last().expect("errors");
+    assert_eq!(last.notes, ["stopped after 1000 errors"]);
 }

@@ -68,8 +68,8 @@ fn parse_emit(text: &str) -> Result<Emit, String> {
 }
 
 pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
-    let db = Database::on_disk();
-    let built = build_to_file(&db, &args.project, args.out.as_deref(), args.explain)?;
+    let mut db = Database::on_disk();
+    let built = build_to_file(&mut db, &args.project, args.out.as_deref(), args.explain)?;
     // Dumps come from the build's own queries, and a failed build still
     // shows what it got to (the plan when placement does not fit).
     let file = db.file(&args.project);
@@ -107,7 +107,7 @@ pub fn package_path(out: Option<&Utf8Path>, name: &str) -> Utf8PathBuf {
 /// finds it up to date from the build stamp without building. Returns the
 /// package's path, or `None` when the build failed (errors are printed).
 pub fn build_to_file(
-    db: &Database,
+    db: &mut Database,
     project: &Utf8Path,
     out: Option<&Utf8Path>,
     explain: bool,
@@ -132,17 +132,38 @@ pub fn build_to_file(
             return Ok(Some(stamp.package.clone()));
         }
     }
-    let file = db.file(project);
-    let outcome = build(db, file, true);
+    let mut file = db.file(project);
+    let mut outcome = build(db, file, true);
     // Results are persisted in the background; they must be on disk
     // before this process ends, whether or not the build succeeded.
     if let Some(results) = db.store() {
         results.flush();
     }
+    // A stored result that fails a later phase's verification (an entry
+    // damaged with a valid checksum, or left by a compiler bug) must not
+    // fail every build until `ipub clean`: build again without reading the
+    // store, which also replaces the stored results.
+    let used_store = db.store().is_some_and(|s| s.hits() > 0);
+    if !outcome.ok && outcome.internal_error && used_store {
+        eprintln!(
+            "warning: the build failed after using results from the store ({}); building again without them",
+            store.root()
+        );
+        *db = Database::on_disk().with_store(store.without_reads());
+        file = db.file(project);
+        outcome = build(db, file, true);
+        if let Some(results) = db.store() {
+            results.flush();
+        }
+    }
     let Some(bytes) = outcome.package.clone().filter(|_| outcome.ok) else {
         return Ok(None);
     };
     let started = Instant::now();
+    // Validation refuses such names; the writer does not rely on it.
+    if let Some(problem) = crate::project::limits::file_name_problem(&outcome.name) {
+        anyhow::bail!("the project name cannot name its package file: {problem}");
+    }
     let path = package_path(out, &outcome.name);
     tracing::info!(tiles = outcome.tiles, "writing application package");
     bytes.write(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -211,6 +232,9 @@ pub fn explain_build(
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub ok: bool,
+    /// The build stopped at a compiler error rather than a problem of the
+    /// project (diagnostics).
+    pub internal_error: bool,
     /// Queries executed (not reused) across all phases.
     pub recomputed: usize,
     /// The project's name.
@@ -274,8 +298,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     let graph = match pipeline::graph(db, file) {
         Ok(graph) => graph,
         Err(error) => {
-            report(db, &error);
-            return outcome;
+            return failed(db, &error, outcome);
         }
     };
     let span = crate::logging::build_span(graph.tiles, graph.ops.len());
@@ -317,8 +340,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     let program = match crate::logging::phase("lower", || pipeline::program(db, file).clone()) {
         Ok(program) => program,
         Err(error) => {
-            report(db, &error);
-            return outcome;
+            return failed(db, &error, outcome);
         }
     };
     let shards = program.buffers.len();
@@ -368,8 +390,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     }) {
         Ok(placement) => placement,
         Err(error) => {
-            report(db, &error);
-            return outcome;
+            return failed(db, &error, outcome);
         }
     };
     line.finish(
@@ -397,8 +418,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     let images = match emitted {
         Ok(images) => images,
         Err(error) => {
-            report(db, &error);
-            return outcome;
+            return failed(db, &error, outcome);
         }
     };
     line.finish(
@@ -413,8 +433,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     let bytes = match pipeline::package::package_bytes(db, file).clone() {
         Ok(bytes) => bytes,
         Err(error) => {
-            report(db, &error);
-            return outcome;
+            return failed(db, &error, outcome);
         }
     };
     if let Ok(estimated) = pipeline::package::estimated_cycles(db, file) {
@@ -492,6 +511,16 @@ fn per_tile_in_parallel(
     handles
         .into_par_iter()
         .try_for_each(|(db, tiles)| tiles.iter().try_for_each(|&tile| query(&db, tile)))
+}
+
+/// The outcome of a build that stopped at `error`, which is reported.
+fn failed(db: &Database, error: &BuildError, mut outcome: Outcome) -> Outcome {
+    report(db, error);
+    // Lowering and emission check their own results (and a stored plan or
+    // image feeds them); the other errors are the project's or its
+    // kernels'.
+    outcome.internal_error = matches!(error, BuildError::Lower(_) | BuildError::Emit(_));
+    outcome
 }
 
 fn report(db: &Database, error: &BuildError) {

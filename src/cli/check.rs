@@ -46,7 +46,11 @@ pub fn print_diagnostics(db: &Database, diagnostics: &[Diagnostic]) {
         eprintln!(
             "{}",
             render(diagnostic, &|path: &Utf8Path| {
-                db.file(path).contents(db).as_deref().map(str::to_string)
+                db.file(path)
+                    .contents(db)
+                    .as_deref()
+                    .ok()
+                    .map(str::to_string)
             })
         );
     }

@@ -150,7 +150,8 @@ fn compile_to(
 
 fn disasm(args: &DisasmArgs) -> anyhow::Result<i32> {
     let bytes =
-        std::fs::read(&args.object).with_context(|| format!("cannot read {}", args.object))?;
+        crate::fsutil::read_bytes(&args.object, crate::kernels::cache::MAX_ENTRY_FILE_BYTES)
+            .with_context(|| format!("cannot read {}", args.object))?;
     let object = Object::read(&bytes)
         .with_context(|| format!("{} is not a valid kernel object", args.object))?;
     print!("{}", object.dump());

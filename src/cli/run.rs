@@ -20,9 +20,10 @@ pub struct RunArgs {
     /// Where the package and the profile go (default `target/ipub/<project>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<Utf8PathBuf>,
-    /// Stop a tile that runs longer than this many cycles in one step.
-    #[arg(long, default_value_t = 2_000_000_000, value_name = "CYCLES")]
-    pub watchdog: u64,
+    /// Stop the run when it passes this many cycles (default: 100 times
+    /// the package's estimate, at least 10 million, at most 2 billion).
+    #[arg(long, value_name = "CYCLES")]
+    pub watchdog: Option<u64>,
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
@@ -36,7 +37,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         return run_package(&package, &out, args.watchdog, &args.project);
     }
     let Some(path) = crate::cli::build::build_to_file(
-        &crate::db::Database::on_disk(),
+        &mut crate::db::Database::on_disk(),
         &args.project,
         args.out.as_deref(),
         false,
@@ -58,14 +59,24 @@ pub fn package(db: &Database, file: SourceFile) -> Result<Package, BuildError> {
 }
 
 /// Runs a package on the model and checks its numerics. Exit code 0 when
-/// every checked output passes.
+/// every checked output passes. `watchdog` (cycles of one host call)
+/// defaults to one derived from the package's estimate.
 pub fn run_package(
     package: &Package,
     out: &Utf8Path,
-    watchdog: u64,
+    watchdog: Option<u64>,
     path: &Utf8Path,
 ) -> anyhow::Result<i32> {
     let graph = &package.graph;
+    // The profile is named after the graph: a name read from a file is
+    // never a path of its own (validation refuses such names; this is the
+    // writer's own guard).
+    if let Some(problem) = crate::project::limits::file_name_problem(&graph.name) {
+        anyhow::bail!("the package's name cannot name its profile file: {problem}");
+    }
+    let profile_path = out.join(format!("{}.profile.json", graph.name));
+    let estimate = package.profile.estimated_cycles;
+    let watchdog = watchdog.unwrap_or_else(|| crate::device::model::default_watchdog(estimate));
     let lock = DeviceLock::acquire(&default_lock_path())?;
     let mut device: Box<dyn Device> = Box::new(EmbeddedModel::new(watchdog));
     let clock_hz = crate::target::target_by_name(&graph.target)
@@ -82,7 +93,17 @@ pub fn run_package(
     let record = match device.call(Call::Run, &mut host) {
         Ok(record) => record,
         Err(error) => {
-            eprintln!("error: the device faulted: {error}");
+            eprintln!("error: {error}");
+            if let crate::device::model::DeviceError::Fault(fault) = &error {
+                if matches!(
+                    fault.cause,
+                    crate::device::model::FaultCause::Watchdog { .. }
+                ) {
+                    eprintln!(
+                        "  = help: the watchdog allowed {watchdog} cycles (the package estimates {estimate}); raise it with `ipub run --watchdog CYCLES`"
+                    );
+                }
+            }
             println!(
                 "numericalTest=FAIL package={path} tiles={} hardwareTest=FAIL",
                 package.tiles.len()
@@ -92,7 +113,6 @@ pub fn run_package(
     };
     drop(lock);
 
-    let profile_path = out.join(format!("{}.profile.json", graph.name));
     let package_hash = std::fs::read(path)
         .map(|bytes| blake3::hash(&bytes).to_hex().to_string())
         .unwrap_or_default();
@@ -106,15 +126,11 @@ pub fn run_package(
             hash: &package_hash,
         },
     );
-    // The last run's profile stays beside the new one, so `ipub profile
-    // diff` can say what changed since then.
-    let previous = out.join(format!("{}.previous.profile.json", graph.name));
-    let kept = profile_path.exists() && std::fs::rename(&profile_path, &previous).is_ok();
-    crate::fsutil::write_atomic(&profile_path, profile.to_json().as_bytes())?;
 
     let mut min_cos = f64::INFINITY;
     let mut max_abs = 0f64;
     let mut failures = Vec::new();
+    let mut compared = 0;
     for (name, comparison) in checked_outputs(&package, &host)? {
         let infinities = match comparison.equal_infinities {
             0 => String::new(),
@@ -132,10 +148,22 @@ pub fn run_package(
             min_cos.min(comparison.cosine_similarity)
         };
         max_abs = max_abs.max(f64::from(comparison.max_abs_error));
+        compared += comparison.count;
         if let Some(message) = comparison.failure_message() {
             failures.push(format!("{name}: {message}"));
         }
     }
+    // A check that compared nothing proves nothing (validation makes every
+    // checked output one the run reads back, so this is a guard).
+    if compared == 0 {
+        failures.push("the check compared no values".to_string());
+    }
+    // The verdict stands whether or not the profile can be written; the
+    // last run's profile stays beside the new one, so `ipub profile diff`
+    // can say what changed since then.
+    let previous = out.join(format!("{}.previous.profile.json", graph.name));
+    let kept = profile_path.exists() && std::fs::rename(&profile_path, &previous).is_ok();
+    let written = crate::fsutil::write_atomic(&profile_path, profile.to_json().as_bytes());
     let kept = if kept {
         format!("\n    the last run's profile is kept as {previous}: `ipub profile diff {previous} {profile_path}`")
     } else {
@@ -154,6 +182,10 @@ pub fn run_package(
     );
     for failure in &failures {
         eprintln!("error: {failure}");
+    }
+    if let Err(error) = written {
+        eprintln!("error: cannot write the profile {profile_path}: {error}");
+        return Ok(1);
     }
     Ok(i32::from(!failures.is_empty()))
 }

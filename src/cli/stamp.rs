@@ -114,7 +114,7 @@ impl Stamp {
             ..Stamp::default()
         };
         for path in db.known_files() {
-            let contents = db.file(&path).contents(db).clone();
+            let contents = db.file(&path).contents(db).clone().ok();
             let path = crate::vfs::absolute(&path);
             if path.extension() == Some("toml") {
                 if let Some(text) = &contents {
@@ -130,7 +130,7 @@ impl Stamp {
     pub fn changes(&self) -> Vec<Change> {
         let mut changes = Vec::new();
         for (path, before) in &self.inputs {
-            let now = std::fs::read_to_string(path).ok();
+            let now = crate::fsutil::read_text(path, crate::vfs::MAX_SOURCE_FILE_BYTES).ok();
             if hash(now.as_deref()) == *before {
                 continue;
             }
@@ -155,7 +155,7 @@ impl Stamp {
 
     /// Whether the package file is still the one this stamp wrote.
     pub fn package_intact(&self) -> bool {
-        match std::fs::read(&self.package) {
+        match crate::fsutil::read_bytes(&self.package, self.package_len) {
             Ok(bytes) => {
                 bytes.len() as u64 == self.package_len
                     && blake3::hash(&bytes).to_hex().as_str() == self.package_hash

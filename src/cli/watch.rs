@@ -83,7 +83,7 @@ fn run_written(path: &Utf8Path) {
         .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned);
     let result = crate::package::file::read(path)
         .map_err(|e| anyhow::anyhow!("{e}"))
-        .and_then(|package| crate::cli::run::run_package(&package, &out, 2_000_000_000, path));
+        .and_then(|package| crate::cli::run::run_package(&package, &out, None, path));
     match result {
         Ok(0) => {}
         Ok(_) => eprintln!("error: {path} failed its numerics (see above)"),
@@ -147,9 +147,9 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
         let armed = arm(&db, &mut watcher, &mut watched);
         let mut changes = Vec::new();
         for path in affected(&db, &paths, &armed) {
-            let before = db.file(&path).contents(&db).clone();
+            let before = db.file(&path).contents(&db).clone().ok();
             if db.refresh_file(&path) {
-                let after = db.file(&path).contents(&db).clone();
+                let after = db.file(&path).contents(&db).clone().ok();
                 changes.push(change_of(path, before.as_deref(), after.as_deref()));
             }
         }

@@ -16,18 +16,22 @@ pub struct DeviceLock {
 }
 
 impl DeviceLock {
-    /// Waits until the lock at `path` is free and takes it.
+    /// Waits until the lock at `path` is free and takes it. Errors name
+    /// the lock file.
     pub fn acquire(path: &Utf8Path) -> io::Result<DeviceLock> {
+        let named =
+            |error: io::Error| io::Error::new(error.kind(), format!("device lock {path}: {error}"));
         if let Some(parent) = path.parent().filter(|p| !p.as_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
+            std::fs::create_dir_all(parent).map_err(named)?;
         }
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(path)?;
+            .open(path)
+            .map_err(named)?;
         tracing::info!(path = %path, "waiting for hardware ownership");
-        file.lock()?;
+        file.lock().map_err(named)?;
         tracing::info!(path = %path, "acquired hardware ownership");
         Ok(DeviceLock {
             path: path.to_owned(),
@@ -80,5 +84,18 @@ mod tests {
         assert!(DeviceLock::try_acquire(&path).expect("try").is_none());
         drop(held);
         assert!(DeviceLock::try_acquire(&path).expect("try").is_some());
+    }
+
+    #[test]
+    fn a_lock_path_that_is_a_directory_is_named_in_the_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8 path");
+        let error = DeviceLock::acquire(&path).expect_err("a directory");
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("device lock {path}: ")),
+            "{error}"
+        );
     }
 }

@@ -17,7 +17,7 @@
 
 use super::{compile_preprocessed, Compiled, KernelError, KernelMetadata, Variant};
 use crate::asm::{self, Object};
-use crate::fsutil::write_atomic;
+use crate::fsutil::{read_bytes, write_atomic, ReadError};
 use crate::target::Target;
 use crate::vfs::FileSource;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -29,6 +29,10 @@ use std::sync::Arc;
 /// compiler's sources), so a rebuilt ipub whose assembler or encoder
 /// changed never reuses an object an older build compiled.
 pub const BUILD_IDENTITY: &str = concat!("ipub-asm ", env!("CARGO_PKG_VERSION"));
+
+/// The largest `kernel.o` or `kernel.json` read (from the cache or by
+/// `ipub kernel disasm`): an object holds at most a tile's memory.
+pub const MAX_ENTRY_FILE_BYTES: u64 = 16 << 20;
 
 /// A kernel in the cache.
 #[derive(Clone, Debug)]
@@ -146,13 +150,22 @@ impl KernelCache {
             path: metadata_path.clone(),
             source: std::io::Error::other(e),
         })?;
-        let io = |path: &Utf8Path| {
-            let path = path.to_owned();
-            move |source| KernelError::Cache { path, source }
-        };
-        write_atomic(&object_path, &object_bytes).map_err(io(&object_path))?;
-        write_atomic(&metadata_path, &json).map_err(io(&metadata_path))?;
-        tracing::info!(object = %object_path, metadata = %metadata_path, "kernel artifact created");
+        // An unusable cache (read-only, full, not a directory) costs a
+        // recompilation next time, not this build: the kernel is compiled
+        // in memory either way.
+        let written = write_atomic(&object_path, &object_bytes)
+            .map_err(|e| (object_path.clone(), e))
+            .and_then(|()| {
+                write_atomic(&metadata_path, &json).map_err(|e| (metadata_path.clone(), e))
+            });
+        match written {
+            Ok(()) => {
+                tracing::info!(object = %object_path, metadata = %metadata_path, "kernel artifact created")
+            }
+            Err((path, error)) => {
+                tracing::warn!(%path, %error, "cannot write to the kernel cache; the kernel is compiled in memory")
+            }
+        }
         Ok(CachedKernel {
             key,
             object_path,
@@ -173,12 +186,12 @@ enum Entry {
 
 fn read_entry(object_path: &Utf8Path, metadata_path: &Utf8Path, key: &str) -> Entry {
     // The metadata is written last: without it the entry is incomplete.
-    let json = match std::fs::read(metadata_path) {
+    let json = match read_bytes(metadata_path, MAX_ENTRY_FILE_BYTES) {
         Ok(json) => json,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Entry::Missing,
+        Err(ReadError::Missing) => return Entry::Missing,
         Err(e) => return Entry::Corrupt(format!("cannot read {metadata_path}: {e}")),
     };
-    let bytes = match std::fs::read(object_path) {
+    let bytes = match read_bytes(object_path, MAX_ENTRY_FILE_BYTES) {
         Ok(bytes) => bytes,
         Err(e) => return Entry::Corrupt(format!("cannot read {object_path}: {e}")),
     };

@@ -183,7 +183,24 @@ pub fn compile_preprocessed(
     let Some(object) = assembly.object.clone() else {
         return Err(assembly_error(variant, assembly.errors, &assembly.sources));
     };
-    let entries = entries(&object, variant)?;
+    // A missing entry point is reported like the assembler's errors, at
+    // the source it is missing from.
+    let entries = entries(&object, variant).map_err(|error| {
+        let at = crate::asm::source::Pos {
+            file: 0,
+            line: 1,
+            col: 0,
+        };
+        let mut located = assembly.sources.error(
+            crate::asm::ErrorKind::UndefinedSymbol,
+            error.to_string(),
+            at,
+            1,
+            None,
+        );
+        located.label = "in this source".into();
+        assembly_error(variant, vec![located], &assembly.sources)
+    })?;
     let object_bytes = object.write();
     let metadata = KernelMetadata {
         format: METADATA_FORMAT,

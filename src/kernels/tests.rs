@@ -249,7 +249,17 @@ fn bad_sources_and_missing_entries_are_errors() {
     let error = cache
         .get_or_build(&fs, &gemm(32).entry("nope"), &IPU21)
         .unwrap_err();
-    assert_eq!(error.to_string(), "entry point `nope` of kernel `gemm_f8_interleaved_k32_c16_r2` is not a label in a code section");
+    // Located like the assembler's own errors, at the source.
+    let KernelError::Assembly { rendered, .. } = &error else {
+        panic!("expected a located error, got {error}");
+    };
+    expect![[r#"
+        error: entry point `nope` of kernel `gemm_f8_interleaved_k32_c16_r2` is not a label in a code section
+         --> device/gemm.S:1:1
+          |
+        1 | #include "common.inc"
+          | ^ in this source
+    "#]].assert_eq(rendered);
     assert!(
         !root.join("kernels").exists()
             || std::fs::read_dir(root.join("kernels"))

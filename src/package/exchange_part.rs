@@ -6,8 +6,41 @@
 //! variable-length integers. The layout is in `book/src/package-format.md`;
 //! every count is checked against the bytes left, so a damaged part is an
 //! error, never a huge allocation.
+//!
+//! The "same destinations as before" encoding lets a few bytes stand for a
+//! long list, so decoding is also bounded by what the target can hold
+//! ([`DecodeLimits`]): tiles must exist, no tile may receive more bytes in
+//! one program than its memory, and the transfers and destinations of the
+//! whole part are counted before they are materialised.
 
 use super::{ExchangeProgram, PackageError, Transfer};
+use crate::target::Target;
+
+/// What decoding the part may produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// Tiles of the target: every tile named must be below this.
+    pub tiles: u32,
+    /// Bytes one tile can receive in one exchange program: its memory
+    /// (writes of one program never overlap).
+    pub tile_bytes: u64,
+    /// Transfers in all programs together.
+    pub transfers: usize,
+    /// Destinations in all programs together.
+    pub destinations: usize,
+}
+
+impl DecodeLimits {
+    /// The limits for a package of `target`.
+    pub fn of(target: &Target) -> DecodeLimits {
+        DecodeLimits {
+            tiles: target.tiles,
+            tile_bytes: u64::from(target.memory.tile.len()),
+            transfers: super::limits::MAX_TRANSFERS,
+            destinations: super::limits::MAX_DESTINATIONS,
+        }
+    }
+}
 
 /// Tag bit: the transfer's destinations are the previous transfer's tiles,
 /// in the same order, every address moved by one shift (written instead of
@@ -107,12 +140,22 @@ fn varint(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// Decodes what [`encode`] wrote; any truncation, bad flag, bad tag, bad
-/// label, out-of-range value or trailing byte is an error naming the part.
-pub fn decode(bytes: &[u8]) -> Result<Vec<ExchangeProgram>, PackageError> {
+/// label, out-of-range value, trailing byte or anything past `limits` is an
+/// error naming the part.
+pub fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<Vec<ExchangeProgram>, PackageError> {
     let mut reader = Reader { bytes, at: 0 };
     let count = reader.count(4 + 1 + 8 + 4)?;
     let mut programs = Vec::with_capacity(count);
-    for _ in 0..count {
+    let mut budget = Budget {
+        limits,
+        transfers: 0,
+        destinations: 0,
+        received: vec![0; limits.tiles.min(1 << 16) as usize],
+        touched: Vec::new(),
+        program: 0,
+    };
+    for index in 0..count {
+        budget.start_program(index);
         let length = reader.count(1)?;
         let label = std::str::from_utf8(reader.take(length)?)
             .map_err(|_| invalid("a label is not UTF-8"))?
@@ -125,9 +168,10 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<ExchangeProgram>, PackageError> {
         let horizon_cycles = reader.u64()?;
         // A transfer takes at least a tag and a source address.
         let transfers = reader.count(2)?;
+        budget.transfers(transfers)?;
         let mut list: Vec<Transfer> = Vec::with_capacity(transfers);
         for _ in 0..transfers {
-            let transfer = decode_transfer(&mut reader, list.last())?;
+            let transfer = decode_transfer(&mut reader, list.last(), &mut budget)?;
             list.push(transfer);
         }
         programs.push(ExchangeProgram {
@@ -146,9 +190,81 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<ExchangeProgram>, PackageError> {
     Ok(programs)
 }
 
+/// What the part decoded so far adds up to, against its limits.
+struct Budget<'a> {
+    limits: &'a DecodeLimits,
+    transfers: usize,
+    destinations: usize,
+    /// Bytes each tile receives in the current program, and which tiles
+    /// received any (so only those are cleared for the next program).
+    received: Vec<u64>,
+    touched: Vec<u32>,
+    program: usize,
+}
+
+impl Budget<'_> {
+    fn start_program(&mut self, index: usize) {
+        for tile in self.touched.drain(..) {
+            self.received[tile as usize] = 0;
+        }
+        self.program = index;
+    }
+
+    fn transfers(&mut self, count: usize) -> Result<(), PackageError> {
+        self.transfers = self.transfers.saturating_add(count);
+        if self.transfers > self.limits.transfers {
+            return Err(invalid(format!(
+                "more than {} transfers in all",
+                self.limits.transfers
+            )));
+        }
+        Ok(())
+    }
+
+    fn tile(&self, tile: u32) -> Result<(), PackageError> {
+        if tile >= self.limits.tiles || tile as usize >= self.received.len() {
+            return Err(invalid(format!(
+                "exchange program {} names tile {tile}, beyond the target's {}",
+                self.program, self.limits.tiles
+            )));
+        }
+        Ok(())
+    }
+
+    /// Counts `count` destinations before they are materialised.
+    fn destinations(&mut self, count: usize) -> Result<(), PackageError> {
+        self.destinations = self.destinations.saturating_add(count);
+        if self.destinations > self.limits.destinations {
+            return Err(invalid(format!(
+                "more than {} transfer destinations in all",
+                self.limits.destinations
+            )));
+        }
+        Ok(())
+    }
+
+    /// `tile` receives `bytes` more in the current program.
+    fn receive(&mut self, tile: u32, bytes: u32) -> Result<(), PackageError> {
+        self.tile(tile)?;
+        let slot = &mut self.received[tile as usize];
+        if *slot == 0 {
+            self.touched.push(tile);
+        }
+        *slot += u64::from(bytes);
+        if *slot > self.limits.tile_bytes {
+            return Err(invalid(format!(
+                "exchange program {} sends tile {tile} more than its {} bytes of memory",
+                self.program, self.limits.tile_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
 fn decode_transfer(
     reader: &mut Reader<'_>,
     previous: Option<&Transfer>,
+    budget: &mut Budget<'_>,
 ) -> Result<Transfer, PackageError> {
     let at = reader.at;
     let tag = reader.take(1)?[0];
@@ -170,6 +286,7 @@ fn decode_transfer(
         Some(p) if tag & SAME_SOURCE_TILE != 0 => p.source_tile,
         _ => reader.u32_varint()?,
     };
+    budget.tile(source_tile)?;
     let base = previous.map_or(0, |p| p.source_address);
     let source_address = shifted(base, unzigzag(reader.varint()?))?;
     let bytes = match previous {
@@ -179,17 +296,24 @@ fn decode_transfer(
     let destinations = match previous {
         Some(p) if tag & SHIFTED_DESTINATIONS != 0 => {
             let shift = unzigzag(reader.varint()?);
+            budget.destinations(p.destinations.len())?;
             p.destinations
                 .iter()
-                .map(|&(tile, address)| Ok((tile, shifted(address, shift)?)))
+                .map(|&(tile, address)| {
+                    budget.receive(tile, bytes)?;
+                    Ok((tile, shifted(address, shift)?))
+                })
                 .collect::<Result<Vec<_>, PackageError>>()?
         }
         _ => {
             // A destination takes at least two bytes.
             let count = reader.varint_count(2)?;
+            budget.destinations(count)?;
             let mut to = Vec::with_capacity(count);
             for _ in 0..count {
-                to.push((reader.u32_varint()?, reader.u32_varint()?));
+                let tile = reader.u32_varint()?;
+                budget.receive(tile, bytes)?;
+                to.push((tile, reader.u32_varint()?));
             }
             to
         }
@@ -308,6 +432,15 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
+    /// Limits that only the format's own edge cases reach: tests of the
+    /// encoding use the largest values it can hold.
+    const FORMAT_ONLY: DecodeLimits = DecodeLimits {
+        tiles: 1472,
+        tile_bytes: u64::MAX,
+        transfers: usize::MAX,
+        destinations: usize::MAX,
+    };
+
     fn transfer(tile: u32, address: u32, bytes: u32, to: &[(u32, u32)]) -> Transfer {
         Transfer {
             source_tile: tile,
@@ -347,26 +480,32 @@ mod tests {
     #[test]
     fn round_trips() {
         let programs = sample();
-        assert_eq!(decode(&encode(&programs)).expect("decodes"), programs);
+        assert_eq!(
+            decode(&encode(&programs), &FORMAT_ONLY).expect("decodes"),
+            programs
+        );
     }
 
     #[test]
     fn every_truncation_and_a_trailing_byte_are_errors() {
         let bytes = encode(&sample());
         for length in 0..bytes.len() {
-            assert!(decode(&bytes[..length]).is_err(), "length {length}");
+            assert!(
+                decode(&bytes[..length], &FORMAT_ONLY).is_err(),
+                "length {length}"
+            );
         }
         let mut longer = bytes.clone();
         longer.push(0);
         expect_test::expect!["part `exchange` cannot be decoded: 1 bytes follow the last program"]
-            .assert_eq(&decode(&longer).unwrap_err().to_string());
+            .assert_eq(&decode(&longer, &FORMAT_ONLY).unwrap_err().to_string());
     }
 
     #[test]
     fn a_huge_count_is_refused_without_allocating() {
         let mut bytes = encode(&sample());
         bytes[..4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(decode(&bytes).is_err());
+        assert!(decode(&bytes, &FORMAT_ONLY).is_err());
     }
 
     #[test]
@@ -382,7 +521,7 @@ mod tests {
         }];
         let bytes = encode(&programs);
         assert!(bytes.len() < 4 * 1000, "{} bytes", bytes.len());
-        assert_eq!(decode(&bytes).expect("decodes"), programs);
+        assert_eq!(decode(&bytes, &FORMAT_ONLY).expect("decodes"), programs);
     }
 
     #[test]
@@ -399,7 +538,7 @@ mod tests {
         // Header: count, label length, paired, horizon, transfer count.
         let first = 4 + 4 + 1 + 8 + 4;
         let second = base.len() - 3;
-        let error = |bytes: &[u8]| decode(bytes).unwrap_err().to_string();
+        let error = |bytes: &[u8]| decode(bytes, &FORMAT_ONLY).unwrap_err().to_string();
 
         let mut unknown = base.clone();
         unknown[second] = 0x80;
@@ -430,5 +569,66 @@ mod tests {
             "{}",
             error(&long)
         );
+    }
+
+    /// One transfer to many tiles, reused by many transfers after it (each
+    /// two bytes): the decoded destinations are counted before they exist.
+    fn amplified(destinations: u32, reuses: u32, bytes: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&1u32.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.push(0);
+        out.extend_from_slice(&0u64.to_le_bytes());
+        out.extend_from_slice(&(1 + reuses).to_le_bytes());
+        out.push(0);
+        varint(&mut out, 0);
+        varint(&mut out, 0x50000);
+        varint(&mut out, u64::from(bytes));
+        varint(&mut out, u64::from(destinations));
+        for d in 0..destinations {
+            varint(&mut out, u64::from(d % 1472));
+            varint(&mut out, 0x60000 + u64::from(d / 1472) * u64::from(bytes));
+        }
+        for _ in 0..reuses {
+            out.push(SHIFTED_DESTINATIONS | SAME_SOURCE_TILE | SAME_BYTES);
+            varint(&mut out, 0);
+            varint(&mut out, zigzag(i64::from(bytes) * 68));
+        }
+        out
+    }
+
+    #[test]
+    fn decoding_is_bounded_by_what_the_target_holds() {
+        let limits = DecodeLimits::of(&crate::target::IPU21);
+        let error = |bytes: &[u8]| decode(bytes, &limits).unwrap_err().to_string();
+        // 100,000 destinations reused 120,000 times would be twelve
+        // billion; each tile would receive far more than its memory.
+        let bomb = amplified(100_000, 120_000, 4);
+        assert!(bomb.len() < 2_000_000);
+        expect_test::expect![
+            "part `exchange` cannot be decoded: more than 33554432 transfer destinations in all"
+        ]
+        .assert_eq(&error(&bomb));
+        // Within each tile's memory, the total is still bounded.
+        let tight = DecodeLimits {
+            destinations: 1000,
+            ..limits
+        };
+        expect_test::expect![
+            "part `exchange` cannot be decoded: more than 1000 transfer destinations in all"
+        ]
+        .assert_eq(
+            &decode(&amplified(500, 2, 4), &tight)
+                .unwrap_err()
+                .to_string(),
+        );
+        expect_test::expect!["part `exchange` cannot be decoded: exchange program 0 names tile 1472, beyond the target's 1472"]
+            .assert_eq(&error(&encode(&[ExchangeProgram {
+                label: String::new(),
+                transfers: vec![transfer(1, 0x50000, 4, &[(1472, 0x60000)])],
+                paired: false,
+                horizon_cycles: 0,
+            }])));
+        assert!(decode(&amplified(1472, 10, 4), &limits).is_ok());
     }
 }

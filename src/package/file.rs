@@ -81,13 +81,16 @@ pub fn write(path: &Utf8Path, package: &Package) -> Result<(), PackageError> {
     })
 }
 
-/// Reads and fully validates the package at `path`.
+/// Reads and fully validates the package at `path`: a regular file of at
+/// most [`MAX_PACKAGE_FILE_BYTES`](super::limits::MAX_PACKAGE_FILE_BYTES).
 pub fn read(path: &Utf8Path) -> Result<Package, PackageError> {
     tracing::info!(%path, "reading application package");
-    let bytes = std::fs::read(path).map_err(|source| PackageError::Read {
-        path: path.to_string(),
-        source,
-    })?;
+    let bytes = crate::fsutil::read_bytes(path, super::limits::MAX_PACKAGE_FILE_BYTES).map_err(
+        |problem| PackageError::Read {
+            path: path.to_string(),
+            problem,
+        },
+    )?;
     let package = parse(&bytes)?;
     tracing::info!(
         tiles = package.tiles.len(),
@@ -316,9 +319,9 @@ fn head(version: u32, parts: &[(&str, &Part)]) -> Vec<u8> {
 }
 
 /// Lays out the fixed header, the part table and the parts, with every
-/// checksum. Does not look inside the parts.
-#[cfg(test)]
-pub(crate) fn assemble(version: u32, parts: &[(&str, &[u8])]) -> Vec<u8> {
+/// checksum. Does not look inside the parts: tests and the fuzzer build
+/// files whose checksums are right around parts that are not.
+pub fn assemble(version: u32, parts: &[(&str, &[u8])]) -> Vec<u8> {
     let hashed: Vec<(&str, Part)> = parts
         .iter()
         .map(|(name, bytes)| (*name, Part::new(bytes.to_vec())))
@@ -466,15 +469,18 @@ pub fn parse(bytes: &[u8]) -> Result<Package, PackageError> {
     }
 
     let meta: Meta = json("meta", part("meta")?)?;
-    if crate::target::target_by_name(&meta.target).is_none() {
+    let Some(target) = crate::target::target_by_name(&meta.target) else {
         return Err(PackageError::WrongTarget {
             target: meta.target,
         });
-    }
+    };
     let graph: Graph = json("graph", part("graph")?)?;
     let tile_entries: Vec<TileEntry> = json("tiles", part("tiles")?)?;
-    let tiles = segments(tile_entries, part("segments")?)?;
-    let exchanges = super::exchange_part::decode(part("exchange")?)?;
+    let tiles = segments(target, tile_entries, part("segments")?)?;
+    let exchanges = super::exchange_part::decode(
+        part("exchange")?,
+        &super::exchange_part::DecodeLimits::of(target),
+    )?;
     let calls: Calls = json("calls", part("calls")?)?;
     let bindings: Vec<Binding> = json("bindings", part("bindings")?)?;
     let profile: ProfileLayout = json("profile", part("profile")?)?;
@@ -501,7 +507,34 @@ pub fn parse(bytes: &[u8]) -> Result<Package, PackageError> {
 /// out in order of first use: a segment either starts right where the
 /// payloads so far end, or lies wholly inside them (a shared copy), and
 /// together they use the whole part.
-fn segments(entries: Vec<TileEntry>, payloads: &[u8]) -> Result<Vec<TileImage>, PackageError> {
+///
+/// Sharing means a few bytes of the part can stand for many copies, so
+/// every tile's layout is checked against the target first (tiles exist,
+/// segments lie in loadable memory without overlapping): no tile gets more
+/// payload than its memory holds before anything is copied.
+fn segments(
+    target: &crate::target::Target,
+    entries: Vec<TileEntry>,
+    payloads: &[u8],
+) -> Result<Vec<TileImage>, PackageError> {
+    let mut previous = None;
+    for entry in &entries {
+        super::validate::tile_layout(
+            target,
+            entry.tile,
+            previous,
+            entry
+                .segments
+                .iter()
+                .map(|s| super::validate::SegmentShape {
+                    address: s.address,
+                    bytes: u64::from(s.bytes),
+                    memory_size: s.memory_size,
+                    kind: s.kind,
+                }),
+        )?;
+        previous = Some(entry.tile);
+    }
     let mut end = 0u64;
     let mut tiles = Vec::with_capacity(entries.len());
     for entry in entries {

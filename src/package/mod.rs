@@ -28,7 +28,9 @@
 
 pub mod exchange_part;
 pub mod file;
+pub(crate) mod graph_check;
 pub mod inspect;
+pub mod limits;
 pub mod profile_layout;
 mod validate;
 
@@ -413,11 +415,10 @@ impl Package {
 /// Everything that can be wrong with a package file or a package.
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
-    #[error("cannot read package {path}")]
+    #[error("cannot read package {path}: {problem}")]
     Read {
         path: String,
-        #[source]
-        source: std::io::Error,
+        problem: crate::fsutil::ReadError,
     },
     #[error("cannot write package {path}")]
     Write {
@@ -456,6 +457,11 @@ pub enum PackageError {
     WrongTarget { target: String },
     #[error("invalid package ({part}): {message}")]
     Invalid { part: &'static str, message: String },
+    /// A well-formed package whose run would record more than a run may:
+    /// a project can ask for it (a long repeat), so it is not a compiler
+    /// bug when a build meets it.
+    #[error("invalid package (calls): call `{call}` {message}")]
+    RunTooLong { call: &'static str, message: String },
 }
 
 impl PackageError {

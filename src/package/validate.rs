@@ -2,13 +2,13 @@
 //! re-checking, so that a corrupt or hand-made package is an error here and
 //! never a panic later.
 
-use super::{Binding, Call, Package, PackageError, SegmentKind, Step, TileImage, FORMAT_VERSION};
+use super::limits::{MAX_EXECUTED_STEPS, MAX_EXECUTED_TILE_RECORDS, MAX_REPEAT_DEPTH};
+use super::{
+    Binding, Call, ExchangeProgram, Package, PackageError, SegmentKind, Step, TileImage,
+    FORMAT_VERSION,
+};
 use crate::target::{target_by_name, Target};
 use std::collections::BTreeMap;
-
-/// Deeper nesting than this is not something the compiler emits; refusing
-/// it keeps the recursive walks of devices bounded.
-const MAX_REPEAT_DEPTH: usize = 16;
 
 pub(super) fn package(package: &Package) -> Result<(), PackageError> {
     let header = &package.header;
@@ -41,6 +41,8 @@ pub(super) fn package(package: &Package) -> Result<(), PackageError> {
             ),
         ));
     }
+    // First, since everything below reads tensors' shapes.
+    super::graph_check::check(&package.graph)?;
     tiles(target, &package.tiles)?;
     // Exchange programs name a million destinations in a large package: look
     // tiles up in a table rather than searching the images each time.
@@ -84,54 +86,184 @@ pub(super) fn package(package: &Package) -> Result<(), PackageError> {
         self::binding(package, target, index, binding)?;
     }
 
+    // Tiles an exchange step records in the profile: every tile its
+    // program touches.
+    let exchange_tiles: Vec<u64> = package.exchanges.iter().map(touched_tiles).collect();
     for call in Call::ALL {
         steps(package, call, &package.call(call).steps, 0)?;
+        executed(package, call, &exchange_tiles)?;
     }
+    checked_outputs(package)?;
     profile(package)
 }
 
+/// Every output the check compares must be read back by the `run` call: a
+/// check over nothing would pass whatever the device computed.
+fn checked_outputs(package: &Package) -> Result<(), PackageError> {
+    for &id in &package.graph.check.outputs {
+        let read_back = package.run.steps.iter().any(|step| {
+            matches!(step, Step::HostRead { binding }
+                if package.bindings.get(*binding as usize).is_some_and(|b| b.tensor == id && b.iteration.is_none()))
+        });
+        if !read_back {
+            let name = package
+                .graph
+                .tensors
+                .get(id.0 as usize)
+                .map_or_else(|| format!("tensor {}", id.0), |t| format!("`{}`", t.name));
+            return Err(PackageError::invalid(
+                "calls",
+                format!("the check compares {name}, which the run call never reads back"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What one host call executes, a repeat's body once per iteration, must
+/// stay within what a run may record: without this a small package could
+/// loop for ever in steps of no cycles, or fill memory with its profile.
+fn executed(package: &Package, call: Call, exchange_tiles: &[u64]) -> Result<(), PackageError> {
+    fn walk(steps: &[Step], exchange_tiles: &[u64]) -> (u64, u64) {
+        steps.iter().fold((0u64, 0u64), |(count, records), step| {
+            let (c, r) = match step {
+                Step::Compute { tiles, .. } => (1, tiles.len() as u64),
+                Step::Exchange { program } => (
+                    2,
+                    exchange_tiles.get(*program as usize).copied().unwrap_or(0),
+                ),
+                Step::Repeat { count: n, body } => {
+                    let (c, r) = walk(body, exchange_tiles);
+                    (
+                        c.saturating_mul(u64::from(*n)),
+                        r.saturating_mul(u64::from(*n)),
+                    )
+                }
+                Step::HostWrite { .. } | Step::HostRead { .. } => (1, 0),
+            };
+            (count.saturating_add(c), records.saturating_add(r))
+        })
+    }
+    let (steps, records) = walk(&package.call(call).steps, exchange_tiles);
+    let fail = |message: String| {
+        Err(PackageError::RunTooLong {
+            call: call.name(),
+            message,
+        })
+    };
+    if steps > MAX_EXECUTED_STEPS {
+        return fail(format!(
+            "executes {steps} steps (repeats unrolled), more than the {MAX_EXECUTED_STEPS} a run may record"
+        ));
+    }
+    if records > MAX_EXECUTED_TILE_RECORDS {
+        return fail(format!(
+            "records {records} tile activities (repeats unrolled), more than the {MAX_EXECUTED_TILE_RECORDS} a run may record"
+        ));
+    }
+    Ok(())
+}
+
+/// Distinct tiles an exchange program reads or writes (its tiles are the
+/// package's, so below the target's count).
+fn touched_tiles(program: &ExchangeProgram) -> u64 {
+    let mut seen: Vec<bool> = Vec::new();
+    let mut count = 0;
+    for t in &program.transfers {
+        for tile in std::iter::once(t.source_tile).chain(t.destinations.iter().map(|d| d.0)) {
+            let tile = tile as usize;
+            if tile >= seen.len() {
+                seen.resize(tile + 1, false);
+            }
+            if !seen[tile] {
+                seen[tile] = true;
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
 fn tiles(target: &Target, tiles: &[TileImage]) -> Result<(), PackageError> {
-    let memory = target.memory;
     let mut previous = None;
     for image in tiles {
-        if image.tile >= target.tiles {
-            return Err(PackageError::invalid(
-                "tiles",
-                format!(
-                    "tile {} does not exist ({} has {} tiles)",
-                    image.tile, target.name, target.tiles
-                ),
-            ));
-        }
-        if previous.is_some_and(|p| p >= image.tile) {
-            return Err(PackageError::invalid(
-                "tiles",
-                format!("tile {} is listed out of order or twice", image.tile),
-            ));
-        }
+        tile_layout(
+            target,
+            image.tile,
+            previous,
+            image.segments.iter().map(|s| SegmentShape {
+                address: s.address,
+                bytes: s.data.len() as u64,
+                memory_size: s.memory_size,
+                kind: s.kind,
+            }),
+        )?;
         previous = Some(image.tile);
+    }
+    Ok(())
+}
+
+/// A segment as its tile entry declares it, before its payload is read.
+pub(super) struct SegmentShape {
+    pub address: u32,
+    pub bytes: u64,
+    pub memory_size: u32,
+    pub kind: SegmentKind,
+}
+
+impl SegmentShape {
+    fn end(&self) -> u64 {
+        u64::from(self.address) + u64::from(self.memory_size)
+    }
+}
+
+/// Checks one tile's id (after `previous`, below the target's count) and
+/// its segments' layout: in loadable memory, in order, not overlapping, so
+/// that their payloads together are at most the tile's memory. The reader
+/// runs this before it copies any payload.
+pub(super) fn tile_layout(
+    target: &Target,
+    tile: u32,
+    previous: Option<u32>,
+    segments: impl Iterator<Item = SegmentShape>,
+) -> Result<(), PackageError> {
+    let memory = target.memory;
+    if tile >= target.tiles {
+        return Err(PackageError::invalid(
+            "tiles",
+            format!(
+                "tile {tile} does not exist ({} has {} tiles)",
+                target.name, target.tiles
+            ),
+        ));
+    }
+    if previous.is_some_and(|p| p >= tile) {
+        return Err(PackageError::invalid(
+            "tiles",
+            format!("tile {tile} is listed out of order or twice"),
+        ));
+    }
+    {
         let mut end_of_previous = 0u64;
-        for segment in &image.segments {
+        for segment in segments {
             let at = format!(
-                "tile {} {} segment at {:#x}",
-                image.tile,
+                "tile {tile} {} segment at {:#x}",
                 segment.kind.name(),
                 segment.address
             );
-            if segment.bytes() > segment.memory_size {
+            if segment.bytes > u64::from(segment.memory_size) {
                 return Err(PackageError::invalid(
                     "tiles",
                     format!(
                         "{at}: {} bytes of data exceed its memory size of {}",
-                        segment.bytes(),
-                        segment.memory_size
+                        segment.bytes, segment.memory_size
                     ),
                 ));
             }
             if segment.memory_size == 0 {
                 return Err(PackageError::invalid("tiles", format!("{at}: is empty")));
             }
-            if segment.kind == SegmentKind::Zero && segment.bytes() != 0 {
+            if segment.kind == SegmentKind::Zero && segment.bytes != 0 {
                 return Err(PackageError::invalid(
                     "tiles",
                     format!("{at}: a zero segment carries data"),
@@ -274,6 +406,9 @@ fn steps(package: &Package, call: Call, steps: &[Step], depth: usize) -> Result<
     for step in steps {
         match step {
             Step::Compute { label, tiles, .. } => {
+                if tiles.is_empty() {
+                    return fail(format!("compute `{label}` runs on no tile"));
+                }
                 let mut seen = Vec::with_capacity(tiles.len());
                 for &(tile, entry) in tiles {
                     let Some(image) = package.tile(tile) else {
@@ -309,6 +444,10 @@ fn steps(package: &Package, call: Call, steps: &[Step], depth: usize) -> Result<
             Step::Repeat { count, body } => {
                 if *count == 0 {
                     return fail("a repeat runs zero times".into());
+                }
+                if body.is_empty() {
+                    // Nothing to run, but a loop of four billion turns.
+                    return fail("a repeat has no steps".into());
                 }
                 self::steps(package, call, body, depth + 1)?;
             }

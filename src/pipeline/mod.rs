@@ -50,6 +50,10 @@ pub enum BuildError {
     Kernel(String),
     #[error("emission failed (a compiler bug): {0}")]
     Emit(String),
+    /// The program is more than a run may execute (see
+    /// `book/src/limits.md`).
+    #[error("{0}")]
+    RunTooLong(String),
 }
 
 impl From<LowerError> for BuildError {
@@ -143,6 +147,7 @@ pub fn operator_plans<'db>(db: &'db dyn Db, signature: Signature<'db>) -> Operat
         "plans",
         persist::key_of("plans", &[value, &target.name]),
         ("plan", format!("plans of {value}")),
+        |plans: &OperatorPlans| plans.check_against(value),
         || crate::plan::operator_plans(value, target),
     )
 }

@@ -151,8 +151,13 @@ pub fn exchange_part(db: &dyn Db, project: SourceFile) -> Result<Part, BuildErro
 pub fn package_bytes(db: &dyn Db, project: SourceFile) -> Result<Arc<Encoded>, BuildError> {
     let package = package(db, project).clone()?;
     let exchange = exchange_part(db, project).clone()?;
-    let bytes = crate::package::file::encode_with_exchange(&package, &exchange)
-        .map_err(|e| BuildError::Emit(e.to_string()))?;
+    let bytes =
+        crate::package::file::encode_with_exchange(&package, &exchange).map_err(|e| match e {
+            crate::package::PackageError::RunTooLong { .. } => BuildError::RunTooLong(format!(
+                "the program is more than a run may execute: {e}; use fewer repeat iterations"
+            )),
+            other => BuildError::Emit(other.to_string()),
+        })?;
     db.record_execution("package", "encoded package".to_string());
     Ok(Arc::new(bytes))
 }

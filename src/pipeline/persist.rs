@@ -3,6 +3,13 @@
 //! everything it reads (and the compiler's build identity), so a fresh
 //! process reuses what an earlier one computed. Only a computed result is
 //! recorded for `--explain`; a store hit counts as reused.
+//!
+//! The store already refuses an entry written for another key; each query
+//! also checks that a stored result fits what it asked for (a plan has the
+//! operation's rows and kernel, an image is of its tile), so a result
+//! damaged with a valid checksum is recomputed rather than used. What no
+//! such check catches fails a later phase's verification, and the driver
+//! then builds again without reading the store.
 
 use crate::db::Db;
 use crate::store::Lookup;
@@ -21,16 +28,17 @@ pub fn key_of(kind: &str, parts: &[&dyn erased::Json]) -> Option<blake3::Hash> {
     Some(crate::store::key(&slices))
 }
 
-/// Returns the stored result of `kind` under `key`, or computes, records
-/// and stores it.
+/// Returns the stored result of `kind` under `key` if `check` accepts it,
+/// or computes, records and stores it.
 pub fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static>(
     db: &dyn Db,
     kind: &'static str,
     key: Option<blake3::Hash>,
     record: (&'static str, String),
+    check: impl FnOnce(&T) -> Result<(), String>,
     compute: impl FnOnce() -> T,
 ) -> T {
-    match persisted_ok(db, kind, key, record, || {
+    match persisted_ok(db, kind, key, record, check, || {
         Ok::<T, std::convert::Infallible>(compute())
     }) {
         Ok(value) => value,
@@ -39,17 +47,28 @@ pub fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static>(
 }
 
 /// [`persisted`] for a fallible computation: only successes are stored.
+/// A stored value is used only if `check` accepts it; otherwise it is
+/// reported and recomputed (and the recomputed value replaces it).
 pub fn persisted_ok<T: Serialize + DeserializeOwned + Clone + Send + 'static, E>(
     db: &dyn Db,
     kind: &'static str,
     key: Option<blake3::Hash>,
     record: (&'static str, String),
+    check: impl FnOnce(&T) -> Result<(), String>,
     compute: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, E> {
     let store = db.store().zip(key);
     if let Some((store, key)) = &store {
         if let Lookup::Hit(value) = store.get(kind, key) {
-            return Ok(value);
+            match check(&value) {
+                Ok(()) => return Ok(value),
+                Err(reason) => tracing::warn!(
+                    kind,
+                    item = %record.1,
+                    %reason,
+                    "a stored result does not fit what it was stored for; recomputing"
+                ),
+            }
         }
     }
     let value = compute()?;

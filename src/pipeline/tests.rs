@@ -2,7 +2,7 @@
 //! after each kind of edit.
 
 use super::*;
-use crate::db::Database;
+use crate::db::{Database, Db};
 use crate::vfs::MemoryFs;
 use camino::Utf8Path;
 
@@ -35,6 +35,7 @@ role = "weight"
 name = "xa"
 op = "gelu"
 inputs = ["x"]
+dtype = "f16"
 
 [[op]]
 name = "h"
@@ -46,6 +47,7 @@ dtype = "f16"
 name = "a"
 op = "gelu"
 inputs = ["h"]
+dtype = "f16"
 
 [[op]]
 name = "y"
@@ -157,19 +159,35 @@ fn a_revert_reuses_the_earlier_plans() {
     );
 }
 
+/// The project with its hidden width `width`, on one tile.
+fn on_one_tile(width: usize) -> String {
+    PROJECT
+        .replace("tiles = 8", "tiles = 1")
+        .replace("[64, 64]", &format!("[64, {width}]"))
+        .replace(
+            &format!("name = \"w2\"\nshape = [64, {width}]"),
+            &format!("name = \"w2\"\nshape = [{width}, 64]"),
+        )
+}
+
+#[test]
+fn weights_beyond_the_tiles_memory_are_refused_before_planning() {
+    let fs = with_kernels();
+    fs.write(PATH, &on_one_tile(4096));
+    let db = Database::new(Arc::new(fs));
+    let file = db.file(Utf8Path::new(PATH));
+    match crate::pipeline::graph(&db, file) {
+        Err(BuildError::Project(diagnostics)) => expect_test::expect!["the project's inputs and weights need 1052672 bytes, more than the 637872 bytes of memory of its 1 tiles"]
+            .assert_eq(&diagnostics[0].message),
+        other => panic!("expected a project error, got {other:?}"),
+    }
+}
+
 #[test]
 fn a_project_that_cannot_fit_reports_the_placement_shortfall() {
     let fs = with_kernels();
-    fs.write(
-        PATH,
-        &PROJECT
-            .replace("tiles = 8", "tiles = 1")
-            .replace("[64, 64]", "[64, 4096]")
-            .replace(
-                "name = \"w2\"\nshape = [64, 4096]",
-                "name = \"w2\"\nshape = [4096, 64]",
-            ),
-    );
+    // The weights fit in the tile's memory, but not beside the activations.
+    fs.write(PATH, &on_one_tile(2048));
     let db = Database::new(Arc::new(fs));
     let file = db.file(Utf8Path::new(PATH));
     match placement(&db, file) {
@@ -247,7 +265,7 @@ fn with_branch(rows: usize) -> String {
             "[check]",
             &format!(
             "[[tensor]]\nname = \"z\"\nshape = [{rows}, 64]\ndtype = \"f16\"\nrole = \"input\"\n\n\
-             [[op]]\nname = \"b\"\nop = \"gelu\"\ninputs = [\"z\"]\n\n[check]"
+             [[op]]\nname = \"b\"\nop = \"gelu\"\ninputs = [\"z\"]\ndtype = \"f16\"\n\n[check]"
         ),
         )
         .replace("outputs = [\"y\"]", "outputs = [\"y\", \"b\"]")
@@ -319,7 +337,7 @@ fn a_shape_edit_re_emits_only_tiles_whose_work_changed() {
 /// come first in the program and a change in their number renumbers every
 /// other buffer.
 fn with_branch_first(rows: usize) -> String {
-    let branch = "[[op]]\nname = \"b\"\nop = \"gelu\"\ninputs = [\"z\"]\n\n";
+    let branch = "[[op]]\nname = \"b\"\nop = \"gelu\"\ninputs = [\"z\"]\ndtype = \"f16\"\n\n";
     with_branch(rows)
         .replace(branch, "")
         .replacen("[[op]]", &format!("{branch}[[op]]"), 1)
@@ -440,11 +458,12 @@ fn plans_that_overfill_a_tile_together_are_spread_further_until_they_place() {
     assert!(spread > 0);
 }
 
-/// Weights that cannot fit four tiles at all: placement fails, and the
-/// error says re-planning was tried and why it stopped.
+/// Weights that fit four tiles' memory in total (validation accepts them)
+/// but not in the regions and shares a plan can give each tile: placement
+/// fails, and the error says re-planning was tried and why it stopped.
 #[test]
 fn a_program_that_cannot_fit_says_what_was_tried() {
-    let (db, file) = fitted(&weight_heavy(3, 256));
+    let (db, file) = fitted(&weight_heavy(2, 256));
     let error = placement(&db, file).clone().expect_err("cannot fit");
     let text = error.to_string();
     assert!(text.contains("already tried"), "{text}");
@@ -580,4 +599,27 @@ fn a_scale_edit_re_emits_but_re_places_nothing() {
     let phases = phases_of(&computed);
     assert!(phases.contains(&"emit"), "{computed:?}");
     assert!(!phases.contains(&"place"), "{computed:?}");
+}
+
+/// A plan read back from the store is used only if it fits its signature;
+/// the planner's own plans, for every example project, always do.
+#[test]
+fn the_planners_own_plans_fit_their_signatures() {
+    let db = Database::new(Arc::new(crate::vfs::OsFs));
+    let root = camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("projects");
+    for name in [
+        "matmul-f8",
+        "mlp-f16",
+        "attention-f16",
+        "mixed-f8",
+        "vit-fp8",
+    ] {
+        let file = db.file(&root.join(format!("{name}.toml")));
+        for signature in op_signatures(&db, file) {
+            let plans = operator_plans(&db, Signature::new(&db, signature.clone()));
+            if let Err(problem) = plans.check_against(signature) {
+                panic!("{name}: {signature}: {problem}");
+            }
+        }
+    }
 }

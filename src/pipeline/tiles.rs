@@ -231,6 +231,10 @@ pub fn tile_image(
         "tile-image",
         super::persist::key_of("tile-image", &[work.as_ref(), &keys]),
         ("emit", format!("image of tile {tile}")),
+        |image: &TileImage| match image.tile == tile {
+            true => Ok(()),
+            false => Err(format!("the image is of tile {}", image.tile)),
+        },
         || emit_image(&work, &objects),
     )?;
     Ok(Arc::new(image))

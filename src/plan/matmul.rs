@@ -138,7 +138,6 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     let input = lhs.dtype;
     let inner_block = cost::amp_block_inputs(input) as usize;
     let col_blocks = shape.cols.div_ceil(AMP_OUTPUT_CHANNELS as usize);
-    let inner_blocks = shape.inner.div_ceil(inner_block);
 
     let mut found = Vec::new();
     for &batch in &split_counts(shape.batch, signature.tiles) {
@@ -152,14 +151,7 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                         cols,
                         inner,
                     };
-                    let shard = Shard {
-                        batch: shape.batch.div_ceil(batch as usize),
-                        rows: shape.rows.div_ceil(rows as usize),
-                        inner: (inner_blocks.div_ceil(inner as usize) * inner_block)
-                            .min(shape.inner),
-                        cols: (col_blocks.div_ceil(cols as usize) * AMP_OUTPUT_CHANNELS as usize)
-                            .min(shape.cols),
-                    };
+                    let shard = shard_of(&shape, &grid, input);
                     for swapped in [false, true] {
                         for weights in [MemoryClass::Interleaved, MemoryClass::Standard] {
                             found.push(estimate(
@@ -174,6 +166,21 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
         }
     }
     found
+}
+
+/// The largest shard of `shape` a tile computes on `grid`: whole AMP
+/// blocks of the inner dimension and whole channel blocks of the columns.
+fn shard_of(shape: &MatmulShape, grid: &Grid, input: DType) -> Shard {
+    let inner_block = cost::amp_block_inputs(input) as usize;
+    let col_blocks = shape.cols.div_ceil(AMP_OUTPUT_CHANNELS as usize);
+    let inner_blocks = shape.inner.div_ceil(inner_block);
+    Shard {
+        batch: shape.batch.div_ceil(grid.batch as usize),
+        rows: shape.rows.div_ceil(grid.rows as usize),
+        inner: (inner_blocks.div_ceil(grid.inner as usize) * inner_block).min(shape.inner),
+        cols: (col_blocks.div_ceil(grid.cols as usize) * AMP_OUTPUT_CHANNELS as usize)
+            .min(shape.cols),
+    }
 }
 
 fn estimate(
@@ -257,6 +264,47 @@ fn estimate(
         estimate,
         refined: None,
     }
+}
+
+/// Whether `partition` is a matmul partition of `signature`'s product as
+/// the planner makes them (and lowering relies on): a grid within the
+/// tiles, the shard the planner derives from that grid for this product
+/// (so the grid covers it), every slice of the inner dimension holding
+/// some of it, and the kernel the shard names.
+pub fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
+    let Partition::Matmul {
+        grid,
+        shard,
+        weights,
+        swapped,
+        kernel,
+    } = partition
+    else {
+        return false;
+    };
+    let Some(lhs) = signature.inputs.first() else {
+        return false;
+    };
+    if signature.inputs.len() != 2 || signature.output.shape.len() < 2 || lhs.shape.is_empty() {
+        return false;
+    }
+    let axes = [grid.batch, grid.rows, grid.cols, grid.inner];
+    let tiles = axes.iter().try_fold(1u32, |n, &g| n.checked_mul(g));
+    if axes.contains(&0) || tiles.is_none_or(|t| t > signature.tiles) {
+        return false;
+    }
+    let shape = MatmulShape::of(signature);
+    let kernel_shard = match swapped {
+        false => *shard,
+        true => Shard {
+            rows: shard.cols,
+            cols: shard.rows,
+            ..*shard
+        },
+    };
+    *shard == shard_of(&shape, grid, lhs.dtype)
+        && (grid.inner as usize - 1) * shard.inner < shape.inner
+        && *kernel == gemm_kernel_name(lhs.dtype, *weights, &kernel_shard)
 }
 
 #[cfg(test)]

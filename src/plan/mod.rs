@@ -76,6 +76,61 @@ impl OperatorPlans {
     pub fn selected(&self) -> &Candidate {
         &self.finalists[self.selected]
     }
+
+    /// Checks that these plans can be plans of `signature`: one is
+    /// selected, and each finalist spreads this kind of operation over at
+    /// most the signature's tiles, with this operation's rows and kernel.
+    /// The planner's own results always pass; a result read back from the
+    /// store is checked so that one computed for another operation (or
+    /// damaged with a valid checksum) is recomputed rather than lowered.
+    pub fn check_against(&self, signature: &OpSignature) -> Result<(), String> {
+        if self.selected >= self.finalists.len() {
+            return Err(format!(
+                "plan {} is selected among {} finalists",
+                self.selected,
+                self.finalists.len()
+            ));
+        }
+        let shape = &signature.output.shape;
+        for candidate in &self.finalists {
+            if candidate.tiles_used > signature.tiles {
+                return Err(format!(
+                    "a plan uses {} tiles of {}",
+                    candidate.tiles_used, signature.tiles
+                ));
+            }
+            let fits = match (&candidate.partition, &signature.kind) {
+                (Partition::View, SignatureKind::View) => true,
+                (partition @ Partition::Matmul { .. }, SignatureKind::Matmul { .. }) => {
+                    matmul::partition_fits(signature, partition)
+                }
+                (
+                    Partition::Rows {
+                        rows,
+                        row_length,
+                        rows_per_tile,
+                        kernel,
+                    },
+                    kind,
+                ) if !matches!(kind, SignatureKind::Matmul { .. } | SignatureKind::View) => {
+                    let leading: usize = shape[..shape.len().saturating_sub(1)].iter().product();
+                    Some(row_length) == shape.last()
+                        && *rows == leading
+                        && (1..=(*rows).max(1)).contains(rows_per_tile)
+                        && rows.div_ceil(*rows_per_tile) <= signature.tiles as usize
+                        && *kernel == row_kernel_name(signature)
+                }
+                _ => false,
+            };
+            if !fits {
+                return Err(format!(
+                    "plan {:?} does not fit {signature}",
+                    candidate.partition
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Issues per 4-lane vector of each row-wise kernel's inner loop.

@@ -36,6 +36,11 @@ pub const FORMAT_VERSION: u32 = 2;
 /// steps, which reports then leave out.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 
+/// The largest profile file read: a run records at most
+/// [`MAX_EXECUTED_TILE_RECORDS`](crate::package::limits::MAX_EXECUTED_TILE_RECORDS)
+/// tile activities, about a hundred bytes each.
+pub const MAX_PROFILE_FILE_BYTES: u64 = 1 << 30;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StepKind {
@@ -210,11 +215,10 @@ pub struct Profile {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("cannot read profile {path}")]
+    #[error("cannot read profile {path}: {problem}")]
     Io {
         path: String,
-        #[source]
-        source: std::io::Error,
+        problem: crate::fsutil::ReadError,
     },
     #[error("{path} is not a valid ipub profile: {message}")]
     Invalid { path: String, message: String },
@@ -223,9 +227,11 @@ pub enum ProfileError {
 impl Profile {
     /// Reads and validates a profile file.
     pub fn read(path: &Utf8Path) -> Result<Profile, ProfileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
-            path: path.to_string(),
-            source,
+        let text = crate::fsutil::read_text(path, MAX_PROFILE_FILE_BYTES).map_err(|problem| {
+            ProfileError::Io {
+                path: path.to_string(),
+                problem,
+            }
         })?;
         Profile::parse(&text).map_err(|message| ProfileError::Invalid {
             path: path.to_string(),
@@ -276,7 +282,7 @@ impl Profile {
             end = step
                 .start_cycle
                 .checked_add(step.cycles)
-                .ok_or_else(|| format!("step {i} ends beyond the largest cycle count"))?;
+                .ok_or_else(|| format!("step {i} ends past the largest cycle count"))?;
         }
         if end > self.total_cycles {
             return Err(format!(

@@ -5,6 +5,7 @@
 //! through others, is an error at the `include` entry that closes the cycle.
 
 use super::syntax::FileAst;
+use crate::db::{FileText, ReadError};
 use crate::diagnostic::Diagnostic;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::sync::Arc;
@@ -26,19 +27,21 @@ pub struct Loaded {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-pub type ReadFile<'a> = dyn Fn(&Utf8Path) -> Option<Arc<str>> + 'a;
+pub type ReadFile<'a> = dyn Fn(&Utf8Path) -> FileText + 'a;
 
 pub fn load(root: &Utf8Path, read: &ReadFile<'_>) -> Loaded {
     let mut loaded = Loaded {
         files: Vec::new(),
         diagnostics: Vec::new(),
     };
-    let Some(text) = read(root) else {
-        loaded.diagnostics.push(
-            Diagnostic::error(format!("cannot read project file `{root}`"))
-                .note("the file does not exist or is not UTF-8 text"),
-        );
-        return loaded;
+    let text = match read(root) {
+        Ok(text) => text,
+        Err(problem) => {
+            loaded.diagnostics.push(Diagnostic::error(format!(
+                "cannot read project file `{root}`: {problem}"
+            )));
+            return loaded;
+        }
     };
     let mut stack = vec![root.to_owned()];
     load_file(root, text, true, &mut stack, read, &mut loaded);
@@ -84,13 +87,40 @@ fn load_file(
         if loaded.files.iter().any(|f| f.path == target) {
             continue;
         }
-        let Some(included_text) = read(&target) else {
+        if stack.len() >= super::limits::MAX_INCLUDE_DEPTH
+            || loaded.files.len() + stack.len() >= super::limits::MAX_FILES
+        {
             loaded.diagnostics.push(
-                Diagnostic::error(format!("included file `{}` not found", include.get_ref()))
-                    .at(path, include.span())
-                    .label(format!("looked for `{target}`")),
+                Diagnostic::error(format!(
+                    "includes nested deeper than {} files or more than {} files in all",
+                    super::limits::MAX_INCLUDE_DEPTH,
+                    super::limits::MAX_FILES
+                ))
+                .at(path, include.span()),
             );
             continue;
+        }
+        let included_text = match read(&target) {
+            Ok(text) => text,
+            Err(ReadError::Missing) => {
+                loaded.diagnostics.push(
+                    Diagnostic::error(format!("included file `{}` not found", include.get_ref()))
+                        .at(path, include.span())
+                        .label(format!("looked for `{target}`")),
+                );
+                continue;
+            }
+            Err(problem) => {
+                loaded.diagnostics.push(
+                    Diagnostic::error(format!(
+                        "cannot read included file `{}`: {problem}",
+                        include.get_ref()
+                    ))
+                    .at(path, include.span())
+                    .label(format!("read as `{target}`")),
+                );
+                continue;
+            }
         };
         stack.push(target.clone());
         load_file(&target, included_text, false, stack, read, loaded);

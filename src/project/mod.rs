@@ -11,6 +11,7 @@
 //! moves text (a comment, whitespace) produces an equal result and nothing
 //! downstream re-runs.
 
+pub mod limits;
 pub mod load;
 pub mod shapes;
 pub mod syntax;
@@ -57,7 +58,7 @@ pub const DEFAULT_KERNEL_DIR: &str = "../device";
 /// edit to an include invalidates exactly the projects that include it.
 #[salsa::tracked(returns(ref))]
 pub fn project_graph(db: &dyn Db, root: SourceFile) -> ProjectResult {
-    let read = |path: &Utf8Path| -> Option<Arc<str>> {
+    let read = |path: &Utf8Path| -> crate::db::FileText {
         if path == root.path(db) {
             return root.contents(db).clone();
         }
@@ -74,15 +75,32 @@ pub fn validate_with(root: &Utf8Path, read: &load::ReadFile<'_>) -> ProjectResul
     } else {
         loaded.files.iter().map(|f| f.path.clone()).collect()
     };
-    let kernels = loaded
-        .files
-        .iter()
-        .find(|f| f.is_root)
+    let root_file = loaded.files.iter().find(|f| f.is_root);
+    let declared = root_file
         .and_then(|f| f.ast.project.as_ref())
-        .and_then(|p| p.get_ref().kernels.as_ref())
-        .map_or(DEFAULT_KERNEL_DIR, |k| k.get_ref().as_str());
+        .and_then(|p| p.get_ref().kernels.as_ref());
+    let kernels = declared.map_or(DEFAULT_KERNEL_DIR, |k| k.get_ref().as_str());
     let kernel_dir = load::resolve(root, kernels);
-    let (graph, diagnostics) = validate::validate(&loaded);
+    let (mut graph, mut diagnostics) = validate::validate(&loaded);
+    // A `kernels` directory that is not there would only show up as a
+    // missing kernel source when the build reaches its kernels.
+    if let (Some(file), Some(declared)) = (root_file, declared) {
+        let problem = match read(&kernel_dir) {
+            Err(e) if e.is_directory() => None,
+            Ok(_) => Some("it is a file".to_string()),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(problem) = problem {
+            diagnostics.push(
+                Diagnostic::error(format!(
+                    "the kernel directory `{kernel_dir}` is not a directory: {problem}"
+                ))
+                .at(&file.path, declared.span())
+                .label("`kernels` is relative to this file"),
+            );
+            graph = None;
+        }
+    }
     ProjectResult {
         graph: graph.map(Arc::new),
         diagnostics,

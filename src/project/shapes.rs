@@ -188,17 +188,23 @@ fn declared_dtype(
     }
 }
 
-/// The output dtype: the declared one if allowed, else an error; `default`
-/// when the op does not say.
+/// The output dtype: the declared one if allowed, else an error. Every
+/// operation but a view declares it; `expected` is what the message
+/// suggests when it is missing.
 fn output_dtype(
     site: &Site,
     op: &OpAst,
     declared: Option<(DType, std::ops::Range<usize>)>,
-    default: DType,
+    expected: DType,
     allowed: &[DType],
 ) -> Result<DType, Diagnostic> {
     match declared {
-        None => Ok(default),
+        None => Err(site
+            .error(
+                format!("`{}` needs the `dtype` of its output", op.op.get_ref()),
+                op.op.span(),
+            )
+            .help(format!("add `dtype = \"{expected}\"`"))),
         Some((d, _)) if allowed.contains(&d) => Ok(d),
         Some((d, span)) => Err(site
             .error(format!("`{}` cannot produce {d}", op.op.get_ref()), span)
@@ -469,13 +475,17 @@ fn layernorm(
     ))
 }
 
+/// A view's dtype: its input's, which it may repeat.
 fn same_dtype(
     site: &Site,
     op: &OpAst,
     x: &Input,
     declared: Option<(DType, std::ops::Range<usize>)>,
 ) -> Result<DType, Diagnostic> {
-    output_dtype(site, op, declared, x.dtype, &[x.dtype])
+    match declared {
+        None => Ok(x.dtype),
+        declared => output_dtype(site, op, declared, x.dtype, &[x.dtype]),
+    }
 }
 
 fn transpose(
@@ -579,7 +589,7 @@ fn rearrange(
 ) -> Result<Inferred, Diagnostic> {
     let x = &inputs[0];
     require_dtype(site, x, &[DType::F16], "rearrange")?;
-    let dtype = same_dtype(site, op, x, declared)?;
+    let dtype = output_dtype(site, op, declared, x.dtype, &[x.dtype])?;
     let Some(block) = &op.block else {
         return Err(site.error(
             "a `rearrange` needs `block = [rows, columns]`",

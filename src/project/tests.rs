@@ -27,6 +27,7 @@ init = { dist = "uniform", scale = 0.25 }
 name = "h_next"
 op = "add"
 inputs = ["h", "mixed"]
+dtype = "f16"
 
 [[repeat.op]]
 name = "h_f8"
@@ -60,6 +61,7 @@ role = "input"
 name = "y"
 op = "softmax"
 inputs = ["stack"]
+dtype = "f16"
 scale = 0.5
 causal = true
 
@@ -159,7 +161,7 @@ fn broken_include_is_reported_at_its_own_file() {
         .iter()
         .map(|d| {
             crate::diagnostic::render(d, &|p| {
-                db.file(p).contents(&db).as_deref().map(str::to_string)
+                db.file(p).contents(&db).as_deref().ok().map(str::to_string)
             })
         })
         .collect();
@@ -171,4 +173,59 @@ fn broken_include_is_reported_at_its_own_file() {
            |                ^^^^^^
     "#]]
     .assert_eq(&rendered.join("\n"));
+}
+
+/// The first error's message for a project of `files`.
+fn first_error(files: &[(&str, String)]) -> String {
+    let fs = MemoryFs::new();
+    for (path, text) in files {
+        fs.write(*path, text);
+    }
+    let db = Database::new(Arc::new(fs));
+    let result = project_graph(&db, db.file(Utf8Path::new(files[0].0)));
+    assert!(result.graph.is_none());
+    result.diagnostics[0].message.clone()
+}
+
+#[test]
+fn include_chains_and_name_counts_are_bounded() {
+    // Forty files, each including the next.
+    let root = ROOT.replace("layers/stack.toml", "1.toml");
+    let mut files = vec![("p/0.toml", root)];
+    let names: Vec<String> = (1..40).map(|i| format!("p/{i}.toml")).collect();
+    for (i, name) in names.iter().enumerate() {
+        files.push((name.as_str(), format!("include = [\"{}.toml\"]\n", i + 2)));
+    }
+    expect!["includes nested deeper than 32 files or more than 1024 files in all"]
+        .assert_eq(&first_error(&files));
+    let tensors = "[[tensor]]\nname = \"t\"\nshape = [1]\ndtype = \"f16\"\nrole = \"input\"\n"
+        .repeat(super::limits::MAX_NAMES + 1);
+    expect!["the project declares 65537 names (tensors, operations, repeats), more than 65536"]
+        .assert_eq(&first_error(&[("p.toml", tensors)]));
+}
+
+/// Thousands of operations, declared last to first: ordering them takes a
+/// moment, not a scan per operation.
+#[test]
+fn many_operations_are_ordered_in_declaration_order_when_ready() {
+    let mut project = ROOT.replace("include = [\"layers/stack.toml\"]", "");
+    project = project.replace("inputs = [\"stack\"]", "inputs = [\"g0\"]");
+    for i in (0..5000).rev() {
+        let input = if i == 4999 {
+            "x".to_string()
+        } else {
+            format!("g{}", i + 1)
+        };
+        project.push_str(&format!(
+            "\n[[op]]\nname = \"g{i}\"\nop = \"gelu\"\ninputs = [\"{input}\"]\ndtype = \"f16\"\n"
+        ));
+    }
+    let fs = MemoryFs::new();
+    fs.write("p.toml", &project);
+    let db = Database::new(Arc::new(fs));
+    let result = project_graph(&db, db.file(Utf8Path::new("p.toml")));
+    let graph = result.graph.as_ref().expect("valid");
+    assert_eq!(graph.ops.len(), 5001);
+    assert_eq!(graph.ops[0].name, "g4999");
+    assert_eq!(graph.ops[5000].name, "y");
 }

@@ -46,10 +46,15 @@ pub fn validate(loaded: &Loaded) -> (Option<Graph>, Vec<Diagnostic>) {
     if loaded.files.is_empty() {
         return (None, v.diagnostics);
     }
+    if let Some(diagnostic) = super::limits::too_many_names(loaded) {
+        v.diagnostics.push(diagnostic);
+        return (None, v.diagnostics);
+    }
     v.project();
     v.names();
     v.declared_tensors();
     v.nodes();
+    v.resident();
     v.check();
     if v.diagnostics.iter().any(Diagnostic::is_error) {
         (None, v.diagnostics)
@@ -125,6 +130,15 @@ impl<'a> Validator<'a> {
         };
         let p = project.get_ref();
         self.graph.name = p.name.get_ref().clone();
+        if let Some(problem) = super::limits::file_name_problem(p.name.get_ref()) {
+            self.diagnostics.push(
+                site.error(
+                    format!("the project name cannot name a package file: {problem}"),
+                    p.name.span(),
+                )
+                .note("packages and profiles are written as NAME.ipuexe and NAME.profile.json"),
+            );
+        }
         let Some(target) = target_by_name(p.target.get_ref()) else {
             self.diagnostics.push(
                 site.error(
@@ -267,12 +281,8 @@ impl<'a> Validator<'a> {
                     ast.shape.span(),
                 ));
             }
-            if shape
-                .iter()
-                .try_fold(1usize, |a, &d| a.checked_mul(d))
-                .is_none_or(|n| n > 1 << 31)
-            {
-                return Err(site.error("tensor is too large", ast.shape.span()));
+            if let Some(problem) = self.too_large(&shape, dtype) {
+                return Err(site.error(problem, ast.shape.span()));
             }
             let scale = match &ast.scale {
                 Some(s) if !dtype.is_fp8() => {
@@ -319,8 +329,17 @@ impl<'a> Validator<'a> {
         let ast = init.get_ref();
         let number = |v: &Option<Spanned<f64>>, key: &str| -> Result<f32, Diagnostic> {
             match v {
-                Some(x) if x.get_ref().is_finite() && *x.get_ref() > 0.0 => Ok(*x.get_ref() as f32),
-                Some(x) => Err(site.error(format!("`{key}` must be a positive number"), x.span())),
+                // The generator works in f32: the value must be one.
+                Some(x) if (*x.get_ref() as f32).is_finite() && *x.get_ref() as f32 > 0.0 => {
+                    Ok(*x.get_ref() as f32)
+                }
+                Some(x) => Err(site.error(
+                    format!(
+                        "`{key}` must be a positive number within f32 range (up to {:e})",
+                        f32::MAX
+                    ),
+                    x.span(),
+                )),
                 None => Err(site.error(
                     format!("`{}` init needs `{key}`", ast.dist.get_ref()),
                     init.span(),
@@ -374,26 +393,24 @@ impl<'a> Validator<'a> {
             nodes.extend(file.ast.op.iter().map(|o| Node::Op(i, o)));
             nodes.extend(file.ast.repeat.iter().map(|r| Node::Repeat(i, r)));
         }
-        let outputs: Vec<&str> = nodes.iter().map(|n| node_name(*n)).collect();
+        let outputs = first_index(nodes.iter().map(|n| node_name(*n)));
         let deps: Vec<Vec<(usize, &Spanned<String>)>> = nodes
             .iter()
             .map(|n| {
                 node_inputs(*n)
                     .into_iter()
-                    .filter_map(|name| {
-                        outputs
-                            .iter()
-                            .position(|o| *o == name.get_ref())
-                            .map(|p| (p, name))
-                    })
+                    .filter_map(|name| outputs.get(name.get_ref().as_str()).map(|&p| (p, name)))
                     .collect()
             })
             .collect();
         for index in self.topological(&nodes, &deps) {
             match nodes[index] {
                 Node::Op(file, op) => {
-                    let env = self.env.clone();
-                    if let Some(id) = self.op(file, op, &env) {
+                    // `op` reads the names it sees and never changes them.
+                    let env = std::mem::take(&mut self.env);
+                    let id = self.op(file, op, &env);
+                    self.env = env;
+                    if let Some(id) = id {
                         self.env.insert(op.get_ref().name.get_ref().clone(), id);
                     }
                 }
@@ -409,13 +426,33 @@ impl<'a> Validator<'a> {
         nodes: &[Node<'a>],
         deps: &[Vec<(usize, &Spanned<String>)>],
     ) -> Vec<usize> {
+        // The ready nodes in a heap by declaration order: the first ready
+        // one is taken each time, in O(n log n) rather than a scan per
+        // step.
+        use std::cmp::Reverse;
+        let mut waiting = vec![0usize; nodes.len()];
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for (i, node_deps) in deps.iter().enumerate() {
+            for &(d, _) in node_deps.iter().filter(|(d, _)| *d != i) {
+                waiting[i] += 1;
+                dependents[d].push(i);
+            }
+        }
+        let mut ready: std::collections::BinaryHeap<Reverse<usize>> = (0..nodes.len())
+            .filter(|&i| waiting[i] == 0)
+            .map(Reverse)
+            .collect();
         let mut done = vec![false; nodes.len()];
         let mut order = Vec::new();
-        while let Some(next) =
-            (0..nodes.len()).find(|&i| !done[i] && deps[i].iter().all(|(d, _)| done[*d] || *d == i))
-        {
+        while let Some(Reverse(next)) = ready.pop() {
             done[next] = true;
             order.push(next);
+            for &j in &dependents[next] {
+                waiting[j] -= 1;
+                if waiting[j] == 0 {
+                    ready.push(Reverse(j));
+                }
+            }
         }
         if let Some(first) = (0..nodes.len()).find(|&i| !done[i]) {
             // Follow remaining dependencies from `first` until a node repeats.
@@ -473,7 +510,12 @@ impl<'a> Validator<'a> {
                 "`{}` is local to repeat `{owner}`; use the repeat's name for its result",
                 name.get_ref()
             ));
-        } else if let Some(similar) = closest(name.get_ref(), env.keys()) {
+        } else if let Some(similar) = (self.diagnostics.len() < super::limits::MAX_SUGGESTIONS)
+            // Each suggestion compares the name with every other: a few
+            // are help, thousands would be a long wait.
+            .then(|| closest(name.get_ref(), env.keys()))
+            .flatten()
+        {
             diagnostic =
                 diagnostic.help(format!("a tensor with a similar name exists: `{similar}`"));
         }
@@ -514,7 +556,16 @@ impl<'a> Validator<'a> {
                 }
             })
             .collect();
-        match shapes::infer(&site, ast, &inputs) {
+        let inferred = shapes::infer(&site, ast, &inputs).and_then(|inferred| {
+            match self.too_large(&inferred.shape, inferred.dtype) {
+                Some(problem) => Err(site.error(
+                    format!("the result of `{name}` does not fit: {problem}"),
+                    ast.name.span(),
+                )),
+                None => Ok(inferred),
+            }
+        });
+        match inferred {
             Ok(inferred) => {
                 self.graph.tensors.push(Tensor {
                     name: name.clone(),
@@ -581,13 +632,13 @@ impl<'a> Validator<'a> {
             }
         }
         let body_nodes: Vec<Node<'a>> = ast.op.iter().map(|o| Node::Op(file, o)).collect();
-        let names: Vec<&str> = body_nodes.iter().map(|n| node_name(*n)).collect();
+        let names = first_index(body_nodes.iter().map(|n| node_name(*n)));
         let deps: Vec<Vec<(usize, &Spanned<String>)>> = body_nodes
             .iter()
             .map(|n| {
                 node_inputs(*n)
                     .into_iter()
-                    .filter_map(|i| names.iter().position(|o| *o == i.get_ref()).map(|p| (p, i)))
+                    .filter_map(|i| names.get(i.get_ref().as_str()).map(|&p| (p, i)))
                     .collect()
             })
             .collect();
@@ -597,8 +648,10 @@ impl<'a> Validator<'a> {
             let Node::Op(_, op) = body_nodes[i] else {
                 continue;
             };
-            let scope = body_env.clone();
-            match self.op(file, op, &scope) {
+            let scope = std::mem::take(&mut body_env);
+            let id = self.op(file, op, &scope);
+            body_env = scope;
+            match id {
                 Some(id) => {
                     body_env.insert(op.get_ref().name.get_ref().clone(), id);
                 }
@@ -729,7 +782,12 @@ impl<'a> Validator<'a> {
                             output.span(),
                         ),
                     );
-                } else if !self.graph.check.outputs.contains(&id) {
+                } else if self.graph.check.outputs.contains(&id) {
+                    self.diagnostics.push(site.error(
+                        format!("`{}` is listed twice", output.get_ref()),
+                        output.span(),
+                    ));
+                } else {
                     self.graph.check.outputs.push(id);
                 }
             }
@@ -746,6 +804,78 @@ fn typed(tensor: &Tensor) -> String {
         text.push_str(&format!("*2^{}", tensor.scale));
     }
     text
+}
+
+impl Validator<'_> {
+    /// The tiles the project may use (all of the target's when `tiles` is
+    /// itself wrong) and the bytes they hold.
+    fn capacity(&self) -> (u32, u64) {
+        let target = target_by_name(&self.graph.target).unwrap_or(&crate::target::IPU21);
+        let tiles = match self.graph.tiles {
+            0 => target.tiles,
+            tiles => tiles,
+        };
+        (tiles, super::limits::capacity(target, tiles))
+    }
+
+    /// Why a tensor cannot fit the project's tiles, if it cannot: refused
+    /// here, before any phase allocates per element.
+    fn too_large(&self, shape: &[usize], dtype: DType) -> Option<String> {
+        let (tiles, capacity) = self.capacity();
+        super::limits::tensor_problem(shape, dtype, capacity, tiles)
+    }
+
+    /// Inputs and weights (a repeat's once per iteration) stay in tile
+    /// memory for the whole run: together they must fit, or the project is
+    /// refused before planning and placement would find out the slow way.
+    fn resident(&mut self) {
+        let (total, parts) = super::limits::resident_bytes(&self.graph);
+        let (tiles, capacity) = self.capacity();
+        if total <= capacity {
+            return;
+        }
+        let root = self.root();
+        let Some(project) = &self.files[root].ast.project else {
+            return;
+        };
+        let largest: Vec<String> = parts
+            .iter()
+            .take(3)
+            .map(|(name, bytes)| format!("{name} {bytes} bytes"))
+            .collect();
+        let span = key_span(&self.files[root].text, &project.get_ref().tiles);
+        let target = target_by_name(&self.graph.target).unwrap_or(&crate::target::IPU21);
+        let per_tile = super::limits::capacity(target, 1);
+        let needed = total.div_ceil(per_tile.max(1));
+        let help = if needed <= u64::from(target.tiles) {
+            format!("each tile holds {per_tile} bytes: use at least {needed} tiles")
+        } else {
+            format!(
+                "that is more than all {} tiles of {} hold",
+                target.tiles, target.name
+            )
+        };
+        self.diagnostics.push(
+            self.site(root)
+                .error(
+                    format!(
+                        "the project's inputs and weights need {total} bytes, more than the {capacity} bytes of memory of its {tiles} tiles"
+                    ),
+                    span,
+                )
+                .note(format!("the largest: {}", largest.join(", ")))
+                .help(help),
+        );
+    }
+}
+
+/// Each name's first position, for looking dependencies up by name.
+fn first_index<'n>(names: impl Iterator<Item = &'n str>) -> HashMap<&'n str, usize> {
+    let mut index = HashMap::new();
+    for (i, name) in names.enumerate() {
+        index.entry(name).or_insert(i);
+    }
+    index
 }
 
 fn node_name(node: Node<'_>) -> &str {

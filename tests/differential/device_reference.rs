@@ -78,6 +78,7 @@ pub fn check(files: &[(String, String)], root: &str) -> Outcome {
                 Some(ipub::pipeline::BuildError::Placement(_)) => "placement error",
                 Some(ipub::pipeline::BuildError::Kernel(_)) => "kernel error",
                 Some(ipub::pipeline::BuildError::Emit(_)) => "emission error",
+                Some(ipub::pipeline::BuildError::RunTooLong(_)) => "run too long to record",
                 None => "build failed without an error",
             };
             return Outcome::Failed {
@@ -158,11 +159,12 @@ pub fn calibrate(generated: &Generated) -> Thresholds {
         max_abs_error: 1.0,
     };
     let files = generated.with_check(placeholder);
-    let read = |path: &Utf8Path| -> Option<Arc<str>> {
+    let read = |path: &Utf8Path| -> ipub::vfs::FileText {
         files
             .iter()
             .find(|(p, _)| p == path.as_str())
             .map(|(_, text)| Arc::from(text.as_str()))
+            .ok_or(ipub::vfs::ReadError::Missing)
     };
     let result = ipub::project::validate_with(Utf8Path::new(ROOT), &read);
     let Some(graph) = result.graph else {

@@ -165,6 +165,7 @@ role = "input"
 name = "y"
 op = "softmax"
 inputs = ["x"]
+dtype = "f16"
 scale = 0.0
 
 [check]

@@ -87,7 +87,11 @@ pub fn rendered(db: &Database, diagnostics: &[ipub::diagnostic::Diagnostic]) -> 
         .iter()
         .map(|d| {
             ipub::diagnostic::render(d, &|path: &Utf8Path| {
-                db.file(path).contents(db).as_deref().map(str::to_string)
+                db.file(path)
+                    .contents(db)
+                    .as_deref()
+                    .ok()
+                    .map(str::to_string)
             })
         })
         .collect()

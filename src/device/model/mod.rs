@@ -218,13 +218,33 @@ pub struct ModelDevice {
     package: Arc<Package>,
     target: &'static Target,
     memories: TileMemories,
-    /// Cycles a tile may run in one compute step before the watchdog fires.
+    /// Cycles one host call may run, all its steps together, before the
+    /// watchdog fires.
     pub watchdog_cycles: u64,
 }
 
-/// About 1.3 s of device time: far above any compiled phase, low enough
-/// that a runaway kernel stops in seconds of simulation.
+/// About 1.3 s of device time: the most a watchdog allows unless the user
+/// asks for more, and the watchdog of a device whose package is unknown.
 pub const DEFAULT_WATCHDOG_CYCLES: u64 = 2_000_000_000;
+
+/// The default watchdog allows this many times the package's own
+/// estimate of its cycles ...
+pub const WATCHDOG_ESTIMATE_FACTOR: u64 = 100;
+
+/// ... and at least this many cycles (a few seconds of simulation), so a
+/// package whose estimate is small still has room.
+pub const MIN_WATCHDOG_CYCLES: u64 = 10_000_000;
+
+/// The watchdog for a package that estimates `estimated_cycles` per run:
+/// [`WATCHDOG_ESTIMATE_FACTOR`] times that, between
+/// [`MIN_WATCHDOG_CYCLES`] and [`DEFAULT_WATCHDOG_CYCLES`]. Code that never
+/// ends then stops in seconds rather than minutes; `ipub run --watchdog`
+/// raises it.
+pub fn default_watchdog(estimated_cycles: u64) -> u64 {
+    estimated_cycles
+        .saturating_mul(WATCHDOG_ESTIMATE_FACTOR)
+        .clamp(MIN_WATCHDOG_CYCLES, DEFAULT_WATCHDOG_CYCLES)
+}
 
 impl ModelDevice {
     /// Validates `package`, gives every tile it uses a zeroed memory and

@@ -123,6 +123,7 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
     ) -> Result<(), DeviceError> {
         let mut index = first;
         for step in steps {
+            self.within_watchdog(step)?;
             let at = At { index, iteration };
             match step {
                 Step::Compute { label, op, tiles } => {
@@ -165,6 +166,36 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
         Ok(())
     }
 
+    /// The watchdog covers the whole call: a step starts only while the
+    /// call is within it (and a compute step's tiles get what is left), so
+    /// a loop of quick steps stops as surely as a kernel that never ends.
+    fn within_watchdog(&self, step: &Step) -> Result<(), DeviceError> {
+        if self.clock < self.device.watchdog_cycles {
+            return Ok(());
+        }
+        let (tile, label) = match step {
+            Step::Compute { label, tiles, .. } => (
+                tiles.iter().map(|&(t, _)| t).min(),
+                format!("compute {label}"),
+            ),
+            Step::Exchange { program } => (None, format!("exchange {program}")),
+            Step::Repeat { count, .. } => (None, format!("repeat x{count}")),
+            Step::HostWrite { binding } | Step::HostRead { binding } => (
+                None,
+                format!("host {}", tensor_name(self.package, *binding)),
+            ),
+        };
+        let tile = tile.or_else(|| self.package.tiles.first().map(|t| t.tile));
+        let mut fault = Fault::new(
+            tile.unwrap_or(0),
+            FaultCause::Watchdog {
+                cycles: self.device.watchdog_cycles,
+            },
+        );
+        fault.step = Some(label);
+        Err(DeviceError::Fault(fault))
+    }
+
     /// Runs every tile of a compute step in parallel; results come back in
     /// ascending tile order whatever the pool did.
     fn compute(
@@ -173,14 +204,20 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
         label: &str,
         tiles: &[(u32, u32)],
     ) -> Result<Vec<TileActivity>, DeviceError> {
+        let run_watchdog = self.device.watchdog_cycles;
         let with_step = |mut fault: Fault| {
             fault.step.get_or_insert_with(|| format!("compute {label}"));
+            // A tile stopped by what was left of the call's watchdog is
+            // reported against the call's whole watchdog.
+            if let FaultCause::Watchdog { cycles } = &mut fault.cause {
+                *cycles = run_watchdog;
+            }
             DeviceError::Fault(fault)
         };
         let mut entries = tiles.to_vec();
         entries.sort_unstable();
         let ids: Vec<u32> = entries.iter().map(|&(tile, _)| tile).collect();
-        let watchdog = self.device.watchdog_cycles;
+        let watchdog = self.device.watchdog_cycles.saturating_sub(self.clock);
         let engine = self.engine;
         let memories = self
             .device

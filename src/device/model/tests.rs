@@ -331,7 +331,6 @@ fn stress_package(seed: u64) -> Package {
             }],
         })
         .collect();
-    package.bindings.clear();
     package.profile = crate::package::ProfileLayout::default();
     package.initialize = HostCall::default();
     package.exchanges = (0..6)
@@ -377,6 +376,9 @@ fn stress_package(seed: u64) -> Package {
         count: 3,
         body: vec![Step::Exchange { program: 2 }, Step::Exchange { program: 5 }],
     });
+    // The check's output is read back, as in every package (reading
+    // changes no memory).
+    steps.push(Step::HostRead { binding: 2 });
     package.run = HostCall { steps };
     package
 }

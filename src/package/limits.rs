@@ -1,0 +1,31 @@
+//! What a package may declare, in one place (and listed in
+//! `book/src/limits.md`).
+//!
+//! A package is a file people pass around, so `ipub run PKG` treats it as
+//! untrusted: beyond its checksums, everything it declares is bounded by
+//! what the target can hold, and checked before it is materialised. Most
+//! bounds come from the target itself (no tile receives more bytes than its
+//! memory, no tensor is larger than the memory of the tiles it may use);
+//! the ones below bound what the target does not (how many transfers and
+//! steps), far above what a compiled package of the whole chip needs.
+
+/// The largest package file read: all of the chip's memory (1472 tiles of
+/// 624 KiB) is under a gibibyte, so twice that leaves room for the rest.
+pub const MAX_PACKAGE_FILE_BYTES: u64 = 2 << 30;
+
+/// Exchange transfers in all programs of a package, decoded.
+pub const MAX_TRANSFERS: usize = 1 << 23;
+
+/// Exchange transfer destinations in all programs of a package, decoded.
+pub const MAX_DESTINATIONS: usize = 1 << 25;
+
+/// Deepest nesting of `repeat` steps; devices walk them recursively.
+pub const MAX_REPEAT_DEPTH: usize = 16;
+
+/// Steps one host call may execute, a repeat's body counted once per
+/// iteration: each leaves a record in the cycle profile.
+pub const MAX_EXECUTED_STEPS: u64 = 1 << 20;
+
+/// Tile records one host call may leave in the cycle profile (the tiles of
+/// every executed compute and exchange step).
+pub const MAX_EXECUTED_TILE_RECORDS: u64 = 1 << 23;

@@ -1,0 +1,797 @@
+//! Hostile inputs and faults through the command line: files that ask for
+//! unbounded time or memory, reach outside the output directory, or damage
+//! the result store; kill -9 during builds and runs; concurrent builds;
+//! unwritable directories. Each gives a clear error and a non-zero exit (or
+//! a correct result), never a panic, a hang or a runaway allocation. The
+//! limits themselves are listed in `book/src/limits.md`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A scratch directory with its own cache, store and device lock.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().expect("temporary directory"),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ipub"));
+        command
+            .args(args)
+            .current_dir(MANIFEST)
+            .env("IPUB_CACHE_DIR", self.path("cache"))
+            .env("IPUB_DEVICE_LOCK", self.path("device.lock"))
+            .env("IPUB_LOG", "warn")
+            .env_remove("RUST_LOG");
+        command
+    }
+
+    /// Runs ipub; a run that takes longer than `limit` is killed and fails
+    /// the test (a hang is one of the faults under test).
+    fn run_within(&self, args: &[&str], limit: Duration) -> (i32, String, String) {
+        let child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ipub");
+        let output = wait_within(child, limit, args);
+        let result = (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        );
+        assert!(
+            !result.2.contains("panicked") && !result.2.contains("stack overflow"),
+            "ipub {args:?} crashed:\n{}",
+            result.2
+        );
+        result
+    }
+
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        self.run_within(args, Duration::from_secs(120))
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let path = self.path(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&path, text).expect("write");
+        path.to_str().expect("utf-8").to_string()
+    }
+
+    /// Builds `project` into `out` (in the scratch directory) and returns
+    /// the package's path.
+    fn build(&self, project: &str, out: &str) -> PathBuf {
+        let out = self.path(out);
+        let (code, stdout, stderr) =
+            self.run(&["build", project, "--out", out.to_str().expect("utf-8")]);
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        let name = Path::new(project).file_stem().expect("stem");
+        out.join(name).with_extension("ipuexe")
+    }
+}
+
+fn wait_within(mut child: std::process::Child, limit: Duration, what: &[&str]) -> Output {
+    let started = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ipub {what:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(made.success());
+}
+
+const PROJECT: &str = r#"
+[project]
+name = "small"
+target = "ipu21"
+tiles = 4
+seed = 3
+
+[[tensor]]
+name = "x"
+shape = [8, 16]
+dtype = "f16"
+role = "input"
+
+[[op]]
+name = "y"
+op = "gelu"
+inputs = ["x"]
+dtype = "f16"
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["y"]
+"#;
+
+// Items 1 and 2: expressions nested thousands deep and macros that double
+// with each level stop at a located error, in moments.
+#[test]
+fn deep_expressions_and_macro_bombs_are_located_errors() {
+    let scratch = Scratch::new();
+    let parens = format!(
+        "  .data\n  .word {}1{}\n",
+        "(".repeat(3000),
+        ")".repeat(3000)
+    );
+    let mut bomb = String::from("#define X0 1\n");
+    for i in 0..24 {
+        bomb.push_str(&format!("#define X{} (X{i} + X{i})\n", i + 1));
+    }
+    bomb.push_str("  .data\n  .word X24\n");
+    for (name, text, message) in [
+        (
+            "parens.S",
+            parens,
+            ("expression nested deeper than 256 levels", "parens.S:2:265"),
+        ),
+        (
+            "bomb.S",
+            bomb,
+            ("macro expansion exceeds 1 MiB", "bomb.S:27:9"),
+        ),
+    ] {
+        let source = scratch.write(name, &text);
+        let started = Instant::now();
+        let (code, _, stderr) = scratch.run(&[
+            "kernel",
+            "compile",
+            &source,
+            "--out",
+            scratch.path("obj").to_str().unwrap(),
+        ]);
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains(message.0) && stderr.contains(message.1),
+            "{stderr}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{name} took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+// Item 3: special files are never read, in projects or kernels.
+#[test]
+fn includes_of_devices_and_fifos_are_refused_at_once() {
+    let scratch = Scratch::new();
+    let fifo = scratch.path("fifo.toml");
+    mkfifo(&fifo);
+    for (include, kind) in [("/dev/zero", "a character device"), ("fifo.toml", "a FIFO")] {
+        let project = scratch.write("p.toml", &format!("include = [\"{include}\"]\n{PROJECT}"));
+        let (code, _, stderr) = scratch.run_within(&["check", &project], Duration::from_secs(20));
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "cannot read included file `{include}`: it is {kind}, not a regular file"
+            )),
+            "{stderr}"
+        );
+    }
+    let kernel_fifo = scratch.path("k.fifo");
+    mkfifo(&kernel_fifo);
+    for (include, kind) in [("/dev/zero", "a character device"), ("k.fifo", "a FIFO")] {
+        let source = scratch.write("k.S", &format!("#include \"{include}\"\n  nop\n"));
+        let (code, _, stderr) = scratch.run_within(
+            &[
+                "kernel",
+                "compile",
+                &source,
+                "--out",
+                scratch.path("obj").to_str().unwrap(),
+            ],
+            Duration::from_secs(20),
+        );
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("it is {kind}, not a regular file")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("k.S:1:10"), "{stderr}");
+    }
+    // A package or profile that is not a regular file is refused too.
+    let (code, _, stderr) = scratch.run_within(&["inspect", "/dev/zero"], Duration::from_secs(20));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("it is a character device"), "{stderr}");
+    let (code, _, stderr) = scratch.run_within(
+        &["profile", fifo.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert_eq!(code, 1);
+    assert!(stderr.contains("it is a FIFO"), "{stderr}");
+}
+
+/// The parts of a package file, by name, in file order.
+fn parts(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let count = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    (0..count)
+        .map(|i| {
+            let entry = &bytes[48 + 64 * i..48 + 64 * (i + 1)];
+            let name = String::from_utf8_lossy(&entry[..16])
+                .trim_end_matches('\0')
+                .to_string();
+            let offset = u64::from_le_bytes(entry[16..24].try_into().unwrap()) as usize;
+            let length = u64::from_le_bytes(entry[24..32].try_into().unwrap()) as usize;
+            (name, bytes[offset..offset + length].to_vec())
+        })
+        .collect()
+}
+
+/// The package at `path` with one part replaced, checksums recomputed.
+fn with_part(path: &Path, name: &str, edit: impl Fn(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
+    let parts: Vec<(String, Vec<u8>)> = parts(&std::fs::read(path).expect("package"))
+        .into_iter()
+        .map(|(n, bytes)| {
+            let bytes = if n == name { edit(bytes) } else { bytes };
+            (n, bytes)
+        })
+        .collect();
+    let refs: Vec<(&str, &[u8])> = parts
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    ipub::package::file::assemble(ipub::package::FORMAT_VERSION, &refs)
+}
+
+fn text_edit(from: &str, to: &str) -> impl Fn(Vec<u8>) -> Vec<u8> {
+    let (from, to) = (from.to_string(), to.to_string());
+    move |bytes| {
+        let text = String::from_utf8(bytes).expect("JSON part");
+        assert!(text.contains(&from), "`{from}` is not in {text}");
+        text.replacen(&from, &to, 1).into_bytes()
+    }
+}
+
+fn varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Items 4, 5, 6 (repeat), 7 (graph name) and 8: packages whose
+/// checksums are right and whose contents are not are refused, by
+/// `inspect` and `run` alike, before anything is allocated or run.
+#[test]
+fn crafted_packages_are_refused_before_anything_is_allocated() {
+    let scratch = Scratch::new();
+    let package = scratch.build("projects/matmul-f8.toml", "out");
+    // One transfer to 100,000 tiles' worth of destinations, reused by
+    // 120,000 transfers of two bytes each.
+    let mut bomb = Vec::new();
+    bomb.extend_from_slice(&1u32.to_le_bytes());
+    bomb.extend_from_slice(&0u32.to_le_bytes());
+    bomb.push(0);
+    bomb.extend_from_slice(&0u64.to_le_bytes());
+    bomb.extend_from_slice(&120_001u32.to_le_bytes());
+    bomb.push(0);
+    for value in [0u64, 0x50000, 4, 100_000] {
+        varint(&mut bomb, value);
+    }
+    for d in 0..100_000u64 {
+        varint(&mut bomb, d % 64);
+        varint(&mut bomb, 0x60000 + 4 * (d / 64));
+    }
+    for _ in 0..120_000 {
+        bomb.extend_from_slice(&[7, 0, 0]);
+    }
+    // 30,000 segments sharing one payload.
+    let shared: String = (0..30_000)
+        .map(|i| format!("{{\"address\":{},\"offset\":0,\"bytes\":524288,\"memory_size\":524288,\"kind\":\"data\"}}", 0x4C000 + i))
+        .collect::<Vec<_>>()
+        .join(",");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "weight-shape",
+            with_part(&package, "graph", text_edit("\"shape\":[64,64]", "\"shape\":[1000000000,1000000000]")),
+            "invalid package (graph): a tensor of shape [1000000000, 1000000000] in f143 needs 1000000000000000000 bytes",
+        ),
+        (
+            "wrapping-shape",
+            with_part(&package, "graph", text_edit("\"shape\":[128,64]", "\"shape\":[9223372036854775809,8192]")),
+            "invalid package (graph): dimension 9223372036854775809 is too large",
+        ),
+        (
+            "exchange-bomb",
+            with_part(&package, "exchange", |_| bomb.clone()),
+            "part `exchange` cannot be decoded",
+        ),
+        (
+            "shared-segments",
+            with_part(&package, "tiles", |_| format!("[{{\"tile\":0,\"segments\":[{shared}]}}]").into_bytes()),
+            "invalid package (tiles): tile 0 data segment at 0x4c001: overlaps the previous segment or is out of order",
+        ),
+        (
+            "endless-repeat",
+            with_part(&package, "calls", |bytes| {
+                let text = String::from_utf8(bytes).unwrap();
+                text.replacen("\"run\":{\"steps\":[", "\"run\":{\"steps\":[{\"step\":\"repeat\",\"count\":4294967295,\"body\":[{\"step\":\"host_write\",\"binding\":0}]},", 1).into_bytes()
+            }),
+            "steps (repeats unrolled), more than the 1048576 a run may record",
+        ),
+        (
+            "unknown-check-output",
+            with_part(&package, "graph", text_edit("\"outputs\":[3]}", "\"outputs\":[9999]}")),
+            "invalid package (graph): tensor 9999 does not exist",
+        ),
+        (
+            "escaping-name",
+            with_part(&package, "graph", text_edit("\"name\":\"matmul-f8\"", "\"name\":\"../../x\"")),
+            "the project name cannot name a package file: it contains '/'",
+        ),
+    ];
+    for (name, bytes, message) in cases {
+        let path = scratch.path(&format!("{name}.ipuexe"));
+        std::fs::write(&path, bytes).expect("write");
+        let path = path.to_str().unwrap();
+        for command in ["inspect", "run"] {
+            let (code, stdout, stderr) =
+                scratch.run_within(&[command, path], Duration::from_secs(60));
+            assert_eq!(code, 1, "{name} {command}: {stdout}\n{stderr}");
+            assert!(stderr.contains(message), "{name} {command}: {stderr}");
+        }
+    }
+    // Nothing was written next to the crafted packages.
+    assert!(!scratch.path("x.profile.json").exists());
+}
+
+/// Item 6: code that never ends stops at a watchdog derived from the
+/// package's estimate, in seconds, and says how to raise it.
+#[test]
+fn code_that_never_ends_stops_at_the_derived_watchdog() {
+    let scratch = Scratch::new();
+    let path = scratch.build("projects/matmul-f8.toml", "out");
+    let mut package =
+        ipub::package::read(camino::Utf8Path::from_path(&path).unwrap()).expect("read");
+    // Every compute entry point becomes a branch to itself.
+    let entries: Vec<(u32, u32)> = package
+        .run
+        .preorder()
+        .into_iter()
+        .filter_map(|s| match s {
+            ipub::package::Step::Compute { tiles, .. } => Some(tiles.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    for (tile, pc) in entries {
+        let word = ipub::isa::assemble(
+            "br",
+            &[ipub::isa::Operand::Value(ipub::isa::Value::Const(
+                i64::from(pc),
+            ))],
+        )
+        .expect("br")
+        .word;
+        let image = package
+            .tiles
+            .iter_mut()
+            .find(|t| t.tile == tile)
+            .expect("tile");
+        let segment = image
+            .segments
+            .iter_mut()
+            .find(|s| s.address <= pc && pc < s.address + s.data.len() as u32)
+            .expect("code");
+        let at = (pc - segment.address) as usize;
+        segment.data[at..at + 4].copy_from_slice(&word.to_le_bytes());
+    }
+    let looping = scratch.path("looping.ipuexe");
+    ipub::package::write(camino::Utf8Path::from_path(&looping).unwrap(), &package).expect("write");
+    let started = Instant::now();
+    let (code, stdout, stderr) = scratch.run_within(
+        &["run", looping.to_str().unwrap()],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stdout.contains("numericalTest=FAIL"), "{stdout}");
+    let watchdog = ipub::device::model::default_watchdog(package.profile.estimated_cycles);
+    assert_eq!(watchdog, ipub::device::model::MIN_WATCHDOG_CYCLES);
+    assert!(
+        stderr.contains(&format!("watchdog: still running after {watchdog} cycles")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("raise it with `ipub run --watchdog CYCLES`"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    // An explicit watchdog is used as given.
+    let (code, _, stderr) = scratch.run_within(
+        &["run", looping.to_str().unwrap(), "--watchdog", "1000000"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("still running after 1000000 cycles"),
+        "{stderr}"
+    );
+}
+
+/// Item 7: names read from files are never path components.
+#[test]
+fn project_names_never_write_outside_the_output_directory() {
+    let scratch = Scratch::new();
+    for name in [
+        "../escaped/evil",
+        "/tmp/evil",
+        "",
+        "a/b",
+        ".",
+        "..",
+        &"n".repeat(300),
+    ] {
+        let project = scratch.write(
+            "p.toml",
+            &PROJECT.replace("name = \"small\"", &format!("name = {name:?}")),
+        );
+        let out = scratch.path("out");
+        let (code, _, stderr) = scratch.run(&["build", &project, "--out", out.to_str().unwrap()]);
+        assert_eq!(code, 1, "{name}: {stderr}");
+        assert!(
+            stderr.contains("the project name cannot name a package file"),
+            "{name}: {stderr}"
+        );
+    }
+    let nul = scratch.write(
+        "p.toml",
+        &PROJECT.replace("name = \"small\"", "name = \"a\\u0000b\""),
+    );
+    let (code, _, stderr) = scratch.run(&["check", &nul]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(!scratch.path("escaped").exists());
+    assert!(!Path::new("/tmp/evil.ipuexe").exists());
+}
+
+/// Item 8: a check that compares nothing never passes (the package side
+/// is in `crafted_packages_are_refused_before_anything_is_allocated`).
+#[test]
+fn a_project_cannot_check_an_output_twice() {
+    let scratch = Scratch::new();
+    let project = scratch.write(
+        "p.toml",
+        &PROJECT.replace("outputs = [\"y\"]", "outputs = [\"y\", \"y\"]"),
+    );
+    let (code, _, stderr) = scratch.run(&["check", &project]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("`y` is listed twice"), "{stderr}");
+}
+
+/// The plan and tile-image files of a store, by kind.
+fn entries(store: &Path, kind: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(store.join(kind))
+        .map(|d| d.map(|e| e.expect("entry").path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// Item 9: a store entry copied over another's is detected, removed and
+/// recomputed; one forged with a right checksum but wrong contents fails
+/// verification and the build recomputes without the store. Either way
+/// the package is the one a clean build writes.
+#[test]
+fn store_entries_filed_under_other_keys_never_reach_a_package() {
+    let scratch = Scratch::new();
+    let project = "projects/attention-f16.toml";
+    let clean = std::fs::read(scratch.build(project, "clean")).expect("package");
+    let store = scratch.path("cache/store");
+    for kind in ["plans", "tile-image"] {
+        let files = entries(&store, kind);
+        assert!(files.len() >= 2, "{kind}: {files:?}");
+        // Swapped: each file now holds the other's entry.
+        let (a, b) = (
+            std::fs::read(&files[0]).unwrap(),
+            std::fs::read(&files[1]).unwrap(),
+        );
+        std::fs::write(&files[0], &b).unwrap();
+        std::fs::write(&files[1], &a).unwrap();
+        let (code, stdout, stderr) = scratch.run(&[
+            "build",
+            project,
+            "--out",
+            scratch.path(&format!("swapped-{kind}")).to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        assert!(
+            stderr.contains("removing corrupted store entry"),
+            "{stderr}"
+        );
+        let name = format!("swapped-{kind}/attention-f16.ipuexe");
+        assert_eq!(std::fs::read(scratch.path(&name)).unwrap(), clean, "{kind}");
+        // Forged: another entry's contents under this file's own key. The
+        // other is one the check always tells apart (a plan of another kind
+        // of operation, an image of another tile): two operations of one
+        // kind and shape may have interchangeable plans, and then the
+        // package is the same anyway.
+        let files = entries(&store, kind);
+        let a = std::fs::read(&files[0]).unwrap();
+        let telling = |bytes: &[u8]| {
+            let text = String::from_utf8_lossy(bytes);
+            let field = if kind == "plans" {
+                "\"kernel\":\""
+            } else {
+                "\"tile\":"
+            };
+            text.find(field).map(|at| {
+                let rest = &text[at + field.len()..];
+                rest[..rest.find(['"', ',', '_']).unwrap_or(rest.len())].to_string()
+            })
+        };
+        let b = files[1..]
+            .iter()
+            .map(|f| std::fs::read(f).unwrap())
+            .find(|b| telling(b) != telling(&a))
+            .expect("an entry the check tells apart");
+        let key = ipub::store::entry_key(&a).expect("a header");
+        let payload = &b[b.iter().position(|&c| c == b'\n').unwrap() + 1..];
+        std::fs::write(&files[0], ipub::store::entry(&key, payload)).unwrap();
+        let out = scratch.path(&format!("forged-{kind}"));
+        let (code, stdout, stderr) =
+            scratch.run(&["build", project, "--out", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{kind}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains("does not fit what it was stored for"),
+            "{kind}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read(out.join("attention-f16.ipuexe")).unwrap(),
+            clean,
+            "{kind}"
+        );
+    }
+    // A tile image of the right tile whose entry points lie outside its
+    // code: nothing but the package's validation can tell, and the build
+    // is done again without the store.
+    let file = &entries(&store, "tile-image")[0];
+    let bytes = std::fs::read(file).unwrap();
+    let key = ipub::store::entry_key(&bytes).expect("a header");
+    let newline = bytes.iter().position(|&c| c == b'\n').unwrap();
+    let payload = String::from_utf8(bytes[newline + 1..].to_vec()).unwrap();
+    let start = payload.find("\"entries\":{").expect("entries") + "\"entries\":{".len();
+    let end = start + payload[start..].find('}').unwrap();
+    let moved: Vec<String> = payload[start..end]
+        .split(',')
+        .map(|pair| format!("{}:4", pair.split(':').next().unwrap()))
+        .collect();
+    let forged = format!(
+        "{}{}{}",
+        &payload[..start],
+        moved.join(","),
+        &payload[end..]
+    );
+    std::fs::write(file, ipub::store::entry(&key, forged.as_bytes())).unwrap();
+    let out = scratch.path("forged-entries");
+    let (code, stdout, stderr) = scratch.run(&["build", project, "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("building again without them"), "{stderr}");
+    assert_eq!(
+        std::fs::read(out.join("attention-f16.ipuexe")).unwrap(),
+        clean
+    );
+    // The store now holds the recomputed image.
+    let again = scratch.path("again");
+    let (code, stdout, stderr) = scratch.run(&["build", project, "--out", again.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(!stderr.contains("building again"), "{stderr}");
+}
+
+/// Item 11: an unusable cache directory costs recompilation, not the
+/// build; an unwritable `--out` still gives the run's verdict; a device
+/// lock that is a directory is named.
+#[test]
+fn unusable_directories_degrade_or_are_named() {
+    let scratch = Scratch::new();
+    // The cache root is a file: nothing under it can be created.
+    std::fs::write(scratch.path("cache"), "not a directory").unwrap();
+    let out = scratch.path("out");
+    let (code, stdout, stderr) = scratch.run(&[
+        "build",
+        "projects/matmul-f8.toml",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("cannot write to the kernel cache"),
+        "{stderr}"
+    );
+    std::fs::remove_file(scratch.path("cache")).unwrap();
+
+    let package = out.join("matmul-f8.ipuexe");
+    let blocked = scratch.path("blocked");
+    std::fs::write(&blocked, "a file").unwrap();
+    let unwritable = blocked.join("sub");
+    let (code, stdout, stderr) = scratch.run(&[
+        "run",
+        package.to_str().unwrap(),
+        "--out",
+        unwritable.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stdout.contains("numericalTest=PASS"), "{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot write the profile {}/matmul-f8.profile.json",
+            unwritable.display()
+        )),
+        "{stderr}"
+    );
+
+    let lock = scratch.path("lockdir");
+    std::fs::create_dir(&lock).unwrap();
+    let (code, _, stderr) = scratch.run_within(
+        &[
+            "run",
+            package.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let output = scratch
+        .command(&[
+            "run",
+            package.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .env("IPUB_DEVICE_LOCK", &lock)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("device lock {}", lock.display())),
+        "{stderr}"
+    );
+}
+
+/// kill -9 in the middle of builds and runs never leaves a half-written
+/// package or profile: what is there reads back, and the next build is
+/// byte-identical to a clean one.
+#[test]
+fn kill_9_never_leaves_a_half_artifact() {
+    let scratch = Scratch::new();
+    let project = "projects/attention-f16.toml";
+    let clean = std::fs::read(scratch.build(project, "clean")).expect("package");
+    std::fs::remove_dir_all(scratch.path("cache")).unwrap();
+    let out = scratch.path("out");
+    for delay in [50, 200, 400, 800] {
+        let mut child = scratch
+            .command(&["run", project, "--out", out.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay));
+        let _ = child.kill();
+        let _ = child.wait();
+        for file in ["attention-f16.ipuexe", "attention-f16.profile.json"] {
+            let path = out.join(file);
+            if !path.exists() {
+                continue;
+            }
+            let command = if file.ends_with("ipuexe") {
+                "inspect"
+            } else {
+                "profile"
+            };
+            let (code, _, stderr) = scratch.run(&[command, path.to_str().unwrap()]);
+            assert_eq!(code, 0, "{file} after kill at {delay} ms: {stderr}");
+        }
+    }
+    let package = scratch.build(project, "out");
+    assert_eq!(std::fs::read(package).unwrap(), clean);
+}
+
+/// Concurrent builds of one project into one directory, sharing a cache:
+/// all succeed and agree with a clean build.
+#[test]
+fn concurrent_builds_agree() {
+    let scratch = Scratch::new();
+    let project = "projects/attention-f16.toml";
+    let out = scratch.path("out");
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            scratch
+                .command(&["build", project, "--out", out.to_str().unwrap()])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = wait_within(child, Duration::from_secs(120), &["build"]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let built = std::fs::read(out.join("attention-f16.ipuexe")).unwrap();
+    std::fs::remove_dir_all(scratch.path("cache")).unwrap();
+    let clean = std::fs::read(scratch.build(project, "clean")).unwrap();
+    assert_eq!(built, clean);
+}
+
+/// Item 10: a repeat of 65,535 iterations of a small body compiles once,
+/// but would record more steps than a run may: the build says so, as a
+/// limit of the program rather than a compiler bug.
+#[test]
+fn a_repeat_too_long_to_run_is_a_clear_error() {
+    let scratch = Scratch::new();
+    let mut body = String::new();
+    for i in 0..20 {
+        let input = if i == 0 {
+            "h".to_string()
+        } else {
+            format!("g{}", i - 1)
+        };
+        body.push_str(&format!(
+            "\n[[repeat.op]]\nname = \"g{i}\"\nop = \"gelu\"\ninputs = [\"{input}\"]\ndtype = \"f16\"\n"
+        ));
+    }
+    let project = PROJECT.replace(
+        "[[op]]\nname = \"y\"\nop = \"gelu\"\ninputs = [\"x\"]\ndtype = \"f16\"\n",
+        &format!(
+            "[[repeat]]\nname = \"y\"\ncount = 65535\ninput = \"x\"\ncarry = \"h\"\nresult = \"g19\"\n{body}"
+        ),
+    );
+    let project = project.replace(
+        "seed = 3",
+        &format!("seed = 3\nkernels = \"{MANIFEST}/device\""),
+    );
+    let path = scratch.write("long.toml", &project);
+    let (code, _, stderr) = scratch.run(&[
+        "build",
+        &path,
+        "--out",
+        scratch.path("out").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("the program is more than a run may execute"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("use fewer repeat iterations"), "{stderr}");
+    assert!(!stderr.contains("compiler bug"), "{stderr}");
+}
