@@ -11,7 +11,7 @@ use camino::Utf8Path;
 use ipub::asm::{self, Placement};
 use ipub::exec::{StepStats, Tile};
 use ipub::isa::text::assemble_program;
-use ipub::kernels::{self, variant_name};
+use ipub::kernels;
 use ipub::pipeline::kernels::variant_of;
 use ipub::target::IPU21;
 use ipub::vfs::OsFs;
@@ -118,22 +118,15 @@ fn report(name: &str, tile: &mut Tile, useful_macs_per_step: u64, peak: u64) {
 /// `inner` by `inner` x `cols` (batch 1): the supervisor at [`CODE`], the
 /// kernel after it, buffers in interleaved memory or in region 0.
 fn device_gemm_tile(fp8: bool, interleaved: bool, rows: u32, inner: u32, cols: u32) -> Tile {
-    let base = match (fp8, interleaved) {
-        (false, false) => "gemm_f16",
-        (false, true) => "gemm_f16_interleaved",
-        (true, false) => "gemm_f8",
-        (true, true) => "gemm_f8_interleaved",
+    let kernel = ipub::partition::KernelId::Gemm {
+        fp8,
+        interleaved,
+        k: inner,
+        c: cols,
+        r: rows,
     };
-    let name = variant_name(
-        base,
-        &[
-            ("k", i64::from(inner)),
-            ("c", i64::from(cols)),
-            ("r", i64::from(rows)),
-        ],
-    );
     let dir = Utf8Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/device"));
-    let variant = variant_of(&name, dir).expect("a GEMM variant name");
+    let variant = variant_of(kernel, dir).expect("a GEMM variant");
     let pre = asm::preprocess(
         &OsFs,
         &variant.source,
@@ -141,7 +134,7 @@ fn device_gemm_tile(fp8: bool, interleaved: bool, rows: u32, inner: u32, cols: u
         &variant.include_dirs,
     );
     let compiled = kernels::compile_preprocessed(pre, &variant, &IPU21, "bench")
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
     let kernel_at = CODE + 0x100;
     let objects = [compiled.object.clone()];
     let linked = asm::link(

@@ -29,6 +29,7 @@ pub mod logging;
 pub mod lower;
 pub mod numerics;
 pub mod package;
+pub mod partition;
 pub mod pipeline;
 pub mod place;
 pub mod plan;

@@ -113,7 +113,7 @@ mod tests {
     use crate::graph::DType;
     use crate::lower::layout::Piece;
     use crate::lower::{Buffer, BufferId, BufferRole, Transfer};
-    use crate::plan::cost::MemoryClass;
+    use crate::partition::MemoryClass;
     use crate::target::IPU21;
 
     fn program(tiles: &[u32]) -> Program {

@@ -170,17 +170,36 @@ fn code_disassembles_and_reassembles_to_the_same_words() {
         .filter(|p| !p.file_name().unwrap_or("").starts_with("error-"))
         .map(|p| (p, AssembleOptions::default()))
         .collect();
-    for name in [
-        "gemm_f8_interleaved_k64_c32_r8",
-        "gemm_f16_k48_c16_r3",
-        "cast_f16_f143",
-        "add_f16",
-        "gelu_f16",
-        "softmax_f16_causal",
-        "layernorm_f16",
-        "rearrange_f16_b16x4",
+    use ipub::graph::DType::{F143, F16};
+    use ipub::partition::KernelId;
+    let gemm = |fp8, interleaved, k, c, r| KernelId::Gemm {
+        fp8,
+        interleaved,
+        k,
+        c,
+        r,
+    };
+    for kernel in [
+        gemm(true, true, 64, 32, 8),
+        gemm(false, false, 48, 16, 3),
+        KernelId::Cast {
+            from: F16,
+            to: F143,
+        },
+        KernelId::Add { dtype: F16 },
+        KernelId::Gelu { dtype: F16 },
+        KernelId::Softmax {
+            dtype: F16,
+            causal: true,
+        },
+        KernelId::Layernorm { dtype: F16 },
+        KernelId::RearrangeBlockMajor {
+            dtype: F16,
+            rows: 16,
+            cols: 4,
+        },
     ] {
-        let variant = ipub::pipeline::kernels::variant_of(name, &root.join("device"))
+        let variant = ipub::pipeline::kernels::variant_of(kernel, &root.join("device"))
             .expect("a device kernel");
         sources.push((variant.source.clone(), ipub::kernels::options(&variant)));
     }

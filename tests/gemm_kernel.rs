@@ -16,7 +16,8 @@ use ipub::asm::{self, Placement};
 use ipub::exec::{StepStats, Tile};
 use ipub::isa::text::assemble_program;
 use ipub::isa::Fp8Format;
-use ipub::kernels::{self, eval_cost, variant_name};
+use ipub::kernels::{self, eval_cost};
+use ipub::partition::KernelId;
 use ipub::pipeline::kernels::variant_of;
 use ipub::target::IPU21;
 use ipub::vfs::OsFs;
@@ -110,21 +111,14 @@ impl Case {
         }
     }
 
-    fn name(&self) -> String {
-        let base = match (self.fp8.is_some(), self.interleaved) {
-            (false, false) => "gemm_f16",
-            (false, true) => "gemm_f16_interleaved",
-            (true, false) => "gemm_f8",
-            (true, true) => "gemm_f8_interleaved",
-        };
-        variant_name(
-            base,
-            &[
-                ("k", self.inner as i64),
-                ("c", self.cols as i64),
-                ("r", self.rows as i64),
-            ],
-        )
+    fn kernel(&self) -> KernelId {
+        KernelId::Gemm {
+            fp8: self.fp8.is_some(),
+            interleaved: self.interleaved,
+            k: self.inner as u32,
+            c: self.cols as u32,
+            r: self.rows as u32,
+        }
     }
 }
 
@@ -328,8 +322,8 @@ struct Run {
 
 fn run(case: &Case) -> Run {
     let dir = Utf8Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/device"));
-    let name = case.name();
-    let variant = variant_of(&name, dir).expect("the planner's name maps to the GEMM source");
+    let name = case.kernel().to_string();
+    let variant = variant_of(case.kernel(), dir).expect("a GEMM variant");
     let pre = asm::preprocess(
         &OsFs,
         &variant.source,
@@ -470,7 +464,7 @@ fn check(case: Case) -> Run {
     let d = data(&case);
     let run = run(&case);
     let emulated = emulate(&case, &d);
-    let name = case.name();
+    let name = case.kernel().to_string();
     for (i, (device, want)) in run.result.iter().zip(&emulated).enumerate() {
         assert_eq!(
             device.to_bits(),
@@ -555,7 +549,7 @@ fn representative_shape_throughput() {
         let per_cycle = macs / run.stats.cycles as f64;
         format!(
             "{}: {} cycles (cost formula {}), {:.1} MACs/cycle = {:.0}% of {peak}\n",
-            c.name(),
+            c.kernel(),
             run.stats.cycles,
             run.cost,
             per_cycle,

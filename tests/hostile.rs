@@ -544,14 +544,16 @@ fn store_entries_filed_under_other_keys_never_reach_a_package() {
         let a = std::fs::read(&files[0]).unwrap();
         let telling = |bytes: &[u8]| {
             let text = String::from_utf8_lossy(bytes);
-            let field = if kind == "plans" {
-                "\"kernel\":\""
+            // A plan's kernel is structured (`{"Gemm":{...}}`): its first
+            // word says which kind of operation the plan is for.
+            let (field, end): (&str, &[char]) = if kind == "plans" {
+                ("\"kernel\":", &[':', ','])
             } else {
-                "\"tile\":"
+                ("\"tile\":", &['"', ',', '_'])
             };
             text.find(field).map(|at| {
                 let rest = &text[at + field.len()..];
-                rest[..rest.find(['"', ',', '_']).unwrap_or(rest.len())].to_string()
+                rest[..rest.find(end).unwrap_or(rest.len())].to_string()
             })
         };
         let b = files[1..]

@@ -38,10 +38,10 @@ fn example_projects_lower_to_the_recorded_programs() {
     .map(|project| format!("{project} {}\n", hash(&lowered(project))))
     .collect();
     expect_test::expect![[r#"
-        projects/attention-f16.toml a45a29487efce15e2515c325b541f367ef45c86ffa1cfa6f41532867ba814a83
-        projects/matmul-f8.toml 3c352161990bc2ce78de8975b71a60d92b7ae115c0dbd218fe01cc1cee2991f2
-        projects/mlp-f16.toml 12f29941e42b6d1ae38a15949a9c97a109b1f234c48f82edc1ea62b8ca9218c0
-        projects/vit-fp8.toml 0aefb266483ed0aeceb8eb4273e69427117de7927dfb98f93d9049c04b727202
+        projects/attention-f16.toml fccca2e79462c9b4896e8f3bfc3ff531de6d0b000d7cf863276fefc0856c4d59
+        projects/matmul-f8.toml 6336e91266f0eed61e1b580c1ff4cf4dada92750cb1f54eeabe874aab59ab1a7
+        projects/mlp-f16.toml 9d8e333c0a380a49f923d3da0938dcc66cecfe45ceb18dfc7d1dbd7a7dbd4e6d
+        projects/vit-fp8.toml 14e2f306dc0f16ed2426dd3b694bfdc240730bacfba98683396750bb947c6cce
     "#]]
     .assert_eq(&actual.concat());
 }

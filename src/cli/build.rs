@@ -213,7 +213,10 @@ pub fn explain_build(
         .map(|works| {
             works
                 .iter()
-                .map(|(tile, work)| (*tile, work.kernels()))
+                .map(|(tile, work)| {
+                    let names = work.kernels().iter().map(ToString::to_string).collect();
+                    (*tile, names)
+                })
                 .collect()
         })
         .unwrap_or_default();

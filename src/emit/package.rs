@@ -124,11 +124,12 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
     for step in &numbered {
         for run in step.runs {
             let names = kernels_of.entry((step.id, run.tile)).or_default();
-            if !names.split('+').any(|k| k == run.kernel) {
+            let name = run.kernel.to_string();
+            if !names.split('+').any(|k| k == name) {
                 if !names.is_empty() {
                     names.push('+');
                 }
-                names.push_str(&run.kernel);
+                names.push_str(&name);
             }
         }
     }

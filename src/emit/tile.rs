@@ -118,7 +118,7 @@ fn state_map(
     }
     for step in steps {
         for (index, run) in step.runs.iter().enumerate() {
-            let code = kernel(kernels, tile, &run.kernel)?;
+            let code = kernel(kernels, tile, &run.kernel.to_string())?;
             let size = state_size(code.entry);
             let iterations = match (step.repeat, run_is_per_iteration(run)) {
                 (Some((_, count)), true) => count,
@@ -157,7 +157,10 @@ fn supervisor_source(
         let _ = writeln!(text, "    .globl step_{0}\nstep_{0}:", step.step);
         for (index, run) in step.runs.iter().enumerate() {
             let (state, stride, iterations) = states.states[&(step.step, index)];
-            let entry = entries.get(&run.kernel).copied().unwrap_or(0x4c000);
+            let entry = entries
+                .get(&run.kernel.to_string())
+                .copied()
+                .unwrap_or(0x4c000);
             match (
                 iterations > 1,
                 step.repeat.and_then(|(r, _)| states.counters.get(&r)),
@@ -250,7 +253,7 @@ pub fn support_sizes(
 fn used_kernels(steps: &[TileStep]) -> Vec<String> {
     let mut names: Vec<String> = steps
         .iter()
-        .flat_map(|s| s.runs.iter().map(|r| r.kernel.clone()))
+        .flat_map(|s| s.runs.iter().map(|r| r.kernel.to_string()))
         .collect();
     names.sort();
     names.dedup();
@@ -400,14 +403,14 @@ fn state_bytes(
     for step in steps {
         for (index, run) in step.runs.iter().enumerate() {
             let (address, stride, iterations) = states.states[&(step.step, index)];
-            let entry = kernel(kernels, tile, &run.kernel)?.entry;
+            let entry = kernel(kernels, tile, &run.kernel.to_string())?.entry;
             for iteration in 0..iterations {
                 let at = (address - base + iteration * stride) as usize;
                 for field in &entry.params {
                     let value = field_value(tile, run, &field.name, iteration, placement)
                         .ok_or_else(|| EmitError::UnknownField {
                             tile,
-                            kernel: run.kernel.clone(),
+                            kernel: run.kernel.to_string(),
                             field: field.name.clone(),
                         })??;
                     let width = if matches!(field.kind.as_str(), "u16" | "f16") {

@@ -50,19 +50,6 @@ impl Variant {
     }
 }
 
-/// A variant name in the seeds' style: `base` then `_<key><value>` for each
-/// parameter, e.g. `variant_name("gemm_f8_interleaved", &[("k", 32), ("c",
-/// 16), ("r", 2)])` is `gemm_f8_interleaved_k32_c16_r2`.
-pub fn variant_name(base: &str, params: &[(&str, i64)]) -> String {
-    let mut name = base.to_string();
-    for (key, value) in params {
-        name.push('_');
-        name.push_str(key);
-        name.push_str(&value.to_string());
-    }
-    name
-}
-
 /// Version of the `kernel.json` layout.
 pub const METADATA_FORMAT: u32 = 1;
 

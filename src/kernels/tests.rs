@@ -33,13 +33,10 @@ fn fs() -> MemoryFs {
 }
 
 fn gemm(k: i64) -> Variant {
-    Variant::new(
-        variant_name("gemm_f8_interleaved", &[("k", k), ("c", 16), ("r", 2)]),
-        "device/gemm.S",
-    )
-    .define("K", k)
-    .define("C", 16)
-    .define("R", 2)
+    Variant::new(format!("gemm_f8_interleaved_k{k}_c16_r2"), "device/gemm.S")
+        .define("K", k)
+        .define("C", 16)
+        .define("R", 2)
 }
 
 fn key(fs: &MemoryFs, variant: &Variant) -> String {

@@ -13,8 +13,8 @@ use super::program::*;
 use super::runs::{fill, merge_broadcasts, Gather, OwnerTable};
 use super::view::View;
 use crate::graph::{Graph, OpId, OpKind, Repeat, Role, TensorId};
-use crate::plan::cost::{self, MemoryClass};
-use crate::plan::Partition;
+use crate::partition::{KernelId, MemoryClass, Partition};
+use crate::plan::cost;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -307,7 +307,7 @@ impl Lowering<'_> {
             } => self.matmul(
                 op,
                 (grid, shard, *weights, *swapped),
-                kernel,
+                *kernel,
                 &mut transfers,
             )?,
             Partition::Rows {
@@ -320,7 +320,7 @@ impl Lowering<'_> {
                 *rows,
                 *row_length,
                 *rows_per_tile,
-                kernel,
+                *kernel,
                 &mut transfers,
             )?,
         };
@@ -348,12 +348,12 @@ impl Lowering<'_> {
         &mut self,
         op: OpId,
         (grid, shard, weights, swapped): (
-            &crate::plan::matmul::Grid,
-            &crate::plan::matmul::Shard,
+            &crate::partition::Grid,
+            &crate::partition::Shard,
             MemoryClass,
             bool,
         ),
-        kernel: &str,
+        kernel: KernelId,
         transfers: &mut Vec<Gather>,
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
@@ -467,7 +467,7 @@ impl Lowering<'_> {
                         slice_outputs.push(c);
                         runs.push(KernelRun {
                             tile,
-                            kernel: kernel.to_string(),
+                            kernel,
                             operands: vec![a, b, OperandRef::Buffer(c)],
                             params: gemm_params(
                                 [eb, streamed.3[1], ek, held.3[2]],
@@ -527,8 +527,8 @@ impl Lowering<'_> {
     fn reduction(
         &mut self,
         op: OpId,
-        grid: &crate::plan::matmul::Grid,
-        shard: &crate::plan::matmul::Shard,
+        grid: &crate::partition::Grid,
+        shard: &crate::partition::Shard,
         class: MemoryClass,
         partials: &[Vec<BufferId>],
     ) -> Result<Vec<BufferId>, LowerError> {
@@ -553,7 +553,7 @@ impl Lowering<'_> {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let slices = grid.inner as usize;
-        let band = crate::plan::matmul::reduced_rows(shard.rows, grid.inner);
+        let band = crate::partition::reduced_rows(shard.rows, grid.inner);
         let element_bytes = out.dtype.size_bytes() as u32;
         let (mut transfers, mut runs, mut home) = (Vec::new(), Vec::new(), Vec::new());
         // The groups in the order the partials were made: each slice's
@@ -610,7 +610,7 @@ impl Lowering<'_> {
                 home.push(c);
                 runs.push(KernelRun {
                     tile,
-                    kernel: crate::plan::matmul::REDUCE_KERNEL.to_string(),
+                    kernel: KernelId::ReduceAdd,
                     operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(c)],
                     params: vec![
                         ("count".into(), slices as i64),
@@ -629,7 +629,7 @@ impl Lowering<'_> {
         rows: usize,
         row_length: usize,
         rows_per_tile: usize,
-        kernel: &str,
+        kernel: KernelId,
         transfers: &mut Vec<Gather>,
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
@@ -705,7 +705,7 @@ impl Lowering<'_> {
             }
             runs.push(KernelRun {
                 tile,
-                kernel: kernel.to_string(),
+                kernel,
                 operands,
                 params,
             });

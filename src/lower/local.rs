@@ -11,9 +11,10 @@
 
 use super::runs::Gather;
 use super::{BufferId, KernelRun, OperandRef, Program};
+use crate::partition::KernelId;
 
 /// The kernel that performs a [`BlockCopy`].
-pub const KERNEL: &str = "rearrange_blocks";
+pub const KERNEL: KernelId = KernelId::RearrangeBlocks;
 
 /// `outer * inner` chunks of `words` 64-bit words: chunk `(o, j)` goes from
 /// byte `src_offset + o * src_outer + j * src_inner` of the source buffer to
@@ -219,7 +220,7 @@ pub(super) fn take_local(
         });
         runs.push(KernelRun {
             tile,
-            kernel: KERNEL.to_string(),
+            kernel: KERNEL,
             operands: vec![
                 OperandRef::Buffer(BufferId(source)),
                 OperandRef::Buffer(destination),

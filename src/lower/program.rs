@@ -5,7 +5,7 @@
 use super::layout::Piece;
 use super::view::View;
 use crate::graph::{DType, OpId, TensorId};
-use crate::plan::cost::MemoryClass;
+use crate::partition::{KernelId, MemoryClass};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -67,7 +67,7 @@ pub enum OperandRef {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct KernelRun {
     pub tile: u32,
-    pub kernel: String,
+    pub kernel: KernelId,
     /// Inputs first, output last.
     pub operands: Vec<OperandRef>,
     /// Named integer parameters (extents, offsets, scales, float bits).
@@ -207,7 +207,8 @@ impl Program {
         for step in steps {
             match step {
                 Step::Compute { op, runs } => {
-                    let mut kernels: Vec<&str> = runs.iter().map(|r| r.kernel.as_str()).collect();
+                    let mut kernels: Vec<String> =
+                        runs.iter().map(|r| r.kernel.to_string()).collect();
                     kernels.sort_unstable();
                     kernels.dedup();
                     let tiles: std::collections::BTreeSet<u32> =

@@ -188,7 +188,7 @@ mod tests {
     use crate::graph::{DType, TensorId};
     use crate::lower::layout::Layout;
     use crate::lower::program::BufferRole;
-    use crate::plan::cost::MemoryClass;
+    use crate::partition::MemoryClass;
     use std::collections::HashMap;
 
     const SHAPE: [usize; 2] = [6, 10];

@@ -283,7 +283,7 @@ fn held_rows_of_a_gemm_operand_are_rearranged_by_a_kernel_run() {
         };
         assert!(
             at(&|r| r.kernel == crate::lower::local::KERNEL)
-                < at(&|r| r.kernel.starts_with("gemm_")),
+                < at(&|r| matches!(r.kernel, crate::partition::KernelId::Gemm { .. })),
             "{runs:?}"
         );
     }
@@ -354,7 +354,7 @@ fn a_split_inner_dimension_is_staged_as_a_reduction() {
     let reduces: Vec<&KernelRun> = program
         .kernel_runs()
         .into_iter()
-        .filter(|r| r.kernel == crate::plan::matmul::REDUCE_KERNEL)
+        .filter(|r| r.kernel == crate::partition::KernelId::ReduceAdd)
         .collect();
     assert_eq!(reduces.len(), 7);
     for run in &reduces {
@@ -417,7 +417,13 @@ fn a_swapped_split_product_lowers_to_row_blocks_and_verifies() {
         },
         weights: crate::plan::cost::MemoryClass::Interleaved,
         swapped: true,
-        kernel: "gemm_f16_interleaved_k512_c20_r24".into(),
+        kernel: crate::partition::KernelId::Gemm {
+            fp8: false,
+            interleaved: true,
+            k: 512,
+            c: 20,
+            r: 24,
+        },
     };
     let program = lower(&graph, &|_| partition.clone()).expect("lowering");
     verify(&graph, &program).expect("verified program");
@@ -440,7 +446,7 @@ fn a_swapped_split_product_lowers_to_row_blocks_and_verifies() {
     let gemm = program
         .kernel_runs()
         .into_iter()
-        .find(|r| r.kernel.starts_with("gemm_"))
+        .find(|r| matches!(r.kernel, crate::partition::KernelId::Gemm { .. }))
         .expect("a GEMM run");
     let param = |name: &str| gemm.params.iter().find(|(n, _)| n == name).map(|p| p.1);
     // The kernel's rows are the product's columns and the other way round.

@@ -1,7 +1,7 @@
 //! Kernel variants as queries: one per variant the program runs.
 //!
-//! A plan names a kernel variant (`gemm_f8_interleaved_k384_c16_r25`,
-//! `softmax_f16_causal`); [`variant_of`] maps the name to its source in the
+//! A plan names a kernel ([`KernelId`]: a GEMM of some shard, a causal
+//! softmax of f16); [`variant_of`] maps it to its source in the
 //! project's kernel directory, its entry symbol and its defines, and
 //! [`kernel_object`] assembles it. The query reads the source and its
 //! includes through the database, so editing one kernel source re-runs only
@@ -9,16 +9,18 @@
 //! process reuse objects compiled before.
 
 use crate::db::{Db, DbFiles};
+use crate::graph::DType;
 use crate::kernels::{self, Variant};
+use crate::partition::KernelId;
 use crate::target::Target;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::sync::Arc;
 
-/// A kernel variant of one project, by name and kernel directory.
+/// A kernel variant of one project, by kernel and kernel directory.
 #[salsa::interned(debug)]
 pub struct KernelVariant<'db> {
-    #[returns(ref)]
-    pub name: String,
+    #[returns(copy)]
+    pub id: KernelId,
     #[returns(ref)]
     pub kernel_dir: Utf8PathBuf,
 }
@@ -26,6 +28,7 @@ pub struct KernelVariant<'db> {
 /// A compiled variant, cheap to clone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelObject {
+    /// The variant's name ([`KernelId`]'s display).
     pub variant: String,
     /// The files it was assembled from (source and includes).
     pub sources: Vec<Utf8PathBuf>,
@@ -45,69 +48,59 @@ pub enum KernelBuildError {
     Compile { variant: String, rendered: String },
 }
 
-/// The source, entry and defines of a variant name the planner produces.
-pub fn variant_of(name: &str, kernel_dir: &Utf8Path) -> Option<Variant> {
+/// The source, entry and defines of a kernel: which file in the project's
+/// kernel directory provides it, compiled how. `None` for a combination no
+/// source provides (a GELU of f32, say).
+pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
+    let name = id.to_string();
     let source = |file: &str| kernel_dir.join(file);
-    if let Some(rest) = name.strip_prefix("gemm_") {
-        // gemm_{f16|f8}[_interleaved]_k{K}_c{C}_r{R}
-        let mut parts = rest.split('_');
-        let family = parts.next()?;
-        let fp8 = match family {
-            "f16" => 0,
-            "f8" => 1,
-            _ => return None,
-        };
-        let mut interleaved = 0;
-        let (mut k, mut c, mut r) = (None, None, None);
-        for part in parts {
-            if part == "interleaved" {
-                interleaved = 1;
-            } else if let Some(v) = part.strip_prefix('k') {
-                k = v.parse::<u32>().ok();
-            } else if let Some(v) = part.strip_prefix('c') {
-                c = v.parse::<u32>().ok();
-            } else if let Some(v) = part.strip_prefix('r') {
-                r = v.parse::<u32>().ok();
-            } else {
+    let plain = |file: &str| Variant::new(name.clone(), source(file)).entry(name.clone());
+    Some(match id {
+        KernelId::Gemm {
+            fp8,
+            interleaved,
+            k,
+            c,
+            r,
+        } => Variant::new(name.clone(), source("gemm_f16_amp.S"))
+            .entry("gemm_amp")
+            .define("FP8", u32::from(fp8))
+            .define("INTERLEAVED", u32::from(interleaved))
+            .define("K", k)
+            .define("C", c)
+            .define("R", r),
+        KernelId::RearrangeBlockMajor {
+            dtype: DType::F16,
+            rows,
+            cols,
+        } => Variant::new(name.clone(), source("rearrange_block_major_f16.S"))
+            .entry("rearrange_block_major_f16")
+            .define("BLOCK_ROWS", rows)
+            .define("BLOCK_COLS", cols),
+        KernelId::Cast { from, to } => {
+            let f16_and = |other: DType| {
+                (from == DType::F16 && to == other) || (from == other && to == DType::F16)
+            };
+            if !(f16_and(DType::F143) || f16_and(DType::F152) || f16_and(DType::F32)) {
                 return None;
             }
+            plain("cast_f8.S")
         }
-        return Some(
-            Variant::new(name, source("gemm_f16_amp.S"))
-                .entry("gemm_amp")
-                .define("FP8", fp8)
-                .define("INTERLEAVED", interleaved)
-                .define("K", k?)
-                .define("C", c?)
-                .define("R", r?),
-        );
-    }
-    if let Some(rest) = name.strip_prefix("rearrange_f16_b") {
-        let (rows, cols) = rest.split_once('x')?;
-        return Some(
-            Variant::new(name, source("rearrange_block_major_f16.S"))
-                .entry("rearrange_block_major_f16")
-                .define("BLOCK_ROWS", rows.parse::<u32>().ok()?)
-                .define("BLOCK_COLS", cols.parse::<u32>().ok()?),
-        );
-    }
-    let (file, entry, causal) = match name {
-        "cast_f16_f143" | "cast_f16_f152" | "cast_f143_f16" | "cast_f152_f16" | "cast_f16_f32"
-        | "cast_f32_f16" => ("cast_f8.S", name, None),
-        "add_f16" | "add_f32" => ("add.S", name, None),
-        "rearrange_blocks" => ("rearrange_blocks.S", name, None),
-        "gelu_f16" => ("gelu_f16.S", name, None),
-        "reduce_add_f16" => ("reduce_add.S", name, None),
-        "layernorm_f16" => ("layernorm_f16.S", name, None),
-        "softmax_f16" => ("softmax_f16.S", "softmax_f16", Some(0)),
-        "softmax_f16_causal" => ("softmax_f16.S", "softmax_f16", Some(1)),
+        KernelId::Add {
+            dtype: DType::F16 | DType::F32,
+        } => plain("add.S"),
+        KernelId::RearrangeBlocks => plain("rearrange_blocks.S"),
+        KernelId::Gelu { dtype: DType::F16 } => plain("gelu_f16.S"),
+        KernelId::ReduceAdd => plain("reduce_add.S"),
+        KernelId::Layernorm { dtype: DType::F16 } => plain("layernorm_f16.S"),
+        KernelId::Softmax {
+            dtype: DType::F16,
+            causal,
+        } => Variant::new(name.clone(), source("softmax_f16.S"))
+            .entry("softmax_f16")
+            .define("CAUSAL", u32::from(causal)),
         _ => return None,
-    };
-    let mut variant = Variant::new(name, source(file)).entry(entry);
-    if let Some(causal) = causal {
-        variant = variant.define("CAUSAL", causal);
-    }
-    Some(variant)
+    })
 }
 
 /// Assembles one variant (through the kernel cache when the database has
@@ -117,9 +110,10 @@ pub fn kernel_object<'db>(
     db: &'db dyn Db,
     variant: KernelVariant<'db>,
 ) -> Result<Arc<KernelObject>, KernelBuildError> {
-    let name = variant.name(db);
+    let id = variant.id(db);
+    let name = &id.to_string();
     let target: &Target = &crate::target::IPU21;
-    let spec = variant_of(name, variant.kernel_dir(db))
+    let spec = variant_of(id, variant.kernel_dir(db))
         .ok_or_else(|| KernelBuildError::UnknownVariant(name.clone()))?;
     let files = DbFiles(db);
     let compiled = match db.kernel_cache() {
@@ -204,21 +198,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn planner_names_map_to_sources_entries_and_defines() {
+    fn kernels_map_to_sources_entries_and_defines() {
         let dir = Utf8Path::new("device");
-        let gemm = variant_of("gemm_f8_interleaved_k384_c16_r25", dir).expect("gemm");
-        assert_eq!(gemm.source, "device/gemm_f16_amp.S");
-        assert_eq!(gemm.entry.as_deref(), Some("gemm_amp"));
-        let defines: Vec<String> = gemm
+        let gemm = KernelId::Gemm {
+            fp8: true,
+            interleaved: true,
+            k: 384,
+            c: 16,
+            r: 25,
+        };
+        let variant = variant_of(gemm, dir).expect("gemm");
+        assert_eq!(variant.name, "gemm_f8_interleaved_k384_c16_r25");
+        assert_eq!(variant.source, "device/gemm_f16_amp.S");
+        assert_eq!(variant.entry.as_deref(), Some("gemm_amp"));
+        let defines: Vec<String> = variant
             .defines
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         assert_eq!(defines, ["C=16", "FP8=1", "INTERLEAVED=1", "K=384", "R=25"]);
-        let causal = variant_of("softmax_f16_causal", dir).expect("softmax");
-        assert_eq!(causal.defines.get("CAUSAL").map(String::as_str), Some("1"));
-        assert!(variant_of("rearrange_f16_b16x4", dir).is_some());
-        assert!(variant_of("gemm_f8_k12", dir).is_none());
-        assert!(variant_of("relu_f16", dir).is_none());
+        let causal = KernelId::Softmax {
+            dtype: DType::F16,
+            causal: true,
+        };
+        let variant = variant_of(causal, dir).expect("softmax");
+        assert_eq!(variant.defines.get("CAUSAL").map(String::as_str), Some("1"));
+        assert_eq!(variant.entry.as_deref(), Some("softmax_f16"));
+        let rearrange = KernelId::RearrangeBlockMajor {
+            dtype: DType::F16,
+            rows: 16,
+            cols: 4,
+        };
+        assert!(variant_of(rearrange, dir).is_some());
+        assert!(variant_of(KernelId::Gelu { dtype: DType::F32 }, dir).is_none());
+        let cast = KernelId::Cast {
+            from: DType::F143,
+            to: DType::F152,
+        };
+        assert!(variant_of(cast, dir).is_none());
     }
 }

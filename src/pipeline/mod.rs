@@ -30,6 +30,7 @@ use crate::db::{Db, SourceFile};
 use crate::diagnostic::Diagnostic;
 use crate::graph::Graph;
 use crate::lower::{LowerError, Program};
+use crate::partition::KernelId;
 use crate::place::PlacementError;
 use crate::plan::signature::OpSignature;
 use crate::plan::{OperatorPlans, Partition};
@@ -252,20 +253,16 @@ fn each_variant(
 ) -> Result<KernelMap, BuildError> {
     let program = program(db, project).clone()?;
     let kernel_dir = tiles::kernel_dir(db, project).clone();
-    let mut names: Vec<&str> = program
-        .kernel_runs()
-        .iter()
-        .map(|r| r.kernel.as_str())
-        .collect();
-    names.sort_unstable();
-    names.dedup();
+    let mut ids: Vec<KernelId> = program.kernel_runs().iter().map(|r| r.kernel).collect();
+    ids.sort_unstable();
+    ids.dedup();
     let mut compiled = std::collections::BTreeMap::new();
     let mut errors = Vec::new();
-    for name in names {
-        let variant = kernels::KernelVariant::new(db, name.to_string(), kernel_dir.clone());
+    for id in ids {
+        let variant = kernels::KernelVariant::new(db, id, kernel_dir.clone());
         match get(db, variant) {
             Ok(object) => {
-                compiled.insert(name.to_string(), object);
+                compiled.insert(id.to_string(), object);
             }
             Err(error) => errors.push(error.to_string()),
         }

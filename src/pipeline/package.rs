@@ -78,7 +78,7 @@ fn matmul_roofline(graph: &Graph, target: &Target, op: &Op) -> (u64, u64) {
 /// A kernel run's cycles by its kernel's cost formula (`.ipub_cost`),
 /// evaluated with the variant's integer defines and the run's parameters.
 fn run_estimate(kernels: &KernelMap, run: &KernelRun) -> Option<u64> {
-    let metadata = &kernels.get(&run.kernel)?.metadata;
+    let metadata = &kernels.get(&run.kernel.to_string())?.metadata;
     let formula = &metadata.entries.first()?.cost.as_ref()?.formula;
     let mut values: BTreeMap<String, i64> = metadata
         .defines

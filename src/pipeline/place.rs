@@ -102,20 +102,16 @@ pub fn tile_placement(
         .ok_or_else(|| BuildError::Lower(format!("tile {tile} has no buffers to place")))?;
     let dir = kernel_dir(db, project).clone();
     let mut footprints: BTreeMap<String, Arc<KernelObject>> = BTreeMap::new();
-    for name in request
-        .steps
-        .iter()
-        .flat_map(|s| &s.runs)
-        .map(|r| &r.kernel)
-    {
-        if footprints.contains_key(name) {
+    for id in request.steps.iter().flat_map(|s| &s.runs).map(|r| r.kernel) {
+        let name = id.to_string();
+        if footprints.contains_key(&name) {
             continue;
         }
-        let variant = KernelVariant::new(db, name.clone(), dir.clone());
+        let variant = KernelVariant::new(db, id, dir.clone());
         let footprint = kernel_footprint(db, variant)
             .clone()
             .map_err(|e| BuildError::Kernel(e.to_string()))?;
-        footprints.insert(name.clone(), footprint);
+        footprints.insert(name, footprint);
     }
     let codes = super::kernel_codes(&footprints);
     let steps = borrowed_steps(&request.steps);

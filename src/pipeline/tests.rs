@@ -279,7 +279,11 @@ fn a_kernel_edit_recompiles_its_variants_and_re_emits_only_the_tiles_that_run_th
         .as_ref()
         .expect("works")
         .iter()
-        .filter(|(_, w)| w.kernels().contains(&"gelu_f16".to_string()))
+        .filter(|(_, w)| {
+            w.kernels().contains(&crate::partition::KernelId::Gelu {
+                dtype: crate::graph::DType::F16,
+            })
+        })
         .map(|(t, _)| *t)
         .collect();
     let source = std::fs::read_to_string(

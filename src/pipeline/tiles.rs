@@ -18,6 +18,7 @@ use crate::lower::layout::Piece;
 use crate::lower::view::View;
 use crate::lower::{BufferId, BufferRole, KernelRun, OperandRef, Program};
 use crate::package::{Segment, SegmentKind};
+use crate::partition::KernelId;
 use crate::place::{Placement, SupportKind, TilePlacement};
 use camino::Utf8PathBuf;
 use serde::{Deserialize, Serialize};
@@ -57,16 +58,16 @@ pub struct TileWork {
 }
 
 impl TileWork {
-    /// The kernel variants the tile runs, sorted.
-    pub fn kernels(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
+    /// The kernels the tile runs, sorted.
+    pub fn kernels(&self) -> Vec<KernelId> {
+        let mut kernels: Vec<KernelId> = self
             .steps
             .iter()
-            .flat_map(|s| s.runs.iter().map(|r| r.kernel.clone()))
+            .flat_map(|s| s.runs.iter().map(|r| r.kernel))
             .collect();
-        names.sort();
-        names.dedup();
-        names
+        kernels.sort();
+        kernels.dedup();
+        kernels
     }
 
     /// A support block's address and size (zero when the tile has none).
@@ -218,8 +219,9 @@ pub fn tile_image(
         .ok_or_else(|| BuildError::Emit(format!("tile {tile} has no work")))?;
     let dir = kernel_dir(db, project).clone();
     let mut objects: BTreeMap<String, Arc<KernelObject>> = BTreeMap::new();
-    for name in work.kernels() {
-        let variant = KernelVariant::new(db, name.clone(), dir.clone());
+    for id in work.kernels() {
+        let name = id.to_string();
+        let variant = KernelVariant::new(db, id, dir.clone());
         let object = kernel_code(db, variant)
             .clone()
             .map_err(|e| BuildError::Kernel(e.to_string()))?;

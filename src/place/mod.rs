@@ -13,7 +13,7 @@
 
 use crate::graph::Graph;
 use crate::lower::{BufferId, BufferRole, Program};
-use crate::plan::cost::MemoryClass;
+use crate::partition::MemoryClass;
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

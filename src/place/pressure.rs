@@ -13,7 +13,7 @@
 use super::lifetimes::{lifetimes, Lifetime};
 use crate::graph::{Graph, OpId};
 use crate::lower::{BufferRole, OperandRef, Program, Step};
-use crate::plan::cost::MemoryClass;
+use crate::partition::MemoryClass;
 use crate::target::Target;
 use std::collections::BTreeMap;
 

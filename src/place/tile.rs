@@ -12,7 +12,7 @@ use super::lifetimes::{lifetimes, overlaps, Lifetime};
 use super::{describe, PlacementError, SupportBlock, TilePlacement, BUFFER_ALIGN};
 use crate::graph::Graph;
 use crate::lower::{BufferId, Program};
-use crate::plan::cost::MemoryClass;
+use crate::partition::MemoryClass;
 use crate::target::{AddressRange, Target};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -4,17 +4,9 @@
 //! truth and `ipub run` prints both side by side.
 
 use crate::graph::DType;
+pub use crate::partition::MemoryClass;
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
-
-/// Where a tile keeps an operand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum MemoryClass {
-    /// Region 0 (non-interleaved; shared with code).
-    Standard,
-    /// Region 1 (interleaved; 128-bit loads, two loads per cycle).
-    Interleaved,
-}
 
 /// Estimated cost of one plan, per tile where it says so.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

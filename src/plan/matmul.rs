@@ -2,39 +2,17 @@
 //! columns and the inner dimension over tiles, the weights' memory class,
 //! and the GEMM kernel variant each tile runs. A split inner dimension is
 //! staged as a reduction: each tile of a group computes f16 partials over
-//! its slice of K, and the group sums them with [`REDUCE_KERNEL`], each
+//! its slice of K, and the group sums them with the reduce-add kernel
+//! ([`KernelId::ReduceAdd`]), each
 //! tile the rows it keeps.
 
 use super::cost::{self, Estimate, MemoryClass, AMP_OUTPUT_CHANNELS};
 use super::{Candidate, Partition};
 use crate::graph::DType;
+use crate::partition::KernelId;
+pub use crate::partition::{reduced_rows, Grid, Shard};
 use crate::plan::signature::{OpSignature, Operand};
 use crate::target::Target;
-use serde::{Deserialize, Serialize};
-
-/// How many parts each dimension is cut into; the product is the tile count.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Grid {
-    pub batch: u32,
-    pub rows: u32,
-    pub cols: u32,
-    pub inner: u32,
-}
-
-impl Grid {
-    pub fn tiles(&self) -> u32 {
-        self.batch * self.rows * self.cols * self.inner
-    }
-}
-
-/// The extents of the largest shard one tile computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Shard {
-    pub batch: usize,
-    pub rows: usize,
-    pub inner: usize,
-    pub cols: usize,
-}
 
 /// The logical problem: `batch` products of `[rows, inner] x [inner, cols]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,29 +70,6 @@ fn inner_splits(inner: usize, block: usize, tiles: u32) -> Vec<u32> {
             per * (k as usize - 1) < blocks
         })
         .collect()
-}
-
-/// The kernel that sums a split matrix product's partials.
-pub const REDUCE_KERNEL: &str = "reduce_add_f16";
-
-/// Rows of an output shard of `rows` rows each tile of a reduction group
-/// of `inner` tiles sums and keeps.
-pub fn reduced_rows(rows: usize, inner: u32) -> usize {
-    rows.div_ceil(inner as usize)
-}
-
-/// GEMM kernel variant name in the seeds' style, e.g.
-/// `gemm_f8_interleaved_k32_c16_r2`.
-pub fn gemm_kernel_name(input: DType, weights: MemoryClass, shard: &Shard) -> String {
-    let family = if input.is_fp8() { "f8" } else { input.name() };
-    let memory = match weights {
-        MemoryClass::Interleaved => "_interleaved",
-        MemoryClass::Standard => "",
-    };
-    format!(
-        "gemm_{family}{memory}_k{}_c{}_r{}",
-        shard.inner, shard.cols, shard.rows
-    )
 }
 
 /// Columns (rows, swapped) rounded up to whole AMP channel blocks (the
@@ -258,7 +213,7 @@ fn estimate(
             shard,
             weights,
             swapped,
-            kernel: gemm_kernel_name(lhs.dtype, weights, &kernel_shard),
+            kernel: KernelId::gemm(lhs.dtype, weights, &kernel_shard),
         },
         tiles_used: grid.tiles(),
         estimate,
@@ -304,7 +259,7 @@ pub fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
     };
     *shard == shard_of(&shape, grid, lhs.dtype)
         && (grid.inner as usize - 1) * shard.inner < shape.inner
-        && *kernel == gemm_kernel_name(lhs.dtype, *weights, &kernel_shard)
+        && *kernel == KernelId::gemm(lhs.dtype, *weights, &kernel_shard)
 }
 
 #[cfg(test)]
@@ -330,23 +285,5 @@ mod tests {
         // 10 blocks in 6 slices of 2 would leave the sixth empty.
         assert_eq!(inner_splits(160, 16, 8), vec![1, 2, 3, 4]);
         assert_eq!(reduced_rows(20, 8), 3);
-    }
-
-    #[test]
-    fn kernel_names_follow_the_seed_style() {
-        let shard = Shard {
-            batch: 1,
-            rows: 2,
-            inner: 32,
-            cols: 16,
-        };
-        assert_eq!(
-            gemm_kernel_name(DType::F143, MemoryClass::Interleaved, &shard),
-            "gemm_f8_interleaved_k32_c16_r2"
-        );
-        assert_eq!(
-            gemm_kernel_name(DType::F16, MemoryClass::Standard, &shard),
-            "gemm_f16_k32_c16_r2"
-        );
     }
 }

@@ -12,42 +12,16 @@ pub mod matmul;
 pub mod refine;
 pub mod signature;
 
-use crate::graph::DType;
+use crate::partition::KernelId;
+pub use crate::partition::Partition;
 use crate::target::Target;
-use cost::{Estimate, MemoryClass};
+use cost::Estimate;
 use serde::{Deserialize, Serialize};
 use signature::{OpSignature, SignatureKind};
 use std::fmt::Write as _;
 
 /// How many of the best candidates survive to refinement.
 pub const FINALISTS: usize = 4;
-
-/// How an operation is spread over tiles.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Partition {
-    /// A matrix product cut over a grid; each tile runs `kernel` on a shard.
-    Matmul {
-        grid: matmul::Grid,
-        shard: matmul::Shard,
-        weights: MemoryClass,
-        /// The orientation: when set, each tile's kernel computes the
-        /// transposed product, streaming the right operand's columns and
-        /// holding the left operand's rows as AMP weights (worth it when a
-        /// shard has few rows and many columns).
-        swapped: bool,
-        kernel: String,
-    },
-    /// The leading dimensions, flattened to rows, split over tiles; each row
-    /// (the last axis) stays whole on one tile.
-    Rows {
-        rows: usize,
-        row_length: usize,
-        rows_per_tile: usize,
-        kernel: String,
-    },
-    /// No device work: a view of its input.
-    View,
-}
 
 /// One costed way to run an operation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -118,7 +92,7 @@ impl OperatorPlans {
                         && *rows == leading
                         && (1..=(*rows).max(1)).contains(rows_per_tile)
                         && rows.div_ceil(*rows_per_tile) <= signature.tiles as usize
-                        && *kernel == row_kernel_name(signature)
+                        && Some(*kernel) == row_kernel(signature)
                 }
                 _ => false,
             };
@@ -143,30 +117,34 @@ fn issues_per_vector(kind: &SignatureKind) -> u64 {
     }
 }
 
-/// Kernel variant name of a row-wise operation, e.g. `softmax_f16_causal`.
-pub(crate) fn row_kernel_name(signature: &OpSignature) -> String {
-    let input = signature.inputs[0].dtype;
-    let output = signature.output.dtype;
-    let family = |d: DType| if d.is_fp8() { "f8" } else { d.name() };
-    match &signature.kind {
-        SignatureKind::Cast => format!("cast_{}_{}", input.name(), output.name()),
-        SignatureKind::Softmax { causal: true, .. } => format!("softmax_{}_causal", family(input)),
-        SignatureKind::Rearrange { block } => {
-            format!("rearrange_{}_b{}x{}", family(input), block[0], block[1])
-        }
-        other => format!(
-            "{}_{}",
-            OpSignature {
-                kind: other.clone(),
-                ..signature.clone()
-            }
-            .kind_name(),
-            family(input)
-        ),
-    }
+/// The kernel of a row-wise operation.
+pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
+    let dtype = signature.inputs[0].dtype;
+    Some(match &signature.kind {
+        SignatureKind::Cast => KernelId::Cast {
+            from: dtype,
+            to: signature.output.dtype,
+        },
+        SignatureKind::Add => KernelId::Add { dtype },
+        SignatureKind::Gelu => KernelId::Gelu { dtype },
+        SignatureKind::Softmax { causal, .. } => KernelId::Softmax {
+            dtype,
+            causal: *causal,
+        },
+        SignatureKind::Layernorm { .. } => KernelId::Layernorm { dtype },
+        SignatureKind::Rearrange { block } => KernelId::RearrangeBlockMajor {
+            dtype,
+            rows: block[0],
+            cols: block[1],
+        },
+        SignatureKind::Matmul { .. } | SignatureKind::View => return None,
+    })
 }
 
 fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
+    let Some(kernel) = row_kernel(signature) else {
+        return Vec::new();
+    };
     let shape = &signature.output.shape;
     let row_length = shape.last().copied().unwrap_or(1);
     let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
@@ -196,7 +174,7 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
                 rows,
                 row_length,
                 rows_per_tile,
-                kernel: row_kernel_name(signature),
+                kernel,
             },
             tiles_used: used,
             estimate: Estimate {
@@ -430,6 +408,7 @@ fn describe(partition: &Partition) -> String {
 mod tests {
     use super::signature::Operand;
     use super::*;
+    use crate::graph::DType;
     use crate::target::IPU21;
     use expect_test::expect;
 

@@ -136,16 +136,16 @@ pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
 }
 
 /// How a row-wise producer spreads its rows: evenly over every tile.
-fn producer_partition(graph: &Graph, op: &Op) -> Partition {
+fn producer_partition(graph: &Graph, op: &Op) -> Option<Partition> {
     let shape = &graph.tensor(op.output).shape;
     let row_length = shape.last().copied().unwrap_or(1);
     let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
-    Partition::Rows {
+    Some(Partition::Rows {
         rows,
         row_length,
         rows_per_tile: rows.div_ceil(graph.tiles.max(1) as usize).max(1),
-        kernel: super::row_kernel_name(&OpSignature::of(graph, op)),
-    }
+        kernel: super::row_kernel(&OpSignature::of(graph, op))?,
+    })
 }
 
 /// Lowers `graph` with `candidate` for its last operation and schedules
@@ -160,7 +160,10 @@ pub fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<R
         if op == consumer {
             candidate.partition.clone()
         } else {
-            producer_partition(graph, graph.op(op))
+            // Producers are row-wise operations, which always have a
+            // kernel; a view in their place makes lowering fail, and the
+            // finalist goes unrefined.
+            producer_partition(graph, graph.op(op)).unwrap_or(Partition::View)
         }
     };
     let program = crate::lower::lower(graph, &plan_of).ok()?;

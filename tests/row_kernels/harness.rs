@@ -8,6 +8,7 @@ use ipub::asm::{self, Placement};
 use ipub::exec::Tile;
 use ipub::isa::text::assemble_program;
 use ipub::kernels::{self, EntryMetadata};
+use ipub::partition::KernelId;
 use ipub::pipeline::kernels::variant_of;
 use ipub::target::IPU21;
 use ipub::vfs::OsFs;
@@ -34,9 +35,48 @@ pub fn device_dir() -> Utf8PathBuf {
     Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("device")
 }
 
-/// Compiles the planner-named variant `name` from `device/`.
+/// The kernel whose name is `name`, among every row kernel a plan can
+/// name (tests name kernels as the profile and the package show them).
+pub fn kernel_named(name: &str) -> KernelId {
+    use ipub::graph::DType::{F143, F152, F16, F32};
+    let mut known = vec![
+        KernelId::Add { dtype: F16 },
+        KernelId::Add { dtype: F32 },
+        KernelId::Gelu { dtype: F16 },
+        KernelId::Layernorm { dtype: F16 },
+        KernelId::RearrangeBlocks,
+        KernelId::ReduceAdd,
+    ];
+    for causal in [false, true] {
+        known.push(KernelId::Softmax { dtype: F16, causal });
+    }
+    for other in [F143, F152, F32] {
+        known.push(KernelId::Cast {
+            from: F16,
+            to: other,
+        });
+        known.push(KernelId::Cast {
+            from: other,
+            to: F16,
+        });
+    }
+    for (rows, cols) in [(16, 4), (4, 16), (8, 8), (16, 16), (1, 1)] {
+        known.push(KernelId::RearrangeBlockMajor {
+            dtype: F16,
+            rows,
+            cols,
+        });
+    }
+    known
+        .into_iter()
+        .find(|k| k.to_string() == name)
+        .unwrap_or_else(|| panic!("no kernel is named {name}"))
+}
+
+/// Compiles the kernel named `name` from `device/`.
 pub fn compile(name: &str) -> Kernel {
-    let variant = variant_of(name, &device_dir()).unwrap_or_else(|| panic!("no variant {name}"));
+    let variant = variant_of(kernel_named(name), &device_dir())
+        .unwrap_or_else(|| panic!("no source provides {name}"));
     let pre = asm::preprocess(
         &OsFs,
         &variant.source,

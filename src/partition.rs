@@ -1,0 +1,231 @@
+//! The vocabulary plans are written in, shared by the planner, which
+//! chooses them, and lowering, which carries them out: how an operation is
+//! spread over tiles ([`Partition`]), the grid and shard of a matrix
+//! product, where a tile keeps an operand ([`MemoryClass`]), and which
+//! kernel each tile runs ([`KernelId`]).
+//!
+//! Nothing here knows how plans are found or lowered; both `plan` and
+//! `lower` stand on this module, so neither needs the other.
+
+use crate::graph::DType;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Where a tile keeps an operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MemoryClass {
+    /// Region 0 (non-interleaved; shared with code).
+    Standard,
+    /// Region 1 (interleaved; 128-bit loads, two loads per cycle).
+    Interleaved,
+}
+
+/// How many parts each dimension of a matrix product is cut into; the
+/// product is the tile count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Grid {
+    pub batch: u32,
+    pub rows: u32,
+    pub cols: u32,
+    pub inner: u32,
+}
+
+impl Grid {
+    pub fn tiles(&self) -> u32 {
+        self.batch * self.rows * self.cols * self.inner
+    }
+}
+
+/// The extents of the largest shard of a matrix product one tile computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shard {
+    pub batch: usize,
+    pub rows: usize,
+    pub inner: usize,
+    pub cols: usize,
+}
+
+/// Rows of an output shard of `rows` rows each tile of a reduction group
+/// of `inner` tiles sums and keeps.
+pub fn reduced_rows(rows: usize, inner: u32) -> usize {
+    rows.div_ceil(inner as usize)
+}
+
+/// How an operation is spread over tiles.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Partition {
+    /// A matrix product cut over a grid; each tile runs `kernel` on a shard.
+    Matmul {
+        grid: Grid,
+        shard: Shard,
+        weights: MemoryClass,
+        /// The orientation: when set, each tile's kernel computes the
+        /// transposed product, streaming the right operand's columns and
+        /// holding the left operand's rows as AMP weights (worth it when a
+        /// shard has few rows and many columns).
+        swapped: bool,
+        kernel: KernelId,
+    },
+    /// The leading dimensions, flattened to rows, split over tiles; each row
+    /// (the last axis) stays whole on one tile.
+    Rows {
+        rows: usize,
+        row_length: usize,
+        rows_per_tile: usize,
+        kernel: KernelId,
+    },
+    /// No device work: a view of its input.
+    View,
+}
+
+/// A kernel variant: which source, entry and defines a tile runs. Plans
+/// and programs carry these; the kernel's name (`gemm_f8_k64_c16_r16`, in
+/// the seeds' style) is derived from it for logs, packages and the cache,
+/// and never read back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum KernelId {
+    /// The AMP GEMM: inputs f16 or FP8, operands in `memory`, compiled for
+    /// shards of at most `k` x `c` x `r` (inner, columns, rows).
+    Gemm {
+        fp8: bool,
+        interleaved: bool,
+        k: u32,
+        c: u32,
+        r: u32,
+    },
+    /// Element type conversion.
+    Cast {
+        from: DType,
+        to: DType,
+    },
+    /// Elementwise add of two tensors of `dtype`.
+    Add {
+        dtype: DType,
+    },
+    Gelu {
+        dtype: DType,
+    },
+    Softmax {
+        dtype: DType,
+        causal: bool,
+    },
+    Layernorm {
+        dtype: DType,
+    },
+    /// An explicit block-major rearrange (`rearrange` in a project).
+    RearrangeBlockMajor {
+        dtype: DType,
+        rows: usize,
+        cols: usize,
+    },
+    /// Block copies laying out the part of a GEMM operand a tile already
+    /// holds (`lower::local`).
+    RearrangeBlocks,
+    /// Sums the f16 partials of a matrix product with a split inner
+    /// dimension.
+    ReduceAdd,
+}
+
+impl KernelId {
+    /// The GEMM variant for `input` operands in `weights` memory and a
+    /// kernel shard of `shard` (swapped already when the product is).
+    pub fn gemm(input: DType, weights: MemoryClass, shard: &Shard) -> KernelId {
+        KernelId::Gemm {
+            fp8: input.is_fp8(),
+            interleaved: weights == MemoryClass::Interleaved,
+            k: shard.inner as u32,
+            c: shard.cols as u32,
+            r: shard.rows as u32,
+        }
+    }
+}
+
+/// The family part of a kernel name: `f8` for either FP8 format.
+fn family(dtype: DType) -> &'static str {
+    if dtype.is_fp8() {
+        "f8"
+    } else {
+        dtype.name()
+    }
+}
+
+impl fmt::Display for KernelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            KernelId::Gemm {
+                fp8,
+                interleaved,
+                k,
+                c,
+                r,
+            } => write!(
+                f,
+                "gemm_{}{}_k{k}_c{c}_r{r}",
+                if fp8 { "f8" } else { "f16" },
+                if interleaved { "_interleaved" } else { "" }
+            ),
+            KernelId::Cast { from, to } => write!(f, "cast_{}_{}", from.name(), to.name()),
+            KernelId::Add { dtype } => write!(f, "add_{}", family(dtype)),
+            KernelId::Gelu { dtype } => write!(f, "gelu_{}", family(dtype)),
+            KernelId::Softmax { dtype, causal } => write!(
+                f,
+                "softmax_{}{}",
+                family(dtype),
+                if causal { "_causal" } else { "" }
+            ),
+            KernelId::Layernorm { dtype } => write!(f, "layernorm_{}", family(dtype)),
+            KernelId::RearrangeBlockMajor { dtype, rows, cols } => {
+                write!(f, "rearrange_{}_b{rows}x{cols}", family(dtype))
+            }
+            KernelId::RearrangeBlocks => f.write_str("rearrange_blocks"),
+            KernelId::ReduceAdd => f.write_str("reduce_add_f16"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_names_follow_the_seed_style() {
+        let shard = Shard {
+            batch: 1,
+            rows: 2,
+            inner: 32,
+            cols: 16,
+        };
+        let names: Vec<String> = [
+            KernelId::gemm(DType::F143, MemoryClass::Interleaved, &shard),
+            KernelId::gemm(DType::F16, MemoryClass::Standard, &shard),
+            KernelId::Cast {
+                from: DType::F16,
+                to: DType::F152,
+            },
+            KernelId::Softmax {
+                dtype: DType::F16,
+                causal: true,
+            },
+            KernelId::RearrangeBlockMajor {
+                dtype: DType::F16,
+                rows: 16,
+                cols: 4,
+            },
+            KernelId::ReduceAdd,
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "gemm_f8_interleaved_k32_c16_r2",
+                "gemm_f16_k32_c16_r2",
+                "cast_f16_f152",
+                "softmax_f16_causal",
+                "rearrange_f16_b16x4",
+                "reduce_add_f16"
+            ]
+        );
+    }
+}
