@@ -34,4 +34,5 @@ pub mod project;
 pub mod reference;
 pub mod schedule;
 pub mod store;
+pub mod suggest;
 pub mod target;

@@ -281,6 +281,8 @@ pub struct AsmError {
     pub label: String,
     /// Include chain and macro expansions, innermost first.
     pub notes: Vec<String>,
+    /// A suggestion (`did you mean ...`), printed after the notes.
+    pub help: Option<String>,
 }
 
 impl fmt::Display for AsmError {
@@ -305,12 +307,17 @@ impl std::error::Error for AsmError {}
 impl AsmError {
     /// The shared diagnostic form (for the terminal and editors).
     pub fn to_diagnostic(&self) -> Diagnostic {
-        let mut diagnostic = Diagnostic::error(&self.message).label(&self.label);
+        let mut diagnostic = Diagnostic::error(&self.message)
+            .label(&self.label)
+            .code(self.kind.name());
         if let Some(location) = &self.location {
             diagnostic = diagnostic.at(&location.path, location.span.clone());
         }
         for note in &self.notes {
             diagnostic = diagnostic.note(note);
+        }
+        if let Some(help) = &self.help {
+            diagnostic = diagnostic.help(help);
         }
         diagnostic
     }
@@ -386,6 +393,7 @@ impl Sources {
             location,
             label: String::new(),
             notes,
+            help: None,
         }
     }
 
@@ -411,6 +419,7 @@ impl Sources {
             location: None,
             label: String::new(),
             notes: Vec::new(),
+            help: None,
         }
     }
 
