@@ -2,6 +2,9 @@
 //! model, check its outputs against the host reference and write the
 //! cycle profile.
 
+use super::message::{Message, OutputCheck, RunFinished};
+use super::output::{self, MessageArgs};
+use super::progress::Progress;
 use crate::db::{Database, SourceFile};
 use crate::device::embedded::{Device, EmbeddedModel};
 use crate::device::lock::{default_lock_path, DeviceLock};
@@ -23,9 +26,12 @@ pub struct RunArgs {
     /// Stop a tile that runs longer than this many cycles in one step.
     #[arg(long, default_value_t = 2_000_000_000, value_name = "CYCLES")]
     pub watchdog: u64,
+    #[command(flatten)]
+    pub message: MessageArgs,
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+    output::set_format(args.message.message_format);
     if args.project.extension() == Some("ipuexe") {
         let package = crate::package::file::read(&args.project).map_err(|e| anyhow!("{e}"))?;
         let out = args.out.clone().unwrap_or_else(|| {
@@ -67,7 +73,12 @@ pub fn run_package(
 ) -> anyhow::Result<i32> {
     let graph = &package.graph;
     let lock = DeviceLock::acquire(&default_lock_path())?;
-    let mut device: Box<dyn Device> = Box::new(EmbeddedModel::new(watchdog));
+    let progress = Progress::start("run", format!("{} on the IPU21 model", graph.name));
+    let total_steps = crate::device::model::records_in(package.call(Call::Run));
+    let report = progress.reporter();
+    let mut device: Box<dyn Device> = Box::new(EmbeddedModel::new(watchdog).with_progress(
+        std::sync::Arc::new(move |steps, _| report(steps, total_steps)),
+    ));
     let clock_hz = crate::target::target_by_name(&graph.target)
         .map_or(crate::target::IPU21.clock_hz, |t| t.clock_hz);
     let package = Arc::new(package.clone());
@@ -79,14 +90,31 @@ pub fn run_package(
     device
         .call(Call::Initialize, &mut host)
         .map_err(|e| anyhow!("{e}"))?;
-    let record = match device.call(Call::Run, &mut host) {
+    let called = device.call(Call::Run, &mut host);
+    progress.finish();
+    let record = match called {
         Ok(record) => record,
         Err(error) => {
-            eprintln!("error: the device faulted: {error}");
-            println!(
-                "numericalTest=FAIL package={path} tiles={} hardwareTest=FAIL",
-                package.tiles.len()
-            );
+            output::error(format!("the device faulted: {error}"));
+            output::result_line(format!(
+                "numericalTest={} package={path} tiles={} hardwareTest={}",
+                output::verdict("FAIL"),
+                package.tiles.len(),
+                output::verdict("FAIL"),
+            ));
+            output::message(&Message::RunFinished(RunFinished {
+                package: path.as_str(),
+                project: &graph.name,
+                success: false,
+                numerical_test: "FAIL",
+                hardware_test: "FAIL",
+                tiles: package.tiles.len(),
+                cycles: None,
+                estimated_cycles: package.profile.estimated_cycles,
+                profile: None,
+                outputs: &[],
+                fault: Some(error.to_string()),
+            }));
             return Ok(1);
         }
     };
@@ -104,11 +132,13 @@ pub fn run_package(
     let profile_path = out.join(format!("{}.profile.json", graph.name));
     crate::fsutil::write_atomic(&profile_path, profile.to_json().as_bytes())?;
 
+    let checking = Progress::start("check", "outputs against the host reference");
     let reference = crate::reference::evaluate(graph, graph.check.reference_precision)
         .map_err(|e| anyhow!("host reference: {e}"))?;
+    checking.finish();
     let mut min_cos = f64::INFINITY;
     let mut max_abs = 0f64;
-    let mut failures = Vec::new();
+    let mut outputs = Vec::new();
     for step in &package.run.steps {
         let Step::HostRead { binding } = step else {
             continue;
@@ -131,12 +161,12 @@ pub fn run_package(
             0 => String::new(),
             n => format!(" ({n} values infinite on both sides)"),
         };
-        println!(
+        output::result_line(format!(
             "    output {}: cosine similarity {}, maximum absolute error {}{infinities}",
             tensor.name,
             crate::compare::format_cosine(comparison.cosine_similarity),
             comparison.max_abs_error
-        );
+        ));
         // An undefined similarity stays undefined in the minimum.
         min_cos = if comparison.cosine_similarity.is_nan() || min_cos.is_nan() {
             f64::NAN
@@ -144,25 +174,48 @@ pub fn run_package(
             min_cos.min(comparison.cosine_similarity)
         };
         max_abs = max_abs.max(f64::from(comparison.max_abs_error));
-        if let Some(message) = comparison.failure_message() {
-            failures.push(format!("{}: {message}", tensor.name));
-        }
+        let failure = comparison.failure_message();
+        outputs.push(OutputCheck {
+            name: tensor.name.clone(),
+            cosine_similarity: Some(comparison.cosine_similarity).filter(|c| c.is_finite()),
+            max_abs_error: comparison.max_abs_error,
+            passed: failure.is_none(),
+            failure,
+        });
     }
-    println!(
+    output::result_line(format!(
         "    cycles {} measured, {} estimated; profile {profile_path}",
         record.cycles, package.profile.estimated_cycles
-    );
-    let verdict = if failures.is_empty() { "PASS" } else { "FAIL" };
-    println!(
-        "referenceMinimumCosineSimilarity={} referenceMaximumAbsoluteError={max_abs} numericalTest={verdict} cycles={} package={path} tiles={} hardwareTest=PASS",
+    ));
+    let passed = outputs.iter().all(|o| o.passed);
+    let verdict = if passed { "PASS" } else { "FAIL" };
+    output::result_line(format!(
+        "referenceMinimumCosineSimilarity={} referenceMaximumAbsoluteError={max_abs} numericalTest={} cycles={} package={path} tiles={} hardwareTest={}",
         crate::compare::format_cosine(min_cos),
+        output::verdict(verdict),
         record.cycles,
-        package.tiles.len()
-    );
-    for failure in &failures {
-        eprintln!("error: {failure}");
+        package.tiles.len(),
+        output::verdict("PASS"),
+    ));
+    for checked in &outputs {
+        if let Some(failure) = &checked.failure {
+            output::error(format!("{}: {failure}", checked.name));
+        }
     }
-    Ok(i32::from(!failures.is_empty()))
+    output::message(&Message::RunFinished(RunFinished {
+        package: path.as_str(),
+        project: &graph.name,
+        success: passed,
+        numerical_test: verdict,
+        hardware_test: "PASS",
+        tiles: package.tiles.len(),
+        cycles: Some(record.cycles),
+        estimated_cycles: package.profile.estimated_cycles,
+        profile: Some(profile_path.as_str()),
+        outputs: &outputs,
+        fault: None,
+    }));
+    Ok(i32::from(!passed))
 }
 
 /// Host buffers holding every streamed input of `package`'s run call, from
