@@ -24,6 +24,7 @@ pub mod kernels;
 pub mod legalize;
 pub mod logging;
 pub mod lower;
+pub mod lsp;
 pub mod numerics;
 pub mod package;
 pub mod pipeline;

@@ -52,6 +52,10 @@ enum Command {
     Inspect(cli::inspect::InspectArgs),
     /// Summarise a run's cycle profile; export HTML or a Chrome trace.
     Profile(cli::profile::ProfileArgs),
+    /// Print the JSON Schema of the project format (for TOML editors).
+    Schema(cli::schema::SchemaArgs),
+    /// Run the language server on stdin and stdout (for editors).
+    Lsp(cli::lsp::LspArgs),
 }
 
 fn main() -> ExitCode {
@@ -88,6 +92,8 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Profile(a) => cli::profile::run(a),
         Command::Watch(a) => cli::watch::run(a),
+        Command::Schema(a) => cli::schema::run(a),
+        Command::Lsp(a) => cli::lsp::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

@@ -87,8 +87,13 @@ fn check_project(db: &Database, path: &Utf8Path, fit: bool) -> bool {
         }
         None => {
             if !output::is_json() {
+                let what = if fits == Some(false) {
+                    format!("`{path}` does not build")
+                } else {
+                    format!("could not validate `{path}`")
+                };
                 output::error(format!(
-                    "could not validate `{path}` due to {} previous error{}",
+                    "{what} due to {} previous error{}",
                     errors,
                     if errors == 1 { "" } else { "s" }
                 ));

@@ -14,6 +14,7 @@
 pub mod index;
 pub mod lints;
 pub mod load;
+pub mod schema;
 pub mod shapes;
 pub mod syntax;
 pub mod validate;
