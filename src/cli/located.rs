@@ -49,10 +49,11 @@ fn placement_diagnostic(db: &dyn Db, project: SourceFile, error: &PlacementError
             .map(|p| (f, p.get_ref().tiles.clone()))
     });
     if let Some((file, tiles)) = tiles {
-        diagnostic = diagnostic.at(&file.path, tiles.span()).label(format!(
-            "the program does not fit in {} tiles",
-            tiles.get_ref()
-        ));
+        let count = *tiles.get_ref();
+        let plural = if count == 1 { "" } else { "s" };
+        diagnostic = diagnostic
+            .at(&file.path, tiles.span())
+            .label(format!("the program does not fit in {count} tile{plural}"));
     }
     if !error.largest.is_empty() {
         let largest: Vec<String> = error

@@ -245,7 +245,8 @@ pub struct OutputCheck {
 #[derive(Debug, Serialize)]
 pub struct RunFinished<'a> {
     pub package: &'a str,
-    pub project: &'a str,
+    /// The project's name (a package may be run without its project file).
+    pub name: &'a str,
     pub success: bool,
     /// `PASS` or `FAIL`, as the seed's `numericalTest=`.
     pub numerical_test: &'a str,

@@ -104,7 +104,7 @@ pub fn run_package(
             ));
             output::message(&Message::RunFinished(RunFinished {
                 package: path.as_str(),
-                project: &graph.name,
+                name: &graph.name,
                 success: false,
                 numerical_test: "FAIL",
                 hardware_test: "FAIL",
@@ -204,7 +204,7 @@ pub fn run_package(
     }
     output::message(&Message::RunFinished(RunFinished {
         package: path.as_str(),
-        project: &graph.name,
+        name: &graph.name,
         success: passed,
         numerical_test: verdict,
         hardware_test: "PASS",
