@@ -199,7 +199,7 @@ fn every_json_message_has_its_documented_shape() {
     // The human line "watching ..." goes to stderr; the first build's
     // message says the watcher is up.
     let mut watched = Vec::new();
-    let mut wait_for = |reason: &str, watched: &mut Vec<String>| loop {
+    let wait_for = |reason: &str, watched: &mut Vec<String>| loop {
         let line = lines
             .recv_timeout(Duration::from_secs(120))
             .unwrap_or_else(|_| panic!("no `{reason}` from ipub watch: {watched:?}"));
