@@ -146,7 +146,13 @@ impl Database {
     /// A database over the real file system, compiling kernels through the
     /// kernel cache (`$IPUB_CACHE_DIR` or the platform cache directory).
     pub fn on_disk() -> Self {
-        let mut db = Self::new(Arc::new(OsFs));
+        Self::on_disk_with(Arc::new(OsFs))
+    }
+
+    /// Like [`Database::on_disk`], reading files through `vfs` (the
+    /// language server's overlay of unsaved editor text over the disk).
+    pub fn on_disk_with(vfs: Arc<dyn Vfs>) -> Self {
+        let mut db = Self::new(vfs);
         db.kernel_cache = crate::kernels::cache::KernelCache::from_env();
         db.store = Some(crate::store::Store::default_location());
         db

@@ -29,12 +29,15 @@ pub struct Diagnostic {
     pub severity: Severity,
     pub message: String,
     /// Where the problem is; `None` for problems with no source (a missing
-    /// root file).
-    pub location: Option<Location>,
+    /// root file). Boxed to keep `Result<_, Diagnostic>` small.
+    pub location: Option<Box<Location>>,
     /// Text printed under the caret.
     pub label: String,
     /// Extra lines (`= note: ...`, `= help: ...`), without the prefix.
     pub notes: Vec<String>,
+    /// A stable name for the kind of problem (`unused-tensor`,
+    /// `undefined-symbol`), for machine-readable output and editors.
+    pub code: Option<String>,
 }
 
 impl Diagnostic {
@@ -45,14 +48,27 @@ impl Diagnostic {
             location: None,
             label: String::new(),
             notes: Vec::new(),
+            code: None,
         }
     }
 
+    pub fn warning(message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(message)
+        }
+    }
+
+    pub fn code(mut self, code: impl Into<String>) -> Diagnostic {
+        self.code = Some(code.into());
+        self
+    }
+
     pub fn at(mut self, file: &Utf8Path, span: Range<usize>) -> Diagnostic {
-        self.location = Some(Location {
+        self.location = Some(Box::new(Location {
             file: file.to_owned(),
             span,
-        });
+        }));
         self
     }
 
@@ -93,16 +109,77 @@ fn floor_char_boundary(text: &str, mut offset: usize) -> usize {
     offset
 }
 
+/// The styles a rendering uses; [`Palette::plain`] renders no escape codes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Palette {
+    pub error: anstyle::Style,
+    pub warning: anstyle::Style,
+    /// The message after `error:`.
+    pub message: anstyle::Style,
+    /// Line numbers, `-->`, `|` and `=`.
+    pub gutter: anstyle::Style,
+    /// `note` and `help`.
+    pub note: anstyle::Style,
+}
+
+impl Palette {
+    pub const fn plain() -> Palette {
+        let none = anstyle::Style::new();
+        Palette {
+            error: none,
+            warning: none,
+            message: none,
+            gutter: none,
+            note: none,
+        }
+    }
+
+    /// rustc's colours: red errors, yellow warnings, blue gutter, bold
+    /// messages (stripped again when the stream is not a terminal).
+    pub const fn terminal() -> Palette {
+        use anstyle::AnsiColor;
+        Palette {
+            error: AnsiColor::BrightRed.on_default().bold(),
+            warning: AnsiColor::BrightYellow.on_default().bold(),
+            message: anstyle::Style::new().bold(),
+            gutter: AnsiColor::BrightBlue.on_default().bold(),
+            note: anstyle::Style::new().bold(),
+        }
+    }
+}
+
 /// Renders `diagnostic` like rustc. `source` returns a file's current
 /// contents; when it returns `None` the location is printed without the
 /// source excerpt.
 pub fn render(diagnostic: &Diagnostic, source: &dyn Fn(&Utf8Path) -> Option<String>) -> String {
+    render_with(diagnostic, source, &Palette::plain())
+}
+
+/// [`render`] with styles.
+pub fn render_with(
+    diagnostic: &Diagnostic,
+    source: &dyn Fn(&Utf8Path) -> Option<String>,
+    palette: &Palette,
+) -> String {
     let mut out = String::new();
-    let severity = match diagnostic.severity {
-        Severity::Error => "error",
-        Severity::Warning => "warning",
+    let (severity, level) = match diagnostic.severity {
+        Severity::Error => ("error", palette.error),
+        Severity::Warning => ("warning", palette.warning),
     };
-    let _ = writeln!(out, "{severity}: {}", diagnostic.message);
+    let g = palette.gutter;
+    let m = palette.message;
+    let _ = writeln!(
+        out,
+        "{level}{severity}{level:#}{m}: {}{m:#}",
+        diagnostic.message
+    );
+    // `note: text` with the kind in bold.
+    let note = |note: &str| -> String {
+        match note.split_once(": ") {
+            Some((kind, text)) => format!("{n}{kind}{n:#}: {text}", n = palette.note),
+            None => note.to_string(),
+        }
+    };
     let excerpt = diagnostic
         .location
         .as_ref()
@@ -112,9 +189,9 @@ pub fn render(diagnostic: &Diagnostic, source: &dyn Fn(&Utf8Path) -> Option<Stri
             let (line, column) = line_column(&text, location.span.start);
             let line_text = text.lines().nth(line - 1).unwrap_or("");
             let gutter = " ".repeat(line.to_string().len());
-            let _ = writeln!(out, "{gutter}--> {}:{line}:{column}", location.file);
-            let _ = writeln!(out, "{gutter} |");
-            let _ = writeln!(out, "{line} | {line_text}");
+            let _ = writeln!(out, "{gutter}{g}-->{g:#} {}:{line}:{column}", location.file);
+            let _ = writeln!(out, "{gutter} {g}|{g:#}");
+            let _ = writeln!(out, "{g}{line} |{g:#} {line_text}");
             // The caret covers the span on its first line (at least one column).
             let start = floor_char_boundary(&text, location.span.start.min(text.len()));
             let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
@@ -127,23 +204,23 @@ pub fn render(diagnostic: &Diagnostic, source: &dyn Fn(&Utf8Path) -> Option<Stri
             };
             let _ = writeln!(
                 out,
-                "{gutter} | {}{}{label}",
+                "{gutter} {g}|{g:#} {}{level}{}{label}{level:#}",
                 " ".repeat(column - 1),
                 "^".repeat(width)
             );
-            for note in &diagnostic.notes {
-                let _ = writeln!(out, "{gutter} = {note}");
+            for text in &diagnostic.notes {
+                let _ = writeln!(out, "{gutter} {g}={g:#} {}", note(text));
             }
         }
         Some((location, None)) => {
-            let _ = writeln!(out, " --> {}", location.file);
-            for note in &diagnostic.notes {
-                let _ = writeln!(out, "  = {note}");
+            let _ = writeln!(out, " {g}-->{g:#} {}", location.file);
+            for text in &diagnostic.notes {
+                let _ = writeln!(out, "  {g}={g:#} {}", note(text));
             }
         }
         None => {
-            for note in &diagnostic.notes {
-                let _ = writeln!(out, "  = {note}");
+            for text in &diagnostic.notes {
+                let _ = writeln!(out, "  {g}={g:#} {}", note(text));
             }
         }
     }
@@ -173,6 +250,15 @@ mod tests {
               = help: use at most 1472
         "#]]
         .assert_eq(&rendered);
+        // Styled, the same text with escape codes around its parts.
+        let styled = render_with(
+            &diagnostic,
+            &|_| Some(text.to_string()),
+            &Palette::terminal(),
+        );
+        assert!(styled.contains("\u{1b}["));
+        let stripped: String = anstream::adapter::strip_str(&styled).to_string();
+        assert_eq!(stripped, rendered);
     }
 
     #[test]

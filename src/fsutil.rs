@@ -143,7 +143,16 @@ pub fn write_atomic_chunks(path: &Utf8Path, chunks: &[&[u8]]) -> std::io::Result
         _ => Utf8Path::new("."),
     };
     std::fs::create_dir_all(directory)?;
-    let mut file = tempfile::NamedTempFile::new_in(directory)?;
+    // A temporary file is private (0600) by default; what ipub writes is
+    // an ordinary output file, so it gets the permissions of one: 0666
+    // less the umask (0644 usually), which the OS applies at creation.
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut file = builder.tempfile_in(directory)?;
     for chunk in chunks {
         file.write_all(chunk)?;
     }
@@ -214,6 +223,32 @@ mod tests {
         write_atomic(&path, b"two").expect("rewrite");
         assert_eq!(std::fs::read(&path).expect("read"), b"two");
         assert_eq!(std::fs::read_dir(&root).expect("list").count(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn written_files_get_ordinary_permissions() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        let path = root.join("out.bin");
+        write_atomic(&path, b"x").expect("write");
+        let mode = std::fs::metadata(&path)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777;
+        // 0666 less the process's umask (Linux shows it in /proc).
+        let umask = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+                u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
+            });
+        match umask {
+            Some(umask) => assert_eq!(mode, 0o666 & !umask, "{mode:o}"),
+            None => assert_eq!(mode & 0o111, 0, "{mode:o}"),
+        }
     }
 
     #[test]

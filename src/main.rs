@@ -1,18 +1,33 @@
 //! The `ipub` command line. Each command lives in `ipub::cli::<name>` and
-//! returns the exit code; this file only parses arguments, sets up logging
-//! and reports errors.
+//! returns the exit code; this file only parses arguments, sets up the
+//! terminal and logging, and reports errors.
 
+use camino::Utf8PathBuf;
 use clap::{Parser, Subcommand};
 use ipub::cli;
+use ipub::cli::output::{self, ColorWhen, Verbosity};
 use std::process::ExitCode;
 
 /// Incremental compiler and runner for IPU21 application packages.
 #[derive(Debug, Parser)]
 #[command(name = "ipub", version, about, long_about = None)]
 struct Cli {
-    /// Log filter in RUST_LOG syntax (overrides IPUB_LOG and RUST_LOG).
+    /// Show the logs too: `-v` the info logs, `-vv` debug, `-vvv` trace.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    verbose: u8,
+    /// Print errors only.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// When to colour the output: auto (a terminal, unless NO_COLOR is
+    /// set), always or never.
+    #[arg(long, global = true, value_enum, default_value_t, value_name = "WHEN")]
+    color: ColorWhen,
+    /// Log filter in RUST_LOG syntax (overrides -v, IPUB_LOG and RUST_LOG).
     #[arg(long, global = true, value_name = "FILTER")]
     log: Option<String>,
+    /// Also write the logs (info and up, with timestamps) to this file.
+    #[arg(long, global = true, value_name = "PATH")]
+    log_file: Option<Utf8PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -37,17 +52,36 @@ enum Command {
     Inspect(cli::inspect::InspectArgs),
     /// Summarise a run's cycle profile; export HTML or a Chrome trace.
     Profile(cli::profile::ProfileArgs),
+    /// Print the JSON Schema of the project format (for TOML editors).
+    Schema(cli::schema::SchemaArgs),
+    /// Run the language server on stdin and stdout (for editors).
+    Lsp(cli::lsp::LspArgs),
 }
 
 fn main() -> ExitCode {
+    restore_default_sigpipe();
     let args = Cli::parse();
-    // Building commands print their own phase lines; the seed-style event
-    // log is for runs (and for any command with `--log info`).
-    let default_level = match args.command {
-        Command::Run(_) => "info",
-        _ => "warn",
+    let verbosity = match (args.quiet, args.verbose) {
+        (true, _) => Verbosity::Quiet,
+        (false, 0) => Verbosity::Normal,
+        (false, _) => Verbosity::Verbose,
     };
-    ipub::logging::init_with(args.log.as_deref(), default_level);
+    output::configure(verbosity, args.color);
+    // The commands print their own status lines; the seed-shaped event log
+    // is for `-v`, a filter or a log file.
+    let logging = ipub::logging::init_cli(&ipub::logging::LogOptions {
+        filter: args.log.as_deref(),
+        verbose: args.verbose,
+        quiet: args.quiet,
+        file: args.log_file.as_deref(),
+        ansi: output::stderr_has_color(),
+        terminal: output::stderr_is_terminal(),
+    });
+    if let Err(error) = logging {
+        let path = args.log_file.as_deref().map_or("", |p| p.as_str());
+        output::error(format!("cannot open the log file {path}: {error}"));
+        return ExitCode::from(1);
+    }
     let result = match &args.command {
         Command::Build(a) => cli::build::run(a),
         Command::Explain(a) => cli::build::run_explain(a),
@@ -58,12 +92,31 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Profile(a) => cli::profile::run(a),
         Command::Watch(a) => cli::watch::run(a),
+        Command::Schema(a) => cli::schema::run(a),
+        Command::Lsp(a) => cli::lsp::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(error) => {
-            eprintln!("error: {error:#}");
+            output::error(format!("{error:#}"));
             ExitCode::from(1)
         }
+    }
+}
+
+/// Lets a closed pipe end the process the way it ends `cat` or `grep`.
+///
+/// Rust ignores `SIGPIPE`, so a write to a pipe whose reader has gone (as
+/// with `ipub kernel disasm x.o | head`) fails, and `println!` panics on
+/// the failure. With the default action restored the process ends
+/// quietly at that write instead (the shell reports status 141), which
+/// holds for every command and every line they print. Files ipub writes
+/// are written atomically, so ending mid-way never leaves a torn one.
+fn restore_default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: setting the default disposition of a signal has no
+    // preconditions; it runs first in `main`, before any other thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -177,7 +177,22 @@ impl Assembler {
             EvalErrorKind::Undefined => ErrorKind::UndefinedSymbol,
             EvalErrorKind::TooDeep => ErrorKind::TooDeep,
         };
+        // An undefined name is most often a misspelt label or `.set` value.
+        let help = (kind == ErrorKind::UndefinedSymbol)
+            .then(|| line.text.get(error.span.clone()))
+            .flatten()
+            .and_then(|name| {
+                let defined = self
+                    .symbols
+                    .iter()
+                    .filter(|(_, info)| info.def.is_some())
+                    .map(|(n, _)| n.as_str());
+                crate::suggest::did_you_mean(name, defined)
+            });
         self.error(kind, error.message, line, error.span);
+        if let Some(last) = self.errors.last_mut() {
+            last.help = help;
+        }
     }
 
     pub fn dot(&self) -> (usize, u32) {

@@ -297,6 +297,8 @@ pub struct AsmError {
     pub label: String,
     /// Include chain and macro expansions, innermost first.
     pub notes: Vec<String>,
+    /// A suggestion (`did you mean ...`), printed after the notes.
+    pub help: Option<String>,
 }
 
 impl fmt::Display for AsmError {
@@ -321,12 +323,17 @@ impl std::error::Error for AsmError {}
 impl AsmError {
     /// The shared diagnostic form (for the terminal and editors).
     pub fn to_diagnostic(&self) -> Diagnostic {
-        let mut diagnostic = Diagnostic::error(&self.message).label(&self.label);
+        let mut diagnostic = Diagnostic::error(&self.message)
+            .label(&self.label)
+            .code(self.kind.name());
         if let Some(location) = &self.location {
             diagnostic = diagnostic.at(&location.path, location.span.clone());
         }
         for note in &self.notes {
             diagnostic = diagnostic.note(note);
+        }
+        if let Some(help) = &self.help {
+            diagnostic = diagnostic.help(help);
         }
         diagnostic
     }
@@ -402,6 +409,7 @@ impl Sources {
             location,
             label: String::new(),
             notes,
+            help: None,
         }
     }
 
@@ -427,6 +435,7 @@ impl Sources {
             location: None,
             label: String::new(),
             notes: Vec::new(),
+            help: None,
         }
     }
 

@@ -1,8 +1,11 @@
 //! `ipub build`: run the pipeline's phases on a project, one line each.
 
+use super::message::{BuildFinished, Message, PhaseRecord};
+use super::output::{self, MessageArgs};
+use super::progress::Progress;
 use super::stamp::{Change, Stamp};
-use crate::cli::check::print_diagnostics;
 use crate::db::{Database, Db, SourceFile};
+use crate::diagnostic::Diagnostic;
 use crate::graph::OpId;
 use crate::pipeline::{self, BuildError};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -25,6 +28,8 @@ pub struct BuildArgs {
     /// input change behind each recomputed item.
     #[arg(long)]
     pub explain: bool,
+    #[command(flatten)]
+    pub message: MessageArgs,
 }
 
 /// `ipub explain`: a build that always explains itself.
@@ -59,22 +64,26 @@ fn parse_emit(text: &str) -> Result<Emit, String> {
         _ => match text.strip_prefix("tile=").map(str::parse::<u32>) {
             Some(Ok(tile)) => Emit::Tile(tile),
             _ => {
+                let known = ["graph", "plan", "shards", "exchanges", "placement", "tile="];
+                let hint = crate::suggest::did_you_mean(text, known)
+                    .map_or(String::new(), |help| format!(" ({help})"));
                 return Err(format!(
-                    "unknown IR `{text}`: use graph, plan, shards, exchanges, placement or tile=N"
-                ))
+                    "unknown IR `{text}`{hint}: use graph, plan, shards, exchanges, placement or tile=N"
+                ));
             }
         },
     })
 }
 
 pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
+    output::set_format(args.message.message_format);
     let mut db = Database::on_disk();
     let built = build_to_file(&mut db, &args.project, args.out.as_deref(), args.explain)?;
     // Dumps come from the build's own queries, and a failed build still
     // shows what it got to (the plan when placement does not fit).
     let file = db.file(&args.project);
     for emit in &args.emit {
-        print!("{}", dump(&db, file, *emit));
+        output::text(&dump(&db, file, *emit));
     }
     match built {
         Some(path) => {
@@ -91,6 +100,7 @@ pub fn run_explain(args: &ExplainArgs) -> anyhow::Result<i32> {
         emit: Vec::new(),
         out: args.out.clone(),
         explain: true,
+        message: MessageArgs::default(),
     })
 }
 
@@ -119,16 +129,34 @@ pub fn build_to_file(
     let changes = previous.as_ref().map(Stamp::changes);
     if let (Some(stamp), Some(changes)) = (&previous, &changes) {
         if changes.is_empty() && stamp.package_intact() {
-            println!(
-                "{:>10} {} is up to date ({} inputs unchanged, {:.1} ms)",
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+            output::status(
                 "package",
-                stamp.package,
-                stamp.inputs.len(),
-                started.elapsed().as_secs_f64() * 1000.0
+                format!(
+                    "{} is up to date ({} inputs unchanged, {elapsed_ms:.1} ms)",
+                    stamp.package,
+                    stamp.inputs.len(),
+                ),
             );
             if explain {
-                println!("explain: no input changed since the last build; nothing recomputed");
+                output::text(
+                    "explain: no input changed since the last build; nothing recomputed\n",
+                );
             }
+            output::message(&Message::BuildFinished(BuildFinished {
+                project: project.as_str(),
+                success: true,
+                fresh: true,
+                package: Some(stamp.package.as_str()),
+                package_bytes: None,
+                tiles: 0,
+                estimated_cycles: None,
+                recomputed: 0,
+                elapsed_ms,
+                errors: 0,
+                warnings: 0,
+                phases: &[],
+            }));
             return Ok(Some(stamp.package.clone()));
         }
     }
@@ -144,11 +172,11 @@ pub fn build_to_file(
     // fail every build until `ipub clean`: build again without reading the
     // store, which also replaces the stored results.
     let used_store = db.store().is_some_and(|s| s.hits() > 0);
-    if !outcome.ok && outcome.internal_error && used_store {
-        eprintln!(
-            "warning: the build failed after using results from the store ({}); building again without them",
+    if !outcome.ok && outcome.internal_error() && used_store {
+        output::warning(format!(
+            "the build failed after using results from the store ({}); building again without them",
             store.root()
-        );
+        ));
         *db = Database::on_disk().with_store(store.without_reads());
         file = db.file(project);
         outcome = build(db, file, true);
@@ -156,10 +184,12 @@ pub fn build_to_file(
             results.flush();
         }
     }
+    report_outcome(db, file, &outcome);
     let Some(bytes) = outcome.package.clone().filter(|_| outcome.ok) else {
+        finished_message(project, &outcome, None, started);
         return Ok(None);
     };
-    let started = Instant::now();
+    let written = Instant::now();
     // Validation refuses such names; the writer does not rely on it.
     if let Some(problem) = crate::project::limits::file_name_problem(&outcome.name) {
         anyhow::bail!("the project name cannot name its package file: {problem}");
@@ -168,12 +198,16 @@ pub fn build_to_file(
     tracing::info!(tiles = outcome.tiles, "writing application package");
     bytes.write(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!("application package written");
-    println!(
-        "{:>10} wrote {path} ({:.1} MB, {:.1} ms)",
+    output::status(
         "write",
-        bytes.len() as f64 / 1e6,
-        started.elapsed().as_secs_f64() * 1000.0
+        format!(
+            "wrote {path} ({:.1} MB, {:.1} ms)",
+            bytes.len() as f64 / 1e6,
+            written.elapsed().as_secs_f64() * 1000.0
+        ),
     );
+    output::warning_summary(&outcome.name, outcome.warnings.len());
+    finished_message(project, &outcome, Some(&path), started);
     Stamp::record(db, &path, &bytes).save(&store, project, out_key);
     let evicted = store.evict_to_budget();
     if evicted > 0 {
@@ -182,12 +216,63 @@ pub fn build_to_file(
     if explain {
         let first = changes.is_none();
         let changes = changes.unwrap_or_default();
-        print!(
-            "{}",
-            explain_build(db, file, &changes, &outcome, first, true)
-        );
+        output::text(&explain_build(db, file, &changes, &outcome, first, true));
     }
     Ok(Some(path))
+}
+
+/// Prints what a build found: its warnings, and its errors as located
+/// diagnostics with a closing line, as rustc ends a failed compilation.
+pub fn report_outcome(db: &Database, file: SourceFile, outcome: &Outcome) {
+    let project = file.path(db);
+    output::diagnostics(db, project, &outcome.warnings);
+    let Some(error) = &outcome.error else {
+        return;
+    };
+    let diagnostics = super::located::build_error_diagnostics(db, file, error);
+    output::diagnostics(db, project, &diagnostics);
+    if output::is_json() {
+        return;
+    }
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    match error {
+        BuildError::Project(_) => output::error(format!(
+            "could not build the project due to {}",
+            previous_errors(errors)
+        )),
+        _ => output::error(format!(
+            "could not build `{}` due to {}",
+            project,
+            previous_errors(errors)
+        )),
+    }
+}
+
+fn previous_errors(n: usize) -> String {
+    format!("{n} previous error{}", if n == 1 { "" } else { "s" })
+}
+
+/// The JSON message of a finished build.
+pub fn finished_message(
+    project: &Utf8Path,
+    outcome: &Outcome,
+    package: Option<&Utf8Path>,
+    started: Instant,
+) {
+    output::message(&Message::BuildFinished(BuildFinished {
+        project: project.as_str(),
+        success: outcome.ok && package.is_some(),
+        fresh: false,
+        package: package.map(Utf8Path::as_str),
+        package_bytes: outcome.package.as_ref().map(|p| p.len()),
+        tiles: outcome.tiles,
+        estimated_cycles: outcome.estimated_cycles,
+        recomputed: outcome.recomputed,
+        elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+        errors: usize::from(outcome.error.is_some()),
+        warnings: outcome.warnings.len(),
+        phases: &outcome.phases,
+    }));
 }
 
 /// The `--explain` report of a finished build.
@@ -235,9 +320,6 @@ pub fn explain_build(
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub ok: bool,
-    /// The build stopped at a compiler error rather than a problem of the
-    /// project (diagnostics).
-    pub internal_error: bool,
     /// Queries executed (not reused) across all phases.
     pub recomputed: usize,
     /// The project's name.
@@ -250,37 +332,70 @@ pub struct Outcome {
     pub computed: Vec<(&'static str, String)>,
     /// How many items each phase has.
     pub totals: super::explain::Totals,
+    /// Each phase that ran, as its status line says it.
+    pub phases: Vec<PhaseRecord>,
+    /// Why the build stopped, when it did.
+    pub error: Option<BuildError>,
+    /// The project's warnings (see [`crate::project::lints`]).
+    pub warnings: Vec<Diagnostic>,
+    /// The cost model's cycles for the whole placed program.
+    pub estimated_cycles: Option<u64>,
 }
 
-/// One phase's line: what ran, how many queries executed, how long.
+impl Outcome {
+    /// Whether the build stopped in a phase that checks its own results:
+    /// lowering and emission verify what they produce (and a stored plan or
+    /// image feeds them); the other errors are the project's or its
+    /// kernels'.
+    pub fn internal_error(&self) -> bool {
+        matches!(self.error, Some(BuildError::Lower(_) | BuildError::Emit(_)))
+    }
+}
+
+/// One phase's line: what ran, how many queries executed, how long (with
+/// a live status line while it runs, on a terminal).
 struct PhaseLine {
     started: Instant,
+    progress: Option<Progress>,
 }
 
 impl PhaseLine {
-    fn start(db: &Database) -> PhaseLine {
+    fn start(db: &Database, verbose: bool, phase: &str) -> PhaseLine {
         db.execution_log().start();
         PhaseLine {
             started: Instant::now(),
+            progress: verbose.then(|| Progress::start(phase, "running")),
         }
     }
 
     fn finish(self, db: &Database, outcome: &mut Outcome, verbose: bool, phase: &str, what: &str) {
+        if let Some(progress) = self.progress {
+            progress.finish();
+        }
         let executed = db.execution_log().take().len();
         outcome.recomputed += executed;
+        let elapsed_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        outcome.phases.push(PhaseRecord {
+            phase: phase.to_string(),
+            summary: what.to_string(),
+            recomputed: executed,
+            elapsed_ms,
+        });
         if verbose {
-            let elapsed = self.started.elapsed();
-            println!(
-                "{phase:>10} {what} ({executed} {} recomputed, {:.1} ms)",
-                if executed == 1 { "query" } else { "queries" },
-                elapsed.as_secs_f64() * 1000.0
+            output::status(
+                phase,
+                format!(
+                    "{what} ({executed} {} recomputed, {elapsed_ms:.1} ms)",
+                    if executed == 1 { "query" } else { "queries" },
+                ),
             );
         }
     }
 }
 
 /// Builds through every phase, printing one line per phase when `verbose`.
-/// Errors are always printed.
+/// Errors and warnings are not printed but returned in the outcome (see
+/// [`report_outcome`]), so an editor can show them its own way.
 pub fn build(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     db.computed().take();
     let mut outcome = build_phases(db, file, verbose);
@@ -297,13 +412,12 @@ pub fn build(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
 
 fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     let mut outcome = Outcome::default();
-    let line = PhaseLine::start(db);
+    let line = PhaseLine::start(db, verbose, "project");
     let graph = match pipeline::graph(db, file) {
         Ok(graph) => graph,
-        Err(error) => {
-            return failed(db, &error, outcome);
-        }
+        Err(error) => return failed(outcome, error),
     };
+    outcome.warnings = crate::project::project_warnings(db, file);
     let span = crate::logging::build_span(graph.tiles, graph.ops.len());
     let _entered = span.enter();
     line.finish(
@@ -320,7 +434,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         ),
     );
 
-    let line = PhaseLine::start(db);
+    let line = PhaseLine::start(db, verbose, "plan");
     let signatures = pipeline::op_signatures(db, file).len();
     let distinct = crate::logging::phase("plan_package", || {
         let partitions = pipeline::initial_partitions(db, file);
@@ -339,12 +453,10 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         ),
     );
 
-    let line = PhaseLine::start(db);
+    let line = PhaseLine::start(db, verbose, "lower");
     let program = match crate::logging::phase("lower", || pipeline::program(db, file).clone()) {
         Ok(program) => program,
-        Err(error) => {
-            return failed(db, &error, outcome);
-        }
+        Err(error) => return failed(outcome, error),
     };
     let shards = program.buffers.len();
     tracing::info!(
@@ -364,7 +476,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         ),
     );
 
-    let line = PhaseLine::start(db);
+    let line = PhaseLine::start(db, verbose, "schedule");
     let mut exchange_cycles = 0u64;
     let mut paired = 0;
     for phase in 0..program.phases.len() as u32 {
@@ -384,7 +496,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         ),
     );
 
-    let line = PhaseLine::start(db);
+    let line = PhaseLine::start(db, verbose, "place");
     let placement = match crate::logging::phase("place_storage", || {
         // Errors come from the sequential pass, in tile order, with
         // every kernel's errors together.
@@ -392,9 +504,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         pipeline::placement(db, file).clone()
     }) {
         Ok(placement) => placement,
-        Err(error) => {
-            return failed(db, &error, outcome);
-        }
+        Err(error) => return failed(outcome, error),
     };
     line.finish(
         db,
@@ -408,7 +518,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         .as_ref()
         .map_or(0, |k| k.len());
 
-    let line = PhaseLine::start(db);
+    let line = PhaseLine::start(db, verbose, "emit");
     let tiles = placement.tiles.len();
     let emitted = crate::logging::phase("emit_tile_code", || {
         emit_tiles_in_parallel(db, file)?;
@@ -420,9 +530,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     });
     let images = match emitted {
         Ok(images) => images,
-        Err(error) => {
-            return failed(db, &error, outcome);
-        }
+        Err(error) => return failed(outcome, error),
     };
     line.finish(
         db,
@@ -432,12 +540,10 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         &format!("{images} tile images and their weights"),
     );
 
-    let line = PhaseLine::start(db);
+    let line = PhaseLine::start(db, verbose, "package");
     let bytes = match pipeline::package::package_bytes(db, file).clone() {
         Ok(bytes) => bytes,
-        Err(error) => {
-            return failed(db, &error, outcome);
-        }
+        Err(error) => return failed(outcome, error),
     };
     if let Ok(estimated) = pipeline::package::estimated_cycles(db, file) {
         tracing::info!(
@@ -445,6 +551,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
             final_exchange = exchange_cycles,
             "costed final placed program"
         );
+        outcome.estimated_cycles = Some(estimated);
     }
     line.finish(
         db,
@@ -516,28 +623,10 @@ fn per_tile_in_parallel(
         .try_for_each(|(db, tiles)| tiles.iter().try_for_each(|&tile| query(&db, tile)))
 }
 
-/// The outcome of a build that stopped at `error`, which is reported.
-fn failed(db: &Database, error: &BuildError, mut outcome: Outcome) -> Outcome {
-    report(db, error);
-    // Lowering and emission check their own results (and a stored plan or
-    // image feeds them); the other errors are the project's or its
-    // kernels'.
-    outcome.internal_error = matches!(error, BuildError::Lower(_) | BuildError::Emit(_));
+/// The outcome of a build that stopped at `error`.
+fn failed(mut outcome: Outcome, error: BuildError) -> Outcome {
+    outcome.error = Some(error);
     outcome
-}
-
-fn report(db: &Database, error: &BuildError) {
-    match error {
-        BuildError::Project(diagnostics) => {
-            print_diagnostics(db, diagnostics);
-            let errors = diagnostics.iter().filter(|d| d.is_error()).count();
-            eprintln!(
-                "error: could not build the project due to {errors} previous error{}",
-                if errors == 1 { "" } else { "s" }
-            );
-        }
-        other => eprintln!("error: {other}"),
-    }
 }
 
 /// The text dump of one IR of a built project.

@@ -1,7 +1,14 @@
 //! `ipub check`: validate projects and print their diagnostics.
+//!
+//! Besides the project's own errors and warnings, `check` looks at what
+//! only the driver can see: that the kernel directory exists. With `--fit`
+//! it also runs the compiler up to placement, so a project that does not
+//! fit its tiles (or whose kernels do not assemble) fails the check.
 
-use crate::db::{Database, Db};
-use crate::diagnostic::{render, Diagnostic};
+use super::message::{CheckFinished, GraphSummary, Message};
+use super::output::{self, MessageArgs};
+use crate::db::{Database, Db, SourceFile};
+use crate::diagnostic::Diagnostic;
 use camino::{Utf8Path, Utf8PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -9,49 +16,118 @@ pub struct CheckArgs {
     /// Project files to validate.
     #[arg(required = true, value_name = "PROJECT.toml")]
     pub projects: Vec<Utf8PathBuf>,
+    /// Also plan, lower and place the project (and assemble its kernels):
+    /// a project that does not fit its tiles fails the check.
+    #[arg(long)]
+    pub fit: bool,
+    #[command(flatten)]
+    pub message: MessageArgs,
 }
 
 /// Validates every project; exit code 1 when any has an error.
 pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
+    output::set_format(args.message.message_format);
     let db = Database::on_disk();
     let mut failed = false;
     for path in &args.projects {
-        let result = crate::project::project_graph(&db, db.file(path));
-        print_diagnostics(&db, &result.diagnostics);
-        match &result.graph {
-            Some(graph) => println!(
-                "checked {path}: project {} ({} tensors, {} ops, {} repeats, {} tiles)",
+        failed |= !check_project(&db, path, args.fit);
+    }
+    if let Some(store) = db.store() {
+        store.flush();
+    }
+    Ok(i32::from(failed))
+}
+
+/// Checks one project, printing its diagnostics and summary; returns
+/// whether it passed.
+fn check_project(db: &Database, path: &Utf8Path, fit: bool) -> bool {
+    let file = db.file(path);
+    let result = crate::project::project_graph(db, file);
+    let mut diagnostics = result.diagnostics.clone();
+    if result.graph.is_some() {
+        diagnostics.extend(kernel_dir_diagnostic(db, file, &result.kernel_dir));
+    }
+    let mut fits = None;
+    if fit && !diagnostics.iter().any(Diagnostic::is_error) {
+        let placed = crate::pipeline::placement(db, file).clone();
+        fits = Some(placed.is_ok());
+        if let Err(error) = placed {
+            diagnostics.extend(super::located::build_error_diagnostics(db, file, &error));
+        }
+    }
+    let warnings = crate::project::project_warnings(db, file);
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    output::diagnostics(db, path, &diagnostics);
+    output::diagnostics(db, path, &warnings);
+    let graph = result.graph.as_ref().filter(|_| errors == 0);
+    output::message(&Message::CheckFinished(CheckFinished {
+        project: path.as_str(),
+        success: graph.is_some(),
+        errors,
+        warnings: warnings.len(),
+        graph: graph.map(|g| GraphSummary::of(g)),
+        fits,
+    }));
+    match graph {
+        Some(graph) => {
+            let warned = match warnings.len() {
+                0 => String::new(),
+                n => format!("; {}", output::count(n, "warning")),
+            };
+            let placed = if fits == Some(true) { ", fits" } else { "" };
+            output::result_line(format!(
+                "checked {path}: project {} ({} tensors, {} ops, {} repeats, {} tiles{placed}){warned}",
                 graph.name,
                 graph.tensors.len(),
                 graph.ops.len(),
                 graph.repeats.len(),
                 graph.tiles
-            ),
-            None => {
-                failed = true;
-                let errors = result.diagnostics.iter().filter(|d| d.is_error()).count();
-                eprintln!(
-                    "error: could not validate `{path}` due to {errors} previous error{}",
+            ));
+            true
+        }
+        None => {
+            if !output::is_json() {
+                let what = if fits == Some(false) {
+                    format!("`{path}` does not build")
+                } else {
+                    format!("could not validate `{path}`")
+                };
+                output::error(format!(
+                    "{what} due to {} previous error{}",
+                    errors,
                     if errors == 1 { "" } else { "s" }
-                );
+                ));
             }
+            false
         }
     }
-    Ok(i32::from(failed))
 }
 
-/// Renders diagnostics to stderr with the files' current contents.
-pub fn print_diagnostics(db: &Database, diagnostics: &[Diagnostic]) {
-    for diagnostic in diagnostics {
-        eprintln!(
-            "{}",
-            render(diagnostic, &|path: &Utf8Path| {
-                db.file(path)
-                    .contents(db)
-                    .as_deref()
-                    .ok()
-                    .map(str::to_string)
-            })
-        );
+/// An error when the project's kernel directory does not exist, at
+/// `[project] kernels` when the project names it.
+fn kernel_dir_diagnostic(
+    db: &Database,
+    file: SourceFile,
+    kernel_dir: &Utf8Path,
+) -> Option<Diagnostic> {
+    if kernel_dir.is_dir() {
+        return None;
     }
+    let diagnostic = Diagnostic::error(format!("kernel directory `{kernel_dir}` does not exist"))
+        .code("kernel-directory");
+    let loaded = crate::project::loaded_files(db, file);
+    let root = loaded.files.iter().find(|f| f.is_root)?;
+    let project = root.ast.project.as_ref()?;
+    Some(match &project.get_ref().kernels {
+        Some(kernels) => diagnostic
+            .at(&root.path, kernels.span())
+            .label("relative to this project file"),
+        None => diagnostic
+            .at(&root.path, project.span())
+            .note(format!(
+                "without `kernels`, kernel sources are looked for in `{}` next to the project file",
+                crate::project::DEFAULT_KERNEL_DIR
+            ))
+            .help("set `kernels = \"DIR\"` in [project]"),
+    })
 }

@@ -90,20 +90,33 @@ fn compile(args: &CompileArgs) -> anyhow::Result<i32> {
             Ok(0)
         }
         Err(KernelError::Assembly {
-            rendered,
             errors,
             source_path,
+            ..
         }) => {
-            eprint!("{rendered}");
+            print_asm_errors(&source_path, &errors);
             let count = errors.len();
             let plural = if count == 1 { "" } else { "s" };
-            eprintln!(
-                "\nerror: could not assemble `{source_path}` due to {count} previous error{plural}"
-            );
+            crate::cli::output::error(format!(
+                "could not assemble `{source_path}` due to {count} previous error{plural}"
+            ));
             Ok(1)
         }
         Err(other) => Err(other.into()),
     }
+}
+
+/// Prints assembler errors as diagnostics (coloured on a terminal).
+pub fn print_asm_errors(source: &camino::Utf8Path, errors: &[crate::asm::AsmError]) {
+    let diagnostics: Vec<crate::diagnostic::Diagnostic> = errors
+        .iter()
+        .map(crate::asm::AsmError::to_diagnostic)
+        .collect();
+    crate::cli::output::diagnostics_with(
+        &|path| std::fs::read_to_string(path).ok(),
+        source,
+        &diagnostics,
+    );
 }
 
 /// Adds `-D NAME=VALUE` (or `-D NAME`, meaning 1) arguments to a variant.

@@ -52,8 +52,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     );
     let compiled = match kernels::compile_preprocessed(pre, &variant, &IPU21, "run") {
         Ok(compiled) => compiled,
-        Err(kernels::KernelError::Assembly { rendered, .. }) => {
-            eprint!("{rendered}");
+        Err(kernels::KernelError::Assembly {
+            errors,
+            source_path,
+            ..
+        }) => {
+            crate::cli::kernel::print_asm_errors(&source_path, &errors);
             return Ok(1);
         }
         Err(other) => return Err(other.into()),
@@ -196,7 +200,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
             Ok(i32::from(!stats.workers_ok))
         }
         Err(fault) => {
-            eprintln!("error: fault: {fault}");
+            crate::cli::output::error(format!("fault: {fault}"));
             Ok(1)
         }
     }

@@ -1,4 +1,7 @@
 //! One module per `ipub` command; each `run` returns the process exit code.
+//! What they print goes through [`output`] (status lines, diagnostics,
+//! colour, verbosity), [`message`] (JSON messages) and [`progress`] (the
+//! live status line).
 
 pub mod build;
 pub mod check;
@@ -7,7 +10,13 @@ pub mod explain;
 pub mod inspect;
 pub mod kernel;
 pub mod kernel_run;
+pub mod located;
+pub mod lsp;
+pub mod message;
+pub mod output;
 pub mod profile;
+pub mod progress;
 pub mod run;
+pub mod schema;
 pub mod stamp;
 pub mod watch;

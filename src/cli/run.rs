@@ -2,6 +2,9 @@
 //! model, check its outputs against the host reference and write the
 //! cycle profile.
 
+use super::message::{Message, OutputCheck, RunFinished};
+use super::output::{self, MessageArgs};
+use super::progress::Progress;
 use crate::db::{Database, SourceFile};
 use crate::device::embedded::{Device, EmbeddedModel};
 use crate::device::lock::{default_lock_path, DeviceLock};
@@ -24,9 +27,12 @@ pub struct RunArgs {
     /// the package's estimate, at least 10 million, at most 2 billion).
     #[arg(long, value_name = "CYCLES")]
     pub watchdog: Option<u64>,
+    #[command(flatten)]
+    pub message: MessageArgs,
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+    output::set_format(args.message.message_format);
     if args.project.extension() == Some("ipuexe") {
         let package = crate::package::file::read(&args.project).map_err(|e| anyhow!("{e}"))?;
         let out = args.out.clone().unwrap_or_else(|| {
@@ -78,7 +84,12 @@ pub fn run_package(
     let estimate = package.profile.estimated_cycles;
     let watchdog = watchdog.unwrap_or_else(|| crate::device::model::default_watchdog(estimate));
     let lock = DeviceLock::acquire(&default_lock_path())?;
-    let mut device: Box<dyn Device> = Box::new(EmbeddedModel::new(watchdog));
+    let progress = Progress::start("run", format!("{} on the IPU21 model", graph.name));
+    let total_steps = crate::device::model::records_in(package.call(Call::Run));
+    let report = progress.reporter();
+    let mut device: Box<dyn Device> = Box::new(EmbeddedModel::new(watchdog).with_progress(
+        std::sync::Arc::new(move |steps, _| report(steps, total_steps)),
+    ));
     let clock_hz = crate::target::target_by_name(&graph.target)
         .map_or(crate::target::IPU21.clock_hz, |t| t.clock_hz);
     let package = Arc::new(package.clone());
@@ -90,24 +101,41 @@ pub fn run_package(
     device
         .call(Call::Initialize, &mut host)
         .map_err(|e| anyhow!("{e}"))?;
-    let record = match device.call(Call::Run, &mut host) {
+    let called = device.call(Call::Run, &mut host);
+    progress.finish();
+    let record = match called {
         Ok(record) => record,
         Err(error) => {
-            eprintln!("error: {error}");
+            output::error(format!("the device faulted: {error}"));
             if let crate::device::model::DeviceError::Fault(fault) = &error {
                 if matches!(
                     fault.cause,
                     crate::device::model::FaultCause::Watchdog { .. }
                 ) {
-                    eprintln!(
-                        "  = help: the watchdog allowed {watchdog} cycles (the package estimates {estimate}); raise it with `ipub run --watchdog CYCLES`"
-                    );
+                    output::help(format!(
+                        "the watchdog allowed {watchdog} cycles (the package estimates {estimate}); raise it with `ipub run --watchdog CYCLES`"
+                    ));
                 }
             }
-            println!(
-                "numericalTest=FAIL package={path} tiles={} hardwareTest=FAIL",
-                package.tiles.len()
-            );
+            output::result_line(format!(
+                "numericalTest={} package={path} tiles={} hardwareTest={}",
+                output::verdict("FAIL"),
+                package.tiles.len(),
+                output::verdict("FAIL"),
+            ));
+            output::message(&Message::RunFinished(RunFinished {
+                package: path.as_str(),
+                name: &graph.name,
+                success: false,
+                numerical_test: "FAIL",
+                hardware_test: "FAIL",
+                tiles: package.tiles.len(),
+                cycles: None,
+                estimated_cycles: package.profile.estimated_cycles,
+                profile: None,
+                outputs: &[],
+                fault: Some(error.to_string()),
+            }));
             return Ok(1);
         }
     };
@@ -127,20 +155,23 @@ pub fn run_package(
         },
     );
 
+    let checking = Progress::start("check", "outputs against the host reference");
+    let checked = checked_outputs(&package, &host)?;
+    checking.finish();
     let mut min_cos = f64::INFINITY;
     let mut max_abs = 0f64;
-    let mut failures = Vec::new();
+    let mut outputs = Vec::new();
     let mut compared = 0;
-    for (name, comparison) in checked_outputs(&package, &host)? {
+    for (name, comparison) in checked {
         let infinities = match comparison.equal_infinities {
             0 => String::new(),
             n => format!(" ({n} values infinite on both sides)"),
         };
-        println!(
+        output::result_line(format!(
             "    output {name}: cosine similarity {}, maximum absolute error {}{infinities}",
             crate::compare::format_cosine(comparison.cosine_similarity),
             comparison.max_abs_error
-        );
+        ));
         // An undefined similarity stays undefined in the minimum.
         min_cos = if comparison.cosine_similarity.is_nan() || min_cos.is_nan() {
             f64::NAN
@@ -149,10 +180,19 @@ pub fn run_package(
         };
         max_abs = max_abs.max(f64::from(comparison.max_abs_error));
         compared += comparison.count;
-        if let Some(message) = comparison.failure_message() {
-            failures.push(format!("{name}: {message}"));
-        }
+        let failure = comparison.failure_message();
+        outputs.push(OutputCheck {
+            name,
+            cosine_similarity: Some(comparison.cosine_similarity).filter(|c| c.is_finite()),
+            max_abs_error: comparison.max_abs_error,
+            passed: failure.is_none(),
+            failure,
+        });
     }
+    let mut failures: Vec<String> = outputs
+        .iter()
+        .filter_map(|o| o.failure.as_ref().map(|f| format!("{}: {f}", o.name)))
+        .collect();
     // A check that compared nothing proves nothing (validation makes every
     // checked output one the run reads back, so this is a guard).
     if compared == 0 {
@@ -169,25 +209,41 @@ pub fn run_package(
     } else {
         String::new()
     };
-    println!(
+    output::result_line(format!(
         "    cycles {} measured, {} estimated; profile {profile_path}{kept}",
         record.cycles, package.profile.estimated_cycles
-    );
-    let verdict = if failures.is_empty() { "PASS" } else { "FAIL" };
-    println!(
-        "referenceMinimumCosineSimilarity={} referenceMaximumAbsoluteError={max_abs} numericalTest={verdict} cycles={} package={path} tiles={} hardwareTest=PASS",
+    ));
+    let passed = failures.is_empty();
+    let verdict = if passed { "PASS" } else { "FAIL" };
+    output::result_line(format!(
+        "referenceMinimumCosineSimilarity={} referenceMaximumAbsoluteError={max_abs} numericalTest={} cycles={} package={path} tiles={} hardwareTest={}",
         crate::compare::format_cosine(min_cos),
+        output::verdict(verdict),
         record.cycles,
-        package.tiles.len()
-    );
+        package.tiles.len(),
+        output::verdict("PASS"),
+    ));
     for failure in &failures {
-        eprintln!("error: {failure}");
+        output::error(failure);
     }
+    output::message(&Message::RunFinished(RunFinished {
+        package: path.as_str(),
+        name: &graph.name,
+        success: passed,
+        numerical_test: verdict,
+        hardware_test: "PASS",
+        tiles: package.tiles.len(),
+        cycles: Some(record.cycles),
+        estimated_cycles: package.profile.estimated_cycles,
+        profile: Some(profile_path.as_str()),
+        outputs: &outputs,
+        fault: None,
+    }));
     if let Err(error) = written {
-        eprintln!("error: cannot write the profile {profile_path}: {error}");
+        output::error(format!("cannot write the profile {profile_path}: {error}"));
         return Ok(1);
     }
-    Ok(i32::from(!failures.is_empty()))
+    Ok(i32::from(!passed))
 }
 
 /// `path` as seen from directory `dir` (a profile names its package this

@@ -7,7 +7,11 @@
 //! contents really changed) and every project is rebuilt through the same
 //! salsa database, so a rebuild recomputes only what the change touched.
 
-use crate::cli::build::{build, explain_build, package_path, Outcome};
+use crate::cli::build::{
+    build, explain_build, finished_message, package_path, report_outcome, Outcome,
+};
+use crate::cli::message::{Message, RebuildFinished};
+use crate::cli::output::{self, MessageArgs};
 use crate::cli::stamp::{toml_keys_changed, Change, ChangeKind};
 use crate::db::{Database, Db};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -37,6 +41,8 @@ pub struct WatchArgs {
     /// Stop after this many rebuilds (for scripts and tests).
     #[arg(long, hide = true)]
     pub max_rebuilds: Option<u64>,
+    #[command(flatten)]
+    pub message: MessageArgs,
 }
 
 /// A watched project and the last package written for it.
@@ -50,8 +56,12 @@ impl Watched {
     /// Builds, and writes the package when its bytes changed. A failed
     /// build writes nothing, so the last good package stays in place.
     fn rebuild(&mut self, db: &Database, args: &WatchArgs) -> Outcome {
+        let started = Instant::now();
         let outcome = build(db, self.file, false);
+        report_outcome(db, self.file, &outcome);
+        let path = package_path(args.out.as_deref(), &outcome.name);
         let Some(bytes) = outcome.package.clone().filter(|_| outcome.ok) else {
+            finished_message(&self.path, &outcome, None, started);
             return outcome;
         };
         if self
@@ -59,18 +69,22 @@ impl Watched {
             .as_ref()
             .is_some_and(|w| std::sync::Arc::ptr_eq(w, &bytes) || **w == *bytes)
         {
+            finished_message(&self.path, &outcome, Some(&path), started);
             return outcome;
         }
-        let path = package_path(args.out.as_deref(), &outcome.name);
         match bytes.write(&path) {
             Ok(()) => {
-                println!("wrote {path}");
+                output::result_line(format!("wrote {path}"));
+                finished_message(&self.path, &outcome, Some(&path), started);
                 self.written = Some(bytes);
                 if args.run {
                     run_written(&path);
                 }
             }
-            Err(error) => eprintln!("error: cannot write the package {path}: {error}"),
+            Err(error) => {
+                output::error(format!("cannot write the package {path}: {error}"));
+                finished_message(&self.path, &outcome, None, started);
+            }
         }
         outcome
     }
@@ -86,12 +100,13 @@ fn run_written(path: &Utf8Path) {
         .and_then(|package| crate::cli::run::run_package(&package, &out, None, path));
     match result {
         Ok(0) => {}
-        Ok(_) => eprintln!("error: {path} failed its numerics (see above)"),
-        Err(error) => eprintln!("error: running {path}: {error}"),
+        Ok(_) => output::error(format!("{path} failed its numerics (see above)")),
+        Err(error) => output::error(format!("running {path}: {error}")),
     }
 }
 
 pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
+    output::set_format(args.message.message_format);
     let mut db = Database::on_disk();
     // Paths as typed (`./dir/p.toml`) are normalized the way includes are,
     // so every file has one name in the database and in the watcher.
@@ -110,12 +125,12 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
     for project in &mut projects {
         let started = Instant::now();
         let outcome = project.rebuild(&db, args);
-        println!(
+        output::result_line(format!(
             "built {} in {:.1} ms{}",
             project.path,
             started.elapsed().as_secs_f64() * 1000.0,
             if outcome.ok { "" } else { " with errors" }
-        );
+        ));
     }
     let (sender, events) = mpsc::channel();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -125,10 +140,10 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
     })?;
     let mut watched = BTreeSet::new();
     arm(&db, &mut watcher, &mut watched);
-    println!(
+    output::result_line(format!(
         "watching {} directories; press Ctrl-C to stop",
         watched.len()
-    );
+    ));
 
     let mut rebuilds = 0u64;
     let debounce = Duration::from_millis(args.debounce);
@@ -200,17 +215,23 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
                 ));
             }
         }
-        println!(
-            "rebuilt after change to {} in {:.1} ms ({queries} queries recomputed){}",
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        output::result_line(format!(
+            "rebuilt after change to {} in {elapsed_ms:.1} ms ({queries} queries recomputed){}",
             names.join("; "),
-            started.elapsed().as_secs_f64() * 1000.0,
             if ok {
                 ""
             } else {
                 "; errors above, last good package kept"
             }
-        );
-        print!("{report}");
+        ));
+        output::message(&Message::RebuildFinished(RebuildFinished {
+            changes: &names,
+            success: ok,
+            recomputed: queries,
+            elapsed_ms,
+        }));
+        output::text(&report);
         arm(&db, &mut watcher, &mut watched);
         rebuilds += 1;
         if args.max_rebuilds.is_some_and(|max| rebuilds >= max) {

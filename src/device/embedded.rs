@@ -2,7 +2,7 @@
 //! model behind it. A hardware driver would implement the same trait.
 
 use crate::device::engine::ExecEngine;
-use crate::device::model::{CallRecord, DeviceError, HostBuffers, ModelDevice};
+use crate::device::model::{CallRecord, DeviceError, HostBuffers, ModelDevice, ProgressHook};
 use crate::package::{Call, Package};
 use std::sync::Arc;
 
@@ -23,6 +23,7 @@ pub trait Device {
 /// The embedded model: tiles simulated by the executor.
 pub struct EmbeddedModel {
     watchdog_cycles: u64,
+    progress: Option<ProgressHook>,
     loaded: Option<(ModelDevice, ExecEngine)>,
 }
 
@@ -30,8 +31,16 @@ impl EmbeddedModel {
     pub fn new(watchdog_cycles: u64) -> EmbeddedModel {
         EmbeddedModel {
             watchdog_cycles,
+            progress: None,
             loaded: None,
         }
+    }
+
+    /// Reports every step of a host call to `hook` (see
+    /// [`ModelDevice::progress`]).
+    pub fn with_progress(mut self, hook: ProgressHook) -> EmbeddedModel {
+        self.progress = Some(hook);
+        self
     }
 }
 
@@ -53,6 +62,7 @@ impl Device for EmbeddedModel {
         tracing::info!(tile_count = package.tiles.len(), "loading application");
         let mut device = ModelDevice::load(Arc::clone(&package))?;
         device.watchdog_cycles = self.watchdog_cycles;
+        device.progress = self.progress.clone();
         let engine = ExecEngine::new(device.target(), &package);
         tracing::info!(
             tile_count = package.tiles.len(),

@@ -424,7 +424,7 @@ outputs = ["y"]
         expect_test::expect!["invalid package (graph): the project name cannot name a package file: it contains '/'; use letters, digits, `_`, `-` and `.`"]
             .assert_eq(&refused(&|g| g.name = "../../x".into()));
         expect_test::expect![
-            "invalid package (graph): `x` is an input, not something the program computes"
+            "invalid package (graph): none of the `[check] outputs` is computed by the program"
         ]
         .assert_eq(&refused(&|g| g.check.outputs = vec![TensorId(0)]));
     }

@@ -43,9 +43,14 @@ pub struct KernelObject {
 pub enum KernelBuildError {
     #[error("no kernel source provides `{0}`")]
     UnknownVariant(String),
-    /// The assembler's errors, rendered with their source lines.
+    /// The assembler's errors, rendered with their source lines, and as
+    /// located diagnostics (for editors and JSON output).
     #[error("kernel `{variant}` did not compile:\n{rendered}")]
-    Compile { variant: String, rendered: String },
+    Compile {
+        variant: String,
+        rendered: String,
+        diagnostics: Vec<crate::diagnostic::Diagnostic>,
+    },
 }
 
 /// The source, entry and defines of a kernel: which file in the project's
@@ -142,13 +147,23 @@ pub fn kernel_object<'db>(
             object,
             metadata,
         })),
-        Err(error) => Err(KernelBuildError::Compile {
-            variant: name.clone(),
-            rendered: match &error {
-                kernels::KernelError::Assembly { rendered, .. } => rendered.clone(),
-                other => other.to_string(),
-            },
-        }),
+        Err(error) => {
+            Err(KernelBuildError::Compile {
+                variant: name.clone(),
+                rendered: match &error {
+                    kernels::KernelError::Assembly { rendered, .. } => rendered.clone(),
+                    other => other.to_string(),
+                },
+                diagnostics: match &error {
+                    kernels::KernelError::Assembly { errors, .. } => errors
+                        .iter()
+                        .map(crate::asm::AsmError::to_diagnostic)
+                        .collect(),
+                    other => vec![crate::diagnostic::Diagnostic::error(other.to_string())
+                        .at(&spec.source, 0..0)],
+                },
+            })
+        }
     }
 }
 

@@ -98,7 +98,9 @@ pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Build
     let (legal, removed, inserted) = crate::legalize::legalize(&graph);
     tracing::info!(removed = removed.len(), "eliminated unread operations");
     for op in &removed {
-        tracing::warn!(op = op.as_str(), "operation result is never read; removed");
+        // The project's located `unread-result` warning tells the user;
+        // this is the log's record of it.
+        tracing::info!(op = op.as_str(), "operation result is never read; removed");
     }
     tracing::info!(inserted = inserted.len(), "inserted implicit casts");
     Ok(if removed.is_empty() && inserted.is_empty() {

@@ -370,7 +370,8 @@ pub fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
     out
 }
 
-fn describe(partition: &Partition) -> String {
+/// A partition in one line: grid or rows, kernel, memory class.
+pub fn describe(partition: &Partition) -> String {
     match partition {
         Partition::Matmul {
             grid,

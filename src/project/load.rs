@@ -61,9 +61,11 @@ fn load_file(
         Err(error) => {
             let span = error.span().unwrap_or(0..0);
             let message = error.message().trim_end().to_string();
-            loaded
-                .diagnostics
-                .push(Diagnostic::error(message).at(path, span));
+            let mut diagnostic = Diagnostic::error(&message).at(path, span);
+            if let Some(help) = unknown_key_suggestion(&message) {
+                diagnostic = diagnostic.help(help);
+            }
+            loaded.diagnostics.push(diagnostic);
             return;
         }
     };
@@ -134,6 +136,16 @@ fn load_file(
     });
 }
 
+/// "Did you mean" for serde's unknown-key message, which names the key and
+/// the expected ones: ``unknown field `shap`, expected one of `name`,
+/// `shape` `` (or ``expected `a` or `b` ``).
+fn unknown_key_suggestion(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (key, expected) = rest.split_once('`')?;
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    crate::suggest::did_you_mean(key, known)
+}
+
 /// `include` relative to the directory of `from`, with `.` and `..`
 /// resolved lexically so the same file always has the same path.
 pub fn resolve(from: &Utf8Path, include: &str) -> Utf8PathBuf {
@@ -180,5 +192,20 @@ mod tests {
             "projects/b/y.toml"
         );
         assert_eq!(resolve(Utf8Path::new("x.toml"), "../y.toml"), "../y.toml");
+    }
+
+    #[test]
+    fn unknown_keys_get_the_closest_expected_key() {
+        let suggest = |m: &str| unknown_key_suggestion(m);
+        assert_eq!(
+            suggest("unknown field `shap`, expected one of `name`, `shape`, `dtype`").as_deref(),
+            Some("did you mean `shape`?")
+        );
+        assert_eq!(
+            suggest("unknown field `std2`, expected `std` or `scale`").as_deref(),
+            Some("did you mean `std`?")
+        );
+        assert_eq!(suggest("unknown field `zzzzzz`, expected `std`"), None);
+        assert_eq!(suggest("invalid type: string"), None);
     }
 }

@@ -11,8 +11,11 @@
 //! moves text (a comment, whitespace) produces an equal result and nothing
 //! downstream re-runs.
 
+pub mod index;
 pub mod limits;
+pub mod lints;
 pub mod load;
+pub mod schema;
 pub mod shapes;
 pub mod syntax;
 pub mod validate;
@@ -65,6 +68,41 @@ pub fn project_graph(db: &dyn Db, root: SourceFile) -> ProjectResult {
         db.file(path).contents(db).clone()
     };
     validate_with(root.path(db), &read)
+}
+
+/// The parsed files of the project whose root file is `root`, read through
+/// the database (so an editor's unsaved text is what is parsed).
+pub fn loaded_files(db: &dyn Db, root: SourceFile) -> load::Loaded {
+    let read = |path: &Utf8Path| -> crate::vfs::FileText {
+        if path == root.path(db) {
+            return root.contents(db).clone();
+        }
+        db.file(path).contents(db).clone()
+    };
+    load::load(root.path(db), &read)
+}
+
+/// Where every name, include and op kind of the project is written.
+pub fn project_index(db: &dyn Db, root: SourceFile) -> index::ProjectIndex {
+    index::ProjectIndex::of(&loaded_files(db, root))
+}
+
+/// The warnings of a valid project ([`lints`]); none when it has errors.
+///
+/// Not a query: warnings carry positions, and re-parsing a project's few
+/// small files costs less than keeping positions in anything memoized.
+pub fn project_warnings(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
+    let Some(graph) = project_graph(db, root).graph.clone() else {
+        return Vec::new();
+    };
+    lints::warnings(&project_index(db, root), &graph)
+}
+
+/// Errors and warnings of the project, errors first.
+pub fn project_diagnostics(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
+    let mut diagnostics = project_graph(db, root).diagnostics.clone();
+    diagnostics.extend(project_warnings(db, root));
+    diagnostics
 }
 
 /// Validation without salsa (for tools and tests that have the text).

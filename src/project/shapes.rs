@@ -29,7 +29,7 @@ pub struct Inferred {
 /// The FP8 scales the device's cast instructions accept.
 pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=31;
 
-const OP_NAMES: &[&str] = &[
+pub const OP_NAMES: &[&str] = &[
     "matmul",
     "cast",
     "add",
@@ -44,9 +44,12 @@ const OP_NAMES: &[&str] = &[
 pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diagnostic> {
     let kind = op.op.get_ref().as_str();
     if !OP_NAMES.contains(&kind) {
-        return Err(site
-            .error(format!("unknown op `{kind}`"), op.op.span())
-            .help(format!("ops are {}", OP_NAMES.join(", "))));
+        return Err(super::validate::suggest(
+            site.error(format!("unknown op `{kind}`"), op.op.span()),
+            kind,
+            OP_NAMES,
+        )
+        .help(format!("ops are {}", OP_NAMES.join(", "))));
     }
     reject_foreign_keys(site, op, kind)?;
     let arity = match kind {
@@ -182,9 +185,12 @@ fn declared_dtype(
     };
     match DType::from_name(dtype.get_ref()) {
         Some(d) => Ok(Some((d, dtype.span()))),
-        None => Err(site
-            .error(format!("unknown dtype `{}`", dtype.get_ref()), dtype.span())
-            .help("dtypes are f32, f16, f143, f152")),
+        None => Err(super::validate::suggest(
+            site.error(format!("unknown dtype `{}`", dtype.get_ref()), dtype.span()),
+            dtype.get_ref(),
+            super::validate::DTYPE_NAMES,
+        )
+        .help("dtypes are f32, f16, f143, f152")),
     }
 }
 

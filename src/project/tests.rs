@@ -229,3 +229,132 @@ fn many_operations_are_ordered_in_declaration_order_when_ready() {
     assert_eq!(graph.ops[0].name, "g4999");
     assert_eq!(graph.ops[5000].name, "y");
 }
+
+/// The warnings of a project of one root file (and `extra` files), rendered.
+fn check_warnings(root: &str, extra: &[(&str, &str)], expected: Expect) {
+    let fs = MemoryFs::new();
+    fs.write("w/root.toml", root);
+    for (path, text) in extra {
+        fs.write(*path, text);
+    }
+    let db = Database::new(Arc::new(fs));
+    let file = db.file(Utf8Path::new("w/root.toml"));
+    let errors = &project_graph(&db, file).diagnostics;
+    assert!(errors.is_empty(), "{errors:?}");
+    let rendered: Vec<String> = super::project_warnings(&db, file)
+        .iter()
+        .map(|d| {
+            let code = d.code.as_deref().unwrap_or("-");
+            let text = crate::diagnostic::render(d, &|p| {
+                db.file(p).contents(&db).as_deref().ok().map(str::to_string)
+            });
+            format!("[{code}] {text}")
+        })
+        .collect();
+    expected.assert_eq(&rendered.join("\n"));
+}
+
+#[test]
+fn a_clean_project_has_no_warnings() {
+    let (db, _) = database();
+    let file = db.file(Utf8Path::new("p/small.toml"));
+    assert!(super::project_warnings(&db, file).is_empty());
+}
+
+#[test]
+fn unused_declarations_unread_results_empty_includes_and_checked_weights_warn() {
+    let root = r#"include = ["empty.toml", "dead.toml"]
+
+[project]
+name = "w"
+target = "ipu21"
+tiles = 4
+
+[[tensor]]
+name = "x"
+shape = [8, 16]
+dtype = "f16"
+role = "input"
+
+[[tensor]]
+name = "unused"
+shape = [4]
+dtype = "f16"
+role = "weight"
+
+[[op]]
+name = "y"
+op = "gelu"
+inputs = ["x"]
+dtype = "f16"
+
+[check]
+reference_precision = "f32"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["y", "x"]
+"#;
+    let dead = r#"[[op]]
+name = "dead"
+op = "gelu"
+inputs = ["x"]
+dtype = "f16"
+"#;
+    check_warnings(
+        root,
+        &[("w/empty.toml", "# nothing yet\n"), ("w/dead.toml", dead)],
+        expect![[r#"
+            [unread-result] warning: the result of op `dead` is never read
+             --> w/dead.toml:2:8
+              |
+            2 | name = "dead"
+              |        ^^^^^^ nothing reads this
+              = note: it is removed before planning and costs no tiles or cycles
+              = help: read it in another op, or list it in `[check] outputs`
+
+            [unused-include] warning: include `empty.toml` contributes nothing
+             --> w/root.toml:1:12
+              |
+            1 | include = ["empty.toml", "dead.toml"]
+              |            ^^^^^^^^^^^^ nothing the checked outputs depend on comes from this file
+              = help: remove the include, or read what it defines
+
+            [unused-include] warning: include `dead.toml` contributes nothing
+             --> w/root.toml:1:26
+              |
+            1 | include = ["empty.toml", "dead.toml"]
+              |                          ^^^^^^^^^^^ nothing the checked outputs depend on comes from this file
+              = help: remove the include, or read what it defines
+
+            [unused-tensor] warning: unused tensor `unused`
+              --> w/root.toml:15:8
+               |
+            15 | name = "unused"
+               |        ^^^^^^^^ no op or repeat reads it
+               = help: remove it, or use it as an op's input
+
+            [checked-declared-tensor] warning: `x` is an input, not something the program computes
+              --> w/root.toml:30:17
+               |
+            30 | outputs = ["y", "x"]
+               |                 ^^^ not checked
+               = note: the device would only give back the values the host gave it
+               = help: check the output of an op that reads it instead
+        "#]],
+    );
+}
+
+#[test]
+fn checking_only_inputs_and_weights_is_an_error() {
+    let root = ROOT.replace("outputs = [\"y\"]", "outputs = [\"x\"]");
+    let fs = MemoryFs::new();
+    fs.write("p/small.toml", &root);
+    fs.write("p/layers/stack.toml", LAYER);
+    let db = Database::new(Arc::new(fs));
+    let result = project_graph(&db, db.file(Utf8Path::new("p/small.toml")));
+    assert!(result.graph.is_none());
+    assert_eq!(
+        result.diagnostics[0].message,
+        "none of the `[check] outputs` is computed by the program"
+    );
+}

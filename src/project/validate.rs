@@ -141,9 +141,13 @@ impl<'a> Validator<'a> {
         }
         let Some(target) = target_by_name(p.target.get_ref()) else {
             self.diagnostics.push(
-                site.error(
-                    format!("unknown target `{}`", p.target.get_ref()),
-                    p.target.span(),
+                suggest(
+                    site.error(
+                        format!("unknown target `{}`", p.target.get_ref()),
+                        p.target.span(),
+                    ),
+                    p.target.get_ref(),
+                    &["ipu21"],
                 )
                 .help("the supported target is `ipu21`"),
             );
@@ -239,9 +243,13 @@ impl<'a> Validator<'a> {
         let name = ast.name.get_ref().clone();
         let result = (|| {
             let dtype = DType::from_name(ast.dtype.get_ref()).ok_or_else(|| {
-                site.error(
-                    format!("unknown dtype `{}`", ast.dtype.get_ref()),
-                    ast.dtype.span(),
+                suggest(
+                    site.error(
+                        format!("unknown dtype `{}`", ast.dtype.get_ref()),
+                        ast.dtype.span(),
+                    ),
+                    ast.dtype.get_ref(),
+                    DTYPE_NAMES,
                 )
                 .help("dtypes are f32, f16, f143, f152")
             })?;
@@ -254,9 +262,12 @@ impl<'a> Validator<'a> {
                 "input" => Role::Input,
                 "weight" => Role::Weight,
                 other => {
-                    return Err(site
-                        .error(format!("unknown role `{other}`"), ast.role.span())
-                        .help("roles are `input` (streamed at each run) and `weight` (loaded with the package)"))
+                    return Err(suggest(
+                        site.error(format!("unknown role `{other}`"), ast.role.span()),
+                        other,
+                        &["input", "weight"],
+                    )
+                    .help("roles are `input` (streamed at each run) and `weight` (loaded with the package)"))
                 }
             };
             let mut shape = Vec::new();
@@ -377,12 +388,15 @@ impl<'a> Validator<'a> {
                     Init::Ones
                 })
             }
-            other => Err(site
-                .error(
+            other => Err(suggest(
+                site.error(
                     format!("unknown init distribution `{other}`"),
                     ast.dist.span(),
-                )
-                .help("use normal (std), uniform (scale), zeros or ones")),
+                ),
+                other,
+                &["normal", "uniform", "zeros", "ones"],
+            )
+            .help("use normal (std), uniform (scale), zeros or ones")),
         }
     }
 
@@ -513,7 +527,7 @@ impl<'a> Validator<'a> {
         } else if let Some(similar) = (self.diagnostics.len() < super::limits::MAX_SUGGESTIONS)
             // Each suggestion compares the name with every other: a few
             // are help, thousands would be a long wait.
-            .then(|| closest(name.get_ref(), env.keys()))
+            .then(|| crate::suggest::closest(name.get_ref(), env.keys().map(String::as_str)))
             .flatten()
         {
             diagnostic =
@@ -740,9 +754,13 @@ impl<'a> Validator<'a> {
             "device" => self.graph.check.reference_precision = ReferencePrecision::Device,
             "f32" => self.graph.check.reference_precision = ReferencePrecision::F32,
             other => self.diagnostics.push(
-                site.error(
-                    format!("unknown reference precision `{other}`"),
-                    c.reference_precision.span(),
+                suggest(
+                    site.error(
+                        format!("unknown reference precision `{other}`"),
+                        c.reference_precision.span(),
+                    ),
+                    other,
+                    &["device", "f32"],
                 )
                 .help("use \"device\" or \"f32\""),
             ),
@@ -768,21 +786,17 @@ impl<'a> Validator<'a> {
                 .push(site.error("[check] needs at least one output", c.outputs.span()));
         }
         let env = self.env.clone();
+        let mut resolved = 0;
         for output in c.outputs.get_ref() {
             if let Some(id) = self.lookup(&site, &env, output) {
+                resolved += 1;
+                // An input or a weight is not computed, so there is nothing
+                // to check; it is left out (a located warning says so, see
+                // `lints`).
                 if self.graph.tensor(id).role != Role::Activation {
-                    self.diagnostics.push(
-                        site.error(
-                            format!(
-                                "`{}` is an {:?}, not something the program computes",
-                                output.get_ref(),
-                                self.graph.tensor(id).role
-                            )
-                            .to_lowercase(),
-                            output.span(),
-                        ),
-                    );
-                } else if self.graph.check.outputs.contains(&id) {
+                    continue;
+                }
+                if self.graph.check.outputs.contains(&id) {
                     self.diagnostics.push(site.error(
                         format!("`{}` is listed twice", output.get_ref()),
                         output.span(),
@@ -791,6 +805,16 @@ impl<'a> Validator<'a> {
                     self.graph.check.outputs.push(id);
                 }
             }
+        }
+        if resolved > 0 && self.graph.check.outputs.is_empty() {
+            self.diagnostics.push(
+                site.error(
+                    "none of the `[check] outputs` is computed by the program",
+                    c.outputs.span(),
+                )
+                .label("inputs and weights only")
+                .help("check the output of an op"),
+            );
         }
         self.graph.outputs = self.graph.check.outputs.clone();
     }
@@ -906,28 +930,14 @@ fn node_inputs(node: Node<'_>) -> Vec<&Spanned<String>> {
     }
 }
 
-/// The known name closest to `name` by edit distance, if close enough.
-fn closest<'n>(name: &str, known: impl Iterator<Item = &'n String>) -> Option<&'n String> {
-    known
-        .map(|k| (edit_distance(name, k), k))
-        .filter(|(d, k)| *d <= (name.len().max(k.len()) / 3).max(1))
-        .min()
-        .map(|(_, k)| k)
-}
+/// Every dtype name, for suggestions.
+pub const DTYPE_NAMES: &[&str] = &["f32", "f16", "f143", "f152"];
 
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let value = (previous + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(row[j + 1] + 1);
-            previous = row[j + 1];
-            row[j + 1] = value;
-        }
+/// Adds a "did you mean" help to `diagnostic` when one of `known` is close
+/// to `name`.
+pub fn suggest(diagnostic: Diagnostic, name: &str, known: &[&str]) -> Diagnostic {
+    match crate::suggest::did_you_mean(name, known.iter().copied()) {
+        Some(help) => diagnostic.help(help),
+        None => diagnostic,
     }
-    row[b.len()]
 }

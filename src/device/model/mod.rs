@@ -22,7 +22,7 @@ mod tests;
 
 pub use exchange::{exchange_cost, ExchangeCost};
 pub use memory::TileMemories;
-pub use run::{CallRecord, HostBuffers};
+pub use run::{records_in, CallRecord, HostBuffers};
 
 use crate::package::{Binding, Package, PackageError};
 use crate::target::{target_by_name, Target};
@@ -221,7 +221,13 @@ pub struct ModelDevice {
     /// Cycles one host call may run, all its steps together, before the
     /// watchdog fires.
     pub watchdog_cycles: u64,
+    /// Told after every step of a host call: the records so far and the
+    /// call's cycles so far (for a progress line).
+    pub progress: Option<ProgressHook>,
 }
+
+/// A step-by-step progress report: records made, cycles so far.
+pub type ProgressHook = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
 /// About 1.3 s of device time: the most a watchdog allows unless the user
 /// asks for more, and the watchdog of a device whose package is unknown.
@@ -266,6 +272,7 @@ impl ModelDevice {
             target,
             memories,
             watchdog_cycles: DEFAULT_WATCHDOG_CYCLES,
+            progress: None,
         })
     }
 

@@ -80,6 +80,23 @@ struct At {
     iteration: Option<u32>,
 }
 
+/// How many cycle records running `call` produces (one per step run, a
+/// sync and an exchange for each exchange step, repeat bodies once per
+/// iteration): what a progress report counts up to.
+pub fn records_in(call: &crate::package::HostCall) -> u64 {
+    fn records(steps: &[Step]) -> u64 {
+        steps
+            .iter()
+            .map(|step| match step {
+                Step::Exchange { .. } => 2,
+                Step::Repeat { count, body } => u64::from(*count) * records(body),
+                _ => 1,
+            })
+            .sum()
+    }
+    records(&call.steps)
+}
+
 /// Steps in a step's subtree, itself included: how far pre-order numbering
 /// advances past it.
 fn subtree_size(step: &Step) -> u32 {
@@ -112,6 +129,9 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
             tiles,
         });
         self.clock += cycles;
+        if let Some(progress) = &self.device.progress {
+            progress(self.records.len() as u64, self.clock);
+        }
     }
 
     /// Runs `steps`, the first of which has pre-order index `first`.

@@ -1,0 +1,65 @@
+//! `ipub lsp`: a language server for projects and kernel sources.
+//!
+//! The server keeps one salsa database for the whole session, as `ipub
+//! watch` does, reading files through an [`overlay::Overlay`] of the editors'
+//! unsaved text over the disk. An edit refreshes one file's input, so what
+//! the server recomputes is exactly what `watch` would after a save of the
+//! same text: validation for a project edit, the assembly of the variants
+//! built from a kernel source for a kernel edit.
+//!
+//! - **As you type** (`didOpen`, `didChange`): the diagnostics of every
+//!   project an open file belongs to (errors and located warnings, at
+//!   their files, includes too) and of open kernel sources (assembled
+//!   with the defines of every variant the projects' programs run).
+//! - **On save** (`didSave`): a build of the affected projects through the
+//!   same phases as `ipub build` ([`crate::cli::build::build`]); the
+//!   package is written when it changed, an `ipub/buildFinished`
+//!   notification reports the result (package, estimated cycles, what was
+//!   recomputed), and build errors (placement, kernels) become diagnostics.
+//! - **Requests**: hover (tensors, ops with their chosen plan, repeats,
+//!   includes, kernel symbols with their parameters and cost), go to
+//!   definition (names, includes, an op's kernel source, labels), completion
+//!   (keys, tables, op kinds, dtypes and other enumerations, tensor names)
+//!   and document symbols.
+//!
+//! Layers: [`server`] is the protocol loop and the only part that owns the
+//! database; [`diagnostics`], [`hover`], [`definition`], [`completion`],
+//! [`symbols`] and [`kernel`] answer one kind of question each, the first
+//! two through the database's queries, the rest mostly on text and the
+//! project index; [`position`] and [`uri`] convert between the protocol's
+//! coordinates and ipub's byte spans and paths.
+//!
+//! Requests are answered on the server's one thread, in order: a rebuild
+//! on save delays the requests that arrive during it.
+
+pub mod completion;
+pub mod definition;
+pub mod diagnostics;
+pub mod hover;
+pub mod kernel;
+pub mod overlay;
+pub mod position;
+pub mod server;
+pub mod symbols;
+pub mod uri;
+
+/// Why the server stopped other than by `shutdown` and `exit`.
+#[derive(Debug, thiserror::Error)]
+pub enum LspError {
+    #[error("language server protocol: {0}")]
+    Protocol(#[from] lsp_server::ProtocolError),
+    #[error("the client went away")]
+    Disconnected,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serves one client on stdin and stdout until it says `exit`.
+pub fn run_stdio() -> Result<(), LspError> {
+    let (connection, io_threads) = lsp_server::Connection::stdio();
+    server::serve(&connection)?;
+    // The writer thread must see the channel close before it can finish.
+    drop(connection);
+    io_threads.join()?;
+    Ok(())
+}

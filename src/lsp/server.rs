@@ -1,0 +1,535 @@
+//! The protocol loop and the session's state: the database, the open
+//! documents, the projects they belong to and what was last published.
+
+use super::overlay::Overlay;
+use super::{diagnostics, uri, LspError};
+use crate::cli::build::{build, package_path, Outcome};
+use crate::db::{Database, Db, SourceFile};
+use crate::diagnostic::Diagnostic;
+use camino::{Utf8Path, Utf8PathBuf};
+use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
+use lsp_types::notification::{self as n, Notification as _};
+use lsp_types::request::{self as r, Request as _};
+use lsp_types::{InitializeParams, Uri};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The custom notification sent after every rebuild on save.
+pub const BUILD_FINISHED: &str = "ipub/buildFinished";
+
+/// How deep the workspace is searched for project files.
+const SCAN_DEPTH: usize = 4;
+/// At most this many files are looked at while searching.
+const SCAN_FILES: usize = 5000;
+
+/// Everything the server knows.
+pub struct Session {
+    pub db: Database,
+    pub overlay: Overlay,
+    /// Where packages go (`<workspace>/target/ipub/<project>`).
+    workspace: Option<Utf8PathBuf>,
+    /// Root project files: found in the workspace, or opened.
+    roots: BTreeSet<Utf8PathBuf>,
+    /// Open documents and their versions.
+    versions: HashMap<Utf8PathBuf, i32>,
+    /// Diagnostics of each project's last build (placement, kernels).
+    build_diagnostics: HashMap<Utf8PathBuf, Vec<Diagnostic>>,
+    /// The package last written for each project.
+    written: HashMap<Utf8PathBuf, Arc<crate::package::file::Encoded>>,
+    /// Files that have diagnostics on the client now.
+    published: BTreeSet<Utf8PathBuf>,
+    /// Each project's files when its root file last parsed, so a root
+    /// being typed into (which rarely parses) keeps its includes.
+    last_files: HashMap<Utf8PathBuf, BTreeSet<Utf8PathBuf>>,
+}
+
+/// Runs the server on `connection` until `shutdown` and `exit`.
+pub fn serve(connection: &Connection) -> Result<(), LspError> {
+    let (id, params) = connection.initialize_start()?;
+    let params: InitializeParams = serde_json::from_value(params).unwrap_or_default();
+    connection.initialize_finish(id, initialize_result())?;
+    let mut session = Session::new(workspace_of(&params));
+    for message in &connection.receiver {
+        match message {
+            Message::Request(request) => {
+                if connection.handle_shutdown(&request)? {
+                    break;
+                }
+                let response = session.request(request);
+                send(connection, Message::Response(response))?;
+            }
+            Message::Notification(notification) => {
+                for out in session.notification(notification) {
+                    send(connection, Message::Notification(out))?;
+                }
+            }
+            Message::Response(_) => {}
+        }
+    }
+    if let Some(store) = session.db.store() {
+        store.flush();
+    }
+    Ok(())
+}
+
+fn send(connection: &Connection, message: Message) -> Result<(), LspError> {
+    connection
+        .sender
+        .send(message)
+        .map_err(|_| LspError::Disconnected)
+}
+
+/// What the server can do: full-text sync, saves without text, hover,
+/// definition, completion and document symbols.
+fn initialize_result() -> Value {
+    json!({
+        "capabilities": {
+            "textDocumentSync": {
+                "openClose": true,
+                "change": 1,
+                "save": { "includeText": false }
+            },
+            "hoverProvider": true,
+            "definitionProvider": true,
+            "completionProvider": { "triggerCharacters": ["\"", "[", "="] },
+            "documentSymbolProvider": true
+        },
+        "serverInfo": { "name": "ipub", "version": env!("CARGO_PKG_VERSION") }
+    })
+}
+
+/// The workspace's directory: the first workspace folder, else the root
+/// URI.
+fn workspace_of(params: &InitializeParams) -> Option<Utf8PathBuf> {
+    if let Some(folder) = params.workspace_folders.as_ref().and_then(|f| f.first()) {
+        return uri::path_of(&folder.uri);
+    }
+    #[allow(deprecated)]
+    params.root_uri.as_ref().and_then(uri::path_of)
+}
+
+impl Session {
+    pub fn new(workspace: Option<Utf8PathBuf>) -> Session {
+        let overlay = Overlay::default();
+        let db = Database::on_disk_with(Arc::new(overlay.clone()));
+        let mut session = Session {
+            db,
+            overlay,
+            workspace,
+            roots: BTreeSet::new(),
+            versions: HashMap::new(),
+            build_diagnostics: HashMap::new(),
+            written: HashMap::new(),
+            published: BTreeSet::new(),
+            last_files: HashMap::new(),
+        };
+        if let Some(workspace) = session.workspace.clone() {
+            session.scan(&workspace, 0, &mut 0);
+        }
+        session
+    }
+
+    /// Finds root project files (those with a `[project]` table) under
+    /// `dir`, so an included file opened alone finds its project.
+    fn scan(&mut self, dir: &Utf8Path, depth: usize, seen: &mut usize) {
+        let Ok(entries) = dir.read_dir_utf8() else {
+            return;
+        };
+        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        entries.sort_by(|a, b| a.file_name().cmp(b.file_name()));
+        for entry in entries {
+            *seen += 1;
+            if *seen > SCAN_FILES {
+                return;
+            }
+            let path = entry.path();
+            let name = entry.file_name();
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir {
+                if depth < SCAN_DEPTH && !name.starts_with('.') && name != "target" {
+                    self.scan(path, depth + 1, seen);
+                }
+            } else if path.extension() == Some("toml") {
+                if let Ok(text) = std::fs::read_to_string(path) {
+                    if is_root_text(&text) {
+                        self.roots.insert(path.to_owned());
+                    }
+                }
+            }
+        }
+    }
+
+    fn file(&self, path: &Utf8Path) -> SourceFile {
+        self.db.file(path)
+    }
+
+    /// The files of a root project: the root, the files it parsed and the
+    /// files it includes (parsed or not).
+    /// While the root does not parse, the files it had when it last did.
+    pub fn project_files(&self, root: &Utf8Path) -> BTreeSet<Utf8PathBuf> {
+        let (mut files, _) = self.current_files(root);
+        files.extend(self.last_files.get(root).into_iter().flatten().cloned());
+        files
+    }
+
+    /// The files a root's current text reaches, and whether it parsed.
+    fn current_files(&self, root: &Utf8Path) -> (BTreeSet<Utf8PathBuf>, bool) {
+        let index = crate::project::project_index(&self.db, self.file(root));
+        let parsed = index.files.iter().any(|f| f == root);
+        let mut files: BTreeSet<Utf8PathBuf> = index.files.into_iter().collect();
+        files.extend(index.includes.into_iter().map(|i| i.target));
+        files.insert(root.to_owned());
+        (files, parsed)
+    }
+
+    /// The kernel directory of a root project.
+    pub fn kernel_dir(&self, root: &Utf8Path) -> Utf8PathBuf {
+        crate::project::project_graph(&self.db, self.file(root))
+            .kernel_dir
+            .clone()
+    }
+
+    /// The root projects `path` belongs to: as a project file, or as a
+    /// kernel source under a project's kernel directory.
+    pub fn roots_of(&self, path: &Utf8Path) -> Vec<Utf8PathBuf> {
+        self.roots
+            .iter()
+            .filter(|root| {
+                if path.extension() == Some("toml") {
+                    self.project_files(root).contains(path)
+                } else {
+                    path.starts_with(self.kernel_dir(root))
+                }
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Projects with an open file: the ones whose diagnostics are shown.
+    fn active_roots(&self) -> BTreeSet<Utf8PathBuf> {
+        self.versions
+            .keys()
+            .flat_map(|path| self.roots_of(path))
+            .collect()
+    }
+
+    fn request(&mut self, request: Request) -> Response {
+        let id = request.id.clone();
+        let result = match request.method.as_str() {
+            r::HoverRequest::METHOD => self.params(request).map(|p| {
+                let p: lsp_types::HoverParams = p;
+                let at = p.text_document_position_params;
+                json!(super::hover::hover(
+                    self,
+                    &at.text_document.uri,
+                    at.position
+                ))
+            }),
+            r::GotoDefinition::METHOD => self.params(request).map(|p| {
+                let p: lsp_types::GotoDefinitionParams = p;
+                let at = p.text_document_position_params;
+                json!(super::definition::definition(
+                    self,
+                    &at.text_document.uri,
+                    at.position
+                ))
+            }),
+            r::Completion::METHOD => self.params(request).map(|p| {
+                let p: lsp_types::CompletionParams = p;
+                let at = p.text_document_position;
+                json!(super::completion::completion(
+                    self,
+                    &at.text_document.uri,
+                    at.position
+                ))
+            }),
+            r::DocumentSymbolRequest::METHOD => self.params(request).map(|p| {
+                let p: lsp_types::DocumentSymbolParams = p;
+                json!(super::symbols::document_symbols(self, &p.text_document.uri))
+            }),
+            other => Err((
+                ErrorCode::MethodNotFound,
+                format!("ipub does not handle `{other}`"),
+            )),
+        };
+        match result {
+            Ok(value) => Response::new_ok(id, value),
+            Err((code, message)) => Response::new_err(id, code as i32, message),
+        }
+    }
+
+    fn params<T: serde::de::DeserializeOwned>(
+        &self,
+        request: Request,
+    ) -> Result<T, (ErrorCode, String)> {
+        serde_json::from_value(request.params)
+            .map_err(|error| (ErrorCode::InvalidParams, error.to_string()))
+    }
+
+    /// Handles a notification; returns the notifications to send back.
+    fn notification(&mut self, notification: Notification) -> Vec<Notification> {
+        let method = notification.method.clone();
+        let params = notification.params;
+        match method.as_str() {
+            n::DidOpenTextDocument::METHOD => {
+                let Ok(p) = serde_json::from_value::<lsp_types::DidOpenTextDocumentParams>(params)
+                else {
+                    return Vec::new();
+                };
+                let Some(path) = uri::path_of(&p.text_document.uri) else {
+                    return Vec::new();
+                };
+                self.versions.insert(path.clone(), p.text_document.version);
+                self.edited(&path, &p.text_document.text);
+                self.publish()
+            }
+            n::DidChangeTextDocument::METHOD => {
+                let Ok(p) =
+                    serde_json::from_value::<lsp_types::DidChangeTextDocumentParams>(params)
+                else {
+                    return Vec::new();
+                };
+                let Some(path) = uri::path_of(&p.text_document.uri) else {
+                    return Vec::new();
+                };
+                // Full-text sync: the last change holds the whole text.
+                let Some(change) = p.content_changes.last() else {
+                    return Vec::new();
+                };
+                self.versions.insert(path.clone(), p.text_document.version);
+                self.edited(&path, &change.text);
+                self.publish()
+            }
+            n::DidSaveTextDocument::METHOD => {
+                let Ok(p) = serde_json::from_value::<lsp_types::DidSaveTextDocumentParams>(params)
+                else {
+                    return Vec::new();
+                };
+                let Some(path) = uri::path_of(&p.text_document.uri) else {
+                    return Vec::new();
+                };
+                let mut out = self.saved(&path);
+                out.extend(self.publish());
+                out
+            }
+            n::DidCloseTextDocument::METHOD => {
+                let Ok(p) = serde_json::from_value::<lsp_types::DidCloseTextDocumentParams>(params)
+                else {
+                    return Vec::new();
+                };
+                let Some(path) = uri::path_of(&p.text_document.uri) else {
+                    return Vec::new();
+                };
+                self.versions.remove(&path);
+                self.overlay.remove(&path);
+                self.db.refresh_file(&path);
+                self.publish()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// New editor text for `path`.
+    fn edited(&mut self, path: &Utf8Path, text: &str) {
+        self.overlay.set(path, text);
+        // The input exists once a query has read it; until then the
+        // overlay is where its first read will look.
+        self.db.refresh_file(path);
+        if path.extension() == Some("toml") && is_root_text(text) {
+            self.roots.insert(path.to_owned());
+        }
+    }
+
+    /// A save: files changed on disk behind the editor's back are picked
+    /// up, then every project the file belongs to is rebuilt.
+    fn saved(&mut self, path: &Utf8Path) -> Vec<Notification> {
+        for known in self.db.known_files() {
+            if !self.overlay.is_open(&known) {
+                self.db.refresh_file(&known);
+            }
+        }
+        let roots = self.roots_of(path);
+        roots.iter().map(|root| self.rebuild(root)).collect()
+    }
+
+    /// Builds a project through every phase, writes its package when it
+    /// changed, and says what happened.
+    fn rebuild(&mut self, root: &Utf8Path) -> Notification {
+        let started = Instant::now();
+        let file = self.file(root);
+        let outcome = build(&self.db, file, false);
+        if let Some(store) = self.db.store() {
+            store.flush();
+        }
+        let mut build_diagnostics = match &outcome.error {
+            // Project errors are shown as they are typed already.
+            Some(crate::pipeline::BuildError::Project(_)) | None => Vec::new(),
+            Some(error) => crate::cli::located::build_error_diagnostics(&self.db, file, error),
+        };
+        let (package, written) = self.write_package(root, &outcome, &mut build_diagnostics);
+        self.build_diagnostics
+            .insert(root.to_owned(), build_diagnostics.clone());
+        let mut computed: BTreeMap<&str, usize> = BTreeMap::new();
+        for (phase, _) in &outcome.computed {
+            *computed.entry(phase).or_default() += 1;
+        }
+        let params = json!({
+            "project": uri::uri_of(root),
+            "success": outcome.ok && package.is_some(),
+            "package": package,
+            "written": written,
+            "tiles": outcome.tiles,
+            "estimatedCycles": outcome.estimated_cycles,
+            "recomputed": outcome.recomputed,
+            "computed": computed,
+            "phases": outcome.phases,
+            "errors": build_diagnostics.iter().map(|d| d.message.clone()).collect::<Vec<_>>(),
+            "elapsedMs": started.elapsed().as_secs_f64() * 1000.0,
+        });
+        Notification::new(BUILD_FINISHED.to_string(), params)
+    }
+
+    /// Writes a good build's package when its bytes changed; returns its
+    /// path and whether it was written.
+    fn write_package(
+        &mut self,
+        root: &Utf8Path,
+        outcome: &Outcome,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> (Option<Utf8PathBuf>, bool) {
+        let Some(bytes) = outcome.package.clone().filter(|_| outcome.ok) else {
+            return (None, false);
+        };
+        let base = self
+            .workspace
+            .clone()
+            .or_else(|| root.parent().map(Utf8Path::to_owned))
+            .unwrap_or_default();
+        let path = base.join(package_path(None, &outcome.name));
+        if self
+            .written
+            .get(root)
+            .is_some_and(|w| Arc::ptr_eq(w, &bytes) || **w == *bytes)
+            && path.exists()
+        {
+            return (Some(path), false);
+        }
+        match bytes.write(&path) {
+            Ok(()) => {
+                self.written.insert(root.to_owned(), bytes);
+                (Some(path), true)
+            }
+            Err(error) => {
+                diagnostics.push(Diagnostic::error(format!(
+                    "cannot write the package {path}: {error}"
+                )));
+                (None, false)
+            }
+        }
+    }
+
+    /// Publishes the diagnostics of every active project and open file,
+    /// and clears files that no longer have any.
+    fn publish(&mut self) -> Vec<Notification> {
+        let mut by_file: BTreeMap<Utf8PathBuf, Vec<Diagnostic>> = BTreeMap::new();
+        let mut add = |fallback: &Utf8Path, diagnostic: Diagnostic| {
+            let file = diagnostic
+                .location
+                .as_ref()
+                .map_or_else(|| fallback.to_owned(), |l| l.file.clone());
+            let list = by_file.entry(file).or_default();
+            if !list.contains(&diagnostic) {
+                list.push(diagnostic);
+            }
+        };
+        let active = self.active_roots();
+        for root in &active {
+            let (files, parsed) = self.current_files(root);
+            if parsed {
+                self.last_files.insert(root.clone(), files);
+            }
+        }
+        for root in &active {
+            let file = self.file(root);
+            for diagnostic in crate::project::project_diagnostics(&self.db, file) {
+                add(root, diagnostic);
+            }
+            for diagnostic in self.build_diagnostics.get(root).into_iter().flatten() {
+                add(root, diagnostic.clone());
+            }
+        }
+        for path in self.overlay.open_paths() {
+            if path.extension() == Some("toml") {
+                if self.roots_of(&path).is_empty() {
+                    // An included file no project includes: its own syntax.
+                    for diagnostic in diagnostics::orphan_diagnostics(&self.db, &path) {
+                        add(&path, diagnostic);
+                    }
+                }
+            } else {
+                let roots = self.roots_of(&path);
+                for diagnostic in super::kernel::diagnostics(self, &roots, &path) {
+                    add(&path, diagnostic);
+                }
+            }
+        }
+        let mut files: BTreeSet<Utf8PathBuf> = by_file.keys().cloned().collect();
+        files.extend(self.published.iter().cloned());
+        files.extend(self.overlay.open_paths());
+        let mut out = Vec::new();
+        let mut published = BTreeSet::new();
+        for file in files {
+            let list = by_file.remove(&file).unwrap_or_default();
+            if !list.is_empty() {
+                published.insert(file.clone());
+            }
+            let text = self.text(&file);
+            let params = lsp_types::PublishDiagnosticsParams {
+                uri: uri::uri_of(&file),
+                diagnostics: list
+                    .iter()
+                    .map(|d| diagnostics::to_lsp(d, text.as_deref().unwrap_or("")))
+                    .collect(),
+                version: self.versions.get(&file).copied(),
+            };
+            out.push(Notification::new(
+                n::PublishDiagnostics::METHOD.to_string(),
+                params,
+            ));
+        }
+        self.published = published;
+        out
+    }
+
+    /// A file's current text (the editor's when open).
+    pub fn text(&self, path: &Utf8Path) -> Option<Arc<str>> {
+        self.file(path).contents(&self.db).clone().ok()
+    }
+
+    /// The first root project `path` belongs to.
+    pub fn root_of(&self, path: &Utf8Path) -> Option<Utf8PathBuf> {
+        if self.roots.contains(path) {
+            return Some(path.to_owned());
+        }
+        self.roots_of(path).into_iter().next()
+    }
+
+    /// The path and text of a document the client names.
+    pub fn document(&self, uri: &Uri) -> Option<(Utf8PathBuf, Arc<str>)> {
+        let path = uri::path_of(uri)?;
+        let text = self.text(&path)?;
+        Some((path, text))
+    }
+
+    /// Every known root project.
+    pub fn roots(&self) -> impl Iterator<Item = &Utf8PathBuf> {
+        self.roots.iter()
+    }
+}
+
+/// Whether a TOML text is a root project: it has a `[project]` table.
+pub fn is_root_text(text: &str) -> bool {
+    text.lines().any(|line| line.trim() == "[project]")
+}

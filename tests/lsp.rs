@@ -1,0 +1,487 @@
+//! Drives `ipub lsp` as an editor would, over JSON-RPC on its stdin and
+//! stdout: initialize, open a project (diagnostics with a located
+//! warning), type an error and fix it, hover on a tensor, an op (its plan)
+//! and a kernel entry (its parameters and cost), go to definitions,
+//! complete keys, op kinds and tensor names, list symbols, save (a rebuild
+//! that writes the package and reports it), save a project that does not
+//! fit (a diagnostic at `tiles`), type an error into a kernel source, and
+//! shut down.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::Duration;
+
+const ROOT: &str = r#"include = ["layer.toml"]
+
+[project]
+name = "small"
+target = "ipu21"
+tiles = 4
+seed = 1
+
+[[tensor]]
+name = "x"
+shape = [32, 64]
+dtype = "f16"
+role = "input"
+
+[[tensor]]
+name = "spare"
+shape = [4]
+dtype = "f16"
+role = "weight"
+
+[[op]]
+name = "y"
+op = "gelu"
+inputs = ["h"]
+dtype = "f16"
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["y"]
+"#;
+
+const LAYER: &str = r#"[[tensor]]
+name = "w"
+shape = [64, 32]
+dtype = "f16"
+role = "weight"
+
+[[op]]
+name = "h"
+op = "matmul"
+inputs = ["x", "w"]
+dtype = "f16"
+"#;
+
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    messages: Receiver<Value>,
+    next_id: i64,
+    /// Notifications read while waiting for something else.
+    pending: Vec<Value>,
+}
+
+impl Client {
+    fn start(dir: &Path) -> Client {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ipub"))
+            .arg("lsp")
+            .current_dir(dir)
+            .env("IPUB_CACHE_DIR", dir.join(".cache"))
+            .env_remove("RUST_LOG")
+            .env_remove("IPUB_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ipub lsp");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, messages) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            while let Some(message) = read_message(&mut reader) {
+                if sender.send(message).is_err() {
+                    break;
+                }
+            }
+        });
+        Client {
+            child,
+            stdin,
+            messages,
+            next_id: 1,
+            pending: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, message: Value) {
+        let body = message.to_string();
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        loop {
+            let message = self.receive(method);
+            if message["id"] == json!(id) {
+                assert!(message.get("error").is_none(), "{message}");
+                return message["result"].clone();
+            }
+            self.pending.push(message);
+        }
+    }
+
+    fn receive(&mut self, waiting_for: &str) -> Value {
+        self.messages
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("no answer from ipub lsp while waiting for {waiting_for}"))
+    }
+
+    /// The next notification `method` for which `matches` holds (earlier
+    /// ones are dropped).
+    fn wait_for(&mut self, method: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self
+            .pending
+            .iter()
+            .position(|m| m["method"] == method && matches(&m["params"]))
+        {
+            let found = self.pending.remove(i);
+            self.pending.drain(..i);
+            return found["params"].clone();
+        }
+        self.pending.clear();
+        loop {
+            let message = self.receive(method);
+            if message["method"] == method && matches(&message["params"]) {
+                return message["params"].clone();
+            }
+        }
+    }
+
+    /// The diagnostics published for `uri` next.
+    fn diagnostics(&mut self, uri: &str) -> Vec<Value> {
+        let params = self.wait_for("textDocument/publishDiagnostics", |p| p["uri"] == uri);
+        params["diagnostics"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+fn read_message(reader: &mut impl BufRead) -> Option<Value> {
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(value) = line.strip_prefix("Content-Length: ") {
+            length = value.parse::<usize>().ok();
+        }
+    }
+    let mut body = vec![0; length?];
+    reader.read_exact(&mut body).ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+fn uri(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+/// The position of the `nth` (0-based) occurrence of `needle` in `text`,
+/// plus `shift` columns.
+fn position(text: &str, needle: &str, nth: usize, shift: usize) -> Value {
+    let offset = text
+        .match_indices(needle)
+        .nth(nth)
+        .unwrap_or_else(|| panic!("`{needle}` in the text"))
+        .0
+        + shift;
+    let line = text[..offset].matches('\n').count();
+    let column = offset - text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    json!({ "line": line, "character": column })
+}
+
+fn at(uri: &str, position: Value) -> Value {
+    json!({ "textDocument": { "uri": uri }, "position": position })
+}
+
+fn hover_text(result: &Value) -> String {
+    result["contents"]["value"]
+        .as_str()
+        .unwrap_or_else(|| panic!("hover markup: {result}"))
+        .to_string()
+}
+
+fn labels(result: &Value) -> Vec<String> {
+    result
+        .as_array()
+        .expect("completion items")
+        .iter()
+        .map(|i| i["label"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn change(client: &mut Client, uri: &str, version: i32, text: &str) {
+    client.notify(
+        "textDocument/didChange",
+        json!({
+            "textDocument": { "uri": uri, "version": version },
+            "contentChanges": [{ "text": text }]
+        }),
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn an_editor_session_from_first_keystroke_to_rebuild_on_save() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("device"),
+        &dir.join("device"),
+    );
+    let projects = dir.join("proj");
+    std::fs::create_dir_all(&projects).expect("mkdir");
+    let root: PathBuf = projects.join("small.toml");
+    let layer = projects.join("layer.toml");
+    std::fs::write(&root, ROOT).expect("write root");
+    std::fs::write(&layer, LAYER).expect("write layer");
+    let (root_uri, layer_uri) = (uri(&root), uri(&layer));
+
+    let mut client = Client::start(&dir);
+    let init = client.request(
+        "initialize",
+        json!({ "processId": null, "rootUri": uri(&dir), "capabilities": {} }),
+    );
+    assert_eq!(init["capabilities"]["hoverProvider"], json!(true), "{init}");
+    assert_eq!(init["serverInfo"]["name"], json!("ipub"));
+    client.notify("initialized", json!({}));
+
+    // Opening the project: its warning, located.
+    client.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": root_uri, "languageId": "toml", "version": 1, "text": ROOT } }),
+    );
+    let diagnostics = client.diagnostics(&root_uri);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0]["severity"], json!(2));
+    assert_eq!(diagnostics[0]["code"], json!("unused-tensor"));
+    assert_eq!(
+        diagnostics[0]["range"]["start"],
+        position(ROOT, "\"spare\"", 0, 0)
+    );
+
+    // Typing a mistake, as you type: the error where it is, with a
+    // suggestion.
+    let broken = ROOT.replace("inputs = [\"h\"]", "inputs = [\"hh\"]");
+    change(&mut client, &root_uri, 2, &broken);
+    let diagnostics = client.diagnostics(&root_uri);
+    let error = diagnostics
+        .iter()
+        .find(|d| d["severity"] == json!(1))
+        .unwrap_or_else(|| panic!("an error: {diagnostics:?}"));
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown tensor `hh`"),
+        "{error}"
+    );
+    assert!(
+        error["message"].as_str().unwrap().contains("`h`"),
+        "{error}"
+    );
+    assert_eq!(error["range"]["start"], position(&broken, "\"hh\"", 0, 0));
+    change(&mut client, &root_uri, 3, ROOT);
+    let diagnostics = client.diagnostics(&root_uri);
+    assert!(diagnostics.iter().all(|d| d["severity"] == json!(2)));
+
+    // The included file, opened too.
+    client.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": layer_uri, "languageId": "toml", "version": 1, "text": LAYER } }),
+    );
+    assert!(client.diagnostics(&layer_uri).is_empty());
+
+    // Hover: a tensor, and an op with its plan.
+    let hover = client.request(
+        "textDocument/hover",
+        at(&root_uri, position(ROOT, "\"x\"", 0, 1)),
+    );
+    let text = hover_text(&hover);
+    assert!(
+        text.contains("f16[32, 64]") && text.contains("input"),
+        "{text}"
+    );
+    let hover = client.request(
+        "textDocument/hover",
+        at(&layer_uri, position(LAYER, "\"h\"", 0, 1)),
+    );
+    let text = hover_text(&hover);
+    for needle in [
+        "op `matmul`",
+        "**plan**",
+        "tiles",
+        "estimated",
+        "memory per tile",
+        "gemm_f16_amp.S",
+    ] {
+        assert!(text.contains(needle), "{needle} in {text}");
+    }
+
+    // Go to definition: a reference in the include to the root's tensor,
+    // an include to its file, an op kind to its kernel source.
+    let found = client.request(
+        "textDocument/definition",
+        at(&layer_uri, position(LAYER, "\"x\"", 0, 1)),
+    );
+    assert_eq!(found["uri"], json!(root_uri));
+    assert_eq!(found["range"]["start"], position(ROOT, "\"x\"", 0, 0));
+    let found = client.request(
+        "textDocument/definition",
+        at(&root_uri, position(ROOT, "layer.toml", 0, 2)),
+    );
+    assert_eq!(found["uri"], json!(layer_uri));
+    let found = client.request(
+        "textDocument/definition",
+        at(&layer_uri, position(LAYER, "\"matmul\"", 0, 2)),
+    );
+    assert_eq!(found["uri"], json!(uri(&dir.join("device/gemm_f16_amp.S"))));
+
+    // Completion: op kinds, tensor names, keys, dtypes.
+    let typing = format!("{ROOT}\n[[op]]\nname = \"z\"\nop = \"\ninputs = [\"\n\ndtype = \"");
+    change(&mut client, &root_uri, 4, &typing);
+    let op_kinds = client.request(
+        "textDocument/completion",
+        at(&root_uri, position(&typing, "op = \"", 1, 6)),
+    );
+    assert!(
+        labels(&op_kinds).contains(&"matmul".to_string()),
+        "{op_kinds}"
+    );
+    let names = labels(&client.request(
+        "textDocument/completion",
+        at(&root_uri, position(&typing, "inputs = [\"", 1, 11)),
+    ));
+    for name in ["x", "spare", "y", "w", "h"] {
+        assert!(names.contains(&name.to_string()), "{name} in {names:?}");
+    }
+    let keys = labels(&client.request(
+        "textDocument/completion",
+        at(&root_uri, position(&typing, "\n\ndtype", 0, 1)),
+    ));
+    assert!(keys.contains(&"transpose_rhs".to_string()), "{keys:?}");
+    let dtypes = labels(&client.request(
+        "textDocument/completion",
+        at(&root_uri, position(&typing, "dtype = \"", 2, 9)),
+    ));
+    assert_eq!(dtypes, ["f32", "f16", "f143", "f152"]);
+    change(&mut client, &root_uri, 5, ROOT);
+
+    // Document symbols.
+    let symbols = client.request(
+        "textDocument/documentSymbol",
+        json!({ "textDocument": { "uri": root_uri } }),
+    );
+    let names: Vec<&str> = symbols
+        .as_array()
+        .expect("symbols")
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["x", "spare", "y"]);
+
+    // Saving rebuilds: the package is written and the result reported.
+    client.notify(
+        "textDocument/didSave",
+        json!({ "textDocument": { "uri": root_uri } }),
+    );
+    let built = client.wait_for("ipub/buildFinished", |_| true);
+    assert_eq!(built["success"], json!(true), "{built}");
+    assert_eq!(built["written"], json!(true), "{built}");
+    assert!(
+        built["estimatedCycles"].as_u64().unwrap_or(0) > 0,
+        "{built}"
+    );
+    assert!(built["recomputed"].as_u64().unwrap_or(0) > 0, "{built}");
+    // Planning ran for the hover already; the rebuild reused it.
+    assert!(built["computed"]["emit"].as_u64().is_some(), "{built}");
+    assert!(built["computed"].get("plan").is_none(), "{built}");
+    let package = built["package"].as_str().expect("package path");
+    assert!(Path::new(package).exists(), "{package}");
+    assert!(package.starts_with(dir.to_str().unwrap()), "{package}");
+
+    // A save that does not fit: the placement error at `tiles`.
+    let big = ROOT
+        .replace("tiles = 4", "tiles = 1")
+        .replace("shape = [32, 64]", "shape = [256, 512]");
+    // Each tensor fits the tile's memory (validation refuses one that does
+    // not); all of them together do not.
+    let big_layer = LAYER.replace("shape = [64, 32]", "shape = [512, 256]");
+    std::fs::write(&layer, &big_layer).expect("write layer");
+    change(&mut client, &layer_uri, 2, &big_layer);
+    std::fs::write(&root, &big).expect("write root");
+    change(&mut client, &root_uri, 6, &big);
+    client.notify(
+        "textDocument/didSave",
+        json!({ "textDocument": { "uri": root_uri } }),
+    );
+    let built = client.wait_for("ipub/buildFinished", |_| true);
+    assert_eq!(built["success"], json!(false), "{built}");
+    let diagnostics = client.diagnostics(&root_uri);
+    let placement = diagnostics
+        .iter()
+        .find(|d| d["code"] == json!("placement"))
+        .unwrap_or_else(|| panic!("a placement error: {diagnostics:?}"));
+    assert_eq!(placement["range"]["start"], position(&big, "1\n", 0, 0));
+    assert!(
+        placement["message"]
+            .as_str()
+            .unwrap()
+            .contains("try more tiles"),
+        "{placement}"
+    );
+
+    // A kernel source: an error as you type, and an entry's hover.
+    let gelu = dir.join("device/gelu_f16.S");
+    let gelu_uri = uri(&gelu);
+    let source = std::fs::read_to_string(&gelu).expect("kernel source");
+    let typo = source.replacen("gelu_f16:\n", "gelu_f16:\n        bogus_op $m0\n", 1);
+    client.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": gelu_uri, "languageId": "asm", "version": 1, "text": typo } }),
+    );
+    let diagnostics = client.diagnostics(&gelu_uri);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(
+        diagnostics[0]["range"]["start"],
+        position(&typo, "bogus_op", 0, 0)
+    );
+    let hover = client.request(
+        "textDocument/hover",
+        at(&gelu_uri, position(&typo, "gelu_f16:", 0, 2)),
+    );
+    let text = hover_text(&hover);
+    for needle in ["kernel entry", "`row_length`", "u32", "cost:"] {
+        assert!(text.contains(needle), "{needle} in {text}");
+    }
+    // The unsaved text never reached the disk.
+    assert_eq!(std::fs::read_to_string(&gelu).expect("source"), source);
+
+    client.request("shutdown", Value::Null);
+    client.notify("exit", Value::Null);
+    let status = client.child.wait().expect("ipub lsp exits");
+    assert!(status.success(), "{status:?}");
+}
