@@ -487,8 +487,9 @@ impl Builder<'_> {
             names.join(", ")
         );
         let view = matches!(kind, "transpose" | "reshape");
-        // The output dtype is required of a cast and optional elsewhere.
-        if kind == "cast" || self.rng.chance(if view { 0.15 } else { 0.5 }) {
+        // The output dtype is required of every op but a view, which may
+        // restate its input's.
+        if !view || self.rng.chance(0.15) {
             let _ = writeln!(text, "dtype = \"{}\"", dt.name());
         }
         text.push_str(attributes);
