@@ -18,6 +18,10 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The largest tensor rank the compiler handles: validation refuses more,
+/// and index arithmetic downstream uses fixed arrays of this size.
+pub const MAX_RANK: usize = 8;
+
 /// Element type of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]

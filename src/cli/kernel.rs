@@ -1,6 +1,7 @@
 //! `ipub kernel`: compile a kernel source to `kernel.o` + `kernel.json`, and
 //! list an object's contents.
 
+use super::kernel_source::{add_defines, print_asm_errors};
 use crate::asm::Object;
 use crate::fsutil::write_atomic;
 use crate::kernels::cache::{cache_key, KernelCache};
@@ -104,31 +105,6 @@ fn compile(args: &CompileArgs) -> anyhow::Result<i32> {
         }
         Err(other) => Err(other.into()),
     }
-}
-
-/// Prints assembler errors as diagnostics (coloured on a terminal).
-pub fn print_asm_errors(source: &camino::Utf8Path, errors: &[crate::asm::AsmError]) {
-    let diagnostics: Vec<crate::diagnostic::Diagnostic> = errors
-        .iter()
-        .map(crate::asm::AsmError::to_diagnostic)
-        .collect();
-    crate::cli::output::diagnostics_with(
-        &|path| std::fs::read_to_string(path).ok(),
-        source,
-        &diagnostics,
-    );
-}
-
-/// Adds `-D NAME=VALUE` (or `-D NAME`, meaning 1) arguments to a variant.
-pub fn add_defines(variant: &mut Variant, defines: &[String]) -> anyhow::Result<()> {
-    for define in defines {
-        let (key, value) = define.split_once('=').unwrap_or((define, "1"));
-        if key.is_empty() {
-            anyhow::bail!("`-D {define}`: expected NAME=VALUE");
-        }
-        variant.defines.insert(key.to_string(), value.to_string());
-    }
-    Ok(())
 }
 
 /// Compiles without the cache, writing into `dir`.

@@ -43,7 +43,7 @@ const INTERLEAVED: u32 = 0x90000;
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let mut variant = Variant::new("run", args.source.clone()).entry(args.entry.clone());
-    crate::cli::kernel::add_defines(&mut variant, &args.defines)?;
+    super::kernel_source::add_defines(&mut variant, &args.defines)?;
     let pre = crate::asm::preprocess(
         &OsFs,
         &variant.source,
@@ -57,7 +57,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
             source_path,
             ..
         }) => {
-            crate::cli::kernel::print_asm_errors(&source_path, &errors);
+            super::kernel_source::print_asm_errors(&source_path, &errors);
             return Ok(1);
         }
         Err(other) => return Err(other.into()),

@@ -10,6 +10,7 @@ pub mod explain;
 pub mod inspect;
 pub mod kernel;
 pub mod kernel_run;
+pub mod kernel_source;
 pub mod located;
 pub mod lsp;
 pub mod message;

@@ -126,10 +126,35 @@ const STATUS: Style = AnsiColor::Green.on_default().bold();
 const FAILED: Style = AnsiColor::Red.on_default().bold();
 const WARNED: Style = AnsiColor::Yellow.on_default().bold();
 
+/// Whether a live status line ([`super::progress`]) is on the screen now;
+/// drawing and clearing hold the lock.
+static STATUS_LINE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+
+/// Draws a live status line over the current one on stderr.
+pub fn draw_status_line(line: &str) {
+    let mut drawn = STATUS_LINE.lock().unwrap_or_else(|p| p.into_inner());
+    let mut stderr = std::io::stderr();
+    let _ = stderr.write_all(line.as_bytes());
+    let _ = stderr.flush();
+    *drawn = true;
+}
+
+/// Clears the status line, if one is drawn, so other output starts on a
+/// clean line (the line comes back at the next tick).
+pub fn clear_status_line() {
+    let mut drawn = STATUS_LINE.lock().unwrap_or_else(|p| p.into_inner());
+    if *drawn {
+        let mut stderr = std::io::stderr();
+        let _ = stderr.write_all(b"\r\x1b[K");
+        let _ = stderr.flush();
+        *drawn = false;
+    }
+}
+
 /// Writes to stdout, or to stderr when stdout carries JSON, so that
 /// human text never mixes into the messages.
 fn human(text: &str) {
-    super::progress::clear_line();
+    clear_status_line();
     if is_json() {
         let _ = anstream::stderr().write_all(text.as_bytes());
     } else {
@@ -138,7 +163,7 @@ fn human(text: &str) {
 }
 
 fn to_stderr(text: &str) {
-    super::progress::clear_line();
+    clear_status_line();
     let _ = anstream::stderr().write_all(text.as_bytes());
 }
 

@@ -5,11 +5,10 @@
 //! everywhere else a [`Progress`] does nothing, so scripts and tests see
 //! exactly the lines they saw before. A line appears only once its work
 //! has taken [`DELAY`], so fast phases never flicker, and it is cleared
-//! before anything else is printed ([`clear_line`]).
+//! before anything else is printed ([`output::clear_status_line`]).
 
 use super::output::{self, Verbosity};
 use anstyle::AnsiColor;
-use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,9 +18,6 @@ const DELAY: Duration = Duration::from_millis(300);
 /// How often the line is redrawn.
 const TICK: Duration = Duration::from_millis(100);
 const BAR_WIDTH: usize = 30;
-
-/// Whether a line is on the screen now; drawing and clearing hold the lock.
-static DRAWN: Mutex<bool> = Mutex::new(false);
 
 /// A running piece of work with a status line.
 pub struct Progress {
@@ -120,7 +116,7 @@ impl Progress {
                 ticker.thread().unpark();
                 let _ = ticker.join();
             }
-            clear_line();
+            output::clear_status_line();
         }
     }
 }
@@ -165,21 +161,5 @@ fn draw(shared: &Shared) {
         "\r\x1b[K{verb_style}{:>10}{verb_style:#} {text}{meter} {elapsed:.1}s",
         shared.verb
     );
-    let mut drawn = DRAWN.lock().unwrap_or_else(|p| p.into_inner());
-    let mut stderr = std::io::stderr();
-    let _ = stderr.write_all(line.as_bytes());
-    let _ = stderr.flush();
-    *drawn = true;
-}
-
-/// Clears the status line, if one is drawn, so other output starts on a
-/// clean line (the line comes back at the next tick).
-pub fn clear_line() {
-    let mut drawn = DRAWN.lock().unwrap_or_else(|p| p.into_inner());
-    if *drawn {
-        let mut stderr = std::io::stderr();
-        let _ = stderr.write_all(b"\r\x1b[K");
-        let _ = stderr.flush();
-        *drawn = false;
-    }
+    output::draw_status_line(&line);
 }

@@ -7,8 +7,9 @@
 //! padded rows) and views (transposes, broadcasts) become more, shorter
 //! runs; padding slots belong to no run.
 
+use crate::graph::MAX_RANK;
 use crate::lower::layout::Piece;
-use crate::lower::view::{View, MAX_RANK};
+use crate::lower::view::View;
 use crate::lower::{Binding, Program};
 use crate::place::Placement;
 use serde::{Deserialize, Serialize};

@@ -7,7 +7,7 @@
 //! walks slots, so any layout the kernels want can be produced by exchange;
 //! it takes them a run at a time ([`Piece::for_each_run`]) to stay fast.
 
-use super::view::MAX_RANK;
+use crate::graph::MAX_RANK;
 use serde::{Deserialize, Serialize};
 
 /// Storage order of a piece.

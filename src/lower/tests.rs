@@ -5,7 +5,8 @@
 use super::verify::verify;
 use super::*;
 use crate::graph::*;
-use crate::plan::{operator_plans, signature::OpSignature};
+use crate::pipeline::refine::operator_plans;
+use crate::plan::signature::OpSignature;
 use crate::target::IPU21;
 use expect_test::{expect, Expect};
 

@@ -8,7 +8,7 @@
 //! view to the element that holds it.
 
 use super::layout::flat_index;
-use crate::graph::{Graph, OpKind, TensorId};
+use crate::graph::{Graph, OpKind, TensorId, MAX_RANK};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -311,9 +311,6 @@ impl View {
         )
     }
 }
-
-/// The largest tensor rank the compiler handles.
-pub const MAX_RANK: usize = 8;
 
 #[cfg(test)]
 mod tests {

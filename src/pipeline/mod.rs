@@ -21,6 +21,7 @@ pub mod kernels;
 pub mod package;
 pub mod persist;
 pub mod place;
+pub mod refine;
 pub mod tiles;
 
 pub use fit::{fitted_program, planned_signatures};
@@ -151,7 +152,7 @@ pub fn operator_plans<'db>(db: &'db dyn Db, signature: Signature<'db>) -> Operat
         persist::key_of("plans", &[value, &target.name]),
         ("plan", format!("plans of {value}")),
         |plans: &OperatorPlans| plans.check_against(value),
-        || crate::plan::operator_plans(value, target),
+        || refine::operator_plans(value, target),
     )
 }
 

@@ -1,15 +1,15 @@
 //! Operator planning: for one operation, enumerate ways to spread it over
-//! tiles, estimate each with the analytical cost model, keep a few
-//! finalists and select one.
+//! tiles, estimate each with the analytical cost model and keep a few
+//! finalists, best first.
 //!
 //! The planner is a pure function of an [`OpSignature`] and the target, so
 //! the pipeline can memoize it per signature: identical operations share one
-//! plan. The finalists are refined by lowering the operation alone and
-//! scheduling its exchange phases ([`refine`]).
+//! plan. The planner does not lower anything: the pipeline refines the
+//! finalists by lowering the operation alone and scheduling its exchange
+//! phases (`pipeline::refine`), and selects among them.
 
 pub mod cost;
 pub mod matmul;
-pub mod refine;
 pub mod signature;
 
 use crate::partition::KernelId;
@@ -30,9 +30,27 @@ pub struct Candidate {
     pub tiles_used: u32,
     pub estimate: Estimate,
     /// Figures from lowering and scheduling the operation alone, for
-    /// finalists ([`refine`]).
+    /// finalists (`pipeline::refine`).
     #[serde(default)]
-    pub refined: Option<refine::Refined>,
+    pub refined: Option<Refined>,
+}
+
+/// A finalist's figures after physical scheduling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Refined {
+    /// The sum of the scheduled horizons of the operation's phases.
+    pub scheduled_exchange_cycles: u64,
+    /// The slowest tile's block-major rearranges of operand parts it holds
+    /// itself ([`crate::lower::local`]), which the estimate counts as
+    /// exchange.
+    pub rearrange_cycles: u64,
+    /// Compute and sync as estimated, exchange as scheduled, plus the
+    /// rearranges.
+    pub refined_cycles: u64,
+    /// The busiest tile's exchange load (bytes in or out) with the grid
+    /// mapping, and the best load a rotation would give.
+    pub baseline_pressure: u64,
+    pub best_rotation_pressure: u64,
 }
 
 /// The planner's answer for one signature.
@@ -42,7 +60,8 @@ pub struct OperatorPlans {
     pub candidates: usize,
     /// The best few, best first.
     pub finalists: Vec<Candidate>,
-    /// Index into `finalists` of the chosen plan.
+    /// Index into `finalists` of the chosen plan: the first in the
+    /// planner's analytical order, until refinement selects.
     pub selected: usize,
 }
 
@@ -265,7 +284,7 @@ pub const CODE_RESERVE_BYTES: u64 = 32 * 1024;
 /// 3. when nothing fits at all, the smallest peak, so placement either
 ///    succeeds with what the other operations leave free or reports the
 ///    real shortfall.
-pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans {
+pub fn finalists(signature: &OpSignature, target: &Target) -> OperatorPlans {
     let mut all = match signature.kind {
         SignatureKind::Matmul { .. } => matmul::candidates(signature, target),
         SignatureKind::View => vec![Candidate {
@@ -326,11 +345,10 @@ pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans
             "retained operator-plan finalist"
         );
     }
-    let selected = refine::select(signature, target, &mut fitting);
     OperatorPlans {
         candidates,
         finalists: fitting,
-        selected,
+        selected: 0,
     }
 }
 
@@ -424,7 +442,7 @@ mod tests {
     }
 
     fn check(signature: OpSignature, expected: expect_test::Expect) {
-        let plans = operator_plans(&signature, &IPU21);
+        let plans = finalists(&signature, &IPU21);
         expected.assert_eq(&dump(&signature, &plans));
     }
 
@@ -446,10 +464,10 @@ mod tests {
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
                   candidates 600
-                  finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=5478 (compute 3574 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=5940 (scheduled exchange 760, rearrange 406, pressure 2688 rotated 2816)
-                 *finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=5494 (compute 3334 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=5914 (scheduled exchange 974, rearrange 406, pressure 3712 rotated 3840)
-                  finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=5734 (compute 3830 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=6114 (scheduled exchange 678, rearrange 406, pressure 2560 rotated 2816)
-                  finalist 3: grid b1xm2xn4xk8 shard 1x64x64x16 weights interleaved kernel gemm_f8_interleaved_k64_c16_r64 tiles=64 cycles=6006 (compute 3334 exchange 1472 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=6419 (scheduled exchange 1479, rearrange 406, pressure 5760 rotated 5888)
+                 *finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=5478 (compute 3574 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472
+                  finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=5494 (compute 3334 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448
+                  finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=5734 (compute 3830 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448
+                  finalist 3: grid b1xm2xn4xk8 shard 1x64x64x16 weights interleaved kernel gemm_f8_interleaved_k64_c16_r64 tiles=64 cycles=6006 (compute 3334 exchange 1472 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472
             "#]],
         );
     }
@@ -470,10 +488,10 @@ mod tests {
             expect![[r#"
                 softmax(f16[6, 197, 197]) -> f16[6, 197, 197] on 64 tiles
                   candidates 7
-                 *finalist 0: rows 1182x197 per-tile 19 kernel softmax_f16_causal tiles=63 cycles=8376 (compute 5904 exchange 1872 sync 600) phases=1 peak_standard=14972 peak_interleaved=0 refined=6504 (scheduled exchange 0, pressure 0 rotated 0)
-                  finalist 1: rows 1182x197 per-tile 37 kernel softmax_f16_causal tiles=32 cycles=15471 (compute 11226 exchange 3645 sync 600) phases=1 peak_standard=29156 peak_interleaved=0 refined=15471 (scheduled exchange 3645, pressure 14578 rotated 14578)
-                  finalist 2: rows 1182x197 per-tile 74 kernel softmax_f16_causal tiles=16 cycles=30047 (compute 22158 exchange 7289 sync 600) phases=1 peak_standard=58312 peak_interleaved=0 refined=30047 (scheduled exchange 7289, pressure 29156 rotated 29156)
-                  finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=59200 (compute 44022 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0 refined=59200 (scheduled exchange 14578, pressure 58312 rotated 58312)
+                 *finalist 0: rows 1182x197 per-tile 19 kernel softmax_f16_causal tiles=63 cycles=8376 (compute 5904 exchange 1872 sync 600) phases=1 peak_standard=14972 peak_interleaved=0
+                  finalist 1: rows 1182x197 per-tile 37 kernel softmax_f16_causal tiles=32 cycles=15471 (compute 11226 exchange 3645 sync 600) phases=1 peak_standard=29156 peak_interleaved=0
+                  finalist 2: rows 1182x197 per-tile 74 kernel softmax_f16_causal tiles=16 cycles=30047 (compute 22158 exchange 7289 sync 600) phases=1 peak_standard=58312 peak_interleaved=0
+                  finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=59200 (compute 44022 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0
             "#]],
         );
     }
@@ -492,7 +510,7 @@ mod tests {
             tiles: 2,
             spread: 0,
         };
-        let plans = operator_plans(&signature, &IPU21);
+        let plans = finalists(&signature, &IPU21);
         assert!(!fits_memory(
             &IPU21,
             &signature,
@@ -527,7 +545,7 @@ mod tests {
             tiles: 192,
             spread: 0,
         };
-        let relaxed = operator_plans(&signature, &IPU21);
+        let relaxed = finalists(&signature, &IPU21);
         assert!(!fits(
             &IPU21,
             &signature,
@@ -541,7 +559,7 @@ mod tests {
             CODE_RESERVE_BYTES
         ));
         signature.spread = 1;
-        let spread = operator_plans(&signature, &IPU21);
+        let spread = finalists(&signature, &IPU21);
         assert!(fits_memory(
             &IPU21,
             &signature,

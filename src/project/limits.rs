@@ -28,31 +28,6 @@ pub const MAX_REPEATS: usize = 1024;
 /// suggestion.
 pub const MAX_SUGGESTIONS: usize = 20;
 
-/// An error when the project's files declare more names or repeats than
-/// the limits, before anything is validated.
-pub fn too_many_names(loaded: &super::load::Loaded) -> Option<crate::diagnostic::Diagnostic> {
-    let mut names = 0usize;
-    let mut repeats = 0usize;
-    for file in &loaded.files {
-        let ast = &file.ast;
-        names += ast.tensor.len() + ast.op.len() + ast.repeat.len();
-        repeats += ast.repeat.len();
-        for repeat in &ast.repeat {
-            let r = repeat.get_ref();
-            names += 1 + r.tensor.len() + r.op.len();
-        }
-    }
-    let root = loaded.files.iter().find(|f| f.is_root)?;
-    let problem = if names > MAX_NAMES {
-        format!("the project declares {names} names (tensors, operations, repeats), more than {MAX_NAMES}")
-    } else if repeats > MAX_REPEATS {
-        format!("the project declares {repeats} repeats, more than {MAX_REPEATS}")
-    } else {
-        return None;
-    };
-    Some(crate::diagnostic::Diagnostic::error(problem).at(&root.path, 0..0))
-}
-
 /// Bytes that `tiles` tiles of `target` can hold: the memory the loader may
 /// write on each. Nothing a project declares can be larger.
 pub fn capacity(target: &Target, tiles: u32) -> u64 {

@@ -4,9 +4,10 @@
 //! (a diamond) is read once; a file that includes itself, directly or
 //! through others, is an error at the `include` entry that closes the cycle.
 
+use super::limits;
 use super::syntax::FileAst;
-use crate::db::{FileText, ReadError};
 use crate::diagnostic::Diagnostic;
+use crate::vfs::{FileText, ReadError};
 use camino::{Utf8Path, Utf8PathBuf};
 use std::sync::Arc;
 use toml::Spanned;
@@ -89,14 +90,14 @@ fn load_file(
         if loaded.files.iter().any(|f| f.path == target) {
             continue;
         }
-        if stack.len() >= super::limits::MAX_INCLUDE_DEPTH
-            || loaded.files.len() + stack.len() >= super::limits::MAX_FILES
+        if stack.len() >= limits::MAX_INCLUDE_DEPTH
+            || loaded.files.len() + stack.len() >= limits::MAX_FILES
         {
             loaded.diagnostics.push(
                 Diagnostic::error(format!(
                     "includes nested deeper than {} files or more than {} files in all",
-                    super::limits::MAX_INCLUDE_DEPTH,
-                    super::limits::MAX_FILES
+                    limits::MAX_INCLUDE_DEPTH,
+                    limits::MAX_FILES
                 ))
                 .at(path, include.span()),
             );
@@ -175,6 +176,37 @@ pub fn key_span<T>(text: &str, value: &Spanned<T>) -> std::ops::Range<usize> {
     } else {
         span
     }
+}
+
+/// An error when the project's files declare more names or repeats than
+/// the limits, before anything is validated.
+pub fn too_many_names(loaded: &Loaded) -> Option<Diagnostic> {
+    let mut names = 0usize;
+    let mut repeats = 0usize;
+    for file in &loaded.files {
+        let ast = &file.ast;
+        names += ast.tensor.len() + ast.op.len() + ast.repeat.len();
+        repeats += ast.repeat.len();
+        for repeat in &ast.repeat {
+            let r = repeat.get_ref();
+            names += 1 + r.tensor.len() + r.op.len();
+        }
+    }
+    let root = loaded.files.iter().find(|f| f.is_root)?;
+    let problem = if names > limits::MAX_NAMES {
+        format!(
+            "the project declares {names} names (tensors, operations, repeats), more than {}",
+            limits::MAX_NAMES
+        )
+    } else if repeats > limits::MAX_REPEATS {
+        format!(
+            "the project declares {repeats} repeats, more than {}",
+            limits::MAX_REPEATS
+        )
+    } else {
+        return None;
+    };
+    Some(Diagnostic::error(problem).at(&root.path, 0..0))
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ pub const OP_NAMES: &[&str] = &[
 pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diagnostic> {
     let kind = op.op.get_ref().as_str();
     if !OP_NAMES.contains(&kind) {
-        return Err(super::validate::suggest(
+        return Err(suggest(
             site.error(format!("unknown op `{kind}`"), op.op.span()),
             kind,
             OP_NAMES,
@@ -185,10 +185,10 @@ fn declared_dtype(
     };
     match DType::from_name(dtype.get_ref()) {
         Some(d) => Ok(Some((d, dtype.span()))),
-        None => Err(super::validate::suggest(
+        None => Err(suggest(
             site.error(format!("unknown dtype `{}`", dtype.get_ref()), dtype.span()),
             dtype.get_ref(),
-            super::validate::DTYPE_NAMES,
+            DTYPE_NAMES,
         )
         .help("dtypes are f32, f16, f143, f152")),
     }
@@ -543,11 +543,11 @@ fn reshape(
     };
     let total: usize = x.shape.iter().product();
     let dims: Vec<i64> = shape.get_ref().iter().map(|d| *d.get_ref()).collect();
-    if dims.is_empty() || dims.len() > crate::lower::view::MAX_RANK {
+    if dims.is_empty() || dims.len() > crate::graph::MAX_RANK {
         return Err(site.error(
             format!(
                 "a reshape needs 1 to {} dimensions, found {}",
-                crate::lower::view::MAX_RANK,
+                crate::graph::MAX_RANK,
                 dims.len()
             ),
             shape.span(),
@@ -629,4 +629,15 @@ fn rearrange(
         x.shape.to_vec(),
         dtype,
     ))
+}
+/// Every dtype name, for suggestions.
+pub const DTYPE_NAMES: &[&str] = &["f32", "f16", "f143", "f152"];
+
+/// Adds a "did you mean" help to `diagnostic` when one of `known` is close
+/// to `name`.
+pub fn suggest(diagnostic: Diagnostic, name: &str, known: &[&str]) -> Diagnostic {
+    match crate::suggest::did_you_mean(name, known.iter().copied()) {
+        Some(help) => diagnostic.help(help),
+        None => diagnostic,
+    }
 }

@@ -8,7 +8,7 @@
 //! an error.
 
 use super::load::{key_span, Loaded, LoadedFile};
-use super::shapes::{self, Input};
+use super::shapes::{self, suggest, Input, DTYPE_NAMES};
 use super::syntax::{OpAst, RepeatAst, TensorAst};
 use super::Site;
 use crate::diagnostic::Diagnostic;
@@ -46,7 +46,7 @@ pub fn validate(loaded: &Loaded) -> (Option<Graph>, Vec<Diagnostic>) {
     if loaded.files.is_empty() {
         return (None, v.diagnostics);
     }
-    if let Some(diagnostic) = super::limits::too_many_names(loaded) {
+    if let Some(diagnostic) = super::load::too_many_names(loaded) {
         v.diagnostics.push(diagnostic);
         return (None, v.diagnostics);
     }
@@ -282,11 +282,11 @@ impl<'a> Validator<'a> {
                     }
                 }
             }
-            if shape.is_empty() || shape.len() > crate::lower::view::MAX_RANK {
+            if shape.is_empty() || shape.len() > crate::graph::MAX_RANK {
                 return Err(site.error(
                     format!(
                         "a tensor needs 1 to {} dimensions, found {}",
-                        crate::lower::view::MAX_RANK,
+                        crate::graph::MAX_RANK,
                         shape.len()
                     ),
                     ast.shape.span(),
@@ -927,17 +927,5 @@ fn node_inputs(node: Node<'_>) -> Vec<&Spanned<String>> {
                 )
                 .collect()
         }
-    }
-}
-
-/// Every dtype name, for suggestions.
-pub const DTYPE_NAMES: &[&str] = &["f32", "f16", "f143", "f152"];
-
-/// Adds a "did you mean" help to `diagnostic` when one of `known` is close
-/// to `name`.
-pub fn suggest(diagnostic: Diagnostic, name: &str, known: &[&str]) -> Diagnostic {
-    match crate::suggest::did_you_mean(name, known.iter().copied()) {
-        Some(help) => diagnostic.help(help),
-        None => diagnostic,
     }
 }

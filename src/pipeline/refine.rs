@@ -1,6 +1,6 @@
 //! Refinement of an operation's finalists with a physical exchange schedule.
 //!
-//! The analytical model ([`super::cost`]) counts the bytes a tile must
+//! The analytical model ([`crate::plan::cost`]) counts the bytes a tile must
 //! receive; it does not see how the transfers really fall on the tiles.
 //! Refinement lowers the operation alone, with each finalist's partition and
 //! its inputs where a producer leaves them (streamed inputs in the canonical
@@ -17,32 +17,21 @@
 //! in grid order only, so a better rotation is reported (`mapped=false`)
 //! rather than applied.
 
-use super::signature::{OpSignature, SignatureKind};
-use super::{Candidate, Partition};
 use crate::graph::{
     Check, DType, Graph, Op, OpId, OpKind, ReferencePrecision, Role, Tensor, TensorId,
 };
 use crate::lower::{local, BufferId, BufferRole, KernelRun, OperandRef, Program, Step};
+use crate::plan::signature::{OpSignature, SignatureKind};
+use crate::plan::{Candidate, OperatorPlans, Partition, Refined};
 use crate::target::Target;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// A finalist's figures after physical scheduling.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Refined {
-    /// The sum of the scheduled horizons of the operation's phases.
-    pub scheduled_exchange_cycles: u64,
-    /// The slowest tile's block-major rearranges of operand parts it holds
-    /// itself ([`crate::lower::local`]), which the estimate counts as
-    /// exchange.
-    pub rearrange_cycles: u64,
-    /// Compute and sync as estimated, exchange as scheduled, plus the
-    /// rearranges.
-    pub refined_cycles: u64,
-    /// The busiest tile's exchange load (bytes in or out) with the grid
-    /// mapping, and the best load a rotation would give.
-    pub baseline_pressure: u64,
-    pub best_rotation_pressure: u64,
+/// The plans of one operation: the planner's finalists, refined, with the
+/// one refinement selects.
+pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans {
+    let mut plans = crate::plan::finalists(signature, target);
+    plans.selected = select(signature, target, &mut plans.finalists);
+    plans
 }
 
 /// A graph holding the operation and, for each operand that is neither a
@@ -50,7 +39,7 @@ pub struct Refined {
 /// out), a row-wise producer (a GELU for f16, a cast from f16 otherwise)
 /// whose result is spread over the tiles the way row-wise operations leave
 /// activations. `None` for views, which have no device work to schedule.
-pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
+pub fn one_op_graph(signature: &OpSignature, target: &Target) -> Option<Graph> {
     let kind = match signature.kind {
         SignatureKind::Matmul { transpose_rhs } => OpKind::Matmul { transpose_rhs },
         SignatureKind::Cast => OpKind::Cast,
@@ -66,7 +55,7 @@ pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
         SignatureKind::Rearrange { block } => OpKind::Rearrange { block },
         SignatureKind::View => return None,
     };
-    let tensor = |name: String, operand: &super::signature::Operand, role: Role| Tensor {
+    let tensor = |name: String, operand: &crate::plan::signature::Operand, role: Role| Tensor {
         name,
         shape: operand.shape.clone(),
         dtype: operand.dtype,
@@ -119,7 +108,7 @@ pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
     });
     Some(Graph {
         name: "refine".into(),
-        target: "ipu21".into(),
+        target: target.name.into(),
         tiles: signature.tiles,
         seed: 0,
         ops,
@@ -144,7 +133,7 @@ fn producer_partition(graph: &Graph, op: &Op) -> Option<Partition> {
         rows,
         row_length,
         rows_per_tile: rows.div_ceil(graph.tiles.max(1) as usize).max(1),
-        kernel: super::row_kernel(&OpSignature::of(graph, op))?,
+        kernel: crate::plan::row_kernel(&OpSignature::of(graph, op))?,
     })
 }
 
@@ -247,7 +236,7 @@ fn rearranges(program: &Program, op: OpId) -> Vec<(&KernelRun, local::BlockCopy)
 fn rearrange_cycles(rearranges: &[(&KernelRun, local::BlockCopy)]) -> u64 {
     let mut per_tile: BTreeMap<u32, u64> = BTreeMap::new();
     for (run, copy) in rearranges {
-        *per_tile.entry(run.tile).or_default() += super::cost::block_copy_cycles(
+        *per_tile.entry(run.tile).or_default() += crate::plan::cost::block_copy_cycles(
             u64::from(copy.outer),
             u64::from(copy.inner),
             u64::from(copy.words),
@@ -297,7 +286,7 @@ fn pressure(
 /// Refines every finalist, logs each step as the seed does and returns the
 /// index of the selected one.
 pub fn select(signature: &OpSignature, target: &Target, finalists: &mut [Candidate]) -> usize {
-    let Some(graph) = one_op_graph(signature) else {
+    let Some(graph) = one_op_graph(signature, target) else {
         return 0;
     };
     let refined: Vec<Option<Refined>> = {
@@ -385,7 +374,7 @@ mod tests {
 
     #[test]
     fn the_operation_alone_gets_a_row_producer_for_each_activation() {
-        let graph = one_op_graph(&matmul()).expect("a matmul has device work");
+        let graph = one_op_graph(&matmul(), &IPU21).expect("a matmul has device work");
         let ops: Vec<String> = graph
             .ops
             .iter()
@@ -406,12 +395,12 @@ mod tests {
             kind: SignatureKind::View,
             ..matmul()
         };
-        assert!(one_op_graph(&view).is_none());
+        assert!(one_op_graph(&view, &IPU21).is_none());
     }
 
     #[test]
     fn refined_figures_come_from_the_scheduled_phases() {
-        let plans = crate::plan::operator_plans(&matmul(), &IPU21);
+        let plans = operator_plans(&matmul(), &IPU21);
         let figures: Vec<String> = plans
             .finalists
             .iter()
@@ -439,9 +428,44 @@ mod tests {
         .assert_debug_eq(&figures);
     }
 
+    /// The plan dump with refined figures: the selected finalist (`*`) need
+    /// not be the analytical first.
+    #[test]
+    fn fp8_gemm_on_64_tiles_selects_by_refined_cycles() {
+        let operand = |shape: &[usize], weight| Operand {
+            shape: shape.to_vec(),
+            dtype: DType::F143,
+            scale: -3,
+            weight,
+            host: false,
+        };
+        let signature = OpSignature {
+            kind: SignatureKind::Matmul {
+                transpose_rhs: false,
+            },
+            inputs: vec![operand(&[128, 512], false), operand(&[512, 64], true)],
+            output: Operand {
+                dtype: DType::F16,
+                scale: 0,
+                ..operand(&[128, 64], false)
+            },
+            tiles: 64,
+            spread: 0,
+        };
+        let plans = operator_plans(&signature, &IPU21);
+        expect_test::expect![[r#"
+            matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
+              candidates 600
+              finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=5478 (compute 3574 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=5940 (scheduled exchange 760, rearrange 406, pressure 2688 rotated 2816)
+             *finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=5494 (compute 3334 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=5914 (scheduled exchange 974, rearrange 406, pressure 3712 rotated 3840)
+              finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=5734 (compute 3830 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=6114 (scheduled exchange 678, rearrange 406, pressure 2560 rotated 2816)
+              finalist 3: grid b1xm2xn4xk8 shard 1x64x64x16 weights interleaved kernel gemm_f8_interleaved_k64_c16_r64 tiles=64 cycles=6006 (compute 3334 exchange 1472 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=6419 (scheduled exchange 1479, rearrange 406, pressure 5760 rotated 5888)
+        "#]].assert_eq(&crate::plan::dump(&signature, &plans));
+    }
+
     #[test]
     fn selection_follows_refined_cycles_not_the_analytical_order() {
-        let mut finalists = crate::plan::operator_plans(&matmul(), &IPU21).finalists;
+        let mut finalists = crate::plan::finalists(&matmul(), &IPU21).finalists;
         // Put the best plan last: refinement still selects it.
         finalists.reverse();
         let selected = select(&matmul(), &IPU21, &mut finalists);

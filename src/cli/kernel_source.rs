@@ -1,0 +1,29 @@
+//! What `ipub kernel` subcommands share about a kernel named on the
+//! command line: its `-D` defines and how its assembler errors are shown.
+
+use crate::kernels::Variant;
+
+/// Prints assembler errors as diagnostics (coloured on a terminal).
+pub fn print_asm_errors(source: &camino::Utf8Path, errors: &[crate::asm::AsmError]) {
+    let diagnostics: Vec<crate::diagnostic::Diagnostic> = errors
+        .iter()
+        .map(crate::asm::AsmError::to_diagnostic)
+        .collect();
+    crate::cli::output::diagnostics_with(
+        &|path| std::fs::read_to_string(path).ok(),
+        source,
+        &diagnostics,
+    );
+}
+
+/// Adds `-D NAME=VALUE` (or `-D NAME`, meaning 1) arguments to a variant.
+pub fn add_defines(variant: &mut Variant, defines: &[String]) -> anyhow::Result<()> {
+    for define in defines {
+        let (key, value) = define.split_once('=').unwrap_or((define, "1"));
+        if key.is_empty() {
+            anyhow::bail!("`-D {define}`: expected NAME=VALUE");
+        }
+        variant.defines.insert(key.to_string(), value.to_string());
+    }
+    Ok(())
+}
