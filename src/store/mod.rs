@@ -13,6 +13,11 @@
 //! The store is bounded: [`Store::evict`] removes the oldest entries beyond a
 //! size budget, and [`Store::clean`] removes everything.
 
+pub mod action;
+pub mod config;
+pub mod http;
+pub mod sha256;
+
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
