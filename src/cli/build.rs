@@ -25,6 +25,8 @@ pub struct BuildArgs {
     /// input change behind each recomputed item.
     #[arg(long)]
     pub explain: bool,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
 }
 
 /// `ipub explain`: a build that always explains itself.
@@ -68,6 +70,7 @@ fn parse_emit(text: &str) -> Result<Emit, String> {
 }
 
 pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
+    let _remote = args.remote.install()?;
     let mut db = Database::on_disk();
     let built = build_to_file(&mut db, &args.project, args.out.as_deref(), args.explain)?;
     // Dumps come from the build's own queries, and a failed build still
@@ -91,6 +94,7 @@ pub fn run_explain(args: &ExplainArgs) -> anyhow::Result<i32> {
         emit: Vec::new(),
         out: args.out.clone(),
         explain: true,
+        remote: Default::default(),
     })
 }
 
@@ -114,16 +118,27 @@ pub fn build_to_file(
 ) -> anyhow::Result<Option<Utf8PathBuf>> {
     let started = Instant::now();
     let store = crate::store::Store::default_location();
-    let out_key = out.unwrap_or(Utf8Path::new("<default>"));
+    let out_key = out.unwrap_or(Utf8Path::new(super::stamp::DEFAULT_OUT));
     let previous = Stamp::load(&store, project, out_key);
     let changes = previous.as_ref().map(Stamp::changes);
     if let (Some(stamp), Some(changes)) = (&previous, &changes) {
-        if changes.is_empty() && stamp.package_intact() {
+        let fresh = changes.is_empty() && stamp.package_intact();
+        // Another machine's build of the same files at the same paths
+        // left its package in the remote cache.
+        let restored = (changes.is_empty() && !fresh)
+            .then(|| stamp.restore_package(&store, project, out))
+            .flatten();
+        if fresh || restored.is_some() {
             println!(
-                "{:>10} {} is up to date ({} inputs unchanged, {:.1} ms)",
+                "{:>10} {} is up to date ({} inputs unchanged{}, {:.1} ms)",
                 "package",
                 stamp.package,
                 stamp.inputs.len(),
+                if restored.is_some() {
+                    ", package from the remote cache"
+                } else {
+                    ""
+                },
                 started.elapsed().as_secs_f64() * 1000.0
             );
             if explain {
@@ -174,7 +189,7 @@ pub fn build_to_file(
         bytes.len() as f64 / 1e6,
         started.elapsed().as_secs_f64() * 1000.0
     );
-    Stamp::record(db, &path, &bytes).save(&store, project, out_key);
+    Stamp::record(db, &path, &bytes).save(&store, project, out_key, &bytes);
     let evicted = store.evict_to_budget();
     if evicted > 0 {
         tracing::info!(evicted, "evicted old results from the store");

@@ -8,6 +8,7 @@ pub mod inspect;
 pub mod kernel;
 pub mod kernel_run;
 pub mod profile;
+pub mod remote;
 pub mod run;
 pub mod stamp;
 pub mod watch;

@@ -24,6 +24,8 @@ pub struct RunArgs {
     /// the package's estimate, at least 10 million, at most 2 billion).
     #[arg(long, value_name = "CYCLES")]
     pub watchdog: Option<u64>,
+    #[command(flatten)]
+    pub remote: crate::cli::remote::RemoteArgs,
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
@@ -36,6 +38,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         });
         return run_package(&package, &out, args.watchdog, &args.project);
     }
+    let _remote = args.remote.install()?;
     let Some(path) = crate::cli::build::build_to_file(
         &mut crate::db::Database::on_disk(),
         &args.project,
