@@ -279,7 +279,7 @@ pub enum HttpError {
     ResolveTimeout(Duration),
     #[error("cannot connect: {0}")]
     Connect(std::io::Error),
-    #[error("no answer within the time-out ({0:?})")]
+    #[error("no answer within the time-out ({0:.1?})")]
     Timeout(Duration),
     #[error("{0}")]
     Io(std::io::Error),
