@@ -38,6 +38,8 @@ pub struct ExplainArgs {
     /// Where the package goes (default `target/ipub/<project>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,7 +96,7 @@ pub fn run_explain(args: &ExplainArgs) -> anyhow::Result<i32> {
         emit: Vec::new(),
         out: args.out.clone(),
         explain: true,
-        remote: Default::default(),
+        remote: args.remote.clone(),
     })
 }
 

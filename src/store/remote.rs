@@ -31,8 +31,9 @@
 //! warning, later ones in the debug log), ignored and recomputed, and the
 //! recomputed result is uploaded over them.
 //!
-//! Uploads run on one background thread in the order they were queued;
-//! [`Remote::flush`] waits for them, up to a bound.
+//! Uploads run on up to [`UPLOADERS`] background threads, taken in the
+//! order they were queued, each putting its blobs before the action result
+//! that names them; [`Remote::flush`] waits for them, up to a bound.
 
 use super::action::{self, OutputFile};
 use super::http::{Client, HttpError, Response};
@@ -40,6 +41,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// How many uploads run at once: a few connections hide a remote
+/// server's latency without crowding it.
+const UPLOADERS: usize = 4;
 
 /// The largest action result read: ipub's list one or two outputs.
 pub const MAX_ACTION_BYTES: u64 = 64 << 10;
@@ -100,9 +105,10 @@ struct Inner {
 #[derive(Debug, Default)]
 struct Uploads {
     queue: VecDeque<Upload>,
-    /// An upload taken from the queue and not finished.
-    busy: bool,
-    worker: bool,
+    /// Uploads taken from the queue and not finished.
+    busy: usize,
+    /// Upload threads running.
+    workers: usize,
 }
 
 #[derive(Debug)]
@@ -312,8 +318,10 @@ impl Remote {
         }
         let mut uploads = self.inner.uploads.lock().expect("upload queue lock");
         uploads.queue.push_back(Upload { action, outputs });
-        if !uploads.worker {
-            uploads.worker = true;
+        // A new thread when more uploads wait than threads are free to take
+        // them.
+        if uploads.workers < UPLOADERS && uploads.queue.len() > uploads.workers - uploads.busy {
+            uploads.workers += 1;
             let remote = self.clone();
             std::thread::spawn(move || remote.upload_worker());
         }
@@ -325,19 +333,18 @@ impl Remote {
                 let mut uploads = self.inner.uploads.lock().expect("upload queue lock");
                 match uploads.queue.pop_front() {
                     Some(upload) => {
-                        uploads.busy = true;
+                        uploads.busy += 1;
                         upload
                     }
                     None => {
-                        uploads.worker = false;
-                        uploads.busy = false;
+                        uploads.workers -= 1;
                         self.inner.uploads_changed.notify_all();
                         return;
                     }
                 }
             };
             self.send(next);
-            self.inner.uploads.lock().expect("upload queue lock").busy = false;
+            self.inner.uploads.lock().expect("upload queue lock").busy -= 1;
             self.inner.uploads_changed.notify_all();
         }
     }
@@ -413,7 +420,7 @@ impl Remote {
     pub fn flush(&self, bound: Duration) -> bool {
         let deadline = Instant::now() + bound;
         let mut uploads = self.inner.uploads.lock().expect("upload queue lock");
-        while !uploads.queue.is_empty() || uploads.busy {
+        while !uploads.queue.is_empty() || uploads.busy > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 let dropped = uploads.queue.len();
@@ -451,7 +458,39 @@ fn status_problem(status: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::http::{Endpoint, Timeouts};
     use expect_test::expect;
+
+    /// A server whose connections are never accepted: they complete in
+    /// the listen backlog, and nothing ever answers.
+    #[test]
+    fn flushing_waits_a_bounded_time_for_a_stalled_server() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("address");
+        let endpoint = Endpoint::parse(&format!("http://{address}"), None).expect("url");
+        let timeouts = Timeouts {
+            connect: Duration::from_millis(500),
+            request: Duration::from_millis(700),
+            per_mib: Duration::from_millis(100),
+        };
+        let remote = Remote::new(Client::new(endpoint, timeouts), false);
+        for i in 0..20u8 {
+            let blob: Arc<[u8]> = Arc::from(vec![i; 100]);
+            remote.upload(ActionKey::new("plans", &[i]), vec![("x".into(), blob)]);
+        }
+        let started = Instant::now();
+        assert!(!remote.flush(Duration::from_millis(200)));
+        assert!(started.elapsed() < Duration::from_millis(600));
+        // The uploads under way end at their own time-out, which marks the
+        // remote down; nothing was stored and nothing more is tried.
+        assert!(remote.flush(Duration::from_secs(5)));
+        let summary = remote.summary();
+        assert!(summary.down);
+        assert_eq!((summary.uploaded, summary.dropped), (0, 20));
+        remote.upload(ActionKey::new("plans", b"late"), Vec::new());
+        assert_eq!(remote.summary().dropped, 21);
+        drop(listener);
+    }
 
     /// The mapping is part of what teams share: pinned, so a change is a
     /// deliberate one (and bumps the version in the key's label).
