@@ -231,6 +231,42 @@ mod tests {
             .assert_eq(&bytes[..82].iter().map(|b| format!("{b:02x}")).collect::<String>());
     }
 
+    /// Whatever a server sends back, decoding returns: seeded mutations
+    /// (bytes changed, inserted, removed, the message cut) of a real
+    /// result, and every output it accepts is well formed.
+    #[test]
+    fn mutated_results_decode_or_fail_without_panicking() {
+        let original = encode(&outputs());
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let mut bytes = original.clone();
+            for _ in 0..=next() % 4 {
+                let at = (next() as usize) % (bytes.len() + 1);
+                match next() % 4 {
+                    0 if at < bytes.len() => bytes[at] = next() as u8,
+                    1 => bytes.insert(at, next() as u8),
+                    2 if at < bytes.len() => {
+                        bytes.remove(at);
+                    }
+                    _ => bytes.truncate(at),
+                }
+            }
+            if let Ok(decoded) = decode(&bytes) {
+                assert!(decoded.len() <= MAX_OUTPUTS);
+                for output in decoded {
+                    assert!(!output.path.is_empty());
+                    assert_eq!(output.sha256.len(), 64);
+                }
+            }
+        }
+    }
+
     #[test]
     fn malformed_results_are_errors() {
         let bytes = encode(&outputs());
