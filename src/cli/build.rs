@@ -30,6 +30,8 @@ pub struct BuildArgs {
     pub explain: bool,
     #[command(flatten)]
     pub message: MessageArgs,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
 }
 
 /// `ipub explain`: a build that always explains itself.
@@ -41,6 +43,8 @@ pub struct ExplainArgs {
     /// Where the package goes (default `target/ipub/<project>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +81,7 @@ fn parse_emit(text: &str) -> Result<Emit, String> {
 
 pub fn run(args: &BuildArgs) -> anyhow::Result<i32> {
     output::set_format(args.message.message_format);
+    let _remote = args.remote.install()?;
     let mut db = Database::on_disk();
     let built = build_to_file(&mut db, &args.project, args.out.as_deref(), args.explain)?;
     // Dumps come from the build's own queries, and a failed build still
@@ -101,6 +106,7 @@ pub fn run_explain(args: &ExplainArgs) -> anyhow::Result<i32> {
         out: args.out.clone(),
         explain: true,
         message: MessageArgs::default(),
+        remote: args.remote.clone(),
     })
 }
 
@@ -124,16 +130,27 @@ pub fn build_to_file(
 ) -> anyhow::Result<Option<Utf8PathBuf>> {
     let started = Instant::now();
     let store = crate::store::Store::default_location();
-    let out_key = out.unwrap_or(Utf8Path::new("<default>"));
+    let out_key = out.unwrap_or(Utf8Path::new(super::stamp::DEFAULT_OUT));
     let previous = Stamp::load(&store, project, out_key);
     let changes = previous.as_ref().map(Stamp::changes);
     if let (Some(stamp), Some(changes)) = (&previous, &changes) {
-        if changes.is_empty() && stamp.package_intact() {
+        let fresh = changes.is_empty() && stamp.package_intact();
+        // Another machine's build of the same files at the same paths
+        // left its package in the remote cache.
+        let restored = (changes.is_empty() && !fresh)
+            .then(|| stamp.restore_package(&store, project, out))
+            .flatten();
+        if fresh || restored.is_some() {
             let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+            let from = if restored.is_some() {
+                ", package from the remote cache"
+            } else {
+                ""
+            };
             output::status(
                 "package",
                 format!(
-                    "{} is up to date ({} inputs unchanged, {elapsed_ms:.1} ms)",
+                    "{} is up to date ({} inputs unchanged{from}, {elapsed_ms:.1} ms)",
                     stamp.package,
                     stamp.inputs.len(),
                 ),
@@ -208,7 +225,7 @@ pub fn build_to_file(
     );
     output::warning_summary(&outcome.name, outcome.warnings.len());
     finished_message(project, &outcome, Some(&path), started);
-    Stamp::record(db, &path, &bytes).save(&store, project, out_key);
+    Stamp::record(db, &path, &bytes).save(&store, project, out_key, &bytes);
     let evicted = store.evict_to_budget();
     if evicted > 0 {
         tracing::info!(evicted, "evicted old results from the store");

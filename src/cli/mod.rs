@@ -17,6 +17,7 @@ pub mod message;
 pub mod output;
 pub mod profile;
 pub mod progress;
+pub mod remote;
 pub mod run;
 pub mod schema;
 pub mod stamp;

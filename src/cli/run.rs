@@ -29,6 +29,8 @@ pub struct RunArgs {
     pub watchdog: Option<u64>,
     #[command(flatten)]
     pub message: MessageArgs,
+    #[command(flatten)]
+    pub remote: crate::cli::remote::RemoteArgs,
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
@@ -42,6 +44,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         });
         return run_package(&package, &out, args.watchdog, &args.project);
     }
+    let _remote = args.remote.install()?;
     let Some(path) = crate::cli::build::build_to_file(
         &mut crate::db::Database::on_disk(),
         &args.project,

@@ -6,6 +6,12 @@
 //! is up to date without opening the pipeline at all. Otherwise the stamp's
 //! hashes (and the TOML texts it keeps) say what changed, for `--explain`.
 //! Stamps live in the result store, keyed by project and output path.
+//!
+//! With a remote cache, a stamp is uploaded together with the package it
+//! describes (one action, two outputs), so another machine building the
+//! same project at the same paths from the same files finds the stamp,
+//! sees no change, and takes the package from the remote instead of
+//! building it ([`Stamp::restore_package`]).
 
 use crate::db::{Database, Db};
 use crate::store::{Lookup, Store};
@@ -57,6 +63,12 @@ fn hash(contents: Option<&str>) -> Option<String> {
     contents.map(|c| blake3::hash(c.as_bytes()).to_hex().to_string())
 }
 
+/// The name of the package among the outputs of a stamp's remote action.
+const PACKAGE_OUTPUT: &str = "package.ipuexe";
+
+/// What stands for the default output directory in a stamp's key.
+pub const DEFAULT_OUT: &str = "<default>";
+
 /// The store key of a project built into `out`.
 fn key(project: &Utf8Path, out: &Utf8Path) -> blake3::Hash {
     use crate::vfs::absolute;
@@ -91,9 +103,75 @@ impl Stamp {
         }
     }
 
-    pub fn save(&self, store: &Store, project: &Utf8Path, out: &Utf8Path) {
-        if let Err(error) = store.put("stamps", &key(project, out), self) {
+    /// Saves the stamp of a build that wrote `package`; with a remote
+    /// tier the package is uploaded with it.
+    pub fn save(
+        &self,
+        store: &Store,
+        project: &Utf8Path,
+        out: &Utf8Path,
+        package: &crate::package::file::Encoded,
+    ) {
+        let outputs = match store.remote() {
+            Some(_) => vec![(
+                PACKAGE_OUTPUT.to_string(),
+                std::sync::Arc::from(package.to_vec()),
+            )],
+            None => Vec::new(),
+        };
+        if let Err(error) = store.put_with_outputs("stamps", &key(project, out), self, outputs) {
             tracing::warn!(%error, "could not save the build stamp");
+        }
+    }
+
+    /// Fetches the package this stamp describes from the remote cache and
+    /// writes it, when it is the package this build would write: at the
+    /// path a build of `project` into `out` writes (the stamp's project
+    /// name, when `out` is the default), of the recorded length and hash,
+    /// and a valid package of that name. Returns its length.
+    pub fn restore_package(
+        &self,
+        store: &Store,
+        project: &Utf8Path,
+        out: Option<&Utf8Path>,
+    ) -> Option<u64> {
+        let name = self.package.file_stem()?;
+        if crate::project::limits::file_name_problem(name).is_some()
+            || self.package.extension() != Some("ipuexe")
+            || self.package != crate::vfs::absolute(&super::build::package_path(out, name))
+        {
+            return None;
+        }
+        let out_key = out.unwrap_or(Utf8Path::new(DEFAULT_OUT));
+        let bytes = store.remote_output(
+            "stamps",
+            &key(project, out_key),
+            PACKAGE_OUTPUT,
+            self.package_len,
+        )?;
+        let problem = if bytes.len() as u64 != self.package_len
+            || blake3::hash(&bytes).to_hex().as_str() != self.package_hash
+        {
+            Some("it is not the package its stamp describes".to_string())
+        } else {
+            match crate::package::file::parse(&bytes) {
+                Ok(package) if package.graph.name == name => None,
+                Ok(package) => Some(format!("it is a package of `{}`", package.graph.name)),
+                Err(error) => Some(error.to_string()),
+            }
+        };
+        if let Some(problem) = problem {
+            if let Some(remote) = store.remote() {
+                remote.report_corrupt(&format!("the package for {}", self.package), &problem);
+            }
+            return None;
+        }
+        match crate::fsutil::write_atomic(&self.package, &bytes) {
+            Ok(()) => Some(self.package_len),
+            Err(error) => {
+                tracing::warn!(path = %self.package, %error, "cannot write the package from the remote cache");
+                None
+            }
         }
     }
 

@@ -43,6 +43,8 @@ pub struct WatchArgs {
     pub max_rebuilds: Option<u64>,
     #[command(flatten)]
     pub message: MessageArgs,
+    #[command(flatten)]
+    pub remote: crate::cli::remote::RemoteArgs,
 }
 
 /// A watched project and the last package written for it.
@@ -107,6 +109,7 @@ fn run_written(path: &Utf8Path) {
 
 pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
     output::set_format(args.message.message_format);
+    let _remote = args.remote.install()?;
     let mut db = Database::on_disk();
     // Paths as typed (`./dir/p.toml`) are normalized the way includes are,
     // so every file has one name in the database and in the watcher.

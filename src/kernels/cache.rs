@@ -14,10 +14,16 @@
 //! identical bytes and both succeed. Every read is verified: the object must
 //! parse, the metadata must parse, name the same key and carry the object's
 //! hash; otherwise the entry is reported with `tracing::warn!` and rebuilt.
+//!
+//! With a remote tier ([`crate::store::remote`]), a local miss asks the
+//! remote cache for the action `kernels`/key with the outputs `kernel.o`
+//! and `kernel.json`; what it gets is verified exactly as a local entry is
+//! and written into the local cache. A kernel compiled here is uploaded.
 
 use super::{compile_preprocessed, Compiled, KernelError, KernelMetadata, Variant};
 use crate::asm::{self, Object};
 use crate::fsutil::{read_bytes, write_atomic, ReadError};
+use crate::store::remote::{ActionKey, Fetch};
 use crate::target::Target;
 use crate::vfs::FileSource;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -87,18 +93,32 @@ fn key_for_build(
 #[derive(Clone, Debug)]
 pub struct KernelCache {
     root: Utf8PathBuf,
+    remote: Option<crate::store::remote::Remote>,
 }
 
 impl KernelCache {
     /// A cache whose entries live under `root/kernels/`.
     pub fn new(root: impl Into<Utf8PathBuf>) -> KernelCache {
-        KernelCache { root: root.into() }
+        KernelCache {
+            root: root.into(),
+            remote: None,
+        }
+    }
+
+    /// The same cache with `remote` behind it.
+    pub fn with_remote(mut self, remote: Option<crate::store::remote::Remote>) -> KernelCache {
+        self.remote = remote;
+        self
     }
 
     /// The cache at `$IPUB_CACHE_DIR`, `$XDG_CACHE_HOME/ipub` or
-    /// `~/.cache/ipub`; `None` when none of them is set.
+    /// `~/.cache/ipub`, with the installed remote tier
+    /// ([`crate::store::install_remote`]).
     pub fn from_env() -> Option<KernelCache> {
-        Some(KernelCache::new(crate::store::cache_root()))
+        Some(
+            KernelCache::new(crate::store::cache_root())
+                .with_remote(crate::store::installed_remote()),
+        )
     }
 
     pub fn entry_dir(&self, key: &str) -> Utf8PathBuf {
@@ -139,6 +159,18 @@ impl KernelCache {
                     tracing::warn!(path = %dir, reason = %reason, "corrupted kernel cache entry; rebuilding");
                 }
             }
+            if let Some((object, metadata)) = self.fetch_remote(&key, &object_path, &metadata_path)
+            {
+                return Ok(CachedKernel {
+                    key,
+                    object_path,
+                    metadata_path,
+                    object,
+                    metadata,
+                    built: false,
+                    sources,
+                });
+            }
         }
         tracing::info!(source = %variant.source, name = ?variant.name, target = %target.name, "compiling kernel");
         let Compiled {
@@ -166,6 +198,15 @@ impl KernelCache {
                 tracing::warn!(%path, %error, "cannot write to the kernel cache; the kernel is compiled in memory")
             }
         }
+        if let Some(remote) = &self.remote {
+            remote.upload(
+                remote_action(&key),
+                vec![
+                    ("kernel.o".to_string(), Arc::from(object_bytes)),
+                    ("kernel.json".to_string(), Arc::from(json)),
+                ],
+            );
+        }
         Ok(CachedKernel {
             key,
             object_path,
@@ -176,6 +217,56 @@ impl KernelCache {
             sources,
         })
     }
+}
+
+impl KernelCache {
+    /// The entry from the remote tier, verified as a local entry is and
+    /// written into the local cache (object first, metadata last).
+    fn fetch_remote(
+        &self,
+        key: &str,
+        object_path: &Utf8Path,
+        metadata_path: &Utf8Path,
+    ) -> Option<(Object, KernelMetadata)> {
+        let remote = self.remote.as_ref()?;
+        let what = format!("kernel {key}");
+        let (object_bytes, json) = match remote.fetch(
+            &remote_action(key),
+            &["kernel.o", "kernel.json"],
+            MAX_ENTRY_FILE_BYTES,
+        ) {
+            Fetch::Found(blobs) => {
+                let [object, json] = <[Vec<u8>; 2]>::try_from(blobs).ok()?;
+                (object, json)
+            }
+            Fetch::Missing => return None,
+            Fetch::Corrupt(reason) => {
+                remote.report_corrupt(&what, &reason);
+                return None;
+            }
+        };
+        match verify_entry(&object_bytes, &json, key) {
+            Entry::Valid(object, metadata) => {
+                tracing::debug!(key, "kernel from the remote cache");
+                let kept = write_atomic(object_path, &object_bytes)
+                    .and_then(|()| write_atomic(metadata_path, &json));
+                if let Err(error) = kept {
+                    tracing::debug!(%error, "cannot keep a remote kernel in the local cache");
+                }
+                Some((object, *metadata))
+            }
+            Entry::Missing => None,
+            Entry::Corrupt(reason) => {
+                remote.report_corrupt(&what, &reason);
+                None
+            }
+        }
+    }
+}
+
+/// The remote action holding the kernel under `key`.
+fn remote_action(key: &str) -> ActionKey {
+    ActionKey::new("kernels", key.as_bytes())
 }
 
 enum Entry {
@@ -195,17 +286,23 @@ fn read_entry(object_path: &Utf8Path, metadata_path: &Utf8Path, key: &str) -> En
         Ok(bytes) => bytes,
         Err(e) => return Entry::Corrupt(format!("cannot read {object_path}: {e}")),
     };
-    let metadata: KernelMetadata = match serde_json::from_slice(&json) {
+    verify_entry(&bytes, &json, key)
+}
+
+/// Checks an entry's object and metadata bytes against each other and
+/// against `key`, wherever they were read from.
+fn verify_entry(bytes: &[u8], json: &[u8], key: &str) -> Entry {
+    let metadata: KernelMetadata = match serde_json::from_slice(json) {
         Ok(m) => m,
         Err(e) => return Entry::Corrupt(format!("kernel.json does not parse: {e}")),
     };
     if metadata.key != key {
         return Entry::Corrupt(format!("kernel.json names key {}", metadata.key));
     }
-    if metadata.object_hash != blake3::hash(&bytes).to_hex().as_str() {
+    if metadata.object_hash != blake3::hash(bytes).to_hex().as_str() {
         return Entry::Corrupt("kernel.o does not match the hash in kernel.json".into());
     }
-    match Object::read(&bytes) {
+    match Object::read(bytes) {
         Ok(object) => Entry::Valid(object, Box::new(metadata)),
         Err(e) => Entry::Corrupt(e.to_string()),
     }

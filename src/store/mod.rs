@@ -12,6 +12,20 @@
 //! cannot make one result stand in for another.
 //! The store is bounded: [`Store::evict`] removes the oldest entries beyond a
 //! size budget, and [`Store::clean`] removes everything.
+//!
+//! A store may have a remote tier ([`remote`]): a read that misses locally
+//! asks the remote cache, verifies what it gets exactly as it verifies a
+//! local file (the bytes are the same), and keeps a hit in the local store;
+//! a write goes to the local store and is queued for upload. Which remote,
+//! if any, comes from the command line, the environment or the user's
+//! configuration ([`config`]); the commands that build install it for the
+//! process ([`install_remote`]).
+
+pub mod action;
+pub mod config;
+pub mod http;
+pub mod remote;
+pub mod sha256;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::de::DeserializeOwned;
@@ -79,6 +93,25 @@ pub struct Store {
     /// Entries served so far, so a driver can tell whether a failed build
     /// used stored results.
     hits: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The remote tier, if any.
+    remote: Option<remote::Remote>,
+}
+
+/// The remote cache the process's stores and kernel cache use.
+static INSTALLED_REMOTE: std::sync::OnceLock<Option<remote::Remote>> = std::sync::OnceLock::new();
+
+/// Makes `remote` the remote tier of every store and kernel cache opened
+/// by [`Store::default_location`] and
+/// [`KernelCache::from_env`](crate::kernels::cache::KernelCache::from_env)
+/// from now on. Only the first call counts (a process builds against one
+/// remote); it returns the remote in effect.
+pub fn install_remote(remote: Option<remote::Remote>) -> Option<remote::Remote> {
+    INSTALLED_REMOTE.get_or_init(|| remote).clone()
+}
+
+/// The remote installed for the process, if any.
+pub fn installed_remote() -> Option<remote::Remote> {
+    INSTALLED_REMOTE.get().cloned().flatten()
 }
 
 /// A queued write.
@@ -115,7 +148,19 @@ impl Store {
             pending: std::sync::Arc::default(),
             reading: true,
             hits: std::sync::Arc::default(),
+            remote: None,
         }
+    }
+
+    /// The same store with `remote` behind it.
+    pub fn with_remote(mut self, remote: Option<remote::Remote>) -> Store {
+        self.remote = remote;
+        self
+    }
+
+    /// The remote tier, if any.
+    pub fn remote(&self) -> Option<&remote::Remote> {
+        self.remote.as_ref()
     }
 
     /// The same store, written but never read: a build through it
@@ -133,9 +178,9 @@ impl Store {
         self.hits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The store under [`cache_root`].
+    /// The store under [`cache_root`], with the installed remote tier.
     pub fn default_location() -> Store {
-        Store::new(cache_root().join("store"))
+        Store::new(cache_root().join("store")).with_remote(installed_remote())
     }
 
     pub fn root(&self) -> &Utf8Path {
@@ -143,13 +188,23 @@ impl Store {
     }
 
     fn path(&self, kind: &str, key: &blake3::Hash) -> Utf8PathBuf {
-        self.root.join(kind).join(format!("{}.json", key.to_hex()))
+        self.root.join(entry_name(kind, key))
     }
 
     pub fn get<T: DeserializeOwned>(&self, kind: &str, key: &blake3::Hash) -> Lookup<T> {
         if !self.reading {
             return Lookup::Miss;
         }
+        match self.get_local(kind, key) {
+            Lookup::Hit(value) => Lookup::Hit(value),
+            local => match &self.remote {
+                Some(remote) => self.get_remote(remote, kind, key).unwrap_or(local),
+                None => local,
+            },
+        }
+    }
+
+    fn get_local<T: DeserializeOwned>(&self, kind: &str, key: &blake3::Hash) -> Lookup<T> {
         let path = self.path(kind, key);
         let bytes = match crate::fsutil::read_bytes(&path, MAX_ENTRY_BYTES) {
             Ok(bytes) => bytes,
@@ -181,14 +236,93 @@ impl Store {
         }
     }
 
+    /// The entry from the remote tier, verified as a local one is and kept
+    /// in the local store; `None` when the remote has none.
+    fn get_remote<T: DeserializeOwned>(
+        &self,
+        remote: &remote::Remote,
+        kind: &str,
+        key: &blake3::Hash,
+    ) -> Option<Lookup<T>> {
+        let name = entry_name(kind, key);
+        let action = remote::ActionKey::new(kind, key.as_bytes());
+        let bytes = match remote.fetch(&action, &[&name], MAX_ENTRY_BYTES) {
+            remote::Fetch::Found(mut blobs) => blobs.pop()?,
+            remote::Fetch::Missing => return None,
+            remote::Fetch::Corrupt(reason) => {
+                remote.report_corrupt(&name, &reason);
+                return Some(Lookup::Corrupt(reason));
+            }
+        };
+        match decode(&bytes, key) {
+            Ok(value) => {
+                self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // The bytes are a valid entry: the local store keeps them
+                // as they are. A store that cannot be written only costs
+                // another fetch.
+                if let Err(error) = crate::fsutil::write_atomic(&self.path(kind, key), &bytes) {
+                    tracing::debug!(%error, "cannot keep a remote entry in the local store");
+                }
+                Some(Lookup::Hit(value))
+            }
+            Err(reason) => {
+                remote.report_corrupt(&name, &reason);
+                Some(Lookup::Corrupt(reason))
+            }
+        }
+    }
+
+    /// The named output `output` of the remote action that holds the entry
+    /// of `kind` under `key` (see [`Store::put_with_outputs`]), of at most
+    /// `limit` bytes. The caller verifies it.
+    pub fn remote_output(
+        &self,
+        kind: &str,
+        key: &blake3::Hash,
+        output: &str,
+        limit: u64,
+    ) -> Option<Vec<u8>> {
+        let remote = self.remote.as_ref().filter(|_| self.reading)?;
+        let action = remote::ActionKey::new(kind, key.as_bytes());
+        match remote.fetch(&action, &[output], limit) {
+            remote::Fetch::Found(mut blobs) => blobs.pop(),
+            remote::Fetch::Missing => None,
+            remote::Fetch::Corrupt(reason) => {
+                remote.report_corrupt(output, &reason);
+                None
+            }
+        }
+    }
+
     pub fn put<T: Serialize>(
         &self,
         kind: &str,
         key: &blake3::Hash,
         value: &T,
     ) -> std::io::Result<()> {
+        self.put_with_outputs(kind, key, value, Vec::new())
+    }
+
+    /// [`Store::put`], and on the remote tier the entry together with
+    /// `outputs` (named byte strings a reader fetches with
+    /// [`Store::remote_output`]) as one action. The upload is queued, so
+    /// it never delays the caller.
+    pub fn put_with_outputs<T: Serialize>(
+        &self,
+        kind: &str,
+        key: &blake3::Hash,
+        value: &T,
+        outputs: Vec<(String, std::sync::Arc<[u8]>)>,
+    ) -> std::io::Result<()> {
         let payload = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-        crate::fsutil::write_atomic(&self.path(kind, key), &entry(key, &payload))
+        let bytes = entry(key, &payload);
+        let written = crate::fsutil::write_atomic(&self.path(kind, key), &bytes);
+        if let Some(remote) = &self.remote {
+            let mut all = vec![(entry_name(kind, key), std::sync::Arc::from(bytes))];
+            all.extend(outputs);
+            remote.upload(remote::ActionKey::new(kind, key.as_bytes()), all);
+        }
+        written
     }
 
     /// Queues a [`Store::put`]: it runs on a background thread once
@@ -312,6 +446,12 @@ impl Store {
         }
         found
     }
+}
+
+/// An entry's name in the store and in its remote action: the path below
+/// the store's root.
+fn entry_name(kind: &str, key: &blake3::Hash) -> String {
+    format!("{kind}/{}.json", key.to_hex())
 }
 
 struct Entry {
