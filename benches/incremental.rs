@@ -9,7 +9,8 @@
 //! database, write the package if it changed).
 
 use camino::{Utf8Path, Utf8PathBuf};
-use ipub::cli::build::{build, package_path};
+use ipub::cli::build::build;
+use ipub::cli::stamp::package_path;
 use ipub::db::{Database, Db};
 use std::process::Command;
 use std::time::Instant;

@@ -55,7 +55,7 @@ enum Command {
     /// Print the JSON Schema of the project format (for TOML editors).
     Schema(cli::schema::SchemaArgs),
     /// Run the language server on stdin and stdout (for editors).
-    Lsp(cli::lsp::LspArgs),
+    Lsp(ipub::lsp::LspArgs),
 }
 
 fn main() -> ExitCode {
@@ -93,7 +93,7 @@ fn main() -> ExitCode {
         Command::Profile(a) => cli::profile::run(a),
         Command::Watch(a) => cli::watch::run(a),
         Command::Schema(a) => cli::schema::run(a),
-        Command::Lsp(a) => cli::lsp::run(a),
+        Command::Lsp(a) => ipub::lsp::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

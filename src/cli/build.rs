@@ -3,7 +3,7 @@
 use super::message::{BuildFinished, Message, PhaseRecord};
 use super::output::{self, MessageArgs};
 use super::progress::Progress;
-use super::stamp::{Change, Stamp};
+use super::stamp::{package_path, Change, Stamp};
 use crate::db::{Database, Db, SourceFile};
 use crate::diagnostic::Diagnostic;
 use crate::graph::OpId;
@@ -108,15 +108,6 @@ pub fn run_explain(args: &ExplainArgs) -> anyhow::Result<i32> {
         message: MessageArgs::default(),
         remote: args.remote.clone(),
     })
-}
-
-/// Where a project's package goes: `out`, else `target/ipub/<name>`.
-pub fn package_path(out: Option<&Utf8Path>, name: &str) -> Utf8PathBuf {
-    out.map_or_else(
-        || Utf8PathBuf::from("target/ipub").join(name),
-        Utf8Path::to_owned,
-    )
-    .join(format!("{name}.ipuexe"))
 }
 
 /// Builds `project` into its package file, printing one line per phase, or

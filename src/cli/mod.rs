@@ -12,7 +12,6 @@ pub mod kernel;
 pub mod kernel_run;
 pub mod kernel_source;
 pub mod located;
-pub mod lsp;
 pub mod message;
 pub mod output;
 pub mod profile;

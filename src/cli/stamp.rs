@@ -138,7 +138,7 @@ impl Stamp {
         let name = self.package.file_stem()?;
         if crate::project::limits::file_name_problem(name).is_some()
             || self.package.extension() != Some("ipuexe")
-            || self.package != crate::vfs::absolute(&super::build::package_path(out, name))
+            || self.package != crate::vfs::absolute(&package_path(out, name))
         {
             return None;
         }
@@ -305,6 +305,15 @@ fn named(items: &[toml::Value]) -> bool {
                 .and_then(|t| t.get("name"))
                 .is_some_and(toml::Value::is_str)
         })
+}
+
+/// Where a project's package goes: `out`, else `target/ipub/<name>`.
+pub fn package_path(out: Option<&Utf8Path>, name: &str) -> Utf8PathBuf {
+    out.map_or_else(
+        || Utf8PathBuf::from("target/ipub").join(name),
+        Utf8Path::to_owned,
+    )
+    .join(format!("{name}.ipuexe"))
 }
 
 #[cfg(test)]

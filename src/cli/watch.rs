@@ -7,12 +7,10 @@
 //! contents really changed) and every project is rebuilt through the same
 //! salsa database, so a rebuild recomputes only what the change touched.
 
-use crate::cli::build::{
-    build, explain_build, finished_message, package_path, report_outcome, Outcome,
-};
+use crate::cli::build::{build, explain_build, finished_message, report_outcome, Outcome};
 use crate::cli::message::{Message, RebuildFinished};
 use crate::cli::output::{self, MessageArgs};
-use crate::cli::stamp::{toml_keys_changed, Change, ChangeKind};
+use crate::cli::stamp::{package_path, toml_keys_changed, Change, ChangeKind};
 use crate::db::{Database, Db};
 use camino::{Utf8Path, Utf8PathBuf};
 use notify::{RecursiveMode, Watcher};

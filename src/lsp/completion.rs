@@ -10,7 +10,7 @@
 //! repeat.
 
 use super::position::LineIndex;
-use super::server::Session;
+use super::session::Session;
 use crate::project::schema::{self, Key, ValueKind};
 use camino::Utf8Path;
 use lsp_types::{

@@ -4,7 +4,7 @@
 //! its file.
 
 use super::position::LineIndex;
-use super::server::Session;
+use super::session::Session;
 use super::uri::uri_of;
 use crate::db::Db as _;
 use crate::project::index::IndexItem;

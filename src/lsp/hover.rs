@@ -9,7 +9,7 @@
 //! fit). In a kernel source, see [`super::kernel::hover`].
 
 use super::position::LineIndex;
-use super::server::Session;
+use super::session::Session;
 use crate::db::Db as _;
 use crate::graph::{Graph, Role, Tensor};
 use crate::project::index::{DefinitionKind, IndexItem};

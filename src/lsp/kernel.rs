@@ -7,7 +7,7 @@
 //! (so unsaved text is what is assembled), not through the kernel cache,
 //! so half-typed sources never reach the disk.
 
-use super::server::Session;
+use super::session::Session;
 use crate::asm::{Assembly, Object};
 use crate::db::{Db as _, DbFiles};
 use crate::diagnostic::Diagnostic;

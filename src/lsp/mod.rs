@@ -40,6 +40,7 @@ pub mod kernel;
 pub mod overlay;
 pub mod position;
 pub mod server;
+pub mod session;
 pub mod symbols;
 pub mod uri;
 
@@ -52,6 +53,25 @@ pub enum LspError {
     Disconnected,
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+/// `ipub lsp`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct LspArgs {
+    /// Accepted for editors that pass it; stdio is the only transport.
+    #[arg(long)]
+    pub stdio: bool,
+}
+
+/// `ipub lsp`: the language server on stdin and stdout.
+pub fn run(_args: &LspArgs) -> anyhow::Result<i32> {
+    // Stdout is the protocol's channel: nothing else may be printed there.
+    crate::cli::output::configure(
+        crate::cli::output::Verbosity::Quiet,
+        crate::cli::output::ColorWhen::Never,
+    );
+    run_stdio()?;
+    Ok(0)
 }
 
 /// Serves one client on stdin and stdout until it says `exit`.

@@ -1,49 +1,24 @@
 //! The protocol loop and the session's state: the database, the open
 //! documents, the projects they belong to and what was last published.
 
-use super::overlay::Overlay;
+use super::session::{is_root_text, Session};
 use super::{diagnostics, uri, LspError};
-use crate::cli::build::{build, package_path, Outcome};
-use crate::db::{Database, Db, SourceFile};
+use crate::cli::build::{build, Outcome};
+use crate::cli::stamp::package_path;
+use crate::db::Db;
 use crate::diagnostic::Diagnostic;
 use camino::{Utf8Path, Utf8PathBuf};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
 use lsp_types::notification::{self as n, Notification as _};
 use lsp_types::request::{self as r, Request as _};
-use lsp_types::{InitializeParams, Uri};
+use lsp_types::InitializeParams;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 /// The custom notification sent after every rebuild on save.
 pub const BUILD_FINISHED: &str = "ipub/buildFinished";
-
-/// How deep the workspace is searched for project files.
-const SCAN_DEPTH: usize = 4;
-/// At most this many files are looked at while searching.
-const SCAN_FILES: usize = 5000;
-
-/// Everything the server knows.
-pub struct Session {
-    pub db: Database,
-    pub overlay: Overlay,
-    /// Where packages go (`<workspace>/target/ipub/<project>`).
-    workspace: Option<Utf8PathBuf>,
-    /// Root project files: found in the workspace, or opened.
-    roots: BTreeSet<Utf8PathBuf>,
-    /// Open documents and their versions.
-    versions: HashMap<Utf8PathBuf, i32>,
-    /// Diagnostics of each project's last build (placement, kernels).
-    build_diagnostics: HashMap<Utf8PathBuf, Vec<Diagnostic>>,
-    /// The package last written for each project.
-    written: HashMap<Utf8PathBuf, Arc<crate::package::file::Encoded>>,
-    /// Files that have diagnostics on the client now.
-    published: BTreeSet<Utf8PathBuf>,
-    /// Each project's files when its root file last parsed, so a root
-    /// being typed into (which rarely parses) keeps its includes.
-    last_files: HashMap<Utf8PathBuf, BTreeSet<Utf8PathBuf>>,
-}
 
 /// Runs the server on `connection` until `shutdown` and `exit`.
 pub fn serve(connection: &Connection) -> Result<(), LspError> {
@@ -111,110 +86,6 @@ fn workspace_of(params: &InitializeParams) -> Option<Utf8PathBuf> {
 }
 
 impl Session {
-    pub fn new(workspace: Option<Utf8PathBuf>) -> Session {
-        let overlay = Overlay::default();
-        let db = Database::on_disk_with(Arc::new(overlay.clone()));
-        let mut session = Session {
-            db,
-            overlay,
-            workspace,
-            roots: BTreeSet::new(),
-            versions: HashMap::new(),
-            build_diagnostics: HashMap::new(),
-            written: HashMap::new(),
-            published: BTreeSet::new(),
-            last_files: HashMap::new(),
-        };
-        if let Some(workspace) = session.workspace.clone() {
-            session.scan(&workspace, 0, &mut 0);
-        }
-        session
-    }
-
-    /// Finds root project files (those with a `[project]` table) under
-    /// `dir`, so an included file opened alone finds its project.
-    fn scan(&mut self, dir: &Utf8Path, depth: usize, seen: &mut usize) {
-        let Ok(entries) = dir.read_dir_utf8() else {
-            return;
-        };
-        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-        entries.sort_by(|a, b| a.file_name().cmp(b.file_name()));
-        for entry in entries {
-            *seen += 1;
-            if *seen > SCAN_FILES {
-                return;
-            }
-            let path = entry.path();
-            let name = entry.file_name();
-            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            if is_dir {
-                if depth < SCAN_DEPTH && !name.starts_with('.') && name != "target" {
-                    self.scan(path, depth + 1, seen);
-                }
-            } else if path.extension() == Some("toml") {
-                if let Ok(text) = std::fs::read_to_string(path) {
-                    if is_root_text(&text) {
-                        self.roots.insert(path.to_owned());
-                    }
-                }
-            }
-        }
-    }
-
-    fn file(&self, path: &Utf8Path) -> SourceFile {
-        self.db.file(path)
-    }
-
-    /// The files of a root project: the root, the files it parsed and the
-    /// files it includes (parsed or not).
-    /// While the root does not parse, the files it had when it last did.
-    pub fn project_files(&self, root: &Utf8Path) -> BTreeSet<Utf8PathBuf> {
-        let (mut files, _) = self.current_files(root);
-        files.extend(self.last_files.get(root).into_iter().flatten().cloned());
-        files
-    }
-
-    /// The files a root's current text reaches, and whether it parsed.
-    fn current_files(&self, root: &Utf8Path) -> (BTreeSet<Utf8PathBuf>, bool) {
-        let index = crate::project::project_index(&self.db, self.file(root));
-        let parsed = index.files.iter().any(|f| f == root);
-        let mut files: BTreeSet<Utf8PathBuf> = index.files.into_iter().collect();
-        files.extend(index.includes.into_iter().map(|i| i.target));
-        files.insert(root.to_owned());
-        (files, parsed)
-    }
-
-    /// The kernel directory of a root project.
-    pub fn kernel_dir(&self, root: &Utf8Path) -> Utf8PathBuf {
-        crate::project::project_graph(&self.db, self.file(root))
-            .kernel_dir
-            .clone()
-    }
-
-    /// The root projects `path` belongs to: as a project file, or as a
-    /// kernel source under a project's kernel directory.
-    pub fn roots_of(&self, path: &Utf8Path) -> Vec<Utf8PathBuf> {
-        self.roots
-            .iter()
-            .filter(|root| {
-                if path.extension() == Some("toml") {
-                    self.project_files(root).contains(path)
-                } else {
-                    path.starts_with(self.kernel_dir(root))
-                }
-            })
-            .cloned()
-            .collect()
-    }
-
-    /// Projects with an open file: the ones whose diagnostics are shown.
-    fn active_roots(&self) -> BTreeSet<Utf8PathBuf> {
-        self.versions
-            .keys()
-            .flat_map(|path| self.roots_of(path))
-            .collect()
-    }
-
     fn request(&mut self, request: Request) -> Response {
         let id = request.id.clone();
         let result = match request.method.as_str() {
@@ -502,34 +373,4 @@ impl Session {
         self.published = published;
         out
     }
-
-    /// A file's current text (the editor's when open).
-    pub fn text(&self, path: &Utf8Path) -> Option<Arc<str>> {
-        self.file(path).contents(&self.db).clone().ok()
-    }
-
-    /// The first root project `path` belongs to.
-    pub fn root_of(&self, path: &Utf8Path) -> Option<Utf8PathBuf> {
-        if self.roots.contains(path) {
-            return Some(path.to_owned());
-        }
-        self.roots_of(path).into_iter().next()
-    }
-
-    /// The path and text of a document the client names.
-    pub fn document(&self, uri: &Uri) -> Option<(Utf8PathBuf, Arc<str>)> {
-        let path = uri::path_of(uri)?;
-        let text = self.text(&path)?;
-        Some((path, text))
-    }
-
-    /// Every known root project.
-    pub fn roots(&self) -> impl Iterator<Item = &Utf8PathBuf> {
-        self.roots.iter()
-    }
-}
-
-/// Whether a TOML text is a root project: it has a `[project]` table.
-pub fn is_root_text(text: &str) -> bool {
-    text.lines().any(|line| line.trim() == "[project]")
 }

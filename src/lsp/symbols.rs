@@ -2,7 +2,7 @@
 //! bodies nested), a kernel source's labels, macros and defines.
 
 use super::position::LineIndex;
-use super::server::Session;
+use super::session::Session;
 use crate::db::Db as _;
 use crate::project::index::{Definition, DefinitionKind};
 use lsp_types::{DocumentSymbol, DocumentSymbolResponse, SymbolKind, Uri};
