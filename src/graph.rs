@@ -89,9 +89,11 @@ pub enum Role {
     Activation,
 }
 
-/// Seeded initialisation of an input or weight. Values are generated in f32
-/// and then rounded to the tensor's dtype (with its scale for FP8).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+/// Where an input's or weight's values come from: the seeded generator
+/// (values generated in f32, then rounded to the tensor's dtype with its
+/// scale for FP8), or a tensor file (values converted to the dtype the
+/// same way, see `book/src/numerics.md`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "dist", rename_all = "lowercase")]
 pub enum Init {
     /// Normal with mean 0 and the given standard deviation.
@@ -104,6 +106,26 @@ pub enum Init {
     },
     Zeros,
     Ones,
+    /// Values from a tensor file: `path` as resolved against the project
+    /// file that declares the tensor, and for a `.safetensors` file the
+    /// `key` of the entry, where `{i}` stands for the iteration of a
+    /// repeat's weight. The graph holds no file contents: the validator
+    /// has checked the file's index (key, shape, element type), and the
+    /// values travel with the package.
+    File {
+        path: String,
+        key: Option<String>,
+    },
+}
+
+impl Init {
+    /// The tensor file this init reads, if any.
+    pub fn file(&self) -> Option<(&str, Option<&str>)> {
+        match self {
+            Init::File { path, key } => Some((path, key.as_deref())),
+            _ => None,
+        }
+    }
 }
 
 /// One tensor of the graph.
@@ -178,6 +200,7 @@ impl PartialEq for Init {
             (Init::Normal { std: a }, Init::Normal { std: b }) => same_f32(*a, *b),
             (Init::Uniform { scale: a }, Init::Uniform { scale: b }) => same_f32(*a, *b),
             (Init::Zeros, Init::Zeros) | (Init::Ones, Init::Ones) => true,
+            (Init::File { path: a, key: k }, Init::File { path: b, key: l }) => a == b && k == l,
             _ => false,
         }
     }
@@ -355,7 +378,7 @@ impl Graph {
             if tensor.dtype.is_fp8() {
                 let _ = write!(out, " scale={}", tensor.scale);
             }
-            if let Some(init) = tensor.init {
+            if let Some(init) = &tensor.init {
                 let _ = write!(out, " init={init:?}");
             }
             if let Some(repeat) = tensor.repeat {

@@ -31,7 +31,7 @@ pub fn check(graph: &Graph) -> Result<(), PackageError> {
             .map(|text| Arc::from(text.as_str()))
             .ok_or(ReadError::Missing)
     };
-    let result = crate::project::validate_with(Utf8Path::new(ROOT), &read);
+    let result = crate::project::validate_with(Utf8Path::new(ROOT), &read, None);
     let Some(validated) = result.graph else {
         let first = result
             .diagnostics
@@ -182,16 +182,22 @@ fn tensor(t: &Tensor) -> Result<Table, String> {
         "weight"
     };
     table.insert("role".into(), role.into());
-    if let Some(init) = t.init {
+    if let Some(init) = &t.init {
         let mut i = Table::new();
         match init {
             Init::Normal { std } => {
                 i.insert("dist".into(), "normal".into());
-                i.insert("std".into(), f64::from(std).into());
+                i.insert("std".into(), f64::from(*std).into());
             }
             Init::Uniform { scale } => {
                 i.insert("dist".into(), "uniform".into());
-                i.insert("scale".into(), f64::from(scale).into());
+                i.insert("scale".into(), f64::from(*scale).into());
+            }
+            Init::File { path, key } => {
+                i.insert("file".into(), path.clone().into());
+                if let Some(key) = key {
+                    i.insert("key".into(), key.clone().into());
+                }
             }
             Init::Zeros => {
                 i.insert("dist".into(), "zeros".into());

@@ -208,6 +208,7 @@ pub(crate) fn sample() -> Package {
             }],
         },
         graph: sample_graph(),
+        file_values: Vec::new(),
     }
 }
 

@@ -54,6 +54,9 @@ pub enum BuildError {
     /// `book/src/limits.md`).
     #[error("{0}")]
     RunTooLong(String),
+    /// A tensor file changed under the build so that it no longer reads.
+    #[error("tensor file: {0}")]
+    TensorFile(String),
 }
 
 impl From<LowerError> for BuildError {

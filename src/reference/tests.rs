@@ -492,26 +492,26 @@ fn xoshiro_matches_the_published_sequence() {
 #[test]
 fn generator_is_deterministic_and_keyed() {
     let normal = Init::Normal { std: 1.0 };
-    let a = generate(42, "x", None, normal, 6);
+    let a = generate(42, "x", None, &normal, 6);
     expect!["0.6619084 -0.6385637 0.9793948 -1.3501866 2.3672118 -0.593842"].assert_eq(&show(&a));
-    let uniform = generate(42, "x", None, Init::Uniform { scale: 0.5 }, 4);
+    let uniform = generate(42, "x", None, &Init::Uniform { scale: 0.5 }, 4);
     expect!["0.15511584 0.37785667 -0.2512008 0.34987855"].assert_eq(&show(&uniform));
-    assert_eq!(a, generate(42, "x", None, normal, 6));
-    assert_eq!(&a[..5], &generate(42, "x", None, normal, 5)[..]);
-    assert_ne!(a, generate(43, "x", None, normal, 6));
-    assert_ne!(a, generate(42, "y", None, normal, 6));
-    assert_ne!(a, generate(42, "x", Some(0), normal, 6));
+    assert_eq!(a, generate(42, "x", None, &normal, 6));
+    assert_eq!(&a[..5], &generate(42, "x", None, &normal, 5)[..]);
+    assert_ne!(a, generate(43, "x", None, &normal, 6));
+    assert_ne!(a, generate(42, "y", None, &normal, 6));
+    assert_ne!(a, generate(42, "x", Some(0), &normal, 6));
     assert_ne!(
-        generate(42, "x", Some(0), normal, 6),
-        generate(42, "x", Some(1), normal, 6)
+        generate(42, "x", Some(0), &normal, 6),
+        generate(42, "x", Some(1), &normal, 6)
     );
-    assert_eq!(generate(1, "z", None, Init::Ones, 3), [1.0; 3]);
+    assert_eq!(generate(1, "z", None, &Init::Ones, 3), [1.0; 3]);
 }
 
 #[test]
 fn generator_statistics_match_the_distributions() {
     let n = 100_000;
-    let normal = generate(3, "n", None, Init::Normal { std: 2.0 }, n);
+    let normal = generate(3, "n", None, &Init::Normal { std: 2.0 }, n);
     let mean = normal.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
     let var = normal
         .iter()
@@ -522,7 +522,7 @@ fn generator_statistics_match_the_distributions() {
         mean.abs() < 0.03 && (var.sqrt() - 2.0).abs() < 0.03,
         "{mean} {var}"
     );
-    let uniform = generate(3, "u", None, Init::Uniform { scale: 3.0 }, n);
+    let uniform = generate(3, "u", None, &Init::Uniform { scale: 3.0 }, n);
     assert!(uniform.iter().all(|&v| (-3.0..3.0).contains(&v)));
     let mean = uniform.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
     assert!(mean.abs() < 0.03, "{mean}");
