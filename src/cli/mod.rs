@@ -10,4 +10,5 @@ pub mod kernel_run;
 pub mod profile;
 pub mod run;
 pub mod stamp;
+pub mod tensors;
 pub mod watch;
