@@ -43,7 +43,10 @@ pub fn encode(values: &[FileValues]) -> Result<Vec<u8>, PackageError> {
 /// checked by [`check`].
 pub fn decode(bytes: &[u8]) -> Result<Vec<FileValues>, PackageError> {
     let file = SafeTensors::deserialize(bytes).map_err(|e| {
-        PackageError::invalid(PART, format!("is not a valid safetensors file: {e}"))
+        PackageError::invalid(
+            PART,
+            format!("the part is not a valid safetensors file: {e}"),
+        )
     })?;
     let mut values = Vec::new();
     for (name, view) in file.iter() {
