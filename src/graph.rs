@@ -169,6 +169,22 @@ pub enum OpKind {
     Cast,
     /// Elementwise add with NumPy broadcasting.
     Add,
+    /// Elementwise `a * b` with NumPy broadcasting.
+    Mul,
+    /// Elementwise `a - b` with NumPy broadcasting.
+    Sub,
+    /// Elementwise `a / b` with NumPy broadcasting (IEEE division: a zero
+    /// divisor gives an infinity or NaN).
+    Div,
+    /// SiLU (swish): `x * sigmoid(x)`.
+    Silu,
+    /// GELU with the tanh approximation:
+    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    #[serde(rename = "gelu_tanh")]
+    GeluTanh,
+    /// RMS normalisation over the last axis: inputs are `x` and `gamma`;
+    /// `x / sqrt(mean(x^2) + epsilon) * gamma`.
+    Rmsnorm { epsilon: f32 },
     /// Exact GELU: `x * 0.5 * (1 + erf(x / sqrt(2)))`.
     Gelu,
     /// Softmax over the last axis of `x * scale`; with `causal`, element
@@ -221,10 +237,19 @@ impl PartialEq for OpKind {
                     causal: d,
                 },
             ) => same_f32(*a, *b) && c == d,
-            (Layernorm { epsilon: a }, Layernorm { epsilon: b }) => same_f32(*a, *b),
+            (Layernorm { epsilon: a }, Layernorm { epsilon: b })
+            | (Rmsnorm { epsilon: a }, Rmsnorm { epsilon: b }) => same_f32(*a, *b),
             (Transpose { perm: a }, Transpose { perm: b }) => a == b,
             (Rearrange { block: a }, Rearrange { block: b }) => a == b,
-            (Cast, Cast) | (Add, Add) | (Gelu, Gelu) | (Reshape, Reshape) => true,
+            (Cast, Cast)
+            | (Add, Add)
+            | (Mul, Mul)
+            | (Sub, Sub)
+            | (Div, Div)
+            | (Silu, Silu)
+            | (GeluTanh, GeluTanh)
+            | (Gelu, Gelu)
+            | (Reshape, Reshape) => true,
             _ => false,
         }
     }
@@ -240,11 +265,31 @@ impl PartialEq for Check {
 }
 
 impl OpKind {
+    /// Whether the planner and lowering handle this operation yet (the
+    /// host reference handles every one).
+    pub fn is_planned(&self) -> bool {
+        !matches!(
+            self,
+            OpKind::Mul
+                | OpKind::Sub
+                | OpKind::Div
+                | OpKind::Silu
+                | OpKind::GeluTanh
+                | OpKind::Rmsnorm { .. }
+        )
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             OpKind::Matmul { .. } => "matmul",
             OpKind::Cast => "cast",
             OpKind::Add => "add",
+            OpKind::Mul => "mul",
+            OpKind::Sub => "sub",
+            OpKind::Div => "div",
+            OpKind::Silu => "silu",
+            OpKind::GeluTanh => "gelu_tanh",
+            OpKind::Rmsnorm { .. } => "rmsnorm",
             OpKind::Gelu => "gelu",
             OpKind::Softmax { .. } => "softmax",
             OpKind::Layernorm { .. } => "layernorm",

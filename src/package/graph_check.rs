@@ -272,7 +272,7 @@ fn op<'g>(
                 table.insert("causal".into(), true.into());
             }
         }
-        OpKind::Layernorm { epsilon } => {
+        OpKind::Layernorm { epsilon } | OpKind::Rmsnorm { epsilon } => {
             table.insert("epsilon".into(), f64::from(*epsilon).into());
         }
         OpKind::Transpose { perm } => {
@@ -284,7 +284,13 @@ fn op<'g>(
         OpKind::Rearrange { block } => {
             table.insert("block".into(), dims(block)?);
         }
-        OpKind::Add | OpKind::Gelu => {}
+        OpKind::Add
+        | OpKind::Mul
+        | OpKind::Sub
+        | OpKind::Div
+        | OpKind::Silu
+        | OpKind::GeluTanh
+        | OpKind::Gelu => {}
     }
     Ok(table)
 }

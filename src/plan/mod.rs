@@ -139,7 +139,7 @@ fn issues_per_vector(kind: &SignatureKind) -> u64 {
         SignatureKind::Cast | SignatureKind::Add | SignatureKind::Rearrange { .. } => 2,
         SignatureKind::Softmax { .. } | SignatureKind::Layernorm { .. } => 6,
         SignatureKind::Gelu => 8,
-        SignatureKind::Matmul { .. } | SignatureKind::View => 0,
+        SignatureKind::Matmul { .. } | SignatureKind::View | SignatureKind::Unplanned => 0,
     }
 }
 

@@ -64,7 +64,7 @@ pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
             epsilon: f32::from_bits(epsilon_bits),
         },
         SignatureKind::Rearrange { block } => OpKind::Rearrange { block },
-        SignatureKind::View => return None,
+        SignatureKind::View | SignatureKind::Unplanned => return None,
     };
     let tensor = |name: String, operand: &super::signature::Operand, role: Role| Tensor {
         name,
