@@ -152,10 +152,18 @@ impl Comparison {
             && self.cosine_similarity >= self.min_cosine_similarity
     }
 
+    /// Why the comparison failed, or `None` if it passed; mismatches are
+    /// listed by flat index (see [`Comparison::failure_report`]).
+    pub fn failure_message(&self) -> Option<String> {
+        self.failure_report(None)
+    }
+
     /// Why the comparison failed, in the hardware stack's words, or `None`
     /// if it passed. Value mismatches take precedence over a low cosine
-    /// similarity because they say where to look.
-    pub fn failure_message(&self) -> Option<String> {
+    /// similarity because they say where to look: they are listed as a
+    /// table with named columns, each index as coordinates of `shape` when
+    /// it is given (a flat index otherwise).
+    pub fn failure_report(&self, shape: Option<&[usize]>) -> Option<String> {
         if self.device_len != self.reference_len {
             return Some(format!(
                 "numerical comparison failed: the device produced {} values and the reference {}",
@@ -166,21 +174,36 @@ impl Comparison {
             return Some("numerical comparison failed: there are no values to compare".into());
         }
         if self.mismatch_count > 0 {
+            let listed = self.first_mismatches.len();
             let mut message = format!(
-                "numerical comparison failed for {}/{} logical shard values (maximum absolute error {}): [",
+                "numerical comparison failed for {}/{} logical shard values (maximum absolute error {}); the first {listed}:",
                 self.mismatch_count, self.count, self.max_abs_error
             );
-            for (i, m) in self.first_mismatches.iter().enumerate() {
-                if i > 0 {
-                    message.push_str(", ");
-                }
-                let _ = write!(
-                    message,
-                    "({}, {}, {}, {})",
-                    m.index, m.device, m.reference, m.difference
-                );
+            let mut rows = vec![[
+                "index".to_string(),
+                "device".to_string(),
+                "reference".to_string(),
+                "difference".to_string(),
+                "threshold".to_string(),
+            ]];
+            for m in &self.first_mismatches {
+                rows.push([
+                    coordinates(m.index, shape),
+                    m.device.to_string(),
+                    m.reference.to_string(),
+                    m.difference.to_string(),
+                    self.max_abs_error_allowed.to_string(),
+                ]);
             }
-            message.push(']');
+            let widths: Vec<usize> = (0..5)
+                .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+                .collect();
+            for row in &rows {
+                message.push_str("\n   ");
+                for (cell, width) in row.iter().zip(&widths) {
+                    let _ = write!(message, " {cell:>width$}");
+                }
+            }
             return Some(message);
         }
         // An undefined (NaN) similarity is below every minimum.
@@ -195,6 +218,21 @@ impl Comparison {
         }
         None
     }
+}
+
+/// Flat index `index` as coordinates of `shape` (`[1, 0, 3]`), or the
+/// flat index itself without a shape.
+fn coordinates(mut index: usize, shape: Option<&[usize]>) -> String {
+    let Some(shape) = shape.filter(|s| !s.is_empty() && s.iter().all(|&d| d > 0)) else {
+        return index.to_string();
+    };
+    let mut coordinates = vec![0; shape.len()];
+    for (c, &d) in coordinates.iter_mut().zip(shape).rev() {
+        *c = index % d;
+        index /= d;
+    }
+    let shown: Vec<String> = coordinates.iter().map(usize::to_string).collect();
+    format!("[{}]", shown.join(", "))
 }
 
 #[cfg(test)]
@@ -215,8 +253,25 @@ mod tests {
         let (device, reference): (Vec<f32>, Vec<f32>) = pairs.iter().copied().unzip();
         let comparison = compare(&device, &reference, 0.99, 0.05);
         assert!(!comparison.passed());
-        expect!["numerical comparison failed for 3/5 logical shard values (maximum absolute error 0.34936523): [(0, -0.056854248, -0.0032958984, 0.05355835), (1, 0.74902344, 0.3996582, 0.34936523), (2, 0.030899048, -0.31469727, 0.3455963)]"]
+        expect![[r#"
+            numerical comparison failed for 3/5 logical shard values (maximum absolute error 0.34936523); the first 3:
+                index       device     reference difference threshold
+                    0 -0.056854248 -0.0032958984 0.05355835      0.05
+                    1   0.74902344     0.3996582 0.34936523      0.05
+                    2  0.030899048   -0.31469727  0.3455963      0.05"#]]
             .assert_eq(&comparison.failure_message().unwrap_or_default());
+    }
+
+    #[test]
+    fn mismatches_are_located_by_coordinates() {
+        let device = [0.0f32, 1.0, 2.0, 3.0, 4.0, 5.5];
+        let reference = [0.0f32, 1.0, 2.25, 3.0, 4.0, 5.0];
+        let comparison = compare(&device, &reference, 0.0, 0.125);
+        expect![[r#"
+            numerical comparison failed for 2/6 logical shard values (maximum absolute error 0.5); the first 2:
+                 index device reference difference threshold
+                [0, 2]      2      2.25       0.25     0.125
+                [1, 2]    5.5         5        0.5     0.125"#]].assert_eq(&comparison.failure_report(Some(&[2, 3])).unwrap_or_default());
     }
 
     #[test]
@@ -255,7 +310,11 @@ mod tests {
         let both_nan = compare(&[f32::NAN], &[f32::NAN], -1.0, f64::INFINITY);
         assert_eq!(both_nan.mismatch_count, 1);
         assert!(!both_nan.passed());
-        expect![[r#"numerical comparison failed for 2/3 logical shard values (maximum absolute error 0): [(1, NaN, 2, NaN), (2, 3, NaN, NaN)]"#]]
+        expect![[r#"
+            numerical comparison failed for 2/3 logical shard values (maximum absolute error 0); the first 2:
+                index device reference difference threshold
+                    1    NaN         2        NaN         1
+                    2      3       NaN        NaN         1"#]]
             .assert_eq(&comparison.failure_message().unwrap_or_default());
     }
 
@@ -275,7 +334,10 @@ mod tests {
         assert_eq!(overflow.max_abs_error, inf);
         assert!(overflow.cosine_similarity.is_nan());
         assert_eq!(format_cosine(overflow.cosine_similarity), "undefined");
-        expect!["numerical comparison failed for 1/2 logical shard values (maximum absolute error inf): [(0, inf, 60000, inf)]"]
+        expect![[r#"
+            numerical comparison failed for 1/2 logical shard values (maximum absolute error inf); the first 1:
+                index device reference difference threshold
+                    0    inf     60000        inf       0.5"#]]
             .assert_eq(&overflow.failure_message().unwrap_or_default());
 
         let opposite = compare(&[inf], &[-inf], -1.0, f64::INFINITY);

@@ -1,8 +1,11 @@
 //! The salsa database and its ground inputs.
 //!
 //! Inputs are files: project TOML files (and the files they include) and
-//! kernel sources. Each is a [`SourceFile`] with its path, its contents and a
-//! revision that counts real content changes. The core never touches the disk
+//! kernel sources, each a [`SourceFile`] with its path, its text and a
+//! revision that counts real content changes; and tensor files
+//! (`.safetensors`, `.npy`) that inits read, each a [`DataFile`] holding
+//! bytes and their hash. The settings of a build that are in no file (what
+//! the program reads back) are the one [`BuildSettings`] input. The core never touches the disk
 //! itself: it reads through a [`Vfs`](crate::vfs::Vfs), which is the real
 //! file system in the CLI and an in-memory map in tests.
 //!
@@ -10,8 +13,8 @@
 //! project can discover its includes) and are only updated by the driver,
 //! through [`Database::refresh_file`], when their contents really changed.
 
+pub use crate::vfs::{FileBytes, FileText, ReadError};
 use crate::vfs::{FileSource, OsFs, Vfs};
-pub use crate::vfs::{FileText, ReadError};
 use camino::{Utf8Path, Utf8PathBuf};
 use salsa::Setter;
 use std::collections::HashMap;
@@ -31,6 +34,37 @@ pub struct SourceFile {
     pub revision: u64,
 }
 
+/// A tensor file the build reads (weights or inputs from `init = { file
+/// = ... }`): its bytes with their hash, or why it was not read. Editing
+/// it re-runs only the queries that read it.
+#[salsa::input(debug)]
+pub struct DataFile {
+    #[returns(ref)]
+    pub path: Utf8PathBuf,
+    #[returns(ref)]
+    pub contents: FileBytes,
+    #[returns(copy)]
+    pub revision: u64,
+}
+
+/// What the compiled program reads back to the host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ReadBack {
+    /// The outputs the project's `[check]` lists.
+    #[default]
+    Checked,
+    /// Those and every materialised intermediate outside repeat bodies
+    /// (`ipub run --dump-all`).
+    All,
+}
+
+/// Settings of a build that no file holds.
+#[salsa::input(debug)]
+pub struct BuildSettings {
+    #[returns(copy)]
+    pub read_back: ReadBack,
+}
+
 /// Reads files through the database's inputs, so a query that reads a file
 /// depends on it and re-runs when it changes.
 pub struct DbFiles<'a>(pub &'a dyn Db);
@@ -46,6 +80,12 @@ impl FileSource for DbFiles<'_> {
 pub trait Db: salsa::Database {
     /// The input for `path`, created from the file system on first use.
     fn file(&self, path: &Utf8Path) -> SourceFile;
+
+    /// The tensor file input for `path`, created on first use.
+    fn data_file(&self, path: &Utf8Path) -> DataFile;
+
+    /// The settings input of this database's builds.
+    fn settings(&self) -> BuildSettings;
 
     /// The on-disk kernel cache compiled kernels go through; `None` (tests)
     /// compiles in memory only.
@@ -115,6 +155,8 @@ pub struct Database {
     storage: salsa::Storage<Self>,
     vfs: Arc<dyn Vfs>,
     files: Arc<Mutex<HashMap<Utf8PathBuf, SourceFile>>>,
+    data_files: Arc<Mutex<HashMap<Utf8PathBuf, DataFile>>>,
+    settings: Option<BuildSettings>,
     log: ExecutionLog,
     computed: ComputedItems,
     kernel_cache: Option<crate::kernels::cache::KernelCache>,
@@ -132,14 +174,27 @@ impl Database {
                 }
             }
         })));
-        Self {
+        let mut db = Self {
             storage,
             vfs,
             files: Arc::default(),
+            data_files: Arc::default(),
+            settings: None,
             log,
             computed: ComputedItems::default(),
             kernel_cache: None,
             store: None,
+        };
+        db.settings = Some(BuildSettings::new(&db, ReadBack::Checked));
+        db
+    }
+
+    /// Sets what the compiled program reads back (an input change like
+    /// any other: only what depends on the outputs recomputes).
+    pub fn set_read_back(&mut self, read_back: ReadBack) {
+        let settings = self.settings();
+        if settings.read_back(self) != read_back {
+            settings.set_read_back(self).to(read_back);
         }
     }
 
@@ -183,6 +238,26 @@ impl Database {
     /// Re-reads `path` and updates its input if, and only if, the contents
     /// changed. Returns whether anything changed.
     pub fn refresh_file(&mut self, path: &Utf8Path) -> bool {
+        let data = self
+            .data_files
+            .lock()
+            .expect("file table lock")
+            .get(path)
+            .copied();
+        let mut changed = false;
+        if let Some(file) = data {
+            let fresh = self.vfs.read_bytes(path);
+            if *file.contents(self) != fresh {
+                let revision = file.revision(self) + 1;
+                let _previous = file.set_contents(self).to(fresh);
+                file.set_revision(self).to(revision);
+                changed = true;
+            }
+        }
+        changed | self.refresh_source(path)
+    }
+
+    fn refresh_source(&mut self, path: &Utf8Path) -> bool {
         let known = self
             .files
             .lock()
@@ -203,10 +278,26 @@ impl Database {
         true
     }
 
-    /// Every file the database has read so far, for watchers.
+    /// Every file the database has read so far (sources and tensor
+    /// files), for watchers.
     pub fn known_files(&self) -> Vec<Utf8PathBuf> {
         let mut paths: Vec<_> = self
             .files
+            .lock()
+            .expect("file table lock")
+            .keys()
+            .chain(self.data_files.lock().expect("file table lock").keys())
+            .cloned()
+            .collect();
+        paths.sort();
+        paths.dedup();
+        paths
+    }
+
+    /// The tensor files the database has read so far.
+    pub fn known_data_files(&self) -> Vec<Utf8PathBuf> {
+        let mut paths: Vec<_> = self
+            .data_files
             .lock()
             .expect("file table lock")
             .keys()
@@ -214,6 +305,14 @@ impl Database {
             .collect();
         paths.sort();
         paths
+    }
+
+    /// Whether `path` is known as a tensor file (and not only as source).
+    pub fn is_data_file(&self, path: &Utf8Path) -> bool {
+        self.data_files
+            .lock()
+            .expect("file table lock")
+            .contains_key(path)
     }
 }
 
@@ -230,6 +329,21 @@ impl Db for Database {
         let file = SourceFile::new(self, path.to_owned(), self.vfs.read(path), 0);
         files.insert(path.to_owned(), file);
         file
+    }
+
+    fn data_file(&self, path: &Utf8Path) -> DataFile {
+        let mut files = self.data_files.lock().expect("file table lock");
+        if let Some(file) = files.get(path) {
+            return *file;
+        }
+        let file = DataFile::new(self, path.to_owned(), self.vfs.read_bytes(path), 0);
+        files.insert(path.to_owned(), file);
+        file
+    }
+
+    fn settings(&self) -> BuildSettings {
+        self.settings
+            .expect("the settings input is created with the database")
     }
 
     fn kernel_cache(&self) -> Option<&crate::kernels::cache::KernelCache> {

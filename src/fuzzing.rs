@@ -22,12 +22,13 @@ use std::sync::Arc;
 pub type Target = fn(&[u8]);
 
 /// The targets by name (as `fuzz/` and `tests/data/fuzz/` name them).
-pub const TARGETS: [(&str, Target); 5] = [
+pub const TARGETS: [(&str, Target); 6] = [
     ("project", fuzz_project),
     ("assembler", fuzz_assembler),
     ("package", fuzz_package),
     ("profile", fuzz_profile),
     ("store_entry", fuzz_store_entry),
+    ("tensor_file", fuzz_tensor_file),
 ];
 
 /// The files a project input holds, in order: the input is split at NUL
@@ -165,6 +166,31 @@ pub fn fuzz_profile(data: &[u8]) {
     match Profile::parse(&profile.to_json()) {
         Ok(again) => assert_eq!(again, profile, "the profile changed through its file"),
         Err(error) => panic!("a written profile does not read back: {error}"),
+    }
+}
+
+/// The tensor file readers (`.safetensors` and `.npy`) and the conversion
+/// of every entry they index to each dtype. An entry's bytes lie in the
+/// file and, for a supported type, are exactly what its shape needs, so
+/// the conversion gives one element per declared element.
+pub fn fuzz_tensor_file(data: &[u8]) {
+    use crate::graph::DType;
+    for name in ["t.safetensors", "t.npy"] {
+        let Ok(index) = crate::data::index(name, data) else {
+            continue;
+        };
+        for entry in index.entries.values() {
+            assert!(entry.bytes.end <= data.len(), "an entry beyond the file");
+            for dtype in [DType::F32, DType::F16, DType::F143] {
+                if let Some(converted) = crate::data::device_bytes(entry, data, dtype, -2) {
+                    assert_eq!(
+                        converted.bytes.len(),
+                        entry.element_count() * dtype.size_bytes(),
+                        "converted bytes do not fill the shape"
+                    );
+                }
+            }
+        }
     }
 }
 

@@ -93,9 +93,11 @@ pub enum Role {
     Activation,
 }
 
-/// Seeded initialisation of an input or weight. Values are generated in f32
-/// and then rounded to the tensor's dtype (with its scale for FP8).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+/// Where an input's or weight's values come from: the seeded generator
+/// (values generated in f32, then rounded to the tensor's dtype with its
+/// scale for FP8), or a tensor file (values converted to the dtype the
+/// same way, see `book/src/numerics.md`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "dist", rename_all = "lowercase")]
 pub enum Init {
     /// Normal with mean 0 and the given standard deviation.
@@ -108,6 +110,26 @@ pub enum Init {
     },
     Zeros,
     Ones,
+    /// Values from a tensor file: `path` as resolved against the project
+    /// file that declares the tensor, and for a `.safetensors` file the
+    /// `key` of the entry, where `{i}` stands for the iteration of a
+    /// repeat's weight. The graph holds no file contents: the validator
+    /// has checked the file's index (key, shape, element type), and the
+    /// values travel with the package.
+    File {
+        path: String,
+        key: Option<String>,
+    },
+}
+
+impl Init {
+    /// The tensor file this init reads, if any.
+    pub fn file(&self) -> Option<(&str, Option<&str>)> {
+        match self {
+            Init::File { path, key } => Some((path, key.as_deref())),
+            _ => None,
+        }
+    }
 }
 
 /// One tensor of the graph.
@@ -151,6 +173,22 @@ pub enum OpKind {
     Cast,
     /// Elementwise add with NumPy broadcasting.
     Add,
+    /// Elementwise `a * b` with NumPy broadcasting.
+    Mul,
+    /// Elementwise `a - b` with NumPy broadcasting.
+    Sub,
+    /// Elementwise `a / b` with NumPy broadcasting (IEEE division: a zero
+    /// divisor gives an infinity or NaN).
+    Div,
+    /// SiLU (swish): `x * sigmoid(x)`.
+    Silu,
+    /// GELU with the tanh approximation:
+    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    #[serde(rename = "gelu_tanh")]
+    GeluTanh,
+    /// RMS normalisation over the last axis: inputs are `x` and `gamma`;
+    /// `x / sqrt(mean(x^2) + epsilon) * gamma`.
+    Rmsnorm { epsilon: f32 },
     /// Exact GELU: `x * 0.5 * (1 + erf(x / sqrt(2)))`.
     Gelu,
     /// Softmax over the last axis of `x * scale`; with `causal`, element
@@ -182,6 +220,7 @@ impl PartialEq for Init {
             (Init::Normal { std: a }, Init::Normal { std: b }) => same_f32(*a, *b),
             (Init::Uniform { scale: a }, Init::Uniform { scale: b }) => same_f32(*a, *b),
             (Init::Zeros, Init::Zeros) | (Init::Ones, Init::Ones) => true,
+            (Init::File { path: a, key: k }, Init::File { path: b, key: l }) => a == b && k == l,
             _ => false,
         }
     }
@@ -202,10 +241,19 @@ impl PartialEq for OpKind {
                     causal: d,
                 },
             ) => same_f32(*a, *b) && c == d,
-            (Layernorm { epsilon: a }, Layernorm { epsilon: b }) => same_f32(*a, *b),
+            (Layernorm { epsilon: a }, Layernorm { epsilon: b })
+            | (Rmsnorm { epsilon: a }, Rmsnorm { epsilon: b }) => same_f32(*a, *b),
             (Transpose { perm: a }, Transpose { perm: b }) => a == b,
             (Rearrange { block: a }, Rearrange { block: b }) => a == b,
-            (Cast, Cast) | (Add, Add) | (Gelu, Gelu) | (Reshape, Reshape) => true,
+            (Cast, Cast)
+            | (Add, Add)
+            | (Mul, Mul)
+            | (Sub, Sub)
+            | (Div, Div)
+            | (Silu, Silu)
+            | (GeluTanh, GeluTanh)
+            | (Gelu, Gelu)
+            | (Reshape, Reshape) => true,
             _ => false,
         }
     }
@@ -221,11 +269,31 @@ impl PartialEq for Check {
 }
 
 impl OpKind {
+    /// Whether the planner and lowering handle this operation yet (the
+    /// host reference handles every one).
+    pub fn is_planned(&self) -> bool {
+        !matches!(
+            self,
+            OpKind::Mul
+                | OpKind::Sub
+                | OpKind::Div
+                | OpKind::Silu
+                | OpKind::GeluTanh
+                | OpKind::Rmsnorm { .. }
+        )
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             OpKind::Matmul { .. } => "matmul",
             OpKind::Cast => "cast",
             OpKind::Add => "add",
+            OpKind::Mul => "mul",
+            OpKind::Sub => "sub",
+            OpKind::Div => "div",
+            OpKind::Silu => "silu",
+            OpKind::GeluTanh => "gelu_tanh",
+            OpKind::Rmsnorm { .. } => "rmsnorm",
             OpKind::Gelu => "gelu",
             OpKind::Softmax { .. } => "softmax",
             OpKind::Layernorm { .. } => "layernorm",
@@ -359,7 +427,7 @@ impl Graph {
             if tensor.dtype.is_fp8() {
                 let _ = write!(out, " scale={}", tensor.scale);
             }
-            if let Some(init) = tensor.init {
+            if let Some(init) = &tensor.init {
                 let _ = write!(out, " init={init:?}");
             }
             if let Some(repeat) = tensor.repeat {

@@ -6,6 +6,7 @@
 //! - [`target`]: the machine as data;
 //! - [`graph`]: the validated project graph every phase starts from;
 //! - [`vfs`]: where file contents come from (no salsa);
+//! - [`data`]: tensor files (`.safetensors`, `.npy`) read and written;
 //! - [`db`]: the salsa database and its file inputs (the core does no IO);
 //! - [`numerics`], [`reference`], [`compare`]: number formats, the seeded
 //!   generator and host reference, and the numerics check;
@@ -14,6 +15,7 @@
 pub mod asm;
 pub mod cli;
 pub mod compare;
+pub mod data;
 pub mod db;
 pub mod device;
 pub mod diagnostic;

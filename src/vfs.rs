@@ -1,8 +1,9 @@
 //! Where file contents come from, without salsa: the [`Vfs`] trait the
-//! database reads its inputs through, the real file system ([`OsFs`]) and
-//! an in-memory one for tests ([`MemoryFs`]), [`FileSource`] for code that
-//! reads either a file system or the database, and [`normalize`], the one
-//! way a path is spelled so that one file has one name.
+//! database reads its inputs through (source text, and the bytes of tensor
+//! files), the real file system ([`OsFs`]) and an in-memory one for tests
+//! ([`MemoryFs`]), [`FileSource`] for code that reads either a file system
+//! or the database, and [`normalize`], the one way a path is spelled so
+//! that one file has one name.
 
 pub use crate::fsutil::ReadError;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -14,14 +15,77 @@ use std::sync::{Arc, Mutex};
 /// is refused at once.
 pub const MAX_SOURCE_FILE_BYTES: u64 = 16 << 20;
 
+/// The largest tensor file (`.safetensors`, `.npy`) read: a checkpoint
+/// of a few hundred million parameters, far more than the 900 MB of tile
+/// memory of a whole chip can use, so one file can hold every layer a
+/// project reads.
+pub const MAX_DATA_FILE_BYTES: u64 = 4 << 30;
+
 /// A file's text, or why it could not be read.
 pub type FileText = Result<Arc<str>, ReadError>;
+
+/// A binary file's bytes, or why it could not be read.
+pub type FileBytes = Result<Arc<Contents>, ReadError>;
+
+/// The bytes of a binary file with their blake3 hash, computed once when
+/// the file is read: contents compare by length and hash, so deciding
+/// whether a re-read file changed, or keying anything on it, never looks
+/// at gigabytes twice.
+#[derive(Clone)]
+pub struct Contents {
+    bytes: Vec<u8>,
+    hash: blake3::Hash,
+}
+
+impl Contents {
+    pub fn new(bytes: Vec<u8>) -> Contents {
+        let hash = blake3::hash(&bytes);
+        Contents { bytes, hash }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn hash(&self) -> blake3::Hash {
+        self.hash
+    }
+}
+
+impl PartialEq for Contents {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes.len() == other.bytes.len() && self.hash == other.hash
+    }
+}
+
+impl Eq for Contents {}
+
+impl std::hash::Hash for Contents {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.hash.as_bytes().hash(state);
+    }
+}
+
+impl std::fmt::Debug for Contents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} bytes, blake3 {}",
+            self.bytes.len(),
+            self.hash.to_hex()
+        )
+    }
+}
 
 /// Where file contents come from.
 pub trait Vfs: Send + Sync {
     /// Reads a whole file: only a regular file of UTF-8 text up to
     /// [`MAX_SOURCE_FILE_BYTES`].
     fn read(&self, path: &Utf8Path) -> FileText;
+
+    /// Reads a whole binary file: only a regular file up to
+    /// [`MAX_DATA_FILE_BYTES`].
+    fn read_bytes(&self, path: &Utf8Path) -> FileBytes;
 }
 
 /// Anything files can be read from: a [`Vfs`], or the database itself
@@ -45,13 +109,17 @@ impl Vfs for OsFs {
     fn read(&self, path: &Utf8Path) -> FileText {
         crate::fsutil::read_text(path, MAX_SOURCE_FILE_BYTES).map(Arc::from)
     }
+
+    fn read_bytes(&self, path: &Utf8Path) -> FileBytes {
+        crate::fsutil::read_bytes(path, MAX_DATA_FILE_BYTES).map(|b| Arc::new(Contents::new(b)))
+    }
 }
 
 /// An in-memory file system for tests. A path that other files lie under
 /// reads as a directory.
 #[derive(Default, Clone, Debug)]
 pub struct MemoryFs {
-    files: Arc<Mutex<BTreeMap<Utf8PathBuf, Arc<str>>>>,
+    files: Arc<Mutex<BTreeMap<Utf8PathBuf, Arc<[u8]>>>>,
 }
 
 impl MemoryFs {
@@ -60,10 +128,27 @@ impl MemoryFs {
     }
 
     pub fn write(&self, path: impl Into<Utf8PathBuf>, contents: &str) {
+        self.write_bytes(path, contents.as_bytes());
+    }
+
+    pub fn write_bytes(&self, path: impl Into<Utf8PathBuf>, contents: &[u8]) {
         self.files
             .lock()
             .expect("memory fs lock")
             .insert(path.into(), Arc::from(contents));
+    }
+
+    fn get(&self, path: &Utf8Path) -> Result<Arc<[u8]>, ReadError> {
+        let files = self.files.lock().expect("memory fs lock");
+        if let Some(bytes) = files.get(path) {
+            return Ok(bytes.clone());
+        }
+        if files.keys().any(|p| p.starts_with(path)) {
+            return Err(ReadError::NotAFile {
+                kind: crate::fsutil::DIRECTORY,
+            });
+        }
+        Err(ReadError::Missing)
     }
 
     pub fn remove(&self, path: &Utf8Path) {
@@ -73,16 +158,14 @@ impl MemoryFs {
 
 impl Vfs for MemoryFs {
     fn read(&self, path: &Utf8Path) -> FileText {
-        let files = self.files.lock().expect("memory fs lock");
-        if let Some(text) = files.get(path) {
-            return Ok(text.clone());
-        }
-        if files.keys().any(|p| p.starts_with(path)) {
-            return Err(ReadError::NotAFile {
-                kind: crate::fsutil::DIRECTORY,
-            });
-        }
-        Err(ReadError::Missing)
+        let bytes = self.get(path)?;
+        std::str::from_utf8(&bytes)
+            .map(Arc::from)
+            .map_err(|_| ReadError::NotUtf8)
+    }
+
+    fn read_bytes(&self, path: &Utf8Path) -> FileBytes {
+        Ok(Arc::new(Contents::new(self.get(path)?.to_vec())))
     }
 }
 

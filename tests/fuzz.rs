@@ -181,6 +181,11 @@ fn store_entry_reader() {
     replay("store_entry");
 }
 
+#[test]
+fn tensor_file_readers() {
+    replay("tensor_file");
+}
+
 /// Every target has a libFuzzer wrapper in `fuzz/`, so the two lists
 /// cannot drift apart.
 #[test]

@@ -205,3 +205,90 @@ fn watch_recompiles_an_edited_kernel_source() {
     let status = watch.child.wait().expect("watch exits after its rebuild");
     assert!(status.success());
 }
+
+/// The example project's checkpoint and input, with weights scaled by
+/// `scale`, written through ipub's own writers.
+fn write_tensor_files(dir: &Path, scale: f32) {
+    use ipub::data::{npy, safetensors, Array};
+    let values = |count: usize| -> Vec<f32> {
+        (0..count)
+            .map(|i| ((i * 37 % 101) as f32 / 101.0 - 0.5) * scale)
+            .collect()
+    };
+    let (w, b, head) = (values(96 * 96), values(96), values(32 * 96));
+    let arrays = [
+        Array {
+            name: "layers.0.fc.weight",
+            shape: &[96, 96],
+            values: &w,
+        },
+        Array {
+            name: "layers.1.fc.weight",
+            shape: &[96, 96],
+            values: &w,
+        },
+        Array {
+            name: "layers.0.fc.bias",
+            shape: &[96],
+            values: &b,
+        },
+        Array {
+            name: "layers.1.fc.bias",
+            shape: &[96],
+            values: &b,
+        },
+        Array {
+            name: "head.weight",
+            shape: &[32, 96],
+            values: &head,
+        },
+    ];
+    let temporary = dir.join("weights.safetensors.tmp");
+    std::fs::write(
+        &temporary,
+        safetensors::write_f32(&arrays).expect("a checkpoint"),
+    )
+    .expect("write");
+    std::fs::rename(&temporary, dir.join("weights.safetensors")).expect("rename");
+    let x = values(64 * 96);
+    let input = Array {
+        name: "x",
+        shape: &[64, 96],
+        values: &x,
+    };
+    std::fs::write(dir.join("x.npy"), npy::write_f32(&input)).expect("write");
+}
+
+#[test]
+fn watch_rebuilds_when_a_weight_file_changes() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let source =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("projects/from-safetensors/residual-f16.toml");
+    let project = std::fs::read_to_string(source)
+        .expect("read project")
+        .replace(
+            "kernels = \"../../device\"",
+            concat!("kernels = \"", env!("CARGO_MANIFEST_DIR"), "/device\""),
+        );
+    std::fs::write(dir.path().join("residual-f16.toml"), project).expect("copy project");
+    write_tensor_files(dir.path(), 0.25);
+    let mut watch = Watch::start(dir.path(), "residual-f16.toml", 1, &[]);
+    watch.wait_for("watching");
+    let package = dir
+        .path()
+        .join("target/ipub/residual-f16/residual-f16.ipuexe");
+    let read = || {
+        ipub::package::file::read(camino::Utf8Path::from_path(&package).expect("utf-8 path"))
+            .expect("a valid package")
+    };
+    let first = read();
+    write_tensor_files(dir.path(), 0.5);
+    watch.wait_for("rebuilt after change to weights.safetensors");
+    assert!(watch.child.wait().expect("watch exits").success());
+    let second = read();
+    assert_eq!(first.file_values.len(), second.file_values.len());
+    assert_ne!(
+        first.file_values, second.file_values,
+        "the new weights are in the package"
+    );
+}

@@ -20,4 +20,5 @@ pub mod remote;
 pub mod run;
 pub mod schema;
 pub mod stamp;
+pub mod tensors;
 pub mod watch;

@@ -27,30 +27,72 @@ pub struct RunArgs {
     /// the package's estimate, at least 10 million, at most 2 billion).
     #[arg(long, value_name = "CYCLES")]
     pub watchdog: Option<u64>,
+    /// Write every checked output, as the device and as the reference
+    /// computed it, into DIR (`.npy` files, one `.safetensors` per side
+    /// and `index.json`).
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<Utf8PathBuf>,
+    /// With `--dump`: also every materialised intermediate outside repeat
+    /// bodies (the package is built to read them back, into
+    /// `<out>/dump-all/`).
+    #[arg(long, requires = "dump")]
+    pub dump_all: bool,
+    /// Run on these inputs instead of the project's: a `.safetensors`
+    /// file whose keys are input names (no rebuild).
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub inputs: Option<Utf8PathBuf>,
     #[command(flatten)]
     pub message: MessageArgs,
     #[command(flatten)]
     pub remote: crate::cli::remote::RemoteArgs,
 }
 
+/// What a run does besides running and checking.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub watchdog: Option<u64>,
+    /// `--dump DIR`.
+    pub dump: Option<Utf8PathBuf>,
+    /// `--inputs FILE.safetensors`.
+    pub inputs: Option<Utf8PathBuf>,
+}
+
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     output::set_format(args.message.message_format);
+    let options = RunOptions {
+        watchdog: args.watchdog,
+        dump: args.dump.clone(),
+        inputs: args.inputs.clone(),
+    };
     if args.project.extension() == Some("ipuexe") {
+        if args.dump_all {
+            anyhow::bail!("`--dump-all` builds the project to read back its intermediates; give the project file, not a package");
+        }
         let package = crate::package::file::read(&args.project).map_err(|e| anyhow!("{e}"))?;
         let out = args.out.clone().unwrap_or_else(|| {
             args.project
                 .parent()
                 .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned)
         });
-        return run_package(&package, &out, args.watchdog, &args.project);
+        return run_package_with(&package, &out, &options, &args.project);
     }
     let _remote = args.remote.install()?;
-    let Some(path) = crate::cli::build::build_to_file(
-        &mut crate::db::Database::on_disk(),
-        &args.project,
-        args.out.as_deref(),
-        false,
-    )?
+    let mut db = crate::db::Database::on_disk();
+    // A package that reads back every intermediate is another build, kept
+    // apart so that it never stands for the project's ordinary package.
+    let out_dir = if args.dump_all {
+        db.set_read_back(crate::db::ReadBack::All);
+        let name = args.project.file_stem().unwrap_or("project");
+        let base = args
+            .out
+            .clone()
+            .unwrap_or_else(|| Utf8PathBuf::from("target/ipub").join(name));
+        Some(base.join("dump-all"))
+    } else {
+        args.out.clone()
+    };
+    let Some(path) =
+        crate::cli::build::build_to_file(&mut db, &args.project, out_dir.as_deref(), false)?
     else {
         return Ok(1);
     };
@@ -59,7 +101,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned);
     // Run what was written: the package is read back and validated.
     let package = crate::package::file::read(&path).map_err(|e| anyhow!("{e}"))?;
-    run_package(&package, &out, args.watchdog, &path)
+    run_package_with(&package, &out, &options, &path)
 }
 
 /// The package of a project, from the pipeline's queries.
@@ -76,6 +118,29 @@ pub fn run_package(
     watchdog: Option<u64>,
     path: &Utf8Path,
 ) -> anyhow::Result<i32> {
+    let options = RunOptions {
+        watchdog,
+        ..RunOptions::default()
+    };
+    run_package_with(package, out, &options, path)
+}
+
+/// [`run_package`] with inputs given at run time and dumps.
+pub fn run_package_with(
+    package: &Package,
+    out: &Utf8Path,
+    options: &RunOptions,
+    path: &Utf8Path,
+) -> anyhow::Result<i32> {
+    let watchdog = options.watchdog;
+    let overrides = match &options.inputs {
+        Some(file) => {
+            let overrides = super::tensors::read_overrides(package, file)?;
+            output::result_line(format!("    inputs: {} from {file}", overrides.len()));
+            overrides
+        }
+        None => super::tensors::Overrides::default(),
+    };
     let graph = &package.graph;
     // The profile is named after the graph: a name read from a file is
     // never a path of its own (validation refuses such names; this is the
@@ -100,7 +165,7 @@ pub fn run_package(
     device
         .load(Arc::clone(&package))
         .map_err(|e| anyhow!("{e}"))?;
-    let mut host = seeded_inputs(&package);
+    let mut host = super::tensors::host_inputs(&package, &overrides);
     device
         .call(Call::Initialize, &mut host)
         .map_err(|e| anyhow!("{e}"))?;
@@ -159,13 +224,15 @@ pub fn run_package(
     );
 
     let checking = Progress::start("check", "outputs against the host reference");
-    let checked = checked_outputs(&package, &host)?;
+    let reference = super::tensors::reference(&package, &overrides)?;
+    let checked = compare_outputs(&package, &host, &reference);
     checking.finish();
     let mut min_cos = f64::INFINITY;
     let mut max_abs = 0f64;
     let mut outputs = Vec::new();
+    let mut failures = Vec::new();
     let mut compared = 0;
-    for (name, comparison) in checked {
+    for (name, shape, comparison) in checked {
         let infinities = match comparison.equal_infinities {
             0 => String::new(),
             n => format!(" ({n} values infinite on both sides)"),
@@ -184,6 +251,9 @@ pub fn run_package(
         max_abs = max_abs.max(f64::from(comparison.max_abs_error));
         compared += comparison.count;
         let failure = comparison.failure_message();
+        if let Some(report) = comparison.failure_report(Some(&shape)) {
+            failures.push(format!("{name}: {report}"));
+        }
         outputs.push(OutputCheck {
             name,
             cosine_similarity: Some(comparison.cosine_similarity).filter(|c| c.is_finite()),
@@ -192,10 +262,6 @@ pub fn run_package(
             failure,
         });
     }
-    let mut failures: Vec<String> = outputs
-        .iter()
-        .filter_map(|o| o.failure.as_ref().map(|f| format!("{}: {f}", o.name)))
-        .collect();
     // A check that compared nothing proves nothing (validation makes every
     // checked output one the run reads back, so this is a guard).
     if compared == 0 {
@@ -216,6 +282,15 @@ pub fn run_package(
         "    cycles {} measured, {} estimated; profile {profile_path}{kept}",
         record.cycles, package.profile.estimated_cycles
     ));
+    let mut dump_error = None;
+    if let Some(dir) = &options.dump {
+        match super::tensors::write_dump(dir, &package, &host, &reference) {
+            Ok(count) => output::result_line(format!(
+                "    dump: {count} tensors in {dir} (index {dir}/index.json)"
+            )),
+            Err(error) => dump_error = Some(error),
+        }
+    }
     let passed = failures.is_empty();
     let verdict = if passed { "PASS" } else { "FAIL" };
     output::result_line(format!(
@@ -246,6 +321,10 @@ pub fn run_package(
         output::error(format!("cannot write the profile {profile_path}: {error}"));
         return Ok(1);
     }
+    if let Some(error) = dump_error {
+        output::error(format!("cannot write the dump: {error:#}"));
+        return Ok(1);
+    }
     Ok(i32::from(!passed))
 }
 
@@ -267,9 +346,21 @@ pub fn checked_outputs(
     package: &Package,
     host: &HostBuffers,
 ) -> anyhow::Result<Vec<(String, crate::compare::Comparison)>> {
+    let reference = super::tensors::reference(package, &super::tensors::Overrides::default())?;
+    Ok(compare_outputs(package, host, &reference)
+        .into_iter()
+        .map(|(name, _, comparison)| (name, comparison))
+        .collect())
+}
+
+/// Each checked output read back into `host`, with its shape, compared
+/// with `reference`.
+fn compare_outputs(
+    package: &Package,
+    host: &HostBuffers,
+    reference: &crate::reference::Evaluation,
+) -> Vec<(String, Vec<usize>, crate::compare::Comparison)> {
     let graph = &package.graph;
-    let reference = crate::reference::evaluate(graph, graph.check.reference_precision)
-        .map_err(|e| anyhow!("host reference: {e}"))?;
     let mut checked = Vec::new();
     for step in &package.run.steps {
         let Step::HostRead { binding } = step else {
@@ -289,23 +380,14 @@ pub fn checked_outputs(
             graph.check.min_cosine_similarity,
             graph.check.max_abs_error,
         );
-        checked.push((tensor.name.clone(), comparison));
+        checked.push((tensor.name.clone(), tensor.shape.clone(), comparison));
     }
-    Ok(checked)
+    checked
 }
 
-/// Host buffers holding every streamed input of `package`'s run call, from
-/// the project's seeded generator.
+/// Host buffers holding every streamed input of `package`'s run call: from
+/// the project's seeded generator, or the package's values for inputs read
+/// from tensor files.
 pub fn seeded_inputs(package: &Package) -> HostBuffers {
-    let mut host = HostBuffers::default();
-    for step in &package.run.steps {
-        if let Step::HostWrite { binding } = step {
-            let b = &package.bindings[*binding as usize];
-            host.inputs.insert(
-                *binding,
-                crate::reference::init::tensor_bytes(&package.graph, b.tensor, b.iteration),
-            );
-        }
-    }
-    host
+    super::tensors::host_inputs(package, &super::tensors::Overrides::default())
 }

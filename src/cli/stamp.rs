@@ -191,7 +191,20 @@ impl Stamp {
             package_hash: bytes.file_hash().to_hex().to_string(),
             ..Stamp::default()
         };
+        for path in db.known_data_files() {
+            // A tensor file's hash is the one its input computed on reading.
+            let hash = db
+                .data_file(&path)
+                .contents(db)
+                .as_ref()
+                .ok()
+                .map(|c| c.hash().to_hex().to_string());
+            stamp.inputs.insert(crate::vfs::absolute(&path), hash);
+        }
         for path in db.known_files() {
+            if db.is_data_file(&path) {
+                continue;
+            }
             let contents = db.file(&path).contents(db).clone().ok();
             let path = crate::vfs::absolute(&path);
             if path.extension() == Some("toml") {
@@ -208,19 +221,24 @@ impl Stamp {
     pub fn changes(&self) -> Vec<Change> {
         let mut changes = Vec::new();
         for (path, before) in &self.inputs {
-            let now = crate::fsutil::read_text(path, crate::vfs::MAX_SOURCE_FILE_BYTES).ok();
-            if hash(now.as_deref()) == *before {
+            // Sources and tensor files alike: the hash of a text is the
+            // hash of its bytes.
+            let bytes = crate::fsutil::read_bytes(path, crate::vfs::MAX_DATA_FILE_BYTES).ok();
+            let now_hash = bytes
+                .as_deref()
+                .map(|b| blake3::hash(b).to_hex().to_string());
+            if now_hash == *before {
                 continue;
             }
-            let what = match (before, &now) {
+            let now = bytes.and_then(|b| String::from_utf8(b).ok());
+            let what = match (before, &now_hash) {
                 (None, _) => ChangeKind::Created,
                 (Some(_), None) => ChangeKind::Deleted,
-                (Some(_), Some(text)) => ChangeKind::Edited {
-                    keys: self
-                        .tomls
-                        .get(path)
-                        .map(|old| toml_keys_changed(old, text))
-                        .unwrap_or_default(),
+                (Some(_), Some(_)) => ChangeKind::Edited {
+                    keys: match (self.tomls.get(path), &now) {
+                        (Some(old), Some(text)) => toml_keys_changed(old, text),
+                        _ => Vec::new(),
+                    },
                 },
             };
             changes.push(Change {

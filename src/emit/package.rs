@@ -182,6 +182,8 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
             ..report
         },
         graph: reference_graph.clone(),
+        // The pipeline adds the values of inputs and weights from files.
+        file_values: Vec::new(),
     })
 }
 

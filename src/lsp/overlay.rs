@@ -6,7 +6,7 @@
 //! save reaches `ipub watch`: the overlay changes, the server refreshes the
 //! file's input, and salsa recomputes what read it.
 
-use crate::vfs::{FileText, OsFs, Vfs};
+use crate::vfs::{FileBytes, FileText, OsFs, Vfs};
 use camino::{Utf8Path, Utf8PathBuf};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -53,5 +53,10 @@ impl Overlay {
 impl Vfs for Overlay {
     fn read(&self, path: &Utf8Path) -> FileText {
         self.text(path).map_or_else(|| Vfs::read(&OsFs, path), Ok)
+    }
+
+    /// Tensor files are not edited in the editor: always the disk's.
+    fn read_bytes(&self, path: &Utf8Path) -> FileBytes {
+        OsFs.read_bytes(path)
     }
 }

@@ -30,7 +30,9 @@ pub const TABLE_ENTRY_BYTES: usize = 16 + 8 + 8 + 32;
 /// A bound on the part count, so a corrupt count cannot ask for a huge table.
 pub const MAX_PARTS: usize = 64;
 
-/// The parts of a version 1 package, in the order the writer puts them.
+/// The parts of a version 3 package, in the order the writer puts them;
+/// the `tensors` part ([`super::file_values`]) follows them when the
+/// project reads tensor files.
 pub const PART_NAMES: [&str; 8] = [
     "meta", "graph", "tiles", "segments", "exchange", "calls", "bindings", "profile",
 ];
@@ -243,8 +245,13 @@ fn encode_parts(package: &Package, exchange: &Part) -> Result<Encoded, PackageEr
         }
     }
     parts[4] = Some(exchange.clone());
-    let parts: Vec<Part> = parts.into_iter().flatten().collect();
-    let named: Vec<(&str, &Part)> = PART_NAMES.iter().copied().zip(&parts).collect();
+    let mut parts: Vec<Part> = parts.into_iter().flatten().collect();
+    let mut names: Vec<&str> = PART_NAMES.to_vec();
+    if !package.file_values.is_empty() {
+        parts.push(Part::new(super::file_values::encode(&package.file_values)?));
+        names.push(super::file_values::PART);
+    }
+    let named: Vec<(&str, &Part)> = names.into_iter().zip(&parts).collect();
     let head = head(FORMAT_VERSION, &named);
     Ok(Encoded { head, parts })
 }
@@ -445,7 +452,7 @@ pub fn parse(bytes: &[u8]) -> Result<Package, PackageError> {
     }
     if let Some((name, _)) = parts
         .iter()
-        .find(|(n, _)| !PART_NAMES.contains(&n.as_str()))
+        .find(|(n, _)| !PART_NAMES.contains(&n.as_str()) && n != super::file_values::PART)
     {
         return Err(PackageError::BadTable {
             message: format!("unknown part `{name}` for format version {FORMAT_VERSION}"),
@@ -484,6 +491,10 @@ pub fn parse(bytes: &[u8]) -> Result<Package, PackageError> {
     let calls: Calls = json("calls", part("calls")?)?;
     let bindings: Vec<Binding> = json("bindings", part("bindings")?)?;
     let profile: ProfileLayout = json("profile", part("profile")?)?;
+    let file_values = match part(super::file_values::PART) {
+        Ok(bytes) => super::file_values::decode(bytes)?,
+        Err(_) => Vec::new(),
+    };
 
     let package = Package {
         header: Header {
@@ -498,6 +509,7 @@ pub fn parse(bytes: &[u8]) -> Result<Package, PackageError> {
         bindings,
         profile,
         graph,
+        file_values,
     };
     package.validate()?;
     Ok(package)

@@ -22,6 +22,10 @@ use toml::{Table, Value};
 /// The root file of the project a graph is written back as.
 const ROOT: &str = "package-graph.toml";
 
+/// The directory of the files holding operations and repeats, relative to
+/// the root.
+const INCLUDE_DIR: &str = "graph";
+
 /// Checks `graph`: it must be exactly what validating its own project gives.
 pub fn check(graph: &Graph) -> Result<(), PackageError> {
     let files = project_files(graph).map_err(|message| PackageError::invalid("graph", message))?;
@@ -31,7 +35,7 @@ pub fn check(graph: &Graph) -> Result<(), PackageError> {
             .map(|text| Arc::from(text.as_str()))
             .ok_or(ReadError::Missing)
     };
-    let result = crate::project::validate_with(Utf8Path::new(ROOT), &read);
+    let result = crate::project::validate_with(Utf8Path::new(ROOT), &read, None);
     let Some(validated) = result.graph else {
         let first = result
             .diagnostics
@@ -107,7 +111,7 @@ fn project_files(graph: &Graph) -> Result<BTreeMap<Utf8PathBuf, String>, String>
         if run.is_empty() {
             return Ok::<(), String>(());
         }
-        let path = format!("graph/{}.toml", includes.len());
+        let path = format!("{INCLUDE_DIR}/{}.toml", includes.len());
         let key = if run[0].0 { "repeat" } else { "op" };
         let mut file = Table::new();
         file.insert(key.into(), array(run.drain(..).map(|(_, t)| t).collect()));
@@ -167,8 +171,15 @@ fn dims(shape: &[usize]) -> Result<Value, String> {
         .map(Value::Array)
 }
 
-/// A declared tensor (an input or a weight) as a `[[tensor]]` table.
+/// A declared tensor (an input or a weight) as a `[[tensor]]` table of
+/// the root file.
 fn tensor(t: &Tensor) -> Result<Table, String> {
+    tensor_in(t, "")
+}
+
+/// A declared tensor as a `[[tensor]]` table of a file in `dir` (relative
+/// to the root), whose tensor file paths resolve against that directory.
+fn tensor_in(t: &Tensor, dir: &str) -> Result<Table, String> {
     let mut table = Table::new();
     table.insert("name".into(), t.name.clone().into());
     table.insert("shape".into(), dims(&t.shape)?);
@@ -182,16 +193,29 @@ fn tensor(t: &Tensor) -> Result<Table, String> {
         "weight"
     };
     table.insert("role".into(), role.into());
-    if let Some(init) = t.init {
+    if let Some(init) = &t.init {
         let mut i = Table::new();
         match init {
             Init::Normal { std } => {
                 i.insert("dist".into(), "normal".into());
-                i.insert("std".into(), f64::from(std).into());
+                i.insert("std".into(), f64::from(*std).into());
             }
             Init::Uniform { scale } => {
                 i.insert("dist".into(), "uniform".into());
-                i.insert("scale".into(), f64::from(scale).into());
+                i.insert("scale".into(), f64::from(*scale).into());
+            }
+            Init::File { path, key } => {
+                // The graph holds the path resolved against the root's
+                // directory; from an include it is one level up.
+                let written = if dir.is_empty() || Utf8Path::new(path).is_absolute() {
+                    path.clone()
+                } else {
+                    format!("../{path}")
+                };
+                i.insert("file".into(), written.into());
+                if let Some(key) = key {
+                    i.insert("key".into(), key.clone().into());
+                }
             }
             Init::Zeros => {
                 i.insert("dist".into(), "zeros".into());
@@ -248,7 +272,7 @@ fn op<'g>(
                 table.insert("causal".into(), true.into());
             }
         }
-        OpKind::Layernorm { epsilon } => {
+        OpKind::Layernorm { epsilon } | OpKind::Rmsnorm { epsilon } => {
             table.insert("epsilon".into(), f64::from(*epsilon).into());
         }
         OpKind::Transpose { perm } => {
@@ -260,7 +284,13 @@ fn op<'g>(
         OpKind::Rearrange { block } => {
             table.insert("block".into(), dims(block)?);
         }
-        OpKind::Add | OpKind::Gelu => {}
+        OpKind::Add
+        | OpKind::Mul
+        | OpKind::Sub
+        | OpKind::Div
+        | OpKind::Silu
+        | OpKind::GeluTanh
+        | OpKind::Gelu => {}
     }
     Ok(table)
 }
@@ -282,7 +312,7 @@ fn repeat_table<'g>(
         .tensors
         .iter()
         .filter(|t| t.repeat == Some(index as u32))
-        .map(tensor)
+        .map(|t| tensor_in(t, INCLUDE_DIR))
         .collect::<Result<Vec<_>, _>>()?;
     table.insert("tensor".into(), array(weights));
     let body = repeat

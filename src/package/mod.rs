@@ -28,6 +28,7 @@
 
 pub mod exchange_part;
 pub mod file;
+pub mod file_values;
 pub(crate) mod graph_check;
 pub mod inspect;
 pub mod limits;
@@ -388,6 +389,19 @@ pub struct Package {
     pub profile: ProfileLayout,
     /// The validated graph, with its check settings (`graph.check`).
     pub graph: Graph,
+    /// The values of inputs and weights read from tensor files
+    /// ([`file_values`]).
+    pub file_values: Vec<FileValues>,
+}
+
+/// The device bytes of one instance of an input or weight whose values
+/// come from a tensor file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileValues {
+    pub tensor: TensorId,
+    /// The iteration of a repeat's weight.
+    pub iteration: Option<u32>,
+    pub bytes: std::sync::Arc<Vec<u8>>,
 }
 
 impl Package {

@@ -208,6 +208,7 @@ pub(crate) fn sample() -> Package {
             }],
         },
         graph: sample_graph(),
+        file_values: Vec::new(),
     }
 }
 
@@ -594,4 +595,67 @@ fn equal_segment_payloads_are_stored_once() {
         parse(&with_offset(2, 0, 300)),
         expect!["invalid package (segments): tile 2 segment at 0x4c000 starts at byte 300, neither inside the 256 bytes laid out before it nor right after them"],
     );
+}
+
+/// The sample with its weight `w` read from a file, and the values the
+/// package carries for it.
+fn with_file_weight() -> Package {
+    let mut package = sample();
+    package.graph.tensors[1].init = Some(Init::File {
+        path: "w.safetensors".into(),
+        key: Some("w".into()),
+    });
+    package.file_values = vec![FileValues {
+        tensor: TensorId(1),
+        iteration: None,
+        bytes: std::sync::Arc::new(vec![0x3c; 8 * 8 * 2]),
+    }];
+    package
+}
+
+#[test]
+fn values_from_files_travel_in_the_tensors_part() {
+    let package = with_file_weight();
+    let bytes = encode(&package).expect("encode");
+    let names: Vec<String> = parts_of(&bytes).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names.last().map(String::as_str), Some("tensors"));
+    assert_eq!(parse(&bytes).expect("parse"), package);
+    assert_eq!(
+        package.file_bytes(TensorId(1), None).map(<[u8]>::len),
+        Some(128)
+    );
+    // A package without inits from files has no such part.
+    let plain = encode(&sample()).expect("encode");
+    assert!(parts_of(&plain).iter().all(|(n, _)| n != "tensors"));
+}
+
+#[test]
+fn values_from_files_must_match_their_tensors() {
+    let check = |edit: &dyn Fn(&mut Package), expected: Expect| {
+        let mut package = with_file_weight();
+        edit(&mut package);
+        check_error(encode(&package), expected);
+    };
+    check(
+        &|p| p.file_values.clear(),
+        expect!["invalid package (tensors): the values of `w` are missing"],
+    );
+    check(
+        &|p| p.file_values[0].bytes = std::sync::Arc::new(vec![0; 3]),
+        expect!["invalid package (tensors): entry `1` has 3 bytes, but its tensor has 128"],
+    );
+    check(
+        &|p| p.file_values[0].tensor = TensorId(0),
+        expect!["invalid package (tensors): entry `0` is not a tensor read from a file, or appears twice"],
+    );
+    // A damaged part with valid checksums.
+    let bytes = encode(&with_file_weight()).expect("encode");
+    let damaged = reassemble(&bytes, super::FORMAT_VERSION, |parts| {
+        let part = parts
+            .iter_mut()
+            .find(|(n, _)| n == "tensors")
+            .expect("part");
+        part.1.truncate(part.1.len() - 1);
+    });
+    check_error(parse(&damaged), expect!["invalid package (tensors): the part is not a valid safetensors file: incomplete metadata, file not fully covered"]);
 }

@@ -43,6 +43,7 @@ pub(super) fn package(package: &Package) -> Result<(), PackageError> {
     }
     // First, since everything below reads tensors' shapes.
     super::graph_check::check(&package.graph)?;
+    super::file_values::check(package)?;
     tiles(target, &package.tiles)?;
     // Exchange programs name a million destinations in a large package: look
     // tiles up in a table rather than searching the images each time.

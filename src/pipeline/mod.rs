@@ -56,6 +56,9 @@ pub enum BuildError {
     /// `book/src/limits.md`).
     #[error("{0}")]
     RunTooLong(String),
+    /// A tensor file changed under the build so that it no longer reads.
+    #[error("tensor file: {0}")]
+    TensorFile(String),
 }
 
 impl From<LowerError> for BuildError {
@@ -96,6 +99,22 @@ pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Build
         .graph
         .clone()
         .ok_or_else(|| BuildError::Project(result.diagnostics.clone()))?;
+    // Operations the host reference knows but the planner does not yet
+    // stop the build here, with their names, rather than in a phase that
+    // would not know what to do with them.
+    let unplanned: Vec<String> = graph
+        .ops
+        .iter()
+        .filter(|op| !op.kind.is_planned())
+        .map(|op| format!("`{}` ({})", op.name, op.kind.name()))
+        .collect();
+    if !unplanned.is_empty() {
+        return Err(BuildError::Project(vec![Diagnostic::error(format!(
+            "not supported by the planner yet: {}",
+            unplanned.join(", ")
+        ))
+        .note("`ipub check` validates these operations and the host reference evaluates them; device kernels and planning come next")]));
+    }
     let (legal, removed, inserted) = crate::legalize::legalize(&graph);
     tracing::info!(removed = removed.len(), "eliminated unread operations");
     for op in &removed {
@@ -104,11 +123,47 @@ pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Build
         tracing::info!(op = op.as_str(), "operation result is never read; removed");
     }
     tracing::info!(inserted = inserted.len(), "inserted implicit casts");
-    Ok(if removed.is_empty() && inserted.is_empty() {
+    let graph = if removed.is_empty() && inserted.is_empty() {
         graph
     } else {
         Arc::new(legal)
+    };
+    Ok(match db.settings().read_back(db) {
+        crate::db::ReadBack::Checked => graph,
+        crate::db::ReadBack::All => Arc::new(reading_back_all(&graph)),
     })
+}
+
+/// `graph` with every materialised intermediate outside repeat bodies
+/// read back as an output (for `ipub run --dump-all`): each result of an
+/// operation that is not a view, and each repeat's result. Reading them
+/// back at the end of the run keeps them live until then.
+fn reading_back_all(graph: &Graph) -> Graph {
+    let mut all = graph.clone();
+    let in_body: std::collections::HashSet<u32> = graph
+        .repeats
+        .iter()
+        .flat_map(|r| r.body.iter().map(|op| op.0))
+        .collect();
+    let results = graph
+        .ops
+        .iter()
+        .enumerate()
+        .filter(|(i, op)| {
+            !in_body.contains(&(*i as u32))
+                && !matches!(
+                    op.kind,
+                    crate::graph::OpKind::Transpose { .. } | crate::graph::OpKind::Reshape
+                )
+        })
+        .map(|(_, op)| op.output)
+        .chain(graph.repeats.iter().map(|r| r.output));
+    for tensor in results {
+        if !all.outputs.contains(&tensor) {
+            all.outputs.push(tensor);
+        }
+    }
+    all
 }
 
 /// The graph as lowering, placement and scheduling see it: the values a

@@ -117,8 +117,39 @@ pub fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, BuildEr
         run_estimate: &|run| run_estimate(&kernels, run),
     })
     .map_err(BuildError::Emit)?;
+    let package = crate::package::Package {
+        file_values: file_values(db, &reference_graph)?,
+        ..package
+    };
     db.record_execution("package", format!("package {}", graph.name));
     Ok(Arc::new(package))
+}
+
+/// The device bytes of every instance of every input and weight read from
+/// a tensor file, which the package carries for the reference and for its
+/// input streams.
+fn file_values(
+    db: &dyn Db,
+    graph: &crate::graph::Graph,
+) -> Result<Vec<crate::package::FileValues>, BuildError> {
+    let mut values = Vec::new();
+    for (id, t) in graph.tensors.iter().enumerate() {
+        let iterations: Vec<Option<u32>> = match t.repeat {
+            Some(r) => (0..graph.repeats[r as usize].count).map(Some).collect(),
+            None => vec![None],
+        };
+        for iteration in iterations {
+            let Some(bytes) = crate::data::query::file_tensor_bytes(db, t, iteration) else {
+                break;
+            };
+            values.push(crate::package::FileValues {
+                tensor: crate::graph::TensorId(id as u32),
+                iteration,
+                bytes: bytes.map_err(|e| BuildError::TensorFile(format!("`{}`: {e}", t.name)))?,
+            });
+        }
+    }
+    Ok(values)
 }
 
 /// The exchange programs at tile addresses (re-run only when the program,

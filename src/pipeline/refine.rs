@@ -53,7 +53,7 @@ pub fn one_op_graph(signature: &OpSignature, target: &Target) -> Option<Graph> {
             epsilon: f32::from_bits(epsilon_bits),
         },
         SignatureKind::Rearrange { block } => OpKind::Rearrange { block },
-        SignatureKind::View => return None,
+        SignatureKind::View | SignatureKind::Unplanned => return None,
     };
     let tensor = |name: String, operand: &crate::plan::signature::Operand, role: Role| Tensor {
         name,

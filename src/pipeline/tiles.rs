@@ -295,18 +295,22 @@ pub fn weight_spec(
 }
 
 /// A weight's row-major device bytes (one iteration of a per-iteration
-/// weight).
+/// weight): generated, or converted from its tensor file (then the query
+/// depends on that file, so editing it re-runs only the weights it holds).
 #[salsa::tracked(returns(ref))]
 pub fn weight_bytes(
     db: &dyn Db,
     project: SourceFile,
     tensor: u32,
     iteration: Option<u32>,
-) -> Option<Arc<Vec<u8>>> {
+) -> Option<Result<Arc<Vec<u8>>, crate::data::DataError>> {
     let (seed, tensor) = weight_spec(db, project, tensor).clone()?;
-    Some(Arc::new(crate::reference::init::declared_tensor_bytes(
+    if let Some(bytes) = crate::data::query::file_tensor_bytes(db, &tensor, iteration) {
+        return Some(bytes);
+    }
+    Some(Ok(Arc::new(crate::reference::init::declared_tensor_bytes(
         seed, &tensor, iteration,
-    )))
+    ))))
 }
 
 /// A tile's preloaded weights as data segments.
@@ -323,7 +327,8 @@ pub fn tile_weights(
     for fill in &work.weights {
         let bytes = weight_bytes(db, project, fill.tensor, fill.iteration)
             .clone()
-            .ok_or_else(|| BuildError::Emit(format!("tensor {} is not a weight", fill.tensor)))?;
+            .ok_or_else(|| BuildError::Emit(format!("tensor {} is not a weight", fill.tensor)))?
+            .map_err(|e| BuildError::TensorFile(e.to_string()))?;
         let data =
             crate::emit::bindings::fill_buffer(&fill.piece, &fill.view, fill.element_bytes, &bytes);
         segments.push(Segment {

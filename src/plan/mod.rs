@@ -132,7 +132,7 @@ fn issues_per_vector(kind: &SignatureKind) -> u64 {
         SignatureKind::Cast | SignatureKind::Add | SignatureKind::Rearrange { .. } => 2,
         SignatureKind::Softmax { .. } | SignatureKind::Layernorm { .. } => 6,
         SignatureKind::Gelu => 8,
-        SignatureKind::Matmul { .. } | SignatureKind::View => 0,
+        SignatureKind::Matmul { .. } | SignatureKind::View | SignatureKind::Unplanned => 0,
     }
 }
 
@@ -156,7 +156,9 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
             rows: block[0],
             cols: block[1],
         },
-        SignatureKind::Matmul { .. } | SignatureKind::View => return None,
+        SignatureKind::Matmul { .. } | SignatureKind::View | SignatureKind::Unplanned => {
+            return None
+        }
     })
 }
 

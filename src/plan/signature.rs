@@ -28,6 +28,10 @@ pub enum SignatureKind {
     },
     /// Views: no device work of their own.
     View,
+    /// An operation the planner does not handle yet
+    /// ([`OpKind::is_planned`](crate::graph::OpKind::is_planned)); the
+    /// pipeline refuses a graph with one before planning.
+    Unplanned,
     Rearrange {
         block: [usize; 2],
     },
@@ -102,6 +106,12 @@ impl OpSignature {
             },
             OpKind::Transpose { .. } | OpKind::Reshape => SignatureKind::View,
             OpKind::Rearrange { block } => SignatureKind::Rearrange { block: *block },
+            OpKind::Mul
+            | OpKind::Sub
+            | OpKind::Div
+            | OpKind::Silu
+            | OpKind::GeluTanh
+            | OpKind::Rmsnorm { .. } => SignatureKind::Unplanned,
         };
         OpSignature {
             kind,
@@ -122,6 +132,7 @@ impl OpSignature {
             SignatureKind::Layernorm { .. } => "layernorm",
             SignatureKind::View => "view",
             SignatureKind::Rearrange { .. } => "rearrange",
+            SignatureKind::Unplanned => "unplanned",
         }
     }
 }

@@ -67,7 +67,8 @@ pub fn project_graph(db: &dyn Db, root: SourceFile) -> ProjectResult {
         }
         db.file(path).contents(db).clone()
     };
-    validate_with(root.path(db), &read)
+    let files = |path: &Utf8Path| crate::data::query::tensor_index(db, db.data_file(path)).clone();
+    validate_with(root.path(db), &read, Some(&files))
 }
 
 /// The parsed files of the project whose root file is `root`, read through
@@ -106,7 +107,13 @@ pub fn project_diagnostics(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
 }
 
 /// Validation without salsa (for tools and tests that have the text).
-pub fn validate_with(root: &Utf8Path, read: &load::ReadFile<'_>) -> ProjectResult {
+/// Without `tensor_files`, inits from tensor files are checked for their
+/// form only (see [`validate::validate`]).
+pub fn validate_with(
+    root: &Utf8Path,
+    read: &load::ReadFile<'_>,
+    tensor_files: Option<&validate::TensorFiles<'_>>,
+) -> ProjectResult {
     let loaded = load::load(root, read);
     let files = if loaded.files.is_empty() {
         vec![root.to_owned()]
@@ -119,7 +126,7 @@ pub fn validate_with(root: &Utf8Path, read: &load::ReadFile<'_>) -> ProjectResul
         .and_then(|p| p.get_ref().kernels.as_ref());
     let kernels = declared.map_or(DEFAULT_KERNEL_DIR, |k| k.get_ref().as_str());
     let kernel_dir = load::resolve(root, kernels);
-    let (mut graph, mut diagnostics) = validate::validate(&loaded);
+    let (mut graph, mut diagnostics) = validate::validate(&loaded, tensor_files);
     // A `kernels` directory that is not there would only show up as a
     // missing kernel source when the build reaches its kernels.
     if let (Some(file), Some(declared)) = (root_file, declared) {

@@ -336,9 +336,9 @@ pub const INIT_KEYS: &[Key] = &[
     key(
         "dist",
         String,
-        true,
+        false,
         &["normal", "uniform", "zeros", "ones"],
-        "The distribution.",
+        "The distribution (or `file`).",
     ),
     key("std", Number, false, &[], "normal: the standard deviation."),
     key(
@@ -347,6 +347,20 @@ pub const INIT_KEYS: &[Key] = &[
         false,
         &[],
         "uniform: values are in [-scale, scale).",
+    ),
+    key(
+        "file",
+        String,
+        false,
+        &[],
+        "A tensor file (`.safetensors` or `.npy`), relative to this file, instead of `dist`.",
+    ),
+    key(
+        "key",
+        String,
+        false,
+        &[],
+        "The entry of a `.safetensors` file; `{i}` stands for a repeat's iteration.",
     ),
 ];
 

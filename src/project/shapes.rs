@@ -33,7 +33,13 @@ pub const OP_NAMES: &[&str] = &[
     "matmul",
     "cast",
     "add",
+    "mul",
+    "sub",
+    "div",
     "gelu",
+    "gelu_tanh",
+    "silu",
+    "rmsnorm",
     "softmax",
     "layernorm",
     "transpose",
@@ -53,7 +59,7 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
     }
     reject_foreign_keys(site, op, kind)?;
     let arity = match kind {
-        "matmul" | "add" => 2,
+        "matmul" | "add" | "mul" | "sub" | "div" | "rmsnorm" => 2,
         "layernorm" => 3,
         _ => 1,
     };
@@ -73,7 +79,19 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
     match kind {
         "matmul" => matmul(site, op, inputs, declared),
         "cast" => cast(site, op, inputs, declared),
-        "add" => add(site, op, inputs, declared),
+        "add" | "mul" | "sub" | "div" => add(site, op, inputs, declared),
+        "rmsnorm" => rmsnorm(site, op, inputs, declared),
+        "silu" | "gelu_tanh" => {
+            let x = &inputs[0];
+            require_dtype(site, x, &[DType::F16, DType::F32], kind)?;
+            let out = output_dtype(site, op, declared, x.dtype, &[x.dtype])?;
+            let kind = if kind == "silu" {
+                OpKind::Silu
+            } else {
+                OpKind::GeluTanh
+            };
+            Ok(plain(kind, x.shape.to_vec(), out))
+        }
         "gelu" | "softmax" => {
             let x = &inputs[0];
             require_dtype(site, x, &[DType::F16], kind)?;
@@ -145,7 +163,7 @@ fn reject_foreign_keys(site: &Site, op: &OpAst, kind: &str) -> Result<(), Diagno
         (
             "epsilon",
             op.epsilon.as_ref().map(|v| v.span()),
-            &["layernorm"],
+            &["layernorm", "rmsnorm"],
         ),
         ("perm", op.perm.as_ref().map(|v| v.span()), &["transpose"]),
         ("shape", op.shape.as_ref().map(|v| v.span()), &["reshape"]),
@@ -396,11 +414,12 @@ fn add(
     declared: Option<(DType, std::ops::Range<usize>)>,
 ) -> Result<Inferred, Diagnostic> {
     let (a, b) = (&inputs[0], &inputs[1]);
-    require_dtype(site, a, &[DType::F16, DType::F32], "add")?;
+    let name = op.op.get_ref().as_str();
+    require_dtype(site, a, &[DType::F16, DType::F32], name)?;
     if b.dtype != a.dtype {
         return Err(site.error(
             format!(
-                "add operands must have the same dtype, found {} and {}",
+                "{name} operands must have the same dtype, found {} and {}",
                 a.dtype, b.dtype
             ),
             b.name.span(),
@@ -419,7 +438,53 @@ fn add(
             .note("NumPy rules: trailing dimensions must be equal or 1"));
     };
     let out = output_dtype(site, op, declared, a.dtype, &[a.dtype])?;
-    Ok(plain(OpKind::Add, shape, out))
+    let kind = match name {
+        "mul" => OpKind::Mul,
+        "sub" => OpKind::Sub,
+        "div" => OpKind::Div,
+        _ => OpKind::Add,
+    };
+    Ok(plain(kind, shape, out))
+}
+
+/// `rmsnorm(x, gamma)`: f16 in and out, `gamma` over the last axis.
+fn rmsnorm(
+    site: &Site,
+    op: &OpAst,
+    inputs: &[Input],
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<Inferred, Diagnostic> {
+    let (x, gamma) = (&inputs[0], &inputs[1]);
+    require_dtype(site, x, &[DType::F16], "rmsnorm")?;
+    require_dtype(site, gamma, &[DType::F16], "rmsnorm")?;
+    let width = *x.shape.last().unwrap_or(&0);
+    if gamma.shape != [width] {
+        return Err(site
+            .error(
+                format!(
+                    "rmsnorm parameter `{}` has shape {}, expected [{width}]",
+                    gamma.name.get_ref(),
+                    shape_text(gamma.shape)
+                ),
+                gamma.name.span(),
+            )
+            .note("inputs are x and gamma; gamma matches x's last axis"));
+    }
+    let epsilon = op.epsilon.as_ref().map_or(1e-6, |e| *e.get_ref());
+    if !(epsilon > 0.0 && (epsilon as f32).is_finite() && epsilon as f32 > 0.0) {
+        return Err(site.error(
+            "rmsnorm `epsilon` must be positive within f32 range",
+            span(&op.epsilon),
+        ));
+    }
+    let out = output_dtype(site, op, declared, DType::F16, &[DType::F16])?;
+    Ok(plain(
+        OpKind::Rmsnorm {
+            epsilon: epsilon as f32,
+        },
+        x.shape.to_vec(),
+        out,
+    ))
 }
 
 /// NumPy broadcasting of two shapes.

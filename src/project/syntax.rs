@@ -50,9 +50,15 @@ pub struct TensorAst {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InitAst {
-    pub dist: Spanned<String>,
+    /// The seeded distribution; absent when `file` gives the values.
+    pub dist: Option<Spanned<String>>,
     pub std: Option<Spanned<f64>>,
     pub scale: Option<Spanned<f64>>,
+    /// A tensor file (`.safetensors` or `.npy`), relative to this file.
+    pub file: Option<Spanned<String>>,
+    /// The entry of a `.safetensors` file; `{i}` stands for the iteration
+    /// of a repeat's weight.
+    pub key: Option<Spanned<String>>,
 }
 
 /// An operation; which of the optional keys are allowed depends on `op`.

@@ -358,3 +358,315 @@ fn checking_only_inputs_and_weights_is_an_error() {
         "none of the `[check] outputs` is computed by the program"
     );
 }
+
+/// A safetensors file of f32 tensors `(key, shape)` with values 0, 1, ...
+fn weights_file(tensors: &[(&str, Vec<usize>)]) -> Vec<u8> {
+    let values: Vec<Vec<f32>> = tensors
+        .iter()
+        .map(|(_, shape)| {
+            (0..shape.iter().product::<usize>())
+                .map(|v| v as f32)
+                .collect()
+        })
+        .collect();
+    let arrays: Vec<crate::data::Array<'_>> = tensors
+        .iter()
+        .zip(&values)
+        .map(|((name, shape), values)| crate::data::Array {
+            name,
+            shape,
+            values,
+        })
+        .collect();
+    crate::data::safetensors::write_f32(&arrays).expect("a safetensors file")
+}
+
+/// The project `p/small.toml` with `x` and the repeat's `w` read from
+/// files, on a file system that also holds `p/x.npy` and
+/// `p/weights.safetensors`.
+fn database_with_files(x_init: &str, w_init: &str) -> (Database, MemoryFs) {
+    let (db, fs) = database();
+    fs.write(
+        "p/small.toml",
+        &ROOT.replace(
+            "dtype = \"f16\"\nrole = \"input\"",
+            &format!("dtype = \"f16\"\nrole = \"input\"\ninit = {x_init}"),
+        ),
+    );
+    fs.write(
+        "p/layers/stack.toml",
+        &LAYER.replace("{ dist = \"uniform\", scale = 0.25 }", w_init),
+    );
+    let x: Vec<f32> = (0..128).map(|v| v as f32 / 64.0).collect();
+    fs.write_bytes(
+        "p/x.npy",
+        &crate::data::npy::write_f32(&crate::data::Array {
+            name: "x",
+            shape: &[8, 16],
+            values: &x,
+        }),
+    );
+    fs.write_bytes(
+        "p/weights.safetensors",
+        &weights_file(&[
+            ("layers.0.w", vec![16, 16]),
+            ("layers.1.w", vec![16, 16]),
+            ("layers.0.b", vec![16]),
+            ("head", vec![4, 16]),
+        ]),
+    );
+    (db, fs)
+}
+
+/// The tensor lines of the graph, or every diagnostic rendered.
+fn check_files(db: &Database, expected: Expect) {
+    let result = project_graph(db, db.file(Utf8Path::new("p/small.toml")));
+    let text = match &result.graph {
+        Some(graph) => graph
+            .dump()
+            .lines()
+            .filter(|l| l.starts_with("Input") || l.starts_with("Weight"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        None => result
+            .diagnostics
+            .iter()
+            .map(|d| {
+                crate::diagnostic::render(d, &|p| {
+                    db.file(p).contents(db).as_deref().ok().map(str::to_string)
+                })
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    expected.assert_eq(&text);
+}
+
+#[test]
+fn inits_from_tensor_files_resolve_against_their_file() {
+    let (db, _) = database_with_files(
+        r#"{ file = "x.npy" }"#,
+        r#"{ file = "../weights.safetensors", key = "layers.{i}.w" }"#,
+    );
+    check_files(
+        &db,
+        expect![[r#"
+            Input x: f16[8, 16] init=File { path: "p/x.npy", key: None }
+            Weight w: f143[16, 16] scale=-3 init=File { path: "p/weights.safetensors", key: Some("layers.{i}.w") } per-iteration of repeat 0"#]],
+    );
+}
+
+#[test]
+fn bad_inits_from_files_are_located() {
+    let w = r#"{ file = "../weights.safetensors", key = "layers.{i}.w" }"#;
+    let check = |x: &str, w: &str, expected: Expect| {
+        let (db, _) = database_with_files(x, w);
+        check_files(&db, expected);
+    };
+    check(
+        r#"{ file = "missing.npy" }"#,
+        w,
+        expect![[r#"
+            error: cannot read tensor file `p/missing.npy`: it does not exist
+              --> p/small.toml:15:8
+               |
+            15 | init = { file = "missing.npy" }
+               |        ^^^^^^^^^^^^^^^^^^^^^^^^ `x` reads its values here
+        "#]],
+    );
+    check(
+        r#"{ file = "weights.safetensors", key = "layers.0.b" }"#,
+        w,
+        expect![[r#"
+            error: `p/weights.safetensors`: `layers.0.b` has shape [16], but `x` is declared [8, 16]
+              --> p/small.toml:15:8
+               |
+            15 | init = { file = "weights.safetensors", key = "layers.0.b" }
+               |        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+        "#]],
+    );
+    check(
+        r#"{ file = "weights.safetensors", key = "layers.{i}.w" }"#,
+        w,
+        expect![[r#"
+            error: `{i}` in a key stands for the repeat iteration, but `x` is not a repeat's weight
+              --> p/small.toml:15:8
+               |
+            15 | init = { file = "weights.safetensors", key = "layers.{i}.w" }
+               |        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+        "#]],
+    );
+    check(
+        r#"{ file = "x.npy" }"#,
+        r#"{ file = "../weights.safetensors", key = "layers.{i}.fc" }"#,
+        expect![[r#"
+            error: `p/weights.safetensors`: the file has no tensor `layers.0.fc`
+              --> p/layers/stack.toml:15:8
+               |
+            15 | init = { file = "../weights.safetensors", key = "layers.{i}.fc" }
+               |        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+               = note: keys in the file that come close: layers.0.b, layers.0.w
+        "#]],
+    );
+    check(
+        r#"{ file = "x.npy" }"#,
+        r#"{ file = "../weights.safetensors", key = "layers.0.w" }"#,
+        expect![[r#"
+            Input x: f16[8, 16] init=File { path: "p/x.npy", key: None }
+            Weight w: f143[16, 16] scale=-3 init=File { path: "p/weights.safetensors", key: Some("layers.0.w") } per-iteration of repeat 0"#]],
+    );
+    check(
+        r#"{ file = "weights.safetensors" }"#,
+        w,
+        expect![[r#"
+        error: an init from a `.safetensors` file needs `key`
+          --> p/small.toml:15:8
+           |
+        15 | init = { file = "weights.safetensors" }
+           |        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+           = help: name the entry, for example key = "encoder.layers.{i}.mlp.fc1.weight"
+    "#]],
+    );
+    check(
+        r#"{ file = "x.npy", key = "x" }"#,
+        w,
+        expect![[r#"
+        error: `key` does not apply to an `.npy` file, which holds one array
+          --> p/small.toml:15:32
+           |
+        15 | init = { file = "x.npy", key = "x" }
+           |                                ^^^
+    "#]],
+    );
+    check(
+        r#"{ file = "x.bin" }"#,
+        w,
+        expect![[r#"
+        error: `x.bin` is not a tensor file ipub reads
+          --> p/small.toml:15:17
+           |
+        15 | init = { file = "x.bin" }
+           |                 ^^^^^^^
+           = help: tensor files end in `.safetensors` (with `key`) or `.npy`
+    "#]],
+    );
+    check(
+        r#"{ file = "x.npy", dist = "normal", std = 1.0 }"#,
+        w,
+        expect![[r#"
+        error: `std` does not apply to an init from a file
+          --> p/small.toml:15:49
+           |
+        15 | init = { file = "x.npy", dist = "normal", std = 1.0 }
+           |                                                 ^^^
+    "#]],
+    );
+}
+
+#[test]
+fn bad_tensor_files_are_errors_of_the_init_that_reads_them() {
+    let (mut db, fs) = database_with_files(
+        r#"{ file = "x.npy" }"#,
+        r#"{ file = "../weights.safetensors", key = "layers.{i}.w" }"#,
+    );
+    // A repeat of three iterations needs a third key.
+    fs.write(
+        "p/layers/stack.toml",
+        &fs_text(&fs, "p/layers/stack.toml").replace("count = 2", "count = 3"),
+    );
+    db.refresh_file(Utf8Path::new("p/layers/stack.toml"));
+    check_files(
+        &db,
+        expect![[r#"
+        error: `p/weights.safetensors`: the file has no tensor `layers.2.w`
+          --> p/layers/stack.toml:15:8
+           |
+        15 | init = { file = "../weights.safetensors", key = "layers.{i}.w" }
+           |        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+           = note: keys in the file that come close: layers.0.b, layers.0.w, layers.1.w
+    "#]],
+    );
+    // A truncated file, and one holding integers.
+    let good = weights_file(&[("layers.0.w", vec![16, 16])]);
+    fs.write_bytes("p/weights.safetensors", &good[..good.len() - 3]);
+    db.refresh_file(Utf8Path::new("p/weights.safetensors"));
+    check_files(
+        &db,
+        expect![[r#"
+        error: cannot read tensor file `p/weights.safetensors`: it is not a valid safetensors file: incomplete metadata, file not fully covered
+          --> p/layers/stack.toml:15:8
+           |
+        15 | init = { file = "../weights.safetensors", key = "layers.{i}.w" }
+           |        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^ `w` reads its values here
+    "#]],
+    );
+    let mut npy = crate::data::npy::write_f32(&crate::data::Array {
+        name: "x",
+        shape: &[8, 16],
+        values: &[0.0; 128],
+    });
+    let at = npy.windows(3).position(|w| w == b"<f4").expect("descr");
+    npy[at..at + 3].copy_from_slice(b"<i4");
+    fs.write_bytes("p/x.npy", &npy);
+    db.refresh_file(Utf8Path::new("p/x.npy"));
+    check_files(
+        &db,
+        expect![[r#"
+        error: `p/x.npy`: the array holds numpy `<i4` values; ipub converts f64, f32, f16 and bf16
+          --> p/small.toml:15:8
+           |
+        15 | init = { file = "x.npy" }
+           |        ^^^^^^^^^^^^^^^^^^
+
+        error: cannot read tensor file `p/weights.safetensors`: it is not a valid safetensors file: incomplete metadata, file not fully covered
+          --> p/layers/stack.toml:15:8
+           |
+        15 | init = { file = "../weights.safetensors", key = "layers.{i}.w" }
+           |        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^ `w` reads its values here
+    "#]],
+    );
+}
+
+fn fs_text(fs: &MemoryFs, path: &str) -> String {
+    use crate::vfs::Vfs;
+    fs.read(Utf8Path::new(path))
+        .expect("a text file")
+        .to_string()
+}
+
+#[test]
+fn editing_a_tensor_file_s_values_does_not_validate_again() {
+    let (mut db, fs) = database_with_files(
+        r#"{ file = "x.npy" }"#,
+        r#"{ file = "../weights.safetensors", key = "layers.{i}.w" }"#,
+    );
+    let root = db.file(Utf8Path::new("p/small.toml"));
+    let before = project_graph(&db, root).clone();
+    let x: Vec<f32> = (0..128).map(|v| -(v as f32)).collect();
+    fs.write_bytes(
+        "p/x.npy",
+        &crate::data::npy::write_f32(&crate::data::Array {
+            name: "x",
+            shape: &[8, 16],
+            values: &x,
+        }),
+    );
+    assert!(db.refresh_file(Utf8Path::new("p/x.npy")));
+    assert!(
+        !db.refresh_file(Utf8Path::new("p/x.npy")),
+        "an unchanged file is no change"
+    );
+    db.execution_log().start();
+    let after = project_graph(&db, root).clone();
+    let executed = db.execution_log().take();
+    assert_eq!(before, after);
+    // The file's index is read again, and being equal, stops there.
+    assert!(
+        executed.iter().any(|e| e.contains("tensor_index")),
+        "{executed:?}"
+    );
+    assert!(
+        executed.iter().all(|e| !e.contains("project_graph")),
+        "{executed:?}"
+    );
+}

@@ -11,6 +11,7 @@ use super::load::{key_span, Loaded, LoadedFile};
 use super::shapes::{self, suggest, Input, DTYPE_NAMES};
 use super::syntax::{OpAst, RepeatAst, TensorAst};
 use super::Site;
+use crate::data::TensorIndex;
 use crate::diagnostic::Diagnostic;
 use crate::graph::*;
 use crate::target::target_by_name;
@@ -18,8 +19,19 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use toml::Spanned;
 
-pub fn validate(loaded: &Loaded) -> (Option<Graph>, Vec<Diagnostic>) {
+/// Reads the index of a tensor file, for checking inits from files.
+pub type TensorFiles<'a> =
+    dyn Fn(&camino::Utf8Path) -> Result<std::sync::Arc<TensorIndex>, crate::data::DataError> + 'a;
+
+/// Validates `loaded`. With `files`, every init from a tensor file is
+/// checked against the file; without (a package's graph, whose values
+/// travel with it), only its form is.
+pub fn validate(
+    loaded: &Loaded,
+    files: Option<&TensorFiles<'_>>,
+) -> (Option<Graph>, Vec<Diagnostic>) {
     let mut v = Validator {
+        file_inits: Vec::new(),
         files: &loaded.files,
         diagnostics: loaded.diagnostics.clone(),
         defined: HashMap::new(),
@@ -56,6 +68,11 @@ pub fn validate(loaded: &Loaded) -> (Option<Graph>, Vec<Diagnostic>) {
     v.nodes();
     v.resident();
     v.check();
+    if let Some(files) = files {
+        if !v.diagnostics.iter().any(Diagnostic::is_error) {
+            v.tensor_files(files);
+        }
+    }
     if v.diagnostics.iter().any(Diagnostic::is_error) {
         (None, v.diagnostics)
     } else {
@@ -74,7 +91,33 @@ struct Validator<'a> {
     body_local: HashMap<String, String>,
     /// Names whose definition failed; references to them are not reported.
     poisoned: HashSet<String>,
+    /// Tensors initialised from files, with the file and span of the init.
+    file_inits: Vec<(TensorId, usize, Range<usize>)>,
     graph: Graph,
+}
+
+/// What is wrong with entry `key` of `index` as the values of `tensor`.
+fn entry_problem(index: &TensorIndex, key: &str, tensor: &Tensor) -> Option<String> {
+    let what = if key.is_empty() {
+        "the array".to_string()
+    } else {
+        format!("`{key}`")
+    };
+    let Some(entry) = index.get(key) else {
+        return Some(format!("the file has no tensor `{key}`"));
+    };
+    if let crate::data::ElementType::Unsupported(dtype) = &entry.dtype {
+        return Some(format!(
+            "{what} holds {dtype} values; ipub converts f64, f32, f16 and bf16"
+        ));
+    }
+    if entry.shape != tensor.shape {
+        return Some(format!(
+            "{what} has shape {:?}, but `{}` is declared {:?}",
+            entry.shape, tensor.name, tensor.shape
+        ));
+    }
+    None
 }
 
 /// An outer operation or repeat, in a file.
@@ -241,6 +284,7 @@ impl<'a> Validator<'a> {
         let site = self.site(file);
         let ast = t.get_ref();
         let name = ast.name.get_ref().clone();
+        let mut file_init = None;
         let result = (|| {
             let dtype = DType::from_name(ast.dtype.get_ref()).ok_or_else(|| {
                 suggest(
@@ -307,7 +351,13 @@ impl<'a> Validator<'a> {
             };
             let init = match &ast.init {
                 None => Init::Normal { std: 1.0 },
-                Some(init) => self.init(&site, init)?,
+                Some(init) => {
+                    let init = self.init(file, init)?;
+                    if matches!(init, Init::File { .. }) {
+                        file_init = Some(ast.init.as_ref().map_or(0..0, Spanned::span));
+                    }
+                    init
+                }
             };
             Ok(Tensor {
                 name: name.clone(),
@@ -322,7 +372,11 @@ impl<'a> Validator<'a> {
         match result {
             Ok(tensor) => {
                 self.graph.tensors.push(tensor);
-                Some(TensorId(self.graph.tensors.len() as u32 - 1))
+                let id = TensorId(self.graph.tensors.len() as u32 - 1);
+                if let Some(span) = file_init {
+                    self.file_inits.push((id, file, span));
+                }
+                Some(id)
             }
             Err(diagnostic) => {
                 self.diagnostics.push(diagnostic);
@@ -334,10 +388,25 @@ impl<'a> Validator<'a> {
 
     fn init(
         &self,
-        site: &Site,
+        file: usize,
         init: &Spanned<super::syntax::InitAst>,
     ) -> Result<Init, Diagnostic> {
+        let site = self.site(file);
         let ast = init.get_ref();
+        if let Some(path) = &ast.file {
+            return self.file_init(file, init, path);
+        }
+        if let Some(key) = &ast.key {
+            return Err(site.error(
+                "`key` names an entry of a tensor file; add `file`",
+                key.span(),
+            ));
+        }
+        let Some(dist) = &ast.dist else {
+            return Err(site
+                .error("an init needs `dist` or `file`", init.span())
+                .help("use dist = normal (std), uniform (scale), zeros or ones, or file = \"weights.safetensors\" with a key"));
+        };
         let number = |v: &Option<Spanned<f64>>, key: &str| -> Result<f32, Diagnostic> {
             match v {
                 // The generator works in f32: the value must be one.
@@ -352,7 +421,7 @@ impl<'a> Validator<'a> {
                     x.span(),
                 )),
                 None => Err(site.error(
-                    format!("`{}` init needs `{key}`", ast.dist.get_ref()),
+                    format!("`{}` init needs `{key}`", dist.get_ref()),
                     init.span(),
                 )),
             }
@@ -360,13 +429,13 @@ impl<'a> Validator<'a> {
         let unexpected = |v: &Option<Spanned<f64>>, key: &str| -> Result<(), Diagnostic> {
             match v {
                 Some(x) => Err(site.error(
-                    format!("`{key}` does not apply to a `{}` init", ast.dist.get_ref()),
+                    format!("`{key}` does not apply to a `{}` init", dist.get_ref()),
                     x.span(),
                 )),
                 None => Ok(()),
             }
         };
-        match ast.dist.get_ref().as_str() {
+        match dist.get_ref().as_str() {
             "normal" => {
                 unexpected(&ast.scale, "scale")?;
                 Ok(Init::Normal {
@@ -382,21 +451,141 @@ impl<'a> Validator<'a> {
             "zeros" | "ones" => {
                 unexpected(&ast.std, "std")?;
                 unexpected(&ast.scale, "scale")?;
-                Ok(if ast.dist.get_ref() == "zeros" {
+                Ok(if dist.get_ref() == "zeros" {
                     Init::Zeros
                 } else {
                     Init::Ones
                 })
             }
             other => Err(suggest(
-                site.error(
-                    format!("unknown init distribution `{other}`"),
-                    ast.dist.span(),
-                ),
+                site.error(format!("unknown init distribution `{other}`"), dist.span()),
                 other,
                 &["normal", "uniform", "zeros", "ones"],
             )
-            .help("use normal (std), uniform (scale), zeros or ones")),
+            .help("use normal (std), uniform (scale), zeros or ones, or a tensor file")),
+        }
+    }
+
+    /// An init from a tensor file: the path resolved against the declaring
+    /// file, and the key's form checked. Whether the file holds the key
+    /// with the right shape is checked once the graph is complete
+    /// ([`Validator::tensor_files`]), when the repeat counts are known.
+    fn file_init(
+        &self,
+        file: usize,
+        init: &Spanned<super::syntax::InitAst>,
+        path: &Spanned<String>,
+    ) -> Result<Init, Diagnostic> {
+        let site = self.site(file);
+        let ast = init.get_ref();
+        for (value, key) in [(&ast.std, "std"), (&ast.scale, "scale")] {
+            if let Some(v) = value {
+                return Err(site.error(
+                    format!("`{key}` does not apply to an init from a file"),
+                    v.span(),
+                ));
+            }
+        }
+        if let Some(dist) = &ast.dist {
+            return Err(site.error("an init has either `dist` or `file`, not both", dist.span()));
+        }
+        let resolved = super::load::resolve(&self.files[file].path, path.get_ref());
+        let key =
+            match (crate::data::FileFormat::of(resolved.as_str()), &ast.key) {
+                (None, _) => {
+                    return Err(site
+                        .error(
+                            format!("`{}` is not a tensor file ipub reads", path.get_ref()),
+                            path.span(),
+                        )
+                        .help("tensor files end in `.safetensors` (with `key`) or `.npy`"))
+                }
+                (Some(crate::data::FileFormat::Safetensors), None) => return Err(site
+                    .error(
+                        "an init from a `.safetensors` file needs `key`",
+                        init.span(),
+                    )
+                    .help(
+                        "name the entry, for example key = \"encoder.layers.{i}.mlp.fc1.weight\"",
+                    )),
+                (Some(crate::data::FileFormat::Npy), Some(key)) => {
+                    return Err(site.error(
+                        "`key` does not apply to an `.npy` file, which holds one array",
+                        key.span(),
+                    ))
+                }
+                (Some(crate::data::FileFormat::Safetensors), Some(key)) => {
+                    if key.get_ref().is_empty() {
+                        return Err(site.error("the key is empty", key.span()));
+                    }
+                    Some(key.get_ref().clone())
+                }
+                (Some(crate::data::FileFormat::Npy), None) => None,
+            };
+        Ok(Init::File {
+            path: resolved.into_string(),
+            key,
+        })
+    }
+
+    /// Checks every init from a tensor file against the file's index: the
+    /// file is readable and valid, holds the key (each iteration's, for a
+    /// repeat's weight), in a dtype ipub converts and the declared shape.
+    fn tensor_files(&mut self, files: &TensorFiles<'_>) {
+        let sites = std::mem::take(&mut self.file_inits);
+        for (id, file, span) in sites {
+            let tensor = self.graph.tensor(id).clone();
+            let Some(Init::File { path, key }) = &tensor.init else {
+                continue;
+            };
+            let site = self.site(file);
+            let path = camino::Utf8Path::new(path);
+            let index = match files(path) {
+                Ok(index) => index,
+                Err(error) => {
+                    self.diagnostics.push(
+                        site.error(
+                            format!("cannot read tensor file `{path}`: {error}"),
+                            span.clone(),
+                        )
+                        .label(format!("`{}` reads its values here", tensor.name)),
+                    );
+                    continue;
+                }
+            };
+            let iterations: Vec<Option<u32>> = match tensor.repeat {
+                Some(r) => (0..self.graph.repeats.get(r as usize).map_or(0, |r| r.count))
+                    .map(Some)
+                    .collect(),
+                None => vec![None],
+            };
+            let pattern = key.as_deref().unwrap_or(crate::data::NPY_KEY);
+            if tensor.repeat.is_none() && pattern.contains(crate::data::ITERATION) {
+                self.diagnostics.push(
+                    site.error(
+                        format!("`{}` in a key stands for the repeat iteration, but `{}` is not a repeat's weight", crate::data::ITERATION, tensor.name),
+                        span.clone(),
+                    ),
+                );
+                continue;
+            }
+            for iteration in iterations {
+                let key = crate::data::iteration_key(pattern, iteration);
+                if let Some(problem) = entry_problem(&index, &key, &tensor) {
+                    let mut diagnostic = site.error(format!("`{path}`: {problem}"), span.clone());
+                    if index.get(&key).is_none() {
+                        let near = index.near_keys(&key, 5);
+                        if !near.is_empty() {
+                            diagnostic = diagnostic.note(format!(
+                                "keys in the file that come close: {}",
+                                near.join(", ")
+                            ));
+                        }
+                    }
+                    self.diagnostics.push(diagnostic);
+                    break;
+                }
+            }
         }
     }
 

@@ -231,7 +231,12 @@ impl Evaluator<'_> {
             .get(op.output.0 as usize)
             .ok_or(ReferenceError::NoSuchTensor(op.output.0))?;
         let expected_inputs = match op.kind {
-            OpKind::Matmul { .. } | OpKind::Add => 2,
+            OpKind::Matmul { .. }
+            | OpKind::Add
+            | OpKind::Mul
+            | OpKind::Sub
+            | OpKind::Div
+            | OpKind::Rmsnorm { .. } => 2,
             OpKind::Layernorm { .. } => 3,
             _ => 1,
         };
@@ -318,6 +323,18 @@ impl Evaluator<'_> {
                 let (y, y_tensor) = inputs[1];
                 ops::add(&output.shape, (x, &x_tensor.shape), (y, &y_tensor.shape))?
             }
+            OpKind::Mul | OpKind::Sub | OpKind::Div => {
+                let (y, y_tensor) = inputs[1];
+                let f = match op.kind {
+                    OpKind::Mul => |a: f32, b: f32| a * b,
+                    OpKind::Sub => |a: f32, b: f32| a - b,
+                    _ => |a: f32, b: f32| a / b,
+                };
+                ops::elementwise(&output.shape, (x, &x_tensor.shape), (y, &y_tensor.shape), f)?
+            }
+            OpKind::Silu => ops::silu(x),
+            OpKind::GeluTanh => ops::gelu_tanh(x),
+            OpKind::Rmsnorm { epsilon } => ops::rmsnorm(&x_tensor.shape, x, inputs[1].0, *epsilon)?,
             OpKind::Gelu => ops::gelu(x),
             OpKind::Softmax { scale, causal } => ops::softmax(&x_tensor.shape, x, *scale, *causal),
             OpKind::Layernorm { epsilon } => {

@@ -80,14 +80,20 @@ impl Xoshiro256StarStar {
 
 /// The f32 values of `count` elements drawn for `init` (before rounding to a
 /// dtype), following the module's specification.
+///
+/// A file init is not generated: its values are the file's, which callers
+/// read themselves (the pipeline into the package, the runtime from it).
+/// Asked for one anyway, this gives NaNs, so that a caller that forgot
+/// fails every check instead of passing on made-up values.
 pub fn generate(
     seed: u64,
     name: &str,
     iteration: Option<u32>,
-    init: Init,
+    init: &Init,
     count: usize,
 ) -> Vec<f32> {
-    match init {
+    match *init {
+        Init::File { .. } => vec![f32::NAN; count],
         Init::Zeros => vec![0.0; count],
         Init::Ones => vec![1.0; count],
         Init::Uniform { scale } => {
@@ -150,13 +156,13 @@ pub fn tensor_bytes(graph: &Graph, tensor: TensorId, iteration: Option<u32>) -> 
 /// [`tensor_bytes`] from a tensor's declaration and the graph's seed alone,
 /// so a caller can regenerate one weight without the rest of the graph.
 pub fn declared_tensor_bytes(seed: u64, t: &Tensor, iteration: Option<u32>) -> Vec<u8> {
-    let init = t.init.unwrap_or(Init::Zeros);
-    let values = generate(seed, &t.name, iteration, init, t.element_count());
+    let init = t.init.clone().unwrap_or(Init::Zeros);
+    let values = generate(seed, &t.name, iteration, &init, t.element_count());
     encode(&values, t.dtype, t.scale)
 }
 
 fn unrounded(graph: &Graph, tensor: TensorId, iteration: Option<u32>) -> Vec<f32> {
     let t = graph.tensor(tensor);
-    let init = t.init.unwrap_or(Init::Zeros);
-    generate(graph.seed, &t.name, iteration, init, t.element_count())
+    let init = t.init.clone().unwrap_or(Init::Zeros);
+    generate(graph.seed, &t.name, iteration, &init, t.element_count())
 }

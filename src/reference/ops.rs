@@ -264,12 +264,77 @@ pub fn broadcast_strides(shape: &[usize], out_shape: &[usize]) -> Result<Vec<usi
 /// Elementwise `a + b` with NumPy broadcasting to `out_shape`.
 pub fn add(
     out_shape: &[usize],
+    a: (&[f32], &[usize]),
+    b: (&[f32], &[usize]),
+) -> Result<Vec<f32>, String> {
+    elementwise(out_shape, a, b, |x, y| x + y)
+}
+
+/// Elementwise `f(a, b)` with NumPy broadcasting to `out_shape`; `f`
+/// computes in f32, which rounds once, as IEEE `+ - * /` do.
+pub fn elementwise(
+    out_shape: &[usize],
     (a, a_shape): (&[f32], &[usize]),
     (b, b_shape): (&[f32], &[usize]),
+    f: impl Fn(f32, f32) -> f32,
 ) -> Result<Vec<f32>, String> {
     let a = gather(out_shape, &broadcast_strides(a_shape, out_shape)?, a);
     let b = gather(out_shape, &broadcast_strides(b_shape, out_shape)?, b);
-    Ok(a.iter().zip(&b).map(|(x, y)| x + y).collect())
+    Ok(a.iter().zip(&b).map(|(&x, &y)| f(x, y)).collect())
+}
+
+/// SiLU, `x / (1 + exp(-x))`, evaluated in f64.
+pub fn silu(values: &[f32]) -> Vec<f32> {
+    values
+        .par_iter()
+        .map(|&x| {
+            let x = f64::from(x);
+            (x / (1.0 + (-x).exp())) as f32
+        })
+        .collect()
+}
+
+/// GELU with the tanh approximation (as PyTorch's `approximate="tanh"`),
+/// evaluated in f64.
+pub fn gelu_tanh(values: &[f32]) -> Vec<f32> {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    values
+        .par_iter()
+        .map(|&x| {
+            let x = f64::from(x);
+            (0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())) as f32
+        })
+        .collect()
+}
+
+/// RMS normalisation over the last axis (the mean square in f64):
+/// `x / sqrt(mean(x^2) + epsilon) * gamma`; `gamma` has the last axis's
+/// length.
+pub fn rmsnorm(
+    shape: &[usize],
+    x: &[f32],
+    gamma: &[f32],
+    epsilon: f32,
+) -> Result<Vec<f32>, String> {
+    let last = shape.last().copied().unwrap_or(1);
+    if gamma.len() != last {
+        return Err(format!(
+            "gamma has {} values for a last axis of {last}",
+            gamma.len()
+        ));
+    }
+    let mut out = x.to_vec();
+    if last == 0 {
+        return Ok(out);
+    }
+    out.par_chunks_mut(last).for_each(|row| {
+        let mean_square = row.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / row.len() as f64;
+        let inv = 1.0 / (mean_square + f64::from(epsilon)).sqrt();
+        for (v, &g) in row.iter_mut().zip(gamma) {
+            *v = (f64::from(*v) * inv * f64::from(g)) as f32;
+        }
+    });
+    Ok(out)
 }
 
 /// The axis permutation `out.shape[i] = in.shape[perm[i]]`.

@@ -492,26 +492,26 @@ fn xoshiro_matches_the_published_sequence() {
 #[test]
 fn generator_is_deterministic_and_keyed() {
     let normal = Init::Normal { std: 1.0 };
-    let a = generate(42, "x", None, normal, 6);
+    let a = generate(42, "x", None, &normal, 6);
     expect!["0.6619084 -0.6385637 0.9793948 -1.3501866 2.3672118 -0.593842"].assert_eq(&show(&a));
-    let uniform = generate(42, "x", None, Init::Uniform { scale: 0.5 }, 4);
+    let uniform = generate(42, "x", None, &Init::Uniform { scale: 0.5 }, 4);
     expect!["0.15511584 0.37785667 -0.2512008 0.34987855"].assert_eq(&show(&uniform));
-    assert_eq!(a, generate(42, "x", None, normal, 6));
-    assert_eq!(&a[..5], &generate(42, "x", None, normal, 5)[..]);
-    assert_ne!(a, generate(43, "x", None, normal, 6));
-    assert_ne!(a, generate(42, "y", None, normal, 6));
-    assert_ne!(a, generate(42, "x", Some(0), normal, 6));
+    assert_eq!(a, generate(42, "x", None, &normal, 6));
+    assert_eq!(&a[..5], &generate(42, "x", None, &normal, 5)[..]);
+    assert_ne!(a, generate(43, "x", None, &normal, 6));
+    assert_ne!(a, generate(42, "y", None, &normal, 6));
+    assert_ne!(a, generate(42, "x", Some(0), &normal, 6));
     assert_ne!(
-        generate(42, "x", Some(0), normal, 6),
-        generate(42, "x", Some(1), normal, 6)
+        generate(42, "x", Some(0), &normal, 6),
+        generate(42, "x", Some(1), &normal, 6)
     );
-    assert_eq!(generate(1, "z", None, Init::Ones, 3), [1.0; 3]);
+    assert_eq!(generate(1, "z", None, &Init::Ones, 3), [1.0; 3]);
 }
 
 #[test]
 fn generator_statistics_match_the_distributions() {
     let n = 100_000;
-    let normal = generate(3, "n", None, Init::Normal { std: 2.0 }, n);
+    let normal = generate(3, "n", None, &Init::Normal { std: 2.0 }, n);
     let mean = normal.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
     let var = normal
         .iter()
@@ -522,7 +522,7 @@ fn generator_statistics_match_the_distributions() {
         mean.abs() < 0.03 && (var.sqrt() - 2.0).abs() < 0.03,
         "{mean} {var}"
     );
-    let uniform = generate(3, "u", None, Init::Uniform { scale: 3.0 }, n);
+    let uniform = generate(3, "u", None, &Init::Uniform { scale: 3.0 }, n);
     assert!(uniform.iter().all(|&v| (-3.0..3.0).contains(&v)));
     let mean = uniform.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
     assert!(mean.abs() < 0.03, "{mean}");
@@ -673,4 +673,80 @@ fn vit_sized_graph_agrees_between_precisions() {
         "cos {:.6} max_abs {}",
         comparison.cosine_similarity, comparison.max_abs_error
     ));
+}
+
+#[test]
+fn mul_sub_div_broadcast() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 3], DType::F32, &[1., 2., 3., 4., 5., 6.]);
+    let row = b.input("row", &[3], DType::F32, &[2., 0.5, 0.]);
+    let col = b.input("col", &[2, 1], DType::F32, &[10., -1.]);
+    let mul = b.op(OpKind::Mul, &[x, row], &[2, 3], DType::F32);
+    let sub = b.op(OpKind::Sub, &[col, x], &[2, 3], DType::F32);
+    let div = b.op(OpKind::Div, &[x, row], &[2, 3], DType::F32);
+    check(&b, mul, expect!["2 1 0 8 2.5 0"]);
+    check(&b, sub, expect!["9 8 7 -5 -6 -7"]);
+    // Division by zero is IEEE's: an infinity.
+    check(&b, div, expect!["0.5 4 inf 2 10 inf"]);
+}
+
+#[test]
+fn silu_and_tanh_gelu() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[5], DType::F32, &[-2., -1., 0., 1., 2.]);
+    let silu = b.op(OpKind::Silu, &[x], &[5], DType::F32);
+    let gelu = b.op(OpKind::GeluTanh, &[x], &[5], DType::F32);
+    // x / (1 + e^-x): 1 / (1 + e^-1) = 0.7310585786300049.
+    check(
+        &b,
+        silu,
+        expect!["-0.23840584 -0.26894143 0 0.7310586 1.7615942"],
+    );
+    // PyTorch's gelu(approximate="tanh") at 1 and 2: 0.8411920070648193,
+    // 1.9545977115631104.
+    check(
+        &b,
+        gelu,
+        expect!["-0.045402307 -0.15880801 0 0.841192 1.9545977"],
+    );
+}
+
+#[test]
+fn rmsnorm_scales_by_the_root_mean_square() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 2], DType::F32, &[3., 4., 0., 0.]);
+    let gamma = b.input("gamma", &[2], DType::F32, &[1., 2.]);
+    let y = b.op(
+        OpKind::Rmsnorm { epsilon: 0.0 },
+        &[x, gamma],
+        &[2, 2],
+        DType::F32,
+    );
+    let z = b.op(
+        OpKind::Rmsnorm { epsilon: 1e-6 },
+        &[x, gamma],
+        &[2, 2],
+        DType::F32,
+    );
+    // sqrt((9 + 16) / 2) = 3.5355339: 3 / 3.5355339 = 0.8485281.
+    check(&b, y, expect!["0.84852815 2.2627418 NaN NaN"]);
+    check(&b, z, expect!["0.8485281 2.2627416 0 0"]);
+}
+
+/// The LLaMA-style example block (RMSNorm, causal attention, SwiGLU) is
+/// evaluated end to end, with finite outputs of the residual's scale.
+#[test]
+fn the_llama_block_example_evaluates() {
+    let root =
+        camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("projects/llama-block-f16.toml");
+    let read = |path: &camino::Utf8Path| crate::vfs::Vfs::read(&crate::vfs::OsFs, path);
+    let result = crate::project::validate_with(&root, &read, None);
+    let graph = result.graph.expect("the example validates");
+    let evaluation =
+        crate::reference::evaluate(&graph, ReferencePrecision::F32).expect("evaluates");
+    let y = evaluation.get(graph.check.outputs[0]).expect("y");
+    assert_eq!(y.len(), 128 * 512);
+    assert!(y.iter().all(|v| v.is_finite()));
+    let rms = (y.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / y.len() as f64).sqrt();
+    assert!((0.3..3.0).contains(&rms), "{rms}");
 }

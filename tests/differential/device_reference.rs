@@ -79,6 +79,7 @@ pub fn check(files: &[(String, String)], root: &str) -> Outcome {
                 Some(ipub::pipeline::BuildError::Kernel(_)) => "kernel error",
                 Some(ipub::pipeline::BuildError::Emit(_)) => "emission error",
                 Some(ipub::pipeline::BuildError::RunTooLong(_)) => "run too long to record",
+                Some(ipub::pipeline::BuildError::TensorFile(_)) => "tensor file error",
                 None => "build failed without an error",
             };
             return Outcome::Failed {
@@ -162,7 +163,7 @@ pub fn calibrate(generated: &Generated) -> Thresholds {
     // project validates here exactly when it validates there.
     let fs = support::memory_tree(&generated.with_check(placeholder));
     let read = |path: &Utf8Path| ipub::vfs::Vfs::read(&fs, path);
-    let result = ipub::project::validate_with(Utf8Path::new(ROOT), &read);
+    let result = ipub::project::validate_with(Utf8Path::new(ROOT), &read, None);
     let Some(graph) = result.graph else {
         // Validation will say what is wrong; the thresholds do not matter.
         return placeholder;
