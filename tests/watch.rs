@@ -292,3 +292,69 @@ fn watch_rebuilds_when_a_weight_file_changes() {
         "the new weights are in the package"
     );
 }
+
+/// Two projects watched together: an edit to one is explained as the
+/// cause of that project's rebuild only; the other finds no input changed.
+#[test]
+fn watch_explains_each_project_by_its_own_changes() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(dir.path().join("projects")).expect("mkdir");
+    let source = std::fs::read_to_string(crate_dir.join("projects/matmul-f8.toml"))
+        .expect("project")
+        .replace(
+            "[project]\n",
+            &format!(
+                "[project]\nkernels = {:?}\n",
+                crate_dir.join("device").to_str().expect("utf-8")
+            ),
+        );
+    for name in ["a", "b"] {
+        std::fs::write(
+            dir.path().join(format!("projects/{name}.toml")),
+            source.replace("name = \"matmul-f8\"", &format!("name = \"{name}\"")),
+        )
+        .expect("write project");
+    }
+    let mut watch = Watch::start(
+        dir.path(),
+        "projects/a.toml",
+        1,
+        &["projects/b.toml", "--explain"],
+    );
+    watch.wait_for("watching");
+    let b = dir.path().join("projects/b.toml");
+    let edited = std::fs::read_to_string(&b)
+        .expect("b")
+        .replacen("std = 1.0", "std = 0.5", 1);
+    save_by_rename(&b, &edited);
+    watch.wait_for("rebuilt after change to projects/b.toml");
+    let status = watch.child.wait().expect("watch exits after its rebuild");
+    assert!(status.success());
+    while let Ok(line) = watch.lines.recv_timeout(Duration::from_secs(5)) {
+        watch.seen.push(line);
+    }
+    let explains: Vec<usize> = watch
+        .seen
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("explain:"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(explains.len(), 2, "{:#?}", watch.seen);
+    let (first, second) = (
+        &watch.seen[explains[0]..explains[1]],
+        &watch.seen[explains[1]..],
+    );
+    assert_eq!(
+        first[0], "explain: no input changed since the last build",
+        "{first:#?}"
+    );
+    assert!(first.iter().all(|l| !l.contains("b.toml")), "{first:#?}");
+    assert!(
+        second
+            .iter()
+            .any(|l| l.contains("projects/b.toml: tensor.x.init.std")),
+        "{second:#?}"
+    );
+}
