@@ -176,6 +176,11 @@ pub fn calibrate(generated: &Generated) -> Thresholds {
     };
     let mut max_abs: f64 = 0.0;
     let mut min_cos: f64 = 0.9999;
+    // The lowest similarity between the two precisions themselves: an
+    // output whose values underflow to zero in one of them (a GELU of
+    // large negative numbers) has none to speak of, and no floor can ask
+    // the device for more.
+    let mut lowest_noise: f64 = 1.0;
     for &output in &graph.check.outputs {
         let (Some(a), Some(b)) = (device.get(output), wide.get(output)) else {
             continue;
@@ -204,9 +209,10 @@ pub fn calibrate(generated: &Generated) -> Thresholds {
         // flipped in an FP8 intermediate (an implicit cast) moves it more
         // than the two precisions' difference shows.
         min_cos = min_cos.min(1.0 - 16.0 * (1.0 - noise.cosine_similarity) - 1e-4);
+        lowest_noise = lowest_noise.min(noise.cosine_similarity);
     }
     Thresholds {
-        min_cosine_similarity: round_down(min_cos.max(0.5)),
+        min_cosine_similarity: round_down(min_cos.max(0.5).min(lowest_noise - 1e-4).max(-1.0)),
         max_abs_error: round_up(max_abs.max(1e-6)),
     }
 }
