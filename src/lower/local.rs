@@ -221,13 +221,12 @@ pub(super) fn take_local(
             params: copy.params(),
         });
     }
+    // Only the tail is this destination's: walking the whole list would
+    // make lowering quadratic in the gathers of all destinations before.
     if !taken.is_empty() {
-        let mut index = 0;
-        transfers.retain(|g| {
-            let keep = index < start || taken.binary_search(&g.source).is_err();
-            index += 1;
-            keep
-        });
+        let mut tail = transfers.split_off(start);
+        tail.retain(|g| taken.binary_search(&g.source).is_err());
+        transfers.append(&mut tail);
     }
     runs
 }
