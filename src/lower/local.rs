@@ -12,6 +12,7 @@
 use super::runs::Gather;
 use super::{BufferId, KernelRun, OperandRef, Program};
 use crate::partition::KernelId;
+use std::collections::BTreeMap;
 
 /// The kernel that performs a [`BlockCopy`].
 pub const KERNEL: KernelId = KernelId::RearrangeBlocks;
@@ -188,21 +189,18 @@ pub(super) fn take_local(
     start: usize,
     transfers: &mut Vec<Gather>,
 ) -> Vec<KernelRun> {
-    let is_local = |g: &Gather| program.buffer(BufferId(g.source)).tile == tile;
-    let mut sources: Vec<u32> = transfers[start..]
-        .iter()
-        .filter(|g| is_local(g))
-        .map(|g| g.source)
-        .collect();
-    sources.sort_unstable();
-    sources.dedup();
+    // One pass groups the local gathers by source (in transfer order) and
+    // one pass removes those taken, so the work is linear in the gathers
+    // however many local sources a destination has.
+    let mut by_source: BTreeMap<u32, Vec<Gather>> = BTreeMap::new();
+    for g in &transfers[start..] {
+        if program.buffer(BufferId(g.source)).tile == tile {
+            by_source.entry(g.source).or_default().push(*g);
+        }
+    }
     let mut runs = Vec::new();
-    for source in sources {
-        let local: Vec<Gather> = transfers[start..]
-            .iter()
-            .filter(|g| g.source == source)
-            .copied()
-            .collect();
+    let mut taken = Vec::new();
+    for (source, local) in by_source {
         let Some(copy) = BlockCopy::of(&local) else {
             continue;
         };
@@ -212,12 +210,7 @@ pub(super) fn take_local(
         } else {
             copy
         };
-        let mut index = 0;
-        transfers.retain(|g| {
-            let keep = index < start || g.source != source;
-            index += 1;
-            keep
-        });
+        taken.push(source);
         runs.push(KernelRun {
             tile,
             kernel: KERNEL,
@@ -227,6 +220,13 @@ pub(super) fn take_local(
             ],
             params: copy.params(),
         });
+    }
+    // Only the tail is this destination's: walking the whole list would
+    // make lowering quadratic in the gathers of all destinations before.
+    if !taken.is_empty() {
+        let mut tail = transfers.split_off(start);
+        tail.retain(|g| taken.binary_search(&g.source).is_err());
+        transfers.append(&mut tail);
     }
     runs
 }

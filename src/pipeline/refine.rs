@@ -24,7 +24,7 @@ use crate::lower::{local, BufferId, BufferRole, KernelRun, OperandRef, Program, 
 use crate::plan::signature::{OpSignature, SignatureKind};
 use crate::plan::{Candidate, OperatorPlans, Partition, Refined};
 use crate::target::Target;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The plans of one operation: the planner's finalists, refined, with the
 /// one refinement selects.
@@ -179,27 +179,31 @@ pub fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<R
     let rearranges = rearranges(&program, consumer);
     // What moves into the operation: its transfers, and the parts of its
     // operands a tile holds itself (local now, but not once rotated).
-    let mut moves: Vec<Move> = feeding
-        .iter()
-        .flat_map(|phase| &phase.transfers)
-        .flat_map(|t| {
-            t.destinations
-                .iter()
-                .map(|&(destination, _)| (t.source, destination, u64::from(t.bytes)))
-        })
-        .collect();
-    moves.extend(rearranges.iter().filter_map(|(run, copy)| {
-        match (run.operands.first()?, run.operands.last()?) {
-            (OperandRef::Buffer(from), OperandRef::Buffer(to)) => Some((*from, *to, copy.bytes())),
-            _ => None,
-        }
-    }));
-    let baseline_pressure = pressure(&program, &moves, 0, &mine);
-    let tiles = program.tiles().len() as u32;
-    let best_rotation_pressure = [tiles / 2, 1]
+    let moves = moves_by_pair(
+        feeding
+            .iter()
+            .flat_map(|phase| &phase.transfers)
+            .flat_map(|t| {
+                t.destinations
+                    .iter()
+                    .map(|&(destination, _)| (t.source, destination, u64::from(t.bytes)))
+            })
+            .chain(rearranges.iter().filter_map(|(run, copy)| {
+                match (run.operands.first()?, run.operands.last()?) {
+                    (OperandRef::Buffer(from), OperandRef::Buffer(to)) => {
+                        Some((*from, *to, copy.bytes()))
+                    }
+                    _ => None,
+                }
+            })),
+    );
+    let tiles = TileIndex::of(&program);
+    let baseline_pressure = pressure(&program, &tiles, &moves, 0, &mine);
+    let count = tiles.order.len() as u32;
+    let best_rotation_pressure = [count / 2, 1]
         .into_iter()
-        .filter(|&r| r > 0 && r < tiles)
-        .map(|r| pressure(&program, &moves, r, &mine))
+        .filter(|&r| r > 0 && r < count)
+        .map(|r| pressure(&program, &tiles, &moves, r, &mine))
         .min()
         .unwrap_or(baseline_pressure);
     let rearrange = rearrange_cycles(&rearranges);
@@ -248,57 +252,144 @@ fn rearrange_cycles(rearranges: &[(&KernelRun, local::BlockCopy)]) -> u64 {
 /// Bytes copied from one buffer to another.
 type Move = (BufferId, BufferId, u64);
 
+/// The moves summed per (source, destination) buffer pair. Pressure only
+/// depends on which tiles the two buffers are on, so one entry per pair
+/// gives the same figures as one per transfer, and a full-chip operation
+/// has far fewer buffer pairs than transfers.
+fn moves_by_pair(moves: impl Iterator<Item = Move>) -> Vec<Move> {
+    let mut pairs: HashMap<(BufferId, BufferId), u64> = HashMap::new();
+    for (source, destination, bytes) in moves {
+        *pairs.entry((source, destination)).or_default() += bytes;
+    }
+    let mut moves: Vec<Move> = pairs.into_iter().map(|((s, d), b)| (s, d, b)).collect();
+    moves.sort_unstable();
+    moves
+}
+
+/// The program's tiles in order, and each tile's position among them,
+/// indexed by tile number, so rotating a tile is two lookups.
+struct TileIndex {
+    order: Vec<u32>,
+    position: Vec<u32>,
+}
+
+impl TileIndex {
+    fn of(program: &Program) -> TileIndex {
+        let order = program.tiles();
+        let slots = order.last().map_or(0, |&t| t as usize + 1);
+        let mut position = vec![0; slots];
+        for (index, &tile) in order.iter().enumerate() {
+            position[tile as usize] = index as u32;
+        }
+        TileIndex { order, position }
+    }
+}
+
 /// The busiest tile's exchange bytes (sent or received, whichever is
 /// larger) when the operation's own buffers (`mine`) move `rotation` tiles
 /// along while its operands stay where their producers left them.
 fn pressure(
     program: &Program,
+    tiles: &TileIndex,
     moves: &[Move],
     rotation: u32,
     mine: &dyn Fn(BufferId) -> bool,
 ) -> u64 {
-    let tiles: Vec<u32> = program.tiles();
-    let n = tiles.len().max(1);
+    let n = tiles.order.len().max(1);
     let moved = |buffer: BufferId| {
         let tile = program.buffer(buffer).tile;
         if rotation == 0 || !mine(buffer) {
             return tile;
         }
-        let index = tiles.iter().position(|&t| t == tile).unwrap_or(0);
-        tiles[(index + rotation as usize) % n]
+        let index = tiles.position[tile as usize] as usize;
+        tiles.order[(index + rotation as usize) % n]
     };
-    let mut sent: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut received: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut sent = vec![0u64; tiles.position.len()];
+    let mut received = vec![0u64; tiles.position.len()];
     for &(source, destination, bytes) in moves {
         let (from, to) = (moved(source), moved(destination));
         if to != from {
-            *sent.entry(from).or_default() += bytes;
-            *received.entry(to).or_default() += bytes;
+            sent[from as usize] += bytes;
+            received[to as usize] += bytes;
         }
     }
-    sent.values()
-        .chain(received.values())
-        .copied()
-        .max()
-        .unwrap_or(0)
+    sent.into_iter().chain(received).max().unwrap_or(0)
 }
 
-/// Refines every finalist, logs each step as the seed does and returns the
-/// index of the selected one.
+/// How many finalists are refined before the others are screened against
+/// them: the analytical best few, refined together. A fixed number, not
+/// the machine's thread count, so which finalists are pruned (and the plan
+/// dump) is the same on every machine.
+pub const FIRST_REFINED: usize = 2;
+
+/// A proven lower bound on the cycles a finalist can be selected with:
+/// refinement only adds scheduled exchange and rearrange cycles (both at
+/// least zero) to the estimated compute and sync, and a finalist lowering
+/// refuses keeps its estimate, which includes both.
+pub fn lower_bound_cycles(candidate: &Candidate) -> u64 {
+    candidate.estimate.compute_cycles + candidate.estimate.sync_cycles
+}
+
+/// The cycles a finalist is selected by: refined if it was, estimated if
+/// lowering refused it.
+fn selection_cycles(candidate: &Candidate) -> u64 {
+    candidate
+        .refined
+        .map_or(candidate.estimate.total_cycles(), |r| r.refined_cycles)
+}
+
+/// Refines the finalists within the refinement budget, logs each step as
+/// the seed does and returns the index of the selected one.
+///
+/// The budget: at most [`crate::plan::FINALISTS`] lowerings of the
+/// operation alone per signature (and so per plan query), two rotations
+/// screened per finalist. The first [`FIRST_REFINED`] finalists are
+/// refined in parallel; every later one whose [`lower_bound_cycles`]
+/// cannot beat the best of them is pruned unrefined, and the rest are
+/// refined in parallel. Pruning never changes the selection: a pruned
+/// finalist's cycles are at least the incumbent's, and the incumbent comes
+/// first in the analytical order, which breaks ties.
 pub fn select(signature: &OpSignature, target: &Target, finalists: &mut [Candidate]) -> usize {
+    use rayon::prelude::*;
     let Some(graph) = one_op_graph(signature, target) else {
         return 0;
     };
-    let refined: Vec<Option<Refined>> = {
-        use rayon::prelude::*;
-        finalists
-            .par_iter()
-            .map(|c| refine(target, &graph, c))
-            .collect()
-    };
-    for (index, (candidate, refined)) in finalists.iter_mut().zip(refined).enumerate() {
-        candidate.refined = refined;
-        let Some(r) = refined else { continue };
+    let first = finalists.len().min(FIRST_REFINED);
+    let (leaders, others) = finalists.split_at_mut(first);
+    leaders
+        .par_iter_mut()
+        .for_each(|c| c.refined = refine(target, &graph, c));
+    let incumbent = leaders
+        .iter()
+        .map(selection_cycles)
+        .min()
+        .unwrap_or(u64::MAX);
+    let mut pruned = 0usize;
+    for (index, candidate) in others.iter_mut().enumerate() {
+        let bound = lower_bound_cycles(candidate);
+        if bound >= incumbent {
+            candidate.pruned = true;
+            pruned += 1;
+            tracing::debug!(
+                finalist = first + index,
+                lower_bound_cycles = bound,
+                incumbent_cycles = incumbent,
+                "pruned operator-plan finalist by lower bound"
+            );
+        }
+    }
+    others
+        .par_iter_mut()
+        .filter(|c| !c.pruned)
+        .for_each(|c| c.refined = refine(target, &graph, c));
+    tracing::debug!(
+        finalists = finalists.len(),
+        pruned,
+        refined = finalists.len() - pruned,
+        "refined operator-plan finalists"
+    );
+    for (index, candidate) in finalists.iter().enumerate() {
+        let Some(r) = candidate.refined else { continue };
         let e = &candidate.estimate;
         tracing::debug!(
             candidates = 3,
@@ -330,13 +421,8 @@ pub fn select(signature: &OpSignature, target: &Target, finalists: &mut [Candida
     let selected = finalists
         .iter()
         .enumerate()
-        .min_by_key(|(index, c)| {
-            (
-                c.refined
-                    .map_or(c.estimate.total_cycles(), |r| r.refined_cycles),
-                *index,
-            )
-        })
+        .filter(|(_, c)| !c.pruned)
+        .min_by_key(|(index, c)| (selection_cycles(c), *index))
         .map_or(0, |(index, _)| index);
     tracing::info!(
         selected,

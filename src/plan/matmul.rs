@@ -218,6 +218,7 @@ fn estimate(
         tiles_used: grid.tiles(),
         estimate,
         refined: None,
+        pruned: false,
     }
 }
 

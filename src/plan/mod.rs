@@ -33,6 +33,10 @@ pub struct Candidate {
     /// finalists (`pipeline::refine`).
     #[serde(default)]
     pub refined: Option<Refined>,
+    /// Whether refinement skipped this finalist because its proven lower
+    /// bound could not beat an already refined one (`pipeline::refine`).
+    #[serde(default)]
+    pub pruned: bool,
 }
 
 /// A finalist's figures after physical scheduling.
@@ -210,6 +214,7 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
                 resident_weight_bytes: 0,
             },
             refined: None,
+            pruned: false,
         });
         tiles /= 2;
     }
@@ -294,6 +299,7 @@ pub fn finalists(signature: &OpSignature, target: &Target) -> OperatorPlans {
             tiles_used: 0,
             estimate: Estimate::default(),
             refined: None,
+            pruned: false,
         }],
         _ => row_candidates(signature, target),
     };
@@ -334,6 +340,13 @@ pub fn finalists(signature: &OpSignature, target: &Target) -> OperatorPlans {
             fitting = rest;
         }
     }
+    tracing::debug!(
+        candidates,
+        ranked = fitting.len(),
+        retained = fitting.len().min(FINALISTS),
+        active_tile_count = signature.tiles,
+        "costed operator-plan candidates"
+    );
     fitting.truncate(FINALISTS);
     for (finalist, c) in fitting.iter().enumerate() {
         tracing::debug!(
@@ -364,7 +377,7 @@ pub fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
         let e = &c.estimate;
         let _ = writeln!(
             out,
-            " {mark}finalist {i}: {} tiles={} cycles={} (compute {} exchange {} sync {}) phases={} peak_standard={} peak_interleaved={}{}",
+            " {mark}finalist {i}: {} tiles={} cycles={} (compute {} exchange {} sync {}) phases={} peak_standard={} peak_interleaved={}{}{}",
             describe(&c.partition),
             c.tiles_used,
             e.total_cycles(),
@@ -374,6 +387,11 @@ pub fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
             e.exchange_phases,
             e.peak_standard_bytes,
             e.peak_interleaved_bytes,
+            if c.pruned {
+                " pruned".to_string()
+            } else {
+                String::new()
+            },
             c.refined.map_or(String::new(), |r| format!(
                 " refined={} (scheduled exchange {}{}, pressure {} rotated {})",
                 r.refined_cycles,
