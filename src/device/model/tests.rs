@@ -189,12 +189,7 @@ fn host_streams_round_trip_through_scattered_pieces() {
     // order: a layout far from row-major.
     let package = runnable(|p| {
         p.bindings[0].pieces = (0..16u32)
-            .map(|i| Piece {
-                logical_offset: u64::from(i) * 4,
-                bytes: 4,
-                tile: i % 2,
-                address: WORK + 0x100 + (15 - i) * 4,
-            })
+            .map(|i| Piece::contiguous(u64::from(i) * 4, 4, i % 2, WORK + 0x100 + (15 - i) * 4))
             .collect();
     });
     let mut device = ModelDevice::load(package).expect("load");
