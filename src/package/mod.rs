@@ -298,10 +298,26 @@ pub struct Piece {
     pub tile: u32,
     /// Tile address of the first block.
     pub address: u32,
-    /// Blocks in the run (at least 1).
+    /// Blocks in the run (at least 1). The file omits the count of a
+    /// contiguous piece and its strides, which then read as 1 and 0.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
     pub count: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub logical_stride: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub address_stride: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(count: &u32) -> bool {
+    *count == 1
+}
+
+fn is_zero<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 impl Piece {
