@@ -3,7 +3,12 @@
 //!
 //! A fresh `ipub build` first re-hashes the files the stamp lists; when none
 //! changed and the package on disk is the one the stamp describes, the build
-//! is up to date without opening the pipeline at all. Otherwise the stamp's
+//! is up to date without opening the pipeline at all. The package is never
+//! read for that: the stamp records the file's identity as the build left it
+//! (length, modification time, inode and change time) next to its hash, and
+//! a file whose metadata still match is the file that hash was computed for.
+//! Any write to the package (in place or by replacing it) moves its times or
+//! its inode, so it is rebuilt. Otherwise the stamp's
 //! hashes (and the TOML texts it keeps) say what changed, for `--explain`.
 //! Stamps live in the result store, keyed by project and output path.
 //!
@@ -29,6 +34,57 @@ pub struct Stamp {
     pub package: Utf8PathBuf,
     pub package_len: u64,
     pub package_hash: String,
+    /// The package file's metadata right after the build wrote it; `None`
+    /// (a stamp from before they were recorded, or a file that could not be
+    /// examined) never proves a no-op.
+    #[serde(default)]
+    pub package_file: Option<FileIdentity>,
+}
+
+/// What a `stat` says about a file, enough to tell that nothing wrote to it
+/// since: a write moves the modification and change times, a replacement
+/// gives a new inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileIdentity {
+    pub len: u64,
+    /// Nanoseconds since the Unix epoch.
+    pub modified_ns: u128,
+    /// The inode's change time in nanoseconds (0 where there is none).
+    pub changed_ns: i128,
+    /// The inode number (0 where there is none).
+    pub inode: u64,
+}
+
+impl FileIdentity {
+    /// The identity of the file at `path` now, without reading it.
+    pub fn of(path: &Utf8Path) -> Option<FileIdentity> {
+        let metadata = std::fs::symlink_metadata(path).ok()?;
+        if !metadata.is_file() {
+            return None;
+        }
+        let modified_ns = metadata
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
+        #[cfg(unix)]
+        let (changed_ns, inode) = {
+            use std::os::unix::fs::MetadataExt as _;
+            (
+                i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()),
+                metadata.ino(),
+            )
+        };
+        #[cfg(not(unix))]
+        let (changed_ns, inode) = (0, 0);
+        Some(FileIdentity {
+            len: metadata.len(),
+            modified_ns,
+            changed_ns,
+            inode,
+        })
+    }
 }
 
 /// How one input differs from the stamp.
@@ -176,7 +232,8 @@ impl Stamp {
     }
 
     /// The stamp of a build that read what `db` holds and wrote `bytes` to
-    /// `package`.
+    /// `package` just now. The hash is the one computed from the bytes in
+    /// memory, so recording it reads nothing back.
     pub fn record(
         db: &Database,
         package: &Utf8Path,
@@ -189,6 +246,8 @@ impl Stamp {
             package: crate::vfs::absolute(package),
             package_len: bytes.len() as u64,
             package_hash: bytes.file_hash().to_hex().to_string(),
+            // Only a file of the length just written can be those bytes.
+            package_file: FileIdentity::of(package).filter(|f| f.len == bytes.len() as u64),
             ..Stamp::default()
         };
         for path in db.known_data_files() {
@@ -249,15 +308,13 @@ impl Stamp {
         changes
     }
 
-    /// Whether the package file is still the one this stamp wrote.
+    /// Whether the package file is still the one this stamp wrote, from its
+    /// metadata alone: the same length, times and inode as right after the
+    /// build wrote it.
     pub fn package_intact(&self) -> bool {
-        match crate::fsutil::read_bytes(&self.package, self.package_len) {
-            Ok(bytes) => {
-                bytes.len() as u64 == self.package_len
-                    && blake3::hash(&bytes).to_hex().as_str() == self.package_hash
-            }
-            Err(_) => false,
-        }
+        self.package_file.is_some_and(|recorded| {
+            recorded.len == self.package_len && FileIdentity::of(&self.package) == Some(recorded)
+        })
     }
 }
 
@@ -384,5 +441,47 @@ mod tests {
                 "./p.toml: a.x"
             ]
         );
+    }
+
+    #[test]
+    fn a_package_written_after_its_stamp_is_not_intact() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = Utf8Path::from_path(dir.path()).expect("utf-8");
+        let package = root.join("p.ipuexe");
+        std::fs::write(&package, b"0123456789").expect("write");
+        let stamp = Stamp {
+            package: package.clone(),
+            package_len: 10,
+            package_file: FileIdentity::of(&package),
+            ..Stamp::default()
+        };
+        assert!(stamp.package_intact());
+        // Without the recorded metadata nothing is proven.
+        let unproven = Stamp {
+            package_file: None,
+            ..stamp.clone()
+        };
+        assert!(!unproven.package_intact());
+        // An edit in place of the same length moves the times even within
+        // one clock tick of the write: the change time is set from the
+        // clock, and the modification time is set back explicitly here to
+        // stand for a coarse clock.
+        let before = std::fs::metadata(&package).expect("stat");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&package, b"9876543210").expect("write");
+        assert!(!stamp.package_intact());
+        let file = std::fs::File::options()
+            .write(true)
+            .open(&package)
+            .expect("open");
+        file.set_modified(before.modified().expect("mtime"))
+            .expect("set mtime");
+        drop(file);
+        assert!(!stamp.package_intact(), "the change time still differs");
+        // A replacement of another length, and a deletion.
+        std::fs::write(&package, b"short").expect("write");
+        assert!(!stamp.package_intact());
+        std::fs::remove_file(&package).expect("remove");
+        assert!(!stamp.package_intact());
     }
 }

@@ -1,64 +1,109 @@
-//! Host bindings as byte runs: where each byte range of a logical tensor
-//! lives in tile memory.
+//! Host bindings as strided runs: where each byte range of a logical
+//! tensor lives in tile memory.
 //!
-//! The host writes inputs (and the loader writes weights) by copying runs
+//! The host writes inputs (and the loader writes weights) by copying blocks
 //! from the tensor's row-major bytes to tile addresses, and reads outputs
 //! back the same way. Layouts other than row-major (AMP weight blocks,
 //! padded rows) and views (transposes, broadcasts) become more, shorter
-//! runs; padding slots belong to no run.
+//! blocks; padding slots belong to no block. Blocks that repeat at fixed
+//! strides on both sides are stored as one run, so a binding's size follows
+//! the layout's structure and not the tensor's element count.
 
 use crate::graph::MAX_RANK;
 use crate::lower::layout::Piece;
 use crate::lower::view::View;
 use crate::lower::{Binding, Program};
+use crate::package::Piece as BindingRun;
 use crate::place::Placement;
-use serde::{Deserialize, Serialize};
 
-/// Bytes `[logical_offset, logical_offset + bytes)` of the tensor's
-/// row-major encoding are at `address` on `tile`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct BindingRun {
-    pub logical_offset: u64,
-    pub bytes: u32,
-    pub tile: u32,
-    pub address: u32,
-}
-
-/// The runs of one binding, merged where both sides are contiguous.
-/// Returns `None` when a buffer of the binding has no address (a bug the
-/// placement verifier reports first).
+/// The runs of one binding: contiguous stretches merged where both sides
+/// are contiguous, then equal stretches at fixed strides folded into one
+/// run, in the order a host read gathers them. Returns `None` when a
+/// buffer of the binding has no address (a bug the placement verifier
+/// reports first).
 pub fn binding_runs(
     program: &Program,
     placement: &Placement,
     binding: &Binding,
 ) -> Option<Vec<BindingRun>> {
-    let mut runs: Vec<BindingRun> = Vec::new();
+    let mut runs = Coalesce::default();
     for (buffer_id, view) in &binding.pieces {
         let buffer = program.buffer(*buffer_id);
         let base = placement.address(buffer.tile, *buffer_id)?;
         let element = buffer.dtype.size_bytes() as u32;
-        let start = runs.len();
         for_each_element_run(&buffer.piece, view, |logical, slot, count| {
-            let logical_offset = logical as u64 * u64::from(element);
-            let address = base + slot as u32 * element;
-            let bytes = count as u32 * element;
-            if let Some(last) = runs[start..].last_mut() {
-                if last.logical_offset + u64::from(last.bytes) == logical_offset
-                    && last.address + last.bytes == address
+            runs.add(BindingRun::contiguous(
+                logical as u64 * u64::from(element),
+                count as u32 * element,
+                buffer.tile,
+                base + slot as u32 * element,
+            ));
+        });
+    }
+    Some(runs.finish())
+}
+
+/// Builds runs from contiguous stretches given in order, without keeping
+/// the stretches: the open stretch grows while both sides stay contiguous,
+/// and each finished one extends the last run when it continues its
+/// strides.
+#[derive(Default)]
+struct Coalesce {
+    runs: Vec<BindingRun>,
+    open: Option<BindingRun>,
+}
+
+impl Coalesce {
+    fn add(&mut self, stretch: BindingRun) {
+        if let Some(open) = &mut self.open {
+            if open.tile == stretch.tile
+                && open.logical_offset + u64::from(open.bytes) == stretch.logical_offset
+                && open.address + open.bytes == stretch.address
+            {
+                open.bytes += stretch.bytes;
+                return;
+            }
+        }
+        if let Some(done) = self.open.replace(stretch) {
+            self.fold(done);
+        }
+    }
+
+    fn fold(&mut self, stretch: BindingRun) {
+        if let Some(last) = self.runs.last_mut() {
+            if last.tile == stretch.tile && last.bytes == stretch.bytes {
+                if last.count == 1 {
+                    // Strides are not negative and blocks do not overlap
+                    // in tile memory (what validation requires).
+                    if stretch.logical_offset >= last.logical_offset
+                        && stretch.address >= last.address + last.bytes
+                    {
+                        last.logical_stride = stretch.logical_offset - last.logical_offset;
+                        last.address_stride = stretch.address - last.address;
+                        last.count = 2;
+                        return;
+                    }
+                } else if stretch.logical_offset
+                    == last.logical_offset + u64::from(last.count) * last.logical_stride
+                    && u64::from(stretch.address)
+                        == u64::from(last.address)
+                            + u64::from(last.count) * u64::from(last.address_stride)
+                    && last.count < u32::MAX
                 {
-                    last.bytes += bytes;
+                    last.count += 1;
                     return;
                 }
             }
-            runs.push(BindingRun {
-                logical_offset,
-                bytes,
-                tile: buffer.tile,
-                address,
-            });
-        });
+        }
+        self.runs.push(stretch);
     }
-    Some(runs)
+
+    fn finish(mut self) -> Vec<BindingRun> {
+        if let Some(done) = self.open.take() {
+            self.fold(done);
+        }
+        self.runs
+    }
 }
 
 /// Calls `visit(first, slot, count)` for stretches of `count` slots from
@@ -141,8 +186,10 @@ mod tests {
             // are copies of it on tiles.
             let mut covered = vec![0u32; tensor.size_bytes()];
             for run in &runs {
-                for byte in run.logical_offset..run.logical_offset + u64::from(run.bytes) {
-                    covered[byte as usize] += 1;
+                for (logical, _) in run.blocks() {
+                    for byte in logical..logical + u64::from(run.bytes) {
+                        covered[byte as usize] += 1;
+                    }
                 }
             }
             let copies = covered[0];

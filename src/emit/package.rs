@@ -234,26 +234,14 @@ pub fn exchange_programs(
         .collect::<Result<Vec<_>, String>>()
 }
 
-fn package_binding(
-    graph: &Graph,
-    binding: &crate::lower::Binding,
-    runs: Vec<super::bindings::BindingRun>,
-) -> Binding {
+fn package_binding(graph: &Graph, binding: &crate::lower::Binding, runs: Vec<Piece>) -> Binding {
     let tensor = graph.tensor(binding.tensor);
     Binding {
         tensor: binding.tensor,
         iteration: binding.iteration,
         dtype: tensor.dtype,
         element_count: tensor.element_count() as u64,
-        pieces: runs
-            .into_iter()
-            .map(|r| Piece {
-                logical_offset: r.logical_offset,
-                bytes: r.bytes,
-                tile: r.tile,
-                address: r.address,
-            })
-            .collect(),
+        pieces: runs,
     }
 }
 

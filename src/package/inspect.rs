@@ -169,12 +169,17 @@ fn bindings(package: &Package, out: &mut String) {
         let tiles: BTreeSet<u32> = binding.pieces.iter().map(|p| p.tile).collect();
         let _ = writeln!(
             out,
-            "  {index} {}: {} x {} ({} bytes) in {} pieces on {} tiles",
+            "  {index} {}: {} x {} ({} bytes) in {} runs of {} blocks on {} tiles",
             tensor_name(package, index as u32),
             binding.dtype,
             binding.element_count,
             binding.byte_len(),
             binding.pieces.len(),
+            binding
+                .pieces
+                .iter()
+                .map(|p| u64::from(p.count))
+                .sum::<u64>(),
             tiles.len()
         );
     }

@@ -19,6 +19,12 @@ pub const MAX_TRANSFERS: usize = 1 << 23;
 /// Exchange transfer destinations in all programs of a package, decoded.
 pub const MAX_DESTINATIONS: usize = 1 << 25;
 
+/// Blocks of all host binding runs of a package (a run's `count`, summed):
+/// what host streams copy one by one and validation sweeps. A compiled
+/// package stores few runs, but a transposed output still has one block
+/// per element; this is eight times the outputs of a full-chip GEMM.
+pub const MAX_BINDING_BLOCKS: u64 = 1 << 26;
+
 /// Deepest nesting of `repeat` steps; devices walk them recursively.
 pub const MAX_REPEAT_DEPTH: usize = 16;
 

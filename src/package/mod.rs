@@ -33,7 +33,7 @@ pub(crate) mod graph_check;
 pub mod inspect;
 pub mod limits;
 pub mod profile_layout;
-mod validate;
+pub(crate) mod validate;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -48,7 +48,7 @@ pub use profile_layout::{
 
 /// Version of the `.ipuexe` container and its parts; bumped on any
 /// incompatible change.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// Identifies the producing compiler in every package it writes.
 pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -279,21 +279,84 @@ impl HostCall {
     }
 }
 
-/// A contiguous run of a tensor's bytes held at one place in one tile.
+/// A strided run of a tensor's bytes held on one tile: `count` blocks of
+/// `bytes` bytes, block `i` taken from logical offset
+/// `logical_offset + i * logical_stride` of the tensor's row-major bytes
+/// and held at `address + i * address_stride`.
+///
+/// A run's size depends on the layout's structure, not on the tensor's
+/// element count: a column of a transposed output is one run, however many
+/// rows it has. A contiguous piece is a run with `count` 1 (its strides are
+/// then 0). In tile memory the blocks of a run never overlap
+/// (`address_stride >= bytes` when `count > 1`); in the tensor they may (a
+/// broadcast reads the same bytes into several blocks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Piece {
-    /// Byte offset into the tensor's row-major bytes.
+    /// Byte offset of the first block into the tensor's row-major bytes.
     pub logical_offset: u64,
+    /// Bytes of each block.
     pub bytes: u32,
     pub tile: u32,
+    /// Tile address of the first block.
     pub address: u32,
+    /// Blocks in the run (at least 1). The file omits the count of a
+    /// contiguous piece and its strides, which then read as 1 and 0.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub logical_stride: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub address_stride: u32,
 }
 
-/// Where a host-visible tensor lives: its row-major bytes, piece by piece.
-/// Other layouts are expressed as many pieces; a tensor replicated on
-/// several tiles has overlapping pieces (a host write fills every copy; a
-/// host read gathers in piece order, so the last piece covering a byte
-/// provides it).
+fn one() -> u32 {
+    1
+}
+
+fn is_one(count: &u32) -> bool {
+    *count == 1
+}
+
+fn is_zero<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+impl Piece {
+    /// A contiguous piece: one block.
+    pub fn contiguous(logical_offset: u64, bytes: u32, tile: u32, address: u32) -> Piece {
+        Piece {
+            logical_offset,
+            bytes,
+            tile,
+            address,
+            count: 1,
+            logical_stride: 0,
+            address_stride: 0,
+        }
+    }
+
+    /// Each block as `(logical offset, tile address)`, in order. Only for a
+    /// validated piece: validation keeps every block's arithmetic in range.
+    pub fn blocks(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        (0..self.count).map(move |i| {
+            (
+                self.logical_offset + u64::from(i) * self.logical_stride,
+                self.address + i * self.address_stride,
+            )
+        })
+    }
+
+    /// Bytes the run holds in tile memory (all its blocks).
+    pub fn held_bytes(&self) -> u64 {
+        u64::from(self.count) * u64::from(self.bytes)
+    }
+}
+
+/// Where a host-visible tensor lives: its row-major bytes, run by run.
+/// Other layouts are expressed as several strided runs; a tensor
+/// replicated on several tiles has overlapping runs (a host write fills
+/// every copy; a host read gathers in run order, block by block, so the
+/// last block covering a byte provides it).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Binding {
     pub tensor: TensorId,

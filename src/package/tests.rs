@@ -79,12 +79,7 @@ pub(crate) fn sample() -> Package {
             },
         ],
     };
-    let piece = |logical_offset, bytes, tile, address| Piece {
-        logical_offset,
-        bytes,
-        tile,
-        address,
-    };
+    let piece = Piece::contiguous;
     let compute = |label: &str, tiles: &[u32]| Step::Compute {
         label: label.into(),
         op: Some("y".into()),
@@ -333,13 +328,13 @@ fn container_errors_name_what_is_wrong() {
     newer[8..12].copy_from_slice(&7u32.to_le_bytes());
     check_error(
         parse(&newer),
-        expect!["package format version 7 is newer than this ipub supports (3)"],
+        expect!["package format version 7 is newer than this ipub supports (4)"],
     );
     let mut older = bytes.clone();
     older[8..12].copy_from_slice(&0u32.to_le_bytes());
     check_error(
         parse(&older),
-        expect!["package format version 0 is not supported (this ipub reads version 3)"],
+        expect!["package format version 0 is not supported (this ipub reads version 4)"],
     );
 
     let mut table = bytes.clone();
@@ -366,7 +361,7 @@ fn container_errors_name_what_is_wrong() {
     });
     check_error(
         parse(&unknown),
-        expect!["the package's part table is malformed: unknown part `extra` for format version 3"],
+        expect!["the package's part table is malformed: unknown part `extra` for format version 4"],
     );
     let twice = reassemble(&bytes, super::FORMAT_VERSION, |parts| {
         let copy = parts[0].clone();
@@ -522,7 +517,7 @@ fn bindings_must_cover_their_tensor_inside_tile_memory() {
     );
     check_invalid(
         |p| p.bindings[2].pieces[0].address = 0xE7BA0,
-        expect!["invalid package (bindings): binding 2: piece 0 at 0xe7ba0 (32 bytes) on tile 2 is outside loadable memory"],
+        expect!["invalid package (bindings): binding 2: piece 0 at 0xe7ba0 (1 x 32 bytes) on tile 2 is outside loadable memory"],
     );
     check_invalid(
         |p| p.bindings[2].pieces[0].tile = 3,
@@ -534,10 +529,113 @@ fn bindings_must_cover_their_tensor_inside_tile_memory() {
     );
 }
 
+/// `x` (64 bytes) as two interleaved strided runs on tile 0: the 8-byte
+/// blocks at even multiples of 8 in one, the odd ones in the other.
+fn interleaved(p: &mut Package) {
+    let run = |logical_offset, address| Piece {
+        count: 4,
+        logical_stride: 16,
+        address_stride: 8,
+        ..Piece::contiguous(logical_offset, 8, 0, address)
+    };
+    p.bindings[0].pieces = vec![run(0, WORK), run(8, WORK + 0x20)];
+}
+
+#[test]
+fn strided_runs_are_checked_block_by_block_without_expanding_them() {
+    let mut package = sample();
+    interleaved(&mut package);
+    let decoded = parse(&encode(&package).expect("valid")).expect("parses");
+    assert_eq!(decoded.bindings[0], package.bindings[0]);
+    check_invalid(
+        |p| {
+            interleaved(p);
+            p.bindings[0].pieces[1].count = 3;
+        },
+        expect!["invalid package (bindings): binding 0: no piece holds byte 56 of tensor `x` (64 bytes)"],
+    );
+    check_invalid(
+        |p| {
+            interleaved(p);
+            p.bindings[0].pieces[1].logical_stride = 17;
+        },
+        expect!["invalid package (bindings): binding 0: piece 1 covers bytes from 8 beyond the tensor's 64"],
+    );
+    check_invalid(
+        |p| {
+            interleaved(p);
+            p.bindings[0].pieces[0].address_stride = 4;
+        },
+        expect!["invalid package (bindings): binding 0: piece 0 has blocks of 8 bytes every 4 bytes: they overlap in tile memory"],
+    );
+    // Hostile counts and strides are refused by arithmetic, not by walking
+    // or allocating their blocks.
+    check_invalid(
+        |p| {
+            interleaved(p);
+            p.bindings[0].pieces[0].count = u32::MAX;
+            p.bindings[0].pieces[0].address_stride = u32::MAX;
+        },
+        expect!["invalid package (bindings): the bindings have 4294967303 blocks (at most 67108864 are allowed)"],
+    );
+    check_invalid(
+        |p| {
+            interleaved(p);
+            p.bindings[0].pieces[0].logical_stride = u64::MAX;
+        },
+        expect!["invalid package (bindings): binding 0: piece 0 covers bytes from 0 beyond the tensor's 64"],
+    );
+    check_invalid(
+        |p| {
+            interleaved(p);
+            p.bindings[0].pieces[0].count = 2;
+            p.bindings[0].pieces[0].address_stride = u32::MAX;
+        },
+        expect!["invalid package (bindings): binding 0: piece 0 at 0x90000 (2 x 8 bytes) on tile 0 is outside loadable memory"],
+    );
+    check_invalid(
+        |p| {
+            interleaved(p);
+            p.bindings[0].pieces[0].count = 0;
+        },
+        expect!["invalid package (bindings): binding 0: piece 0 is empty"],
+    );
+}
+
+#[test]
+fn coverage_sweeps_runs_in_any_order_and_finds_the_first_hole() {
+    use super::validate::first_uncovered;
+    let strided = |logical_offset, bytes, count, logical_stride| Piece {
+        count,
+        logical_stride,
+        address_stride: bytes,
+        ..Piece::contiguous(logical_offset, bytes, 0, 0)
+    };
+    // Columns of a transposed 4 x 4 matrix of 2-byte elements.
+    let columns: Vec<Piece> = (0..4).rev().map(|c| strided(c * 2, 2, 4, 8)).collect();
+    assert_eq!(first_uncovered(&columns, 32), None);
+    assert_eq!(first_uncovered(&columns[..3], 32), Some(0));
+    assert_eq!(first_uncovered(&columns[1..], 32), Some(6));
+    // Blocks that touch are one interval; a repeated block (a broadcast)
+    // covers its bytes only.
+    assert_eq!(first_uncovered(&[strided(0, 4, 8, 4)], 32), None);
+    assert_eq!(first_uncovered(&[strided(0, 4, 8, 0)], 32), Some(4));
+    // Overlapping copies (a replicated tensor) and a run past the end of
+    // the others.
+    let replicated = [
+        strided(0, 8, 2, 16),
+        strided(0, 32, 1, 0),
+        strided(8, 8, 2, 16),
+    ];
+    assert_eq!(first_uncovered(&replicated, 32), None);
+    assert_eq!(first_uncovered(&[], 0), None);
+    assert_eq!(first_uncovered(&[], 1), Some(0));
+}
+
 #[test]
 fn inspect_shows_tiles_kernels_steps_exchanges_and_bindings() {
     expect![[r#"
-        package sample for ipu21: format 3, written by ipub 0.1.0
+        package sample for ipu21: format 4, written by ipub 0.1.0
         tiles: 4 used of 1472
           tile    0: code      64  data     256  zero     512  free  637040 of 637872 bytes
           tile    1: code      64  data     256  zero     512  free  637040 of 637872 bytes
@@ -559,9 +657,9 @@ fn inspect_shows_tiles_kernels_steps_exchanges_and_bindings() {
         exchange programs: 1
           0 op y: 2 transfers (1 broadcasts) from 2 tiles, 64 bytes sent, 96 delivered, horizon 17 cycles, ordinary
         bindings: 3
-          0 x: f16 x 32 (64 bytes) in 2 pieces on 2 tiles
-          1 w: f16 x 64 (128 bytes) in 2 pieces on 2 tiles
-          2 y: f16 x 32 (64 bytes) in 2 pieces on 2 tiles
+          0 x: f16 x 32 (64 bytes) in 2 runs of 2 blocks on 2 tiles
+          1 w: f16 x 64 (128 bytes) in 2 runs of 2 blocks on 2 tiles
+          2 y: f16 x 32 (64 bytes) in 2 runs of 2 blocks on 2 tiles
     "#]].assert_eq(&inspect::render(&sample()));
 }
 

@@ -2,9 +2,11 @@
 //! re-checking, so that a corrupt or hand-made package is an error here and
 //! never a panic later.
 
-use super::limits::{MAX_EXECUTED_STEPS, MAX_EXECUTED_TILE_RECORDS, MAX_REPEAT_DEPTH};
+use super::limits::{
+    MAX_BINDING_BLOCKS, MAX_EXECUTED_STEPS, MAX_EXECUTED_TILE_RECORDS, MAX_REPEAT_DEPTH,
+};
 use super::{
-    Binding, Call, ExchangeProgram, Package, PackageError, SegmentKind, Step, TileImage,
+    Binding, Call, ExchangeProgram, Package, PackageError, Piece, SegmentKind, Step, TileImage,
     FORMAT_VERSION,
 };
 use crate::target::{target_by_name, Target};
@@ -83,6 +85,19 @@ pub(super) fn package(package: &Package) -> Result<(), PackageError> {
         }
     }
 
+    // Blocks are what host streams copy one by one: bound them before
+    // anything walks them.
+    let blocks = package
+        .bindings
+        .iter()
+        .flat_map(|b| &b.pieces)
+        .fold(0u64, |sum, p| sum.saturating_add(u64::from(p.count)));
+    if blocks > MAX_BINDING_BLOCKS {
+        return Err(PackageError::invalid(
+            "bindings",
+            format!("the bindings have {blocks} blocks (at most {MAX_BINDING_BLOCKS} are allowed)"),
+        ));
+    }
     for (index, binding) in package.bindings.iter().enumerate() {
         self::binding(package, target, index, binding)?;
     }
@@ -344,9 +359,9 @@ fn binding(
         ));
     }
     let total = binding.byte_len();
-    let mut ranges = Vec::with_capacity(binding.pieces.len());
+    let loadable = target.memory.loadable;
     for (p, piece) in binding.pieces.iter().enumerate() {
-        if piece.bytes == 0 {
+        if piece.bytes == 0 || piece.count == 0 {
             return fail(format!("piece {p} is empty"));
         }
         if package.tile(piece.tile).is_none() {
@@ -355,43 +370,111 @@ fn binding(
                 piece.tile
             ));
         }
-        if !target
-            .memory
-            .loadable
-            .contains_span(piece.address, piece.bytes)
-        {
+        let last = u64::from(piece.count - 1);
+        if piece.count > 1 && piece.address_stride < piece.bytes {
             return fail(format!(
-                "piece {p} at {:#x} ({} bytes) on tile {} is outside loadable memory",
-                piece.address, piece.bytes, piece.tile
+                "piece {p} has blocks of {} bytes every {} bytes: they overlap in tile memory",
+                piece.bytes, piece.address_stride
             ));
         }
-        let end = piece.logical_offset.checked_add(u64::from(piece.bytes));
-        if end.is_none_or(|end| end > total) {
+        // Widened arithmetic: hostile strides and counts cannot wrap.
+        let address_end = u64::from(piece.address)
+            + last * u64::from(piece.address_stride)
+            + u64::from(piece.bytes);
+        if piece.address < loadable.start || address_end > u64::from(loadable.end) {
+            return fail(format!(
+                "piece {p} at {:#x} ({} x {} bytes) on tile {} is outside loadable memory",
+                piece.address, piece.count, piece.bytes, piece.tile
+            ));
+        }
+        let logical_end = u128::from(piece.logical_offset)
+            + u128::from(last) * u128::from(piece.logical_stride)
+            + u128::from(piece.bytes);
+        if logical_end > u128::from(total) {
             return fail(format!(
                 "piece {p} covers bytes from {} beyond the tensor's {total}",
                 piece.logical_offset
             ));
         }
-        ranges.push((
-            piece.logical_offset,
-            piece.logical_offset + u64::from(piece.bytes),
-        ));
     }
-    ranges.sort_unstable();
-    let mut covered = 0u64;
-    for (start, end) in ranges {
-        if start > covered {
-            break;
-        }
-        covered = covered.max(end);
-    }
-    if covered < total {
+    if let Some(byte) = first_uncovered(&binding.pieces, total) {
         return fail(format!(
-            "no piece holds byte {covered} of tensor `{}` ({total} bytes)",
+            "no piece holds byte {byte} of tensor `{}` ({total} bytes)",
             tensor.name
         ));
     }
     Ok(())
+}
+
+/// The first byte of `0..total` no block of `pieces` holds, if any.
+///
+/// A sweep over the runs, never over their blocks one by one when it can
+/// be avoided: a run whose blocks touch or overlap is one interval, and a
+/// gapped run is a stream of blocks in ascending order that jumps past
+/// every block already covered. The runs must be validated (every block
+/// inside the tensor), so nothing here overflows; memory is one heap entry
+/// per run.
+pub(crate) fn first_uncovered(pieces: &[Piece], total: u64) -> Option<u64> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    /// A run as blocks `start + i * stride .. + bytes` for `i` in `0..count`.
+    #[derive(Clone, Copy)]
+    struct Stream {
+        start: u64,
+        stride: u64,
+        bytes: u64,
+        count: u64,
+    }
+    let streams: Vec<Stream> = pieces
+        .iter()
+        .map(|p| {
+            let (bytes, stride, count) = (u64::from(p.bytes), p.logical_stride, u64::from(p.count));
+            if count == 1 || stride == 0 || stride <= bytes {
+                // Blocks that touch or overlap (or repeat) form one interval.
+                let span = stride * (count - 1) + bytes;
+                Stream {
+                    start: p.logical_offset,
+                    stride: 0,
+                    bytes: span,
+                    count: 1,
+                }
+            } else {
+                Stream {
+                    start: p.logical_offset,
+                    stride,
+                    bytes,
+                    count,
+                }
+            }
+        })
+        .collect();
+    // (next block's start, stream, next block's index)
+    let mut heap: BinaryHeap<Reverse<(u64, usize, u64)>> = streams
+        .iter()
+        .enumerate()
+        .map(|(s, stream)| Reverse((stream.start, s, 0)))
+        .collect();
+    let mut covered = 0u64;
+    while covered < total {
+        let Some(Reverse((start, s, index))) = heap.pop() else {
+            return Some(covered);
+        };
+        if start > covered {
+            return Some(covered);
+        }
+        let stream = streams[s];
+        covered = covered.max(start + stream.bytes);
+        // The first later block that ends beyond what is covered now.
+        let mut next = index + 1;
+        if stream.stride > 0 {
+            let needed = (covered + 1).saturating_sub(stream.start + stream.bytes);
+            next = next.max(needed.div_ceil(stream.stride));
+        }
+        if next < stream.count {
+            heap.push(Reverse((stream.start + next * stream.stride, s, next)));
+        }
+    }
+    None
 }
 
 fn steps(package: &Package, call: Call, steps: &[Step], depth: usize) -> Result<(), PackageError> {

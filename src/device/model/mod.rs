@@ -291,7 +291,7 @@ impl ModelDevice {
     }
 
     /// Scatters a logical tensor's row-major bytes into tile memory through
-    /// binding `binding`'s pieces.
+    /// binding `binding`'s runs, block by block.
     pub fn write_binding(&mut self, binding: u32, bytes: &[u8]) -> Result<(), DeviceError> {
         // A second handle, so the binding can be read while memory is written.
         let package = Arc::clone(&self.package);
@@ -305,10 +305,12 @@ impl ModelDevice {
             });
         }
         for piece in &b.pieces {
-            // Validation keeps every piece inside the tensor's bytes.
-            let start = piece.logical_offset as usize;
-            let source = &bytes[start..start + piece.bytes as usize];
-            self.memories.write(piece.tile, piece.address, source)?;
+            // Validation keeps every block inside the tensor's bytes.
+            for (logical, address) in piece.blocks() {
+                let start = logical as usize;
+                let source = &bytes[start..start + piece.bytes as usize];
+                self.memories.write(piece.tile, address, source)?;
+            }
         }
         Ok(())
     }
@@ -319,12 +321,14 @@ impl ModelDevice {
         let b = binding_of(&self.package, binding)?;
         let mut out = vec![0u8; b.byte_len() as usize];
         for piece in &b.pieces {
-            let start = piece.logical_offset as usize;
-            out[start..start + piece.bytes as usize].copy_from_slice(self.memories.read(
-                piece.tile,
-                piece.address,
-                piece.bytes,
-            )?);
+            for (logical, address) in piece.blocks() {
+                let start = logical as usize;
+                out[start..start + piece.bytes as usize].copy_from_slice(self.memories.read(
+                    piece.tile,
+                    address,
+                    piece.bytes,
+                )?);
+            }
         }
         Ok(out)
     }

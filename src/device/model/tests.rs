@@ -189,12 +189,7 @@ fn host_streams_round_trip_through_scattered_pieces() {
     // order: a layout far from row-major.
     let package = runnable(|p| {
         p.bindings[0].pieces = (0..16u32)
-            .map(|i| Piece {
-                logical_offset: u64::from(i) * 4,
-                bytes: 4,
-                tile: i % 2,
-                address: WORK + 0x100 + (15 - i) * 4,
-            })
+            .map(|i| Piece::contiguous(u64::from(i) * 4, 4, i % 2, WORK + 0x100 + (15 - i) * 4))
             .collect();
     });
     let mut device = ModelDevice::load(package).expect("load");
@@ -212,6 +207,36 @@ fn host_streams_round_trip_through_scattered_pieces() {
         .run_call(Call::Run, &CopyPlusOne, &mut HostBuffers::default())
         .expect_err("missing input");
     expect!["no host data was given for binding 0 (`x`)"].assert_eq(&error.to_string());
+}
+
+#[test]
+fn host_streams_walk_strided_runs_block_by_block() {
+    // `x` (64 bytes) as the columns of a 4 x 4 matrix of 4-byte elements,
+    // stored transposed: column `c` is one run of four blocks, 16 bytes
+    // apart in the tensor and packed on the tile. Columns 0 and 1 are on
+    // tile 0, columns 2 and 3 on tile 1.
+    let package = runnable(|p| {
+        p.bindings[0].pieces = (0..4u32)
+            .map(|c| Piece {
+                count: 4,
+                logical_stride: 16,
+                address_stride: 4,
+                ..Piece::contiguous(u64::from(c) * 4, 4, c / 2, WORK + 0x100 + (c % 2) * 16)
+            })
+            .collect();
+    });
+    let mut device = ModelDevice::load(package).expect("load");
+    let x = bytes(5, 64);
+    device.write_binding(0, &x).expect("write");
+    assert_eq!(device.read_binding(0).expect("read"), x);
+    // Column 3 on tile 1: elements 3, 7, 11 and 15, in order.
+    let tile1 = device.memory(1).expect("tile 1");
+    let at = (WORK + 0x110 - BASE) as usize;
+    let column: Vec<u8> = [3, 7, 11, 15]
+        .iter()
+        .flat_map(|&e| x[e * 4..e * 4 + 4].to_vec())
+        .collect();
+    assert_eq!(&tile1[at..at + 16], column.as_slice());
 }
 
 fn check_fault(tweak: impl FnOnce(&mut Package), expect: Expect) {
