@@ -642,26 +642,6 @@ fn compatible(a: Dt, b: Dt) -> bool {
     amp(a) && amp(b) && !(a.fp8() && b.fp8() && a != b)
 }
 
-fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
-    let rank = a.len().max(b.len());
-    let dim = |s: &[usize], i: usize| {
-        let pad = rank - s.len();
-        if i < pad {
-            1
-        } else {
-            s[i - pad]
-        }
-    };
-    (0..rank)
-        .map(|i| match (dim(a, i), dim(b, i)) {
-            (x, y) if x == y => Some(x),
-            (1, y) => Some(y),
-            (x, 1) => Some(x),
-            _ => None,
-        })
-        .collect()
-}
-
 fn smallest_factor(n: usize) -> Option<usize> {
     (2..n)
         .take_while(|f| f * f <= n)

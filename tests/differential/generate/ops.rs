@@ -1,7 +1,8 @@
 //! One builder per kind of operation, each writing a valid `[[op]]` (or
 //! `[[repeat.op]]`) and declaring what it reads when nothing fits.
 
-use super::{broadcast, compatible, divisors, round3, smallest_factor, Builder, Dt, Scope};
+use super::{compatible, divisors, round3, smallest_factor, Builder, Dt, Scope};
+use ipub::project::shapes::broadcast;
 use std::fmt::Write as _;
 
 impl Builder<'_> {
