@@ -103,8 +103,8 @@ fn check_project(db: &Database, path: &Utf8Path, fit: bool) -> bool {
     }
 }
 
-/// An error when the project's kernel directory does not exist, at
-/// `[project] kernels` when the project names it.
+/// An error when the default kernel directory (`kernels` not set) does
+/// not exist. A directory the project names is checked by validation.
 fn kernel_dir_diagnostic(
     db: &Database,
     file: SourceFile,
@@ -118,16 +118,16 @@ fn kernel_dir_diagnostic(
     let loaded = crate::project::loaded_files(db, file);
     let root = loaded.files.iter().find(|f| f.is_root)?;
     let project = root.ast.project.as_ref()?;
-    Some(match &project.get_ref().kernels {
-        Some(kernels) => diagnostic
-            .at(&root.path, kernels.span())
-            .label("relative to this project file"),
-        None => diagnostic
+    if project.get_ref().kernels.is_some() {
+        return None;
+    }
+    Some(
+        diagnostic
             .at(&root.path, project.span())
             .note(format!(
                 "without `kernels`, kernel sources are looked for in `{}` next to the project file",
                 crate::project::DEFAULT_KERNEL_DIR
             ))
             .help("set `kernels = \"DIR\"` in [project]"),
-    })
+    )
 }
