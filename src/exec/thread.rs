@@ -466,6 +466,7 @@ impl Thread {
             Op::F16v4Min => f16v4op!(f64::min),
             Op::F32Exp => f32un!(f64::exp),
             Op::F32Rcp => f32un!(|x| 1.0 / x),
+            Op::F32Div => f32op!(|x, y| x / y),
             Op::F32Rsqrt => f32un!(|x| 1.0 / x.sqrt()),
             Op::F32Sqrt => f32un!(f64::sqrt),
             Op::F32Erf => f32un!(erf),

@@ -125,6 +125,7 @@ pub enum Op {
     F32v4Acc,
     F32v4SqAcc,
     F32v2Gina,
+    F32Div,
     // Register-offset loads and stores.
     Ldz8R,
     Lds8R,
@@ -592,6 +593,7 @@ pub static TABLE: &[OpInfo] = &[
     grouped(Op::F32v4Acc, "f32v4acc", G_FPU, 42, R_Q, Aux, Worker, "Adds the four f32 lanes to vector accumulators 0..3 (f32 sums)."),
     grouped(Op::F32v4SqAcc, "f32v4sqacc", G_FPU, 43, R_Q, Aux, Worker, "Adds the squares of the four f32 lanes to vector accumulators 0..3 (each square and sum in f64, rounded to f32 once)."),
     grouped(Op::F32v2Gina, "f32v2gina", G_FPU, 44, R_PACC, Aux, Worker, "d = vector accumulators 2i and 2i + 1 for pair i; both are then zeroed."),
+    issues(grouped(Op::F32Div, "f32div", G_FPU, 45, R_AAA, Aux, Worker, "f32 d = a / b, correctly rounded."), 2),
     // Register-offset loads and stores.
     grouped(Op::Ldz8R, "ldz8", G_MEM, 0, MR_M, Main, Both, "d = zext(byte at a + b)."),
     grouped(Op::Lds8R, "lds8", G_MEM, 1, MR_M, Main, Both, "d = sext(byte at a + b)."),
