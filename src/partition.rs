@@ -124,6 +124,56 @@ pub enum KernelId {
     /// Sums the f16 partials of a matrix product with a split inner
     /// dimension.
     ReduceAdd,
+    /// Elementwise multiplication, subtraction or division of two tensors
+    /// of `dtype` (`device/binary.S`).
+    Binary {
+        op: BinaryOp,
+        dtype: DType,
+    },
+    /// An elementwise function of one tensor of `dtype`
+    /// (`device/unary.S`).
+    Unary {
+        op: UnaryOp,
+        dtype: DType,
+    },
+    Rmsnorm {
+        dtype: DType,
+    },
+}
+
+/// The elementwise operations of two operands with a kernel of their own
+/// besides `add` (whose kernel predates them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Mul,
+    Sub,
+    Div,
+}
+
+impl BinaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Mul => "mul",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Div => "div",
+        }
+    }
+}
+
+/// The elementwise functions of one operand that share `device/unary.S`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Silu,
+    GeluTanh,
+}
+
+impl UnaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Silu => "silu",
+            UnaryOp::GeluTanh => "gelu_tanh",
+        }
+    }
 }
 
 impl KernelId {
@@ -179,6 +229,9 @@ impl fmt::Display for KernelId {
             }
             KernelId::RearrangeBlocks => f.write_str("rearrange_blocks"),
             KernelId::ReduceAdd => f.write_str("reduce_add_f16"),
+            KernelId::Binary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
+            KernelId::Unary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
+            KernelId::Rmsnorm { dtype } => write!(f, "rmsnorm_{}", family(dtype)),
         }
     }
 }
@@ -212,6 +265,15 @@ mod tests {
                 cols: 4,
             },
             KernelId::ReduceAdd,
+            KernelId::Binary {
+                op: BinaryOp::Div,
+                dtype: DType::F32,
+            },
+            KernelId::Unary {
+                op: UnaryOp::GeluTanh,
+                dtype: DType::F16,
+            },
+            KernelId::Rmsnorm { dtype: DType::F16 },
         ]
         .iter()
         .map(ToString::to_string)
@@ -224,7 +286,10 @@ mod tests {
                 "cast_f16_f152",
                 "softmax_f16_causal",
                 "rearrange_f16_b16x4",
-                "reduce_add_f16"
+                "reduce_add_f16",
+                "div_f32",
+                "gelu_tanh_f16",
+                "rmsnorm_f16"
             ]
         );
     }

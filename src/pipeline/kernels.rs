@@ -104,6 +104,15 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         } => Variant::new(name.clone(), source("softmax_f16.S"))
             .entry("softmax_f16")
             .define("CAUSAL", u32::from(causal)),
+        KernelId::Binary {
+            dtype: DType::F16 | DType::F32,
+            ..
+        } => plain("binary.S"),
+        KernelId::Unary {
+            dtype: DType::F16 | DType::F32,
+            ..
+        } => plain("unary.S"),
+        KernelId::Rmsnorm { dtype: DType::F16 } => plain("rmsnorm_f16.S"),
         _ => return None,
     })
 }

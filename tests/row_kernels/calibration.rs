@@ -27,6 +27,15 @@ const KERNELS: &[&str] = &[
     "softmax_f16_causal",
     "layernorm_f16",
     "reduce_add_f16",
+    "mul_f16",
+    "sub_f32",
+    "div_f16",
+    "div_f32",
+    "silu_f16",
+    "silu_f32",
+    "gelu_tanh_f16",
+    "gelu_tanh_f32",
+    "rmsnorm_f16",
 ];
 
 /// Rows of a tile's share: one, fewer than the workers, each remainder of

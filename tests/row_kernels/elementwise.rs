@@ -1,4 +1,5 @@
-//! Casts and additions: bit-exact against the host.
+//! Casts, additions, multiplications, subtractions and divisions:
+//! bit-exact against the host.
 
 use crate::host::{check_shapes, Settings};
 
@@ -53,6 +54,15 @@ fn casts_between_f16_and_f32() {
 #[test]
 fn additions_are_correctly_rounded() {
     for kernel in ["add_f16", "add_f32"] {
+        check_shapes(kernel, SHAPES, &Settings::default(), 0x5eed);
+    }
+}
+
+#[test]
+fn multiplications_subtractions_and_divisions_are_correctly_rounded() {
+    for kernel in [
+        "mul_f16", "sub_f16", "div_f16", "mul_f32", "sub_f32", "div_f32",
+    ] {
         check_shapes(kernel, SHAPES, &Settings::default(), 0x5eed);
     }
 }

@@ -8,7 +8,7 @@ use ipub::asm::{self, Placement};
 use ipub::exec::Tile;
 use ipub::isa::text::assemble_program;
 use ipub::kernels::{self, EntryMetadata};
-use ipub::partition::KernelId;
+use ipub::partition::{BinaryOp, KernelId, UnaryOp};
 use ipub::pipeline::kernels::variant_of;
 use ipub::target::IPU21;
 use ipub::vfs::OsFs;
@@ -46,7 +46,16 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::Layernorm { dtype: F16 },
         KernelId::RearrangeBlocks,
         KernelId::ReduceAdd,
+        KernelId::Rmsnorm { dtype: F16 },
     ];
+    for dtype in [F16, F32] {
+        for op in [BinaryOp::Mul, BinaryOp::Sub, BinaryOp::Div] {
+            known.push(KernelId::Binary { op, dtype });
+        }
+        for op in [UnaryOp::Silu, UnaryOp::GeluTanh] {
+            known.push(KernelId::Unary { op, dtype });
+        }
+    }
     for causal in [false, true] {
         known.push(KernelId::Softmax { dtype: F16, causal });
     }

@@ -1,8 +1,10 @@
 //! Host arithmetic for every row kernel: the inputs a run of a variant
 //! takes and what its output must be. Casts, additions, reductions and
-//! copies must match bit for bit (the book defines them exactly); GELU,
-//! softmax and layernorm must be within one f16 step of an f64 evaluation,
-//! with a stated slack where f32 arithmetic cancels.
+//! copies, multiplications, subtractions and divisions must match bit for
+//! bit (the book defines them exactly); GELU, SiLU, the tanh GELU, softmax,
+//! layernorm and RMS norm must be within one f16 step of an f64 evaluation
+//! (or, in f32, within a stated tolerance), with a stated slack where f32
+//! arithmetic cancels.
 //!
 //! [`case`] builds a run and its expectation; [`check`] runs it and
 //! compares. Every other test of this directory goes through them.
@@ -87,6 +89,11 @@ impl Default for Settings {
 /// What the output must be.
 enum Expected {
     Bytes(Vec<u8>),
+    /// f32 values within `tolerance` of `reference`.
+    F32 {
+        reference: Vec<f64>,
+        tolerance: Vec<f64>,
+    },
     /// f16 values within one step of `reference`, or within `slack` of it.
     F16 {
         reference: Vec<f64>,
@@ -269,8 +276,150 @@ pub fn case(
                 expected: Expected::F16 { reference, slack },
             }
         }
+        "mul_f16" | "sub_f16" | "div_f16" => {
+            // NaN payloads are not specified; every other pattern is, and
+            // the results include infinities and NaNs of 0 / 0, inf - inf
+            // and 0 * inf.
+            let mut operand = || -> Vec<f16> {
+                wide_f16(rng, n, 8.0)
+                    .into_iter()
+                    .map(|v| if v.is_nan() { f16::INFINITY } else { v })
+                    .collect()
+            };
+            let (a, b) = (operand(), operand());
+            let op = binary_op(kernel);
+            // The exact result rounded once: f64 holds every product and
+            // difference of two f16 values exactly, and its quotient
+            // rounds to the same f16 as the exact one.
+            let results: Vec<f16> = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| f16::from_f64(op(x.to_f64(), y.to_f64())))
+                .collect();
+            bytes(
+                vec![f16_bytes(&a), f16_bytes(&b)],
+                f16_bytes(&results),
+                params,
+            )
+        }
+        "mul_f32" | "sub_f32" | "div_f32" => {
+            let mut operand = || -> Vec<f32> {
+                (0..n)
+                    .map(|_| match rng.next_u64() % 16 {
+                        0 => 0.0,
+                        1 => f32::INFINITY,
+                        _ => rng.normal(1000.0) as f32,
+                    })
+                    .collect()
+            };
+            let (a, b) = (operand(), operand());
+            let le = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+            let op = binary_op(kernel);
+            // NaN results (0 / 0, inf - inf) are compared as the canonical
+            // NaN the host's arithmetic gives, which is also the model's.
+            let results: Vec<f32> = a
+                .iter()
+                .zip(&b)
+                .map(|(&x, &y)| op(f64::from(x), f64::from(y)) as f32)
+                .collect();
+            bytes(vec![le(&a), le(&b)], le(&results), params)
+        }
+        "silu_f16" | "gelu_tanh_f16" => {
+            let x = normal_f16(rng, n, 3.0);
+            let (reference, _) = unary(kernel, x.iter().map(|v| v.to_f64()));
+            Case {
+                inputs: vec![f16_bytes(&x)],
+                params,
+                out_bytes: 2 * n,
+                expected: Expected::F16 {
+                    reference,
+                    slack: vec![0.0; n],
+                },
+            }
+        }
+        "silu_f32" | "gelu_tanh_f32" => {
+            let x: Vec<f32> = (0..n).map(|_| rng.normal(4.0) as f32).collect();
+            let (reference, tolerance) = unary(kernel, x.iter().map(|&v| f64::from(v)));
+            let x = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+            Case {
+                inputs: vec![x],
+                params,
+                out_bytes: 4 * n,
+                expected: Expected::F32 {
+                    reference,
+                    tolerance,
+                },
+            }
+        }
+        "rmsnorm_f16" => {
+            let x: Vec<f16> = (0..n)
+                .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))
+                .collect();
+            let gamma = normal_f16(rng, row_length, 1.0);
+            let epsilon = 1e-6f32;
+            params.push(("epsilon_bits", i64::from(epsilon.to_bits())));
+            let reference = rmsnorm(&x, &gamma, row_length, epsilon);
+            Case {
+                inputs: vec![f16_bytes(&x), f16_bytes(&gamma)],
+                params,
+                out_bytes: 2 * n,
+                expected: Expected::F16 {
+                    slack: vec![0.0; n],
+                    reference,
+                },
+            }
+        }
         other => panic!("no host arithmetic for kernel `{other}`"),
     }
+}
+
+/// The operation of a binary kernel, on exact values.
+fn binary_op(kernel: &str) -> fn(f64, f64) -> f64 {
+    match &kernel[..3] {
+        "mul" => |x, y| x * y,
+        "sub" => |x, y| x - y,
+        _ => |x, y| x / y,
+    }
+}
+
+/// SiLU or the tanh GELU (by `kernel`'s name) in f64, as their
+/// definitions write them, and the tolerance of an f32 evaluation: a few
+/// f32 ulps of the result for every unit of the exponential's argument,
+/// whose rounding error the exponential turns into a relative one.
+fn unary(kernel: &str, x: impl Iterator<Item = f64>) -> (Vec<f64>, Vec<f64>) {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    x.map(|x| {
+        let (y, argument) = if kernel.starts_with("silu") {
+            (x / (1.0 + (-x).exp()), x)
+        } else {
+            // For negative u, `1 + tanh(u)` cancels in f64; `1 - tanh(|u|)`
+            // is `2 / (e^2|u| + 1)` without a difference.
+            let u = k * (x + 0.044715 * x * x * x);
+            let one_plus_tanh = if u < 0.0 {
+                2.0 / ((-2.0 * u).exp() + 1.0)
+            } else {
+                1.0 + u.tanh()
+            };
+            (0.5 * x * one_plus_tanh, 2.0 * u)
+        };
+        (y, y.abs() * 2f64.powi(-22) * (4.0 + argument.abs()) + 1e-37)
+    })
+    .unzip()
+}
+
+/// RMS normalisation in f64.
+fn rmsnorm(x: &[f16], gamma: &[f16], row_length: usize, epsilon: f32) -> Vec<f64> {
+    let mut reference = Vec::new();
+    for row in x.chunks(row_length) {
+        let mean_square = row.iter().map(|v| v.to_f64().powi(2)).sum::<f64>() / row_length as f64;
+        let inv = 1.0 / (mean_square + f64::from(epsilon)).sqrt();
+        reference.extend(
+            row.iter()
+                .zip(gamma)
+                .map(|(v, g)| v.to_f64() * inv * g.to_f64()),
+        );
+    }
+    reference
 }
 
 /// Softmax of `x * scale` over the kept prefix of each row (all of it, or
@@ -336,6 +485,22 @@ pub fn check(kernel: &Kernel, case: &Case) -> Result<u64, String> {
                     "byte {i} is {:#04x}, expected {:#04x} (the word there reads {:?} as f32)",
                     outcome.out[i], expected[i], f32_view
                 ));
+            }
+        }
+        Expected::F32 {
+            reference,
+            tolerance,
+        } => {
+            for (k, (&y, (&e, &t))) in f32_values(&outcome.out)
+                .iter()
+                .zip(reference.iter().zip(tolerance))
+                .enumerate()
+            {
+                // A NaN on either side is a mismatch.
+                let within = (f64::from(y) - e).abs() <= t;
+                if !within {
+                    return Err(format!("element {k} is {y}, expected {e} within {t}"));
+                }
             }
         }
         Expected::F16 { reference, slack } => {

@@ -1,5 +1,6 @@
-//! GELU, softmax and layernorm against f64 host computations within stated
-//! f16 ulps, and the rearrange copies bit-exactly.
+//! GELU, SiLU, the tanh GELU, softmax, layernorm and RMS norm against f64
+//! host computations within stated f16 ulps (or f32 tolerances), and the
+//! rearrange copies bit-exactly.
 
 use crate::harness::{compile, Rng, Run};
 use crate::host::{check_shapes, Settings};
@@ -22,6 +23,18 @@ const SHAPES: &[(usize, usize)] = &[
 #[test]
 fn gelu_is_within_one_ulp_of_the_exact_function() {
     check_shapes("gelu_f16", SHAPES, &Settings::default(), 11);
+}
+
+#[test]
+fn silu_and_tanh_gelu_are_within_one_ulp() {
+    for kernel in ["silu_f16", "gelu_tanh_f16", "silu_f32", "gelu_tanh_f32"] {
+        check_shapes(kernel, SHAPES, &Settings::default(), 12);
+    }
+}
+
+#[test]
+fn rmsnorm_is_within_f16_rounding_of_the_f64_reference() {
+    check_shapes("rmsnorm_f16", SHAPES, &Settings::default(), 13);
 }
 
 #[test]

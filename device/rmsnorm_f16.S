@@ -1,0 +1,175 @@
+// RMS normalisation of each row of an f16 `[rows][row_length]` operand
+// with f16 gamma (in1) of `[row_length]`, in f32: the mean square
+// `m = sum(x^2) / row_length`, then `x * rsqrt(m + epsilon) * gamma`
+// rounded to f16. The division by row_length is a multiplication by its
+// `f32rcp`; each square and its addition to the accumulators round once
+// (`f32v4sqacc`).
+//
+// Two passes per row, shaped like `layernorm_f16.S`'s: the sum of squares
+// walks the row as single elements up to the first 8-byte boundary (the
+// head), aligned quads with 64-bit loads, then single elements (the tail);
+// the output pass reads gamma too, which is 8-byte aligned at the row's
+// start, so it uses quads only where the row's range starts 8-byte aligned
+// (every row when row_length is a multiple of 4) and single elements
+// otherwise. See `include/rows.h` for the work split, which gives a long
+// row to all six workers.
+
+#include "include/rows.h"
+
+// Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
+// of the busiest worker, which has `whole` rows and, when the rows split,
+// one part of a split row. A row costs 3 issues per quad for its squares
+// and 11 for its output, and a fixed 57; a row that starts misaligned
+// (row_length not a multiple of 4) writes single elements, 7 issues each.
+// A part costs the squares of its whole row, about 3 issues per single
+// element of the head and tail, a fixed 100 and its share of the output;
+// the launch takes 25 more. All in quarter issues, so quads count per
+// element.
+#define RMSNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 31 * row_length : 14 * row_length; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 28 * row_length : 11 * row_length + 24 * singles; 40 + 6 * (100 + whole * (row + 228) + split * (3 * row_length + 12 * singles + 400 + part / parts)) / 4"
+
+// Registers beyond rows.h's: $m11 head elements, then elements to write,
+// $m12 gamma cursor, $m14 the link register of `call`; $a14
+// 1 / row_length, $a12:13 1 / sqrt(m + epsilon) (as a pair of lanes).
+
+// $m6 = whole quads after the head of the row, or its tail's elements.
+.macro quads
+        sub     $m6, $m2, $m11
+        shr     $m6, $m6, 2
+.endm
+.macro tail
+        sub     $m6, $m2, $m11
+        and     $m6, $m6, 3
+.endm
+
+// A single element's square, into accumulator 0 alone ($a5..$a7 stay
+// zero).
+.macro square_one
+        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
+        f32v4sqacc $a4:7
+.endm
+.macro clear_upper
+        mov     $a5, $azero
+        mov     $a6, $azero
+        mov     $a7, $azero
+.endm
+
+// The sum of the four accumulators into $a4 (clearing them).
+.macro total
+        f32v2gina $a4:5, 0
+        f32v2gina $a6:7, 1
+        f32v2add $a4:5, $a4:5, $a6:7
+        f32v2hadd $a4, $a4:5
+.endm
+
+.macro out_one
+        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a0, $a0 }
+        { ldb16step $a1, $m12+=, 2 ; f32mul $a0, $a0, $a12 }
+        f16tof32 $a1, $a1
+        f32mul  $a0, $a0, $a1
+        f32tof16 $a0, $a0
+        mov     $m6, $a0
+        st16step $m6, $m10+=, 2
+.endm
+
+        .text
+
+// State: in0, in1 (gamma), out, rows, row_length, epsilon_bits.
+
+        .globl  rmsnorm_f16
+        .type   rmsnorm_f16, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param in1, 4, ptr
+        .ipub_param out, 8, ptr
+        .ipub_param rows, 12, u32
+        .ipub_param row_length, 16, u32
+        .ipub_param epsilon_bits, 20, f32
+        .ipub_cost RMSNORM_COST
+rmsnorm_f16:
+        ld32    $m2, $m0, 16
+        mov     $a14, $m2
+        f32fromi32 $a14, $a14
+        f32rcp  $a14, $a14
+        row_bound 12, rmsnorm_bound
+        get     $m3, $wid
+rmsnorm_whole:
+        cmpult  $m6, $m3, $m1
+        brz     $m6, rmsnorm_split
+        whole_row 0, 8
+        call    $m14, rmsnorm_row
+        add     $m3, $m3, 6
+        br      rmsnorm_whole
+rmsnorm_split:
+        split_row 12, 0, 8, rmsnorm_done
+        call    $m14, rmsnorm_row
+rmsnorm_done:
+        exitz   $mzero
+
+// One row: the mean square over the whole row, then elements [lo, hi) of
+// the output. Keeps $m0..$m3 and $m14.
+rmsnorm_row:
+        sub     $m11, $mzero, $m7
+        and     $m11, $m11, 7
+        shr     $m11, $m11, 1
+        min     $m11, $m11, $m2
+
+        // Pass 1: the sum of squares, then 1 / sqrt(m + epsilon).
+        mov     $m8, $m7
+        clear_upper
+        rpt_at  4
+        rpt     $m11, 3
+        square_one
+        quads
+        rpt_at  4
+        rpt     $m6, 4
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
+        f16v2tof32 $a6:7, $a1
+        f32v4sqacc $a4:7
+        clear_upper
+        tail
+        rpt_at  4
+        rpt     $m6, 3
+        square_one
+        total
+        f32mul  $a4, $a4, $a14
+        ld32    $a8, $m0, 20
+        f32add  $a4, $a4, $a8
+        f32rsqrt $a12, $a4
+        mov     $a13, $a12
+
+        // Pass 2: normalise and scale elements [lo, hi).
+        add     $m6, $m4, $m4
+        add     $m8, $m7, $m6
+        add     $m10, $m9, $m6
+        ld32    $m12, $m0, 4
+        add     $m12, $m12, $m6
+        sub     $m11, $m5, $m4
+        // Quads need all three cursors 8-byte aligned.
+        or      $m6, $m8, $m10
+        or      $m6, $m6, $m12
+        and     $m6, $m6, 7
+        brz     $m6, rmsnorm_aligned
+        rpt_at  4
+        rpt     $m11, 9
+        out_one
+        br      $m14
+rmsnorm_aligned:
+        shr     $m6, $m11, 2
+        rpt_at  4
+        rpt     $m6, 13
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { ld64step $a6:7, $m12+=, 8 ; f16v2tof32 $a4:5, $a1 }
+        f32v2mul $a2:3, $a2:3, $a12:13
+        f32v2mul $a4:5, $a4:5, $a12:13
+        f16v2tof32 $a8:9, $a6
+        f32v2mul $a2:3, $a2:3, $a8:9
+        f16v2tof32 $a8:9, $a7
+        f32v2mul $a4:5, $a4:5, $a8:9
+        f32v2tof16 $a6, $a2:3
+        f32v2tof16 $a7, $a4:5
+        st64step $a6:7, $m10+=, 8
+        and     $m6, $m11, 3
+        rpt_at  4
+        rpt     $m6, 9
+        out_one
+        br      $m14
+        .size   rmsnorm_f16, . - rmsnorm_f16
