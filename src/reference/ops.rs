@@ -295,14 +295,23 @@ pub fn silu(values: &[f32]) -> Vec<f32> {
 }
 
 /// GELU with the tanh approximation (as PyTorch's `approximate="tanh"`),
-/// evaluated in f64.
+/// evaluated in f64. For `u < 0`, `1 + tanh(u)` would cancel (in f64 it
+/// keeps no correct digit once the result is below about 1e-16 |x|), so
+/// it is computed there as `2 e^2u / (1 + e^2u)`, the same value.
 pub fn gelu_tanh(values: &[f32]) -> Vec<f32> {
     let k = (2.0 / std::f64::consts::PI).sqrt();
     values
         .par_iter()
         .map(|&x| {
             let x = f64::from(x);
-            (0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())) as f32
+            let u = k * (x + 0.044715 * x * x * x);
+            let one_plus_tanh = if u < 0.0 {
+                let e = (2.0 * u).exp();
+                2.0 * e / (1.0 + e)
+            } else {
+                1.0 + u.tanh()
+            };
+            (0.5 * x * one_plus_tanh) as f32
         })
         .collect()
 }
