@@ -269,20 +269,6 @@ impl PartialEq for Check {
 }
 
 impl OpKind {
-    /// Whether the planner and lowering handle this operation yet (the
-    /// host reference handles every one).
-    pub fn is_planned(&self) -> bool {
-        !matches!(
-            self,
-            OpKind::Mul
-                | OpKind::Sub
-                | OpKind::Div
-                | OpKind::Silu
-                | OpKind::GeluTanh
-                | OpKind::Rmsnorm { .. }
-        )
-    }
-
     pub fn name(&self) -> &'static str {
         match self {
             OpKind::Matmul { .. } => "matmul",

@@ -649,7 +649,9 @@ impl Lowering<'_> {
             let row_piece = Piece::row_major(vec![first_row, 0], vec![count, row_length]);
             let mut operands = Vec::new();
             for (operand, &input) in node.inputs.iter().enumerate() {
-                let is_row_parameter = matches!(node.kind, OpKind::Layernorm { .. }) && operand > 0;
+                let is_row_parameter =
+                    matches!(node.kind, OpKind::Layernorm { .. } | OpKind::Rmsnorm { .. })
+                        && operand > 0;
                 let (view, piece) = if is_row_parameter {
                     (
                         View::of(graph, input),
@@ -698,7 +700,7 @@ impl Lowering<'_> {
                     params.push(("scale_bits".into(), i64::from(scale.to_bits())));
                     params.push(("causal".into(), i64::from(*causal)));
                 }
-                OpKind::Layernorm { epsilon } => {
+                OpKind::Layernorm { epsilon } | OpKind::Rmsnorm { epsilon } => {
                     params.push(("epsilon_bits".into(), i64::from(epsilon.to_bits())))
                 }
                 _ => {}

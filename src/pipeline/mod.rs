@@ -99,22 +99,6 @@ pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Build
         .graph
         .clone()
         .ok_or_else(|| BuildError::Project(result.diagnostics.clone()))?;
-    // Operations the host reference knows but the planner does not yet
-    // stop the build here, with their names, rather than in a phase that
-    // would not know what to do with them.
-    let unplanned: Vec<String> = graph
-        .ops
-        .iter()
-        .filter(|op| !op.kind.is_planned())
-        .map(|op| format!("`{}` ({})", op.name, op.kind.name()))
-        .collect();
-    if !unplanned.is_empty() {
-        return Err(BuildError::Project(vec![Diagnostic::error(format!(
-            "not supported by the planner yet: {}",
-            unplanned.join(", ")
-        ))
-        .note("`ipub check` validates these operations and the host reference evaluates them; device kernels and planning come next")]));
-    }
     let (legal, removed, inserted) = crate::legalize::legalize(&graph);
     tracing::info!(removed = removed.len(), "eliminated unread operations");
     for op in &removed {

@@ -21,6 +21,7 @@ use crate::graph::{
     Check, DType, Graph, Op, OpId, OpKind, ReferencePrecision, Role, Tensor, TensorId,
 };
 use crate::lower::{local, BufferId, BufferRole, KernelRun, OperandRef, Program, Step};
+use crate::partition::{BinaryOp, UnaryOp};
 use crate::plan::signature::{OpSignature, SignatureKind};
 use crate::plan::{Candidate, OperatorPlans, Partition, Refined};
 use crate::target::Target;
@@ -53,7 +54,19 @@ pub fn one_op_graph(signature: &OpSignature, target: &Target) -> Option<Graph> {
             epsilon: f32::from_bits(epsilon_bits),
         },
         SignatureKind::Rearrange { block } => OpKind::Rearrange { block },
-        SignatureKind::View | SignatureKind::Unplanned => return None,
+        SignatureKind::Binary { op } => match op {
+            BinaryOp::Mul => OpKind::Mul,
+            BinaryOp::Sub => OpKind::Sub,
+            BinaryOp::Div => OpKind::Div,
+        },
+        SignatureKind::Unary { op } => match op {
+            UnaryOp::Silu => OpKind::Silu,
+            UnaryOp::GeluTanh => OpKind::GeluTanh,
+        },
+        SignatureKind::Rmsnorm { epsilon_bits } => OpKind::Rmsnorm {
+            epsilon: f32::from_bits(epsilon_bits),
+        },
+        SignatureKind::View => return None,
     };
     let tensor = |name: String, operand: &crate::plan::signature::Operand, role: Role| Tensor {
         name,

@@ -12,8 +12,8 @@ pub mod cost;
 pub mod matmul;
 pub mod signature;
 
-use crate::partition::KernelId;
 pub use crate::partition::Partition;
+use crate::partition::{BinaryOp, KernelId, UnaryOp};
 use crate::target::Target;
 use cost::Estimate;
 use serde::{Deserialize, Serialize};
@@ -136,7 +136,18 @@ fn issues_per_vector(kind: &SignatureKind) -> u64 {
         SignatureKind::Cast | SignatureKind::Add | SignatureKind::Rearrange { .. } => 2,
         SignatureKind::Softmax { .. } | SignatureKind::Layernorm { .. } => 6,
         SignatureKind::Gelu => 8,
-        SignatureKind::Matmul { .. } | SignatureKind::View | SignatureKind::Unplanned => 0,
+        SignatureKind::Matmul { .. } | SignatureKind::View => 0,
+        // The issues of `device/binary.S`, `unary.S` and `rmsnorm_f16.S`
+        // per quad of f16 (or pair of f32) values.
+        SignatureKind::Binary { op } => match op {
+            BinaryOp::Mul | BinaryOp::Sub => 3,
+            BinaryOp::Div => 13,
+        },
+        SignatureKind::Unary { op } => match op {
+            UnaryOp::Silu => 26,
+            UnaryOp::GeluTanh => 32,
+        },
+        SignatureKind::Rmsnorm { .. } => 5,
     }
 }
 
@@ -160,9 +171,10 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
             rows: block[0],
             cols: block[1],
         },
-        SignatureKind::Matmul { .. } | SignatureKind::View | SignatureKind::Unplanned => {
-            return None
-        }
+        SignatureKind::Binary { op } => KernelId::Binary { op: *op, dtype },
+        SignatureKind::Unary { op } => KernelId::Unary { op: *op, dtype },
+        SignatureKind::Rmsnorm { .. } => KernelId::Rmsnorm { dtype },
+        SignatureKind::Matmul { .. } | SignatureKind::View => return None,
     })
 }
 

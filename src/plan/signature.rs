@@ -6,6 +6,7 @@
 //! attention block, share one plan each.
 
 use crate::graph::{DType, Graph, Op, OpKind, Role};
+use crate::partition::{BinaryOp, UnaryOp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -28,12 +29,19 @@ pub enum SignatureKind {
     },
     /// Views: no device work of their own.
     View,
-    /// An operation the planner does not handle yet
-    /// ([`OpKind::is_planned`](crate::graph::OpKind::is_planned)); the
-    /// pipeline refuses a graph with one before planning.
-    Unplanned,
     Rearrange {
         block: [usize; 2],
+    },
+    /// `mul`, `sub` or `div`.
+    Binary {
+        op: BinaryOp,
+    },
+    /// `silu` or `gelu_tanh`.
+    Unary {
+        op: UnaryOp,
+    },
+    Rmsnorm {
+        epsilon_bits: u32,
     },
 }
 
@@ -106,12 +114,16 @@ impl OpSignature {
             },
             OpKind::Transpose { .. } | OpKind::Reshape => SignatureKind::View,
             OpKind::Rearrange { block } => SignatureKind::Rearrange { block: *block },
-            OpKind::Mul
-            | OpKind::Sub
-            | OpKind::Div
-            | OpKind::Silu
-            | OpKind::GeluTanh
-            | OpKind::Rmsnorm { .. } => SignatureKind::Unplanned,
+            OpKind::Mul => SignatureKind::Binary { op: BinaryOp::Mul },
+            OpKind::Sub => SignatureKind::Binary { op: BinaryOp::Sub },
+            OpKind::Div => SignatureKind::Binary { op: BinaryOp::Div },
+            OpKind::Silu => SignatureKind::Unary { op: UnaryOp::Silu },
+            OpKind::GeluTanh => SignatureKind::Unary {
+                op: UnaryOp::GeluTanh,
+            },
+            OpKind::Rmsnorm { epsilon } => SignatureKind::Rmsnorm {
+                epsilon_bits: epsilon.to_bits(),
+            },
         };
         OpSignature {
             kind,
@@ -132,7 +144,9 @@ impl OpSignature {
             SignatureKind::Layernorm { .. } => "layernorm",
             SignatureKind::View => "view",
             SignatureKind::Rearrange { .. } => "rearrange",
-            SignatureKind::Unplanned => "unplanned",
+            SignatureKind::Binary { op } => op.name(),
+            SignatureKind::Unary { op } => op.name(),
+            SignatureKind::Rmsnorm { .. } => "rmsnorm",
         }
     }
 }
