@@ -91,6 +91,20 @@ fn a_matmul_in_the_swapped_orientation_passes_on_the_model() {
     run_passes("tests/data/dumps/swapped-small.toml");
 }
 
+/// `mul`, `sub` and `div` broadcasting a row, a column and a scalar,
+/// `silu`, `gelu_tanh` and `rmsnorm`, in f16 and f32, on rows that start
+/// misaligned.
+#[test]
+fn elementwise_ops_and_rmsnorm_pass_on_the_model() {
+    run_passes("tests/data/ops/elementwise-and-norms.toml");
+}
+
+/// RMSNorm, causal attention and a SwiGLU MLP.
+#[test]
+fn llama_block_f16_passes_on_the_model() {
+    run_passes("projects/llama-block-f16.toml");
+}
+
 #[test]
 fn vit_fp8_passes_on_the_model() {
     run_passes("projects/vit-fp8.toml");
