@@ -15,6 +15,7 @@
 //!
 //! The graph knows nothing about salsa, files or tiles.
 
+use crate::target::TargetId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -342,7 +343,7 @@ pub struct Check {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Graph {
     pub name: String,
-    pub target: String,
+    pub target: TargetId,
     pub tiles: u32,
     pub seed: u64,
     pub tensors: Vec<Tensor>,

@@ -141,12 +141,50 @@ pub const IPU21: Target = Target {
     max_repeat_count: 0xFFFF,
 };
 
-/// Looks a target up by the name a project gives.
-pub fn target_by_name(name: &str) -> Option<&'static Target> {
-    match name {
-        "ipu21" => Some(&IPU21),
-        _ => None,
+/// Which machine a project builds for: resolved once from the project's
+/// `target = "..."` by validation and carried by the graph, the
+/// signatures, placement requests and kernel variants, so no phase assumes
+/// a machine. It serialises as the name a project gives.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum TargetId {
+    #[default]
+    #[serde(rename = "ipu21")]
+    Ipu21,
+}
+
+impl TargetId {
+    /// Every target this ipub knows, for messages that list them.
+    pub const ALL: [TargetId; 1] = [TargetId::Ipu21];
+
+    /// The target a project names, if this ipub knows it.
+    pub fn from_name(name: &str) -> Option<TargetId> {
+        TargetId::ALL.into_iter().find(|id| id.name() == name)
     }
+
+    /// The machine's facts.
+    pub fn spec(self) -> &'static Target {
+        match self {
+            TargetId::Ipu21 => &IPU21,
+        }
+    }
+
+    /// The name a project uses for it.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+}
+
+impl std::fmt::Display for TargetId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Looks a target up by the name a project or package gives.
+pub fn target_by_name(name: &str) -> Option<&'static Target> {
+    TargetId::from_name(name).map(TargetId::spec)
 }
 
 impl Target {

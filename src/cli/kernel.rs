@@ -6,7 +6,7 @@ use crate::asm::Object;
 use crate::fsutil::write_atomic;
 use crate::kernels::cache::{cache_key, KernelCache};
 use crate::kernels::{self, KernelError, Variant};
-use crate::target::IPU21;
+use crate::target::{Target, TargetId};
 use crate::vfs::OsFs;
 use anyhow::Context as _;
 use camino::Utf8PathBuf;
@@ -46,6 +46,9 @@ pub struct CompileArgs {
     /// Write kernel.o and kernel.json here instead of the kernel cache.
     #[arg(long, value_name = "DIR")]
     pub out: Option<Utf8PathBuf>,
+    /// The machine to compile for.
+    #[arg(long, default_value = "ipu21", value_parser = super::kernel_source::parse_target)]
+    pub target: TargetId,
 }
 
 #[derive(Debug, clap::Args)]
@@ -73,12 +76,12 @@ fn compile(args: &CompileArgs) -> anyhow::Result<i32> {
     variant.include_dirs = args.include_dirs.clone();
     add_defines(&mut variant, &args.defines)?;
     let result = match &args.out {
-        Some(dir) => compile_to(dir, &variant),
+        Some(dir) => compile_to(dir, &variant, args.target.spec()),
         None => {
             let cache = KernelCache::from_env()
                 .context("no cache directory: set IPUB_CACHE_DIR or HOME, or pass --out")?;
             cache
-                .get_or_build(&OsFs, &variant, &IPU21)
+                .get_or_build(&OsFs, &variant, args.target.spec())
                 .map(|k| (k.object_path, k.metadata_path))
         }
     };
@@ -111,6 +114,7 @@ fn compile(args: &CompileArgs) -> anyhow::Result<i32> {
 fn compile_to(
     dir: &Utf8PathBuf,
     variant: &Variant,
+    target: &Target,
 ) -> Result<(Utf8PathBuf, Utf8PathBuf), KernelError> {
     let pre = crate::asm::preprocess(
         &OsFs,
@@ -118,8 +122,8 @@ fn compile_to(
         &variant.defines,
         &variant.include_dirs,
     );
-    let key = cache_key(&pre.files_read(), variant, &IPU21);
-    let compiled = kernels::compile_preprocessed(pre, variant, &IPU21, &key)?;
+    let key = cache_key(&pre.files_read(), variant, target);
+    let compiled = kernels::compile_preprocessed(pre, variant, target, &key)?;
     let object = dir.join("kernel.o");
     let metadata = dir.join("kernel.json");
     let json = serde_json::to_vec_pretty(&compiled.metadata).map_err(|e| KernelError::Cache {

@@ -9,7 +9,7 @@
 //! instructions and AMP work, then the first bytes of each buffer.
 
 use crate::kernels::{self, Variant};
-use crate::target::IPU21;
+use crate::target::{Target, TargetId};
 use crate::vfs::OsFs;
 use anyhow::{bail, Context as _};
 use camino::Utf8PathBuf;
@@ -34,14 +34,41 @@ pub struct RunArgs {
     /// Bytes of each buffer to print afterwards.
     #[arg(long, default_value_t = 32)]
     pub show: usize,
+    /// The machine to run on.
+    #[arg(long, default_value = "ipu21", value_parser = super::kernel_source::parse_target)]
+    pub target: TargetId,
 }
 
-const CODE: u32 = 0x4C000;
-const STATE: u32 = 0x70000;
-const STANDARD: u32 = 0x71000;
-const INTERLEAVED: u32 = 0x90000;
+/// Where `kernel run` puts things on its one tile, from the target's memory
+/// map: code from the start of region 0, the supervisor, the kernel state
+/// and then ordinary buffers in region 0's last 96 KiB, interleaved
+/// buffers from 64 KiB into region 1.
+struct Layout {
+    code: u32,
+    code_end: u32,
+    supervisor: u32,
+    state: u32,
+    standard: u32,
+    interleaved: u32,
+}
+
+impl Layout {
+    fn of(target: &Target) -> Layout {
+        let region0 = target.memory.region0;
+        Layout {
+            code: region0.start,
+            code_end: region0.end - 0x18000,
+            supervisor: region0.end - 0x11000,
+            state: region0.end - 0x10000,
+            standard: region0.end - 0xF000,
+            interleaved: target.memory.region1.start + 0x10000,
+        }
+    }
+}
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+    let target = args.target.spec();
+    let layout = Layout::of(target);
     let mut variant = Variant::new("run", args.source.clone()).entry(args.entry.clone());
     super::kernel_source::add_defines(&mut variant, &args.defines)?;
     let pre = crate::asm::preprocess(
@@ -50,7 +77,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         &variant.defines,
         &variant.include_dirs,
     );
-    let compiled = match kernels::compile_preprocessed(pre, &variant, &IPU21, "run") {
+    let compiled = match kernels::compile_preprocessed(pre, &variant, target, "run") {
         Ok(compiled) => compiled,
         Err(kernels::KernelError::Assembly {
             errors,
@@ -66,8 +93,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let objects = std::slice::from_ref(&compiled.object);
     let linked = crate::asm::link(
         objects,
-        &crate::asm::Placement::pack(objects, CODE, 0x68000),
-        &IPU21,
+        &crate::asm::Placement::pack(objects, layout.code, layout.code_end),
+        target,
     )
     .map_err(|e| {
         anyhow::anyhow!(
@@ -84,18 +111,21 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         .context("entry lost in linking")?
         .value as u32;
 
-    let mut tile = crate::exec::Tile::new(&IPU21, 0);
+    let mut tile = crate::exec::Tile::new(target, 0);
     for section in &linked.sections {
         tile.write_bytes(section.address, &section.bytes)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     let supervisor = crate::isa::text::assemble_program(
-        &format!("setzi $m1, {STATE}\nsetzi $m2, {entry_pc}\nrunall $m2, $m1\nsync 0\n"),
-        0x6F000,
+        &format!(
+            "setzi $m1, {}\nsetzi $m2, {entry_pc}\nrunall $m2, $m1\nsync 0\n",
+            layout.state
+        ),
+        layout.supervisor,
     )
     .map_err(|e| anyhow::anyhow!(e))?;
     let bytes: Vec<u8> = supervisor.iter().flat_map(|w| w.to_le_bytes()).collect();
-    tile.write_bytes(0x6F000, &bytes)
+    tile.write_bytes(layout.supervisor, &bytes)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let parse = |list: &[String]| -> anyhow::Result<BTreeMap<String, String>> {
@@ -108,7 +138,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     };
     let buffers = parse(&args.buffers)?;
     let params = parse(&args.params)?;
-    let (mut standard, mut interleaved) = (STANDARD, INTERLEAVED);
+    let (mut standard, mut interleaved) = (layout.standard, layout.interleaved);
     let mut placed = Vec::new();
     let mut state = vec![0u8; 256];
     let mut seed = 0x9E37_79B9u32;
@@ -164,23 +194,24 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         };
         state[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
     }
-    tile.write_bytes(STATE, &state)
+    tile.write_bytes(layout.state, &state)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let code_end = linked
         .sections
         .iter()
         .map(|s| s.address + s.bytes.len() as u32)
         .max()
-        .unwrap_or(CODE)
-        .max(0x6F000 + bytes.len() as u32);
+        .unwrap_or(layout.code)
+        .max(layout.supervisor + bytes.len() as u32);
     let code = tile
-        .read_bytes(CODE, code_end - CODE)
+        .read_bytes(layout.code, code_end - layout.code)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .to_vec();
     tile.set_program(std::sync::Arc::new(crate::exec::Program::decode(
-        &code, CODE,
+        &code,
+        layout.code,
     )));
-    match tile.run_supervisor(0x6F000, 1_000_000_000) {
+    match tile.run_supervisor(layout.supervisor, 1_000_000_000) {
         Ok(stats) => {
             println!(
                 "cycles {} supervisor instructions {} worker instructions {} amp MACs {} workers ok {}",

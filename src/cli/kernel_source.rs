@@ -27,3 +27,11 @@ pub fn add_defines(variant: &mut Variant, defines: &[String]) -> anyhow::Result<
     }
     Ok(())
 }
+
+/// `--target NAME`: one of the machines this ipub knows.
+pub fn parse_target(name: &str) -> Result<crate::target::TargetId, String> {
+    crate::target::TargetId::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = crate::target::TargetId::ALL.map(|t| t.name()).to_vec();
+        format!("unknown target `{name}` (known: {})", known.join(", "))
+    })
+}

@@ -76,12 +76,15 @@ pub fn kernel_diagnostics(db: &dyn Db, project: SourceFile) -> Vec<Diagnostic> {
         return Vec::new();
     };
     let kernel_dir = pipeline::tiles::kernel_dir(db, project).clone();
+    let Some(target) = *pipeline::target_name(db, project) else {
+        return Vec::new();
+    };
     let mut kernels: Vec<_> = program.kernel_runs().iter().map(|r| r.kernel).collect();
     kernels.sort_unstable();
     kernels.dedup();
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     for kernel in kernels {
-        let variant = KernelVariant::new(db, kernel, kernel_dir.clone());
+        let variant = KernelVariant::new(db, kernel, kernel_dir.clone(), target);
         let found = match kernel_object(db, variant) {
             Ok(_) => continue,
             Err(KernelBuildError::Compile { diagnostics, .. }) => diagnostics.clone(),

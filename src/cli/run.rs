@@ -152,14 +152,16 @@ pub fn run_package_with(
     let estimate = package.profile.estimated_cycles;
     let watchdog = watchdog.unwrap_or_else(|| crate::device::model::default_watchdog(estimate));
     let lock = DeviceLock::acquire(&default_lock_path())?;
-    let progress = Progress::start("run", format!("{} on the IPU21 model", graph.name));
+    let progress = Progress::start(
+        "run",
+        format!("{} on the {} model", graph.name, graph.target),
+    );
     let total_steps = crate::device::model::records_in(package.call(Call::Run));
     let report = progress.reporter();
     let mut device: Box<dyn Device> = Box::new(EmbeddedModel::new(watchdog).with_progress(
         std::sync::Arc::new(move |steps, _| report(steps, total_steps)),
     ));
-    let clock_hz = crate::target::target_by_name(&graph.target)
-        .map_or(crate::target::IPU21.clock_hz, |t| t.clock_hz);
+    let clock_hz = graph.target.spec().clock_hz;
     let package = Arc::new(package.clone());
     device.open().map_err(|e| anyhow!("{e}"))?;
     device

@@ -169,7 +169,7 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
         ..ProfileLayout::default()
     };
     Ok(Package {
-        header: Header::current(&graph.target),
+        header: Header::current(graph.target.name()),
         tiles,
         exchanges: Arc::clone(exchanges),
         initialize: HostCall::default(),

@@ -7,7 +7,6 @@ use super::*;
 use crate::graph::*;
 use crate::pipeline::refine::operator_plans;
 use crate::plan::signature::OpSignature;
-use crate::target::IPU21;
 use expect_test::{expect, Expect};
 
 pub(crate) struct Builder {
@@ -19,7 +18,7 @@ impl Builder {
         Builder {
             graph: Graph {
                 name: "test".into(),
-                target: "ipu21".into(),
+                target: crate::target::TargetId::Ipu21,
                 tiles,
                 seed: 1,
                 tensors: Vec::new(),
@@ -78,10 +77,7 @@ impl Builder {
 pub(crate) fn lowered(graph: &Graph) -> Program {
     let partition = |op: OpId| {
         let signature = OpSignature::of(graph, graph.op(op));
-        operator_plans(&signature, &IPU21)
-            .selected()
-            .partition
-            .clone()
+        operator_plans(&signature).selected().partition.clone()
     };
     let program = lower(graph, &partition).expect("lowering");
     verify(graph, &program).expect("verified program");

@@ -333,7 +333,7 @@ mod tests {
         // x [4, 6] -> reshape [4, 2, 3] -> transpose (1, 0, 2) -> [2, 4, 3]
         Graph {
             name: "views".into(),
-            target: "ipu21".into(),
+            target: crate::target::TargetId::Ipu21,
             tiles: 1,
             seed: 0,
             tensors: vec![

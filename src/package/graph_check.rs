@@ -69,7 +69,7 @@ fn project_files(graph: &Graph) -> Result<BTreeMap<Utf8PathBuf, String>, String>
     let mut root = Table::new();
     let mut project = Table::new();
     project.insert("name".into(), graph.name.clone().into());
-    project.insert("target".into(), graph.target.clone().into());
+    project.insert("target".into(), graph.target.name().into());
     project.insert("tiles".into(), i64::from(graph.tiles).into());
     let seed =
         i64::try_from(graph.seed).map_err(|_| format!("seed {} is too large", graph.seed))?;

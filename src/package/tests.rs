@@ -21,7 +21,7 @@ fn tensor(name: &str, shape: &[usize], role: Role) -> Tensor {
 pub(crate) fn sample_graph() -> Graph {
     Graph {
         name: "sample".into(),
-        target: "ipu21".into(),
+        target: crate::target::TargetId::Ipu21,
         tiles: 8,
         seed: 7,
         tensors: vec![

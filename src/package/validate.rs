@@ -34,7 +34,7 @@ pub(super) fn package(package: &Package) -> Result<(), PackageError> {
             "the compiler version is empty",
         ));
     }
-    if package.graph.target != header.target {
+    if package.graph.target.name() != header.target {
         return Err(PackageError::invalid(
             "graph",
             format!(

@@ -12,7 +12,7 @@ use crate::db::{Db, DbFiles};
 use crate::graph::DType;
 use crate::kernels::{self, Variant};
 use crate::partition::KernelId;
-use crate::target::Target;
+use crate::target::{Target, TargetId};
 use camino::{Utf8Path, Utf8PathBuf};
 use std::sync::Arc;
 
@@ -23,6 +23,9 @@ pub struct KernelVariant<'db> {
     pub id: KernelId,
     #[returns(ref)]
     pub kernel_dir: Utf8PathBuf,
+    /// The machine the variant is assembled and linked for.
+    #[returns(copy)]
+    pub target: TargetId,
 }
 
 /// A compiled variant, cheap to clone.
@@ -126,7 +129,7 @@ pub fn kernel_object<'db>(
 ) -> Result<Arc<KernelObject>, KernelBuildError> {
     let id = variant.id(db);
     let name = &id.to_string();
-    let target: &Target = &crate::target::IPU21;
+    let target: &Target = variant.target(db).spec();
     let spec = variant_of(id, variant.kernel_dir(db))
         .ok_or_else(|| KernelBuildError::UnknownVariant(name.clone()))?;
     let files = DbFiles(db);

@@ -36,7 +36,7 @@ use crate::place::PlacementError;
 use crate::plan::signature::OpSignature;
 use crate::plan::{OperatorPlans, Partition};
 use crate::schedule::ExchangeSchedule;
-use crate::target::{target_by_name, Target, IPU21};
+use crate::target::{Target, TargetId};
 use std::sync::Arc;
 
 /// Why a build stopped.
@@ -171,27 +171,27 @@ pub fn program_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Bui
 /// The name of the target a project builds for (a query of its own, so
 /// what reads only the target does not depend on the whole graph).
 #[salsa::tracked(returns(ref))]
-pub fn target_name(db: &dyn Db, project: SourceFile) -> Option<String> {
-    graph(db, project).ok().map(|g| g.target.clone())
+pub fn target_name(db: &dyn Db, project: SourceFile) -> Option<TargetId> {
+    graph(db, project).ok().map(|g| g.target)
 }
 
-/// The target a graph names (validated, so always known).
+/// The machine a graph was validated for.
 pub fn target_of(graph: &Graph) -> &'static Target {
-    target_by_name(&graph.target).unwrap_or(&IPU21)
+    graph.target.spec()
 }
 
 /// The plans of every operation with this signature.
 #[salsa::tracked(returns(ref))]
 pub fn operator_plans<'db>(db: &'db dyn Db, signature: Signature<'db>) -> OperatorPlans {
     let value = signature.value(db);
-    let target = &IPU21;
+    let target = value.target.spec();
     persist::persisted(
         db,
         "plans",
         persist::key_of("plans", &[value, &target.name]),
         ("plan", format!("plans of {value}")),
         |plans: &OperatorPlans| plans.check_against(value),
-        || refine::operator_plans(value, target),
+        || refine::operator_plans(value),
     )
 }
 
@@ -246,7 +246,7 @@ pub fn program(db: &dyn Db, project: SourceFile) -> Result<Arc<Program>, BuildEr
 #[salsa::tracked(returns(ref))]
 pub fn phase_schedule(db: &dyn Db, project: SourceFile, phase: u32) -> Option<ExchangeSchedule> {
     let program = program(db, project).as_ref().ok()?;
-    let target = target_by_name(target_name(db, project).as_deref()?).unwrap_or(&IPU21);
+    let target = (*target_name(db, project))?.spec();
     let index = phase;
     let phase = program.phases.get(phase as usize)?;
     let schedule = crate::schedule::exchange_schedule(target, program, phase);
@@ -295,13 +295,14 @@ fn each_variant(
 ) -> Result<KernelMap, BuildError> {
     let program = program(db, project).clone()?;
     let kernel_dir = tiles::kernel_dir(db, project).clone();
+    let target = graph(db, project)?.target;
     let mut ids: Vec<KernelId> = program.kernel_runs().iter().map(|r| r.kernel).collect();
     ids.sort_unstable();
     ids.dedup();
     let mut compiled = std::collections::BTreeMap::new();
     let mut errors = Vec::new();
     for id in ids {
-        let variant = kernels::KernelVariant::new(db, id, kernel_dir.clone());
+        let variant = kernels::KernelVariant::new(db, id, kernel_dir.clone(), target);
         match get(db, variant) {
             Ok(object) => {
                 compiled.insert(id.to_string(), object);

@@ -14,7 +14,7 @@ use super::{graph, program, project_kernel_footprints, BuildError};
 use crate::db::{Db, SourceFile};
 use crate::lower::BufferId;
 use crate::place::{Placement, SupportBlock, SupportKind, TilePlacement, TileRequest};
-use crate::target::{target_by_name, IPU21};
+use crate::target::TargetId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// What placing one tile depends on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PlaceRequest {
-    pub target: String,
+    pub target: TargetId,
     pub buffers: TileRequest,
     /// The tile's steps, operands numbered as in `buffers` (their sizes
     /// the supervisor's code and the kernel states).
@@ -67,7 +67,7 @@ pub fn place_requests(db: &dyn Db, project: SourceFile) -> Result<Arc<PlaceReque
         requests.tiles.insert(
             tile,
             Arc::new(PlaceRequest {
-                target: graph.target.clone(),
+                target: graph.target,
                 buffers,
                 steps,
             }),
@@ -107,7 +107,7 @@ pub fn tile_placement(
         if footprints.contains_key(&name) {
             continue;
         }
-        let variant = KernelVariant::new(db, id, dir.clone());
+        let variant = KernelVariant::new(db, id, dir.clone(), request.target);
         let footprint = kernel_footprint(db, variant)
             .clone()
             .map_err(|e| BuildError::Kernel(e.to_string()))?;
@@ -125,7 +125,7 @@ pub fn tile_placement(
     .into_iter()
     .map(|(kind, bytes)| SupportBlock { kind, bytes })
     .collect();
-    let target = target_by_name(&request.target).unwrap_or(&IPU21);
+    let target = request.target.spec();
     let placed = crate::place::place_tile(target, tile, &request.buffers, &support)?;
     db.record_execution("place", format!("placement of tile {tile}"));
     Ok(Arc::new(placed))
@@ -144,10 +144,7 @@ pub fn placement(db: &dyn Db, project: SourceFile) -> Result<Arc<Placement>, Bui
             .map_err(|error| with_attempts(db, project, error))?;
         placed.tiles.insert(tile, local.globalized(globals));
     }
-    let target = super::target_name(db, project)
-        .as_deref()
-        .and_then(target_by_name)
-        .unwrap_or(&IPU21);
+    let target = super::graph(db, project)?.target.spec();
     let program = program(db, project).clone()?;
     crate::place::verify(target, &program, &placed)
         .map_err(|bug| BuildError::Lower(bug.to_string()))?;

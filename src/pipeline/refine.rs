@@ -29,9 +29,10 @@ use std::collections::{BTreeMap, HashMap};
 
 /// The plans of one operation: the planner's finalists, refined, with the
 /// one refinement selects.
-pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans {
+pub fn operator_plans(signature: &OpSignature) -> OperatorPlans {
+    let target = signature.target.spec();
     let mut plans = crate::plan::finalists(signature, target);
-    plans.selected = select(signature, target, &mut plans.finalists);
+    plans.selected = select(signature, &mut plans.finalists);
     plans
 }
 
@@ -40,7 +41,7 @@ pub fn operator_plans(signature: &OpSignature, target: &Target) -> OperatorPlans
 /// out), a row-wise producer (a GELU for f16, a cast from f16 otherwise)
 /// whose result is spread over the tiles the way row-wise operations leave
 /// activations. `None` for views, which have no device work to schedule.
-pub fn one_op_graph(signature: &OpSignature, target: &Target) -> Option<Graph> {
+pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
     let kind = match signature.kind {
         SignatureKind::Matmul { transpose_rhs } => OpKind::Matmul { transpose_rhs },
         SignatureKind::Cast => OpKind::Cast,
@@ -121,7 +122,7 @@ pub fn one_op_graph(signature: &OpSignature, target: &Target) -> Option<Graph> {
     });
     Some(Graph {
         name: "refine".into(),
-        target: target.name.into(),
+        target: signature.target,
         tiles: signature.tiles,
         seed: 0,
         ops,
@@ -362,9 +363,10 @@ fn selection_cycles(candidate: &Candidate) -> u64 {
 /// refined in parallel. Pruning never changes the selection: a pruned
 /// finalist's cycles are at least the incumbent's, and the incumbent comes
 /// first in the analytical order, which breaks ties.
-pub fn select(signature: &OpSignature, target: &Target, finalists: &mut [Candidate]) -> usize {
+pub fn select(signature: &OpSignature, finalists: &mut [Candidate]) -> usize {
+    let target = signature.target.spec();
     use rayon::prelude::*;
-    let Some(graph) = one_op_graph(signature, target) else {
+    let Some(graph) = one_op_graph(signature) else {
         return 0;
     };
     let first = finalists.len().min(FIRST_REFINED);
@@ -467,13 +469,14 @@ mod tests {
             inputs: vec![operand(&[16, 32], false), operand(&[32, 16], true)],
             output: operand(&[16, 16], false),
             tiles: 4,
+            target: crate::target::TargetId::Ipu21,
             spread: 0,
         }
     }
 
     #[test]
     fn the_operation_alone_gets_a_row_producer_for_each_activation() {
-        let graph = one_op_graph(&matmul(), &IPU21).expect("a matmul has device work");
+        let graph = one_op_graph(&matmul()).expect("a matmul has device work");
         let ops: Vec<String> = graph
             .ops
             .iter()
@@ -494,12 +497,12 @@ mod tests {
             kind: SignatureKind::View,
             ..matmul()
         };
-        assert!(one_op_graph(&view, &IPU21).is_none());
+        assert!(one_op_graph(&view).is_none());
     }
 
     #[test]
     fn refined_figures_come_from_the_scheduled_phases() {
-        let plans = operator_plans(&matmul(), &IPU21);
+        let plans = operator_plans(&matmul());
         let figures: Vec<String> = plans
             .finalists
             .iter()
@@ -549,9 +552,10 @@ mod tests {
                 ..operand(&[128, 64], false)
             },
             tiles: 64,
+            target: crate::target::TargetId::Ipu21,
             spread: 0,
         };
-        let plans = operator_plans(&signature, &IPU21);
+        let plans = operator_plans(&signature);
         expect_test::expect![[r#"
             matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
               candidates 600
@@ -567,7 +571,7 @@ mod tests {
         let mut finalists = crate::plan::finalists(&matmul(), &IPU21).finalists;
         // Put the best plan last: refinement still selects it.
         finalists.reverse();
-        let selected = select(&matmul(), &IPU21, &mut finalists);
+        let selected = select(&matmul(), &mut finalists);
         assert_eq!(selected, finalists.len() - 1);
         let best = finalists[selected].refined.expect("refined").refined_cycles;
         assert!(finalists

@@ -20,6 +20,7 @@ use crate::lower::{BufferId, BufferRole, KernelRun, OperandRef, Program};
 use crate::package::{Segment, SegmentKind};
 use crate::partition::KernelId;
 use crate::place::{Placement, SupportKind, TilePlacement};
+use crate::target::TargetId;
 use camino::Utf8PathBuf;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -55,6 +56,8 @@ pub struct TileWork {
     /// in tile-local numbers.
     pub placement: TilePlacement,
     pub weights: Vec<WeightFill>,
+    /// The machine the tile belongs to.
+    pub target: TargetId,
 }
 
 impl TileWork {
@@ -97,8 +100,9 @@ pub fn tile_works(
 ) -> Result<Arc<BTreeMap<u32, Arc<TileWork>>>, BuildError> {
     let program = program(db, project).clone()?;
     let placement = placement(db, project).clone()?;
+    let target = super::graph(db, project)?.target;
     Ok(Arc::new(
-        split(&program, &placement)
+        split(&program, &placement, target)
             .into_iter()
             .map(|(tile, work)| (tile, Arc::new(work)))
             .collect(),
@@ -112,7 +116,11 @@ pub fn tile_work(db: &dyn Db, project: SourceFile, tile: u32) -> Option<Arc<Tile
 }
 
 /// Splits a placed program into per-tile work.
-pub fn split(program: &Program, placement: &Placement) -> BTreeMap<u32, TileWork> {
+pub fn split(
+    program: &Program,
+    placement: &Placement,
+    target: TargetId,
+) -> BTreeMap<u32, TileWork> {
     let steps = crate::emit::steps::compute_steps(program);
     let by_tile = crate::emit::steps::tile_steps(&steps);
     let mut works = BTreeMap::new();
@@ -143,6 +151,7 @@ pub fn split(program: &Program, placement: &Placement) -> BTreeMap<u32, TileWork
                     region1_end: 0,
                 },
                 weights: Vec::new(),
+                target,
             },
         );
     }
@@ -221,7 +230,7 @@ pub fn tile_image(
     let mut objects: BTreeMap<String, Arc<KernelObject>> = BTreeMap::new();
     for id in work.kernels() {
         let name = id.to_string();
-        let variant = KernelVariant::new(db, id, dir.clone());
+        let variant = KernelVariant::new(db, id, dir.clone(), work.target);
         let object = kernel_code(db, variant)
             .clone()
             .map_err(|e| BuildError::Kernel(e.to_string()))?;
@@ -256,7 +265,7 @@ fn emit_image(
         tile,
         &steps,
         &crate::emit::tile::TileInputs {
-            target: &crate::target::IPU21,
+            target: work.target.spec(),
             placement: &placement,
             kernels: &codes,
             code_address: work.support_block(SupportKind::Code).0,

@@ -492,6 +492,7 @@ mod tests {
                 ],
                 output: operand(&[128, 64], DType::F16, false),
                 tiles: 64,
+                target: crate::target::TargetId::Ipu21,
                 spread: 0,
             },
             expect![[r#"
@@ -516,6 +517,7 @@ mod tests {
                 inputs: vec![operand(&[6, 197, 197], DType::F16, false)],
                 output: operand(&[6, 197, 197], DType::F16, false),
                 tiles: 64,
+                target: crate::target::TargetId::Ipu21,
                 spread: 0,
             },
             expect![[r#"
@@ -541,6 +543,7 @@ mod tests {
             ],
             output: operand(&[197, 384 * 8], DType::F16, false),
             tiles: 2,
+            target: crate::target::TargetId::Ipu21,
             spread: 0,
         };
         let plans = finalists(&signature, &IPU21);
@@ -576,6 +579,7 @@ mod tests {
             ],
             output: operand(&[1536, 64], DType::F16, false),
             tiles: 192,
+            target: crate::target::TargetId::Ipu21,
             spread: 0,
         };
         let relaxed = finalists(&signature, &IPU21);

@@ -7,6 +7,7 @@
 
 use crate::graph::{DType, Graph, Op, OpKind, Role};
 use crate::partition::{BinaryOp, UnaryOp};
+use crate::target::TargetId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -84,6 +85,9 @@ pub struct OpSignature {
     /// (see `pipeline::fitted_program`).
     #[serde(default)]
     pub spread: u8,
+    /// The machine the operation is planned for.
+    #[serde(default)]
+    pub target: TargetId,
 }
 
 impl OpSignature {
@@ -131,6 +135,7 @@ impl OpSignature {
             output: operand(op.output),
             tiles: graph.tiles,
             spread: 0,
+            target: graph.target,
         }
     }
 

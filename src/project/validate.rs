@@ -14,7 +14,7 @@ use super::Site;
 use crate::data::TensorIndex;
 use crate::diagnostic::Diagnostic;
 use crate::graph::*;
-use crate::target::target_by_name;
+use crate::target::TargetId;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use toml::Spanned;
@@ -40,7 +40,9 @@ pub fn validate(
         poisoned: HashSet::new(),
         graph: Graph {
             name: String::new(),
-            target: String::new(),
+            // Until `[project]` names one, checks that need a machine use
+            // the default target; a wrong name is reported there.
+            target: TargetId::default(),
             tiles: 0,
             seed: 0,
             tensors: Vec::new(),
@@ -182,7 +184,8 @@ impl<'a> Validator<'a> {
                 .note("packages and profiles are written as NAME.ipuexe and NAME.profile.json"),
             );
         }
-        let Some(target) = target_by_name(p.target.get_ref()) else {
+        let Some(id) = TargetId::from_name(p.target.get_ref()) else {
+            let known = TargetId::ALL.map(TargetId::name);
             self.diagnostics.push(
                 suggest(
                     site.error(
@@ -190,13 +193,17 @@ impl<'a> Validator<'a> {
                         p.target.span(),
                     ),
                     p.target.get_ref(),
-                    &["ipu21"],
+                    &known,
                 )
-                .help("the supported target is `ipu21`"),
+                .help(match &known[..] {
+                    [one] => format!("the supported target is `{one}`"),
+                    _ => format!("the supported targets are `{}`", known.join("`, `")),
+                }),
             );
             return;
         };
-        self.graph.target = target.name.to_string();
+        self.graph.target = id;
+        let target = id.spec();
         let tiles = *p.tiles.get_ref();
         if tiles < 1 || tiles > i64::from(target.tiles) {
             self.diagnostics.push(
@@ -1023,7 +1030,7 @@ impl Validator<'_> {
     /// The tiles the project may use (all of the target's when `tiles` is
     /// itself wrong) and the bytes they hold.
     fn capacity(&self) -> (u32, u64) {
-        let target = target_by_name(&self.graph.target).unwrap_or(&crate::target::IPU21);
+        let target = self.graph.target.spec();
         let tiles = match self.graph.tiles {
             0 => target.tiles,
             tiles => tiles,
@@ -1057,7 +1064,7 @@ impl Validator<'_> {
             .map(|(name, bytes)| format!("{name} {bytes} bytes"))
             .collect();
         let span = key_span(&self.files[root].text, &project.get_ref().tiles);
-        let target = target_by_name(&self.graph.target).unwrap_or(&crate::target::IPU21);
+        let target = self.graph.target.spec();
         let per_tile = super::limits::capacity(target, 1);
         let needed = total.div_ceil(per_tile.max(1));
         let help = if needed <= u64::from(target.tiles) {

@@ -19,7 +19,7 @@ impl Builder {
         Builder {
             graph: Graph {
                 name: "test".into(),
-                target: "ipu21".into(),
+                target: crate::target::TargetId::Ipu21,
                 tiles: 4,
                 seed: 7,
                 tensors: Vec::new(),
