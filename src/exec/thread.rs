@@ -2,7 +2,7 @@
 //! needs the tile (a supervisor event or a worker exit) or faults.
 
 use super::amp::{self, Amp};
-use super::memory::Memory;
+use super::memory::MemoryView;
 use super::program::{is_aux, Program, Slot};
 use super::{Context, FaultCause};
 use crate::isa::{erf, ControlReg, Op};
@@ -86,7 +86,7 @@ struct Repeat {
 
 /// What the tile lends a context while it runs.
 pub struct Env<'a> {
-    pub memory: &'a mut Memory,
+    pub memory: MemoryView<'a>,
     pub program: &'a Program,
     pub tile: u32,
     pub wstatus: bool,
@@ -270,7 +270,7 @@ impl Thread {
         let [d, a, b, c] = inst.r;
         let imm = inst.imm;
         let r = &mut self.regs;
-        let mem = &mut *env.memory;
+        let mem = &mut env.memory;
         let ma = r.m(a);
         let mb = r.m(b);
         let simm = imm as u32;
@@ -596,7 +596,7 @@ impl Thread {
     }
 
     /// Loads and stores in their three addressing forms.
-    fn memory_op(&mut self, slot: &Slot, mem: &mut Memory) -> Step<Flow> {
+    fn memory_op(&mut self, slot: &Slot, mem: &mut MemoryView) -> Step<Flow> {
         use Op::*;
         let inst = slot.inst;
         let [d, a, b, _] = inst.r;
