@@ -169,7 +169,16 @@ pub fn run_package_with(
     device
         .call(Call::Initialize, &mut host)
         .map_err(|e| anyhow!("{e}"))?;
-    let called = device.call(Call::Run, &mut host);
+    // The host reference needs nothing from the device: it is evaluated on
+    // its own thread while the model runs, sharing rayon's pool with it.
+    let (called, reference) = std::thread::scope(|scope| {
+        let reference = scope.spawn(|| super::tensors::reference(&package, &overrides));
+        let called = device.call(Call::Run, &mut host);
+        let reference = reference
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (called, reference)
+    });
     progress.finish();
     let record = match called {
         Ok(record) => record,
@@ -224,7 +233,7 @@ pub fn run_package_with(
     );
 
     let checking = Progress::start("check", "outputs against the host reference");
-    let reference = super::tensors::reference(&package, &overrides)?;
+    let reference = reference?;
     let checked = compare_outputs(&package, &host, &reference);
     checking.finish();
     let mut min_cos = f64::INFINITY;
