@@ -257,6 +257,14 @@ impl ModelDevice {
     /// writes its segments.
     pub fn load(package: Arc<Package>) -> Result<ModelDevice, DeviceError> {
         package.validate()?;
+        ModelDevice::load_validated(package)
+    }
+
+    /// [`ModelDevice::load`] of a package the caller has already validated
+    /// (`package::file::read` validates what it reads): validation of a
+    /// full-chip package takes a noticeable part of a second, and a run
+    /// should not pay for it twice.
+    pub fn load_validated(package: Arc<Package>) -> Result<ModelDevice, DeviceError> {
         let target =
             target_by_name(&package.header.target).ok_or_else(|| PackageError::WrongTarget {
                 target: package.header.target.clone(),
