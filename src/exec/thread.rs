@@ -142,14 +142,22 @@ impl Thread {
         self.repeat = None;
     }
 
+    /// The decoded slot at `pc`: the program's (the hot path, kept small
+    /// so it inlines into the execute loop), else [`Thread::decode_at`].
+    #[inline]
     fn slot_at(&self, env: &Env, pc: u32) -> Step<Slot> {
         if !pc.is_multiple_of(4) || pc < env.region0.0 || pc >= env.region0.1 {
             return Err(FaultCause::ExecuteOutsideRegion0 { addr: pc });
         }
-        if let Some(slot) = env.program.get(pc) {
-            return Ok(*slot);
+        match env.program.get(pc) {
+            Some(slot) => Ok(*slot),
+            None => Self::decode_at(env, pc),
         }
-        // Outside the decoded program: decode from memory (slow but exact).
+    }
+
+    /// Outside the decoded program: decodes from memory (slow but exact).
+    #[cold]
+    fn decode_at(env: &Env, pc: u32) -> Step<Slot> {
         let word = env
             .memory
             .fetch(pc)
@@ -163,6 +171,7 @@ impl Thread {
         Ok(slot)
     }
 
+    #[inline]
     fn check(&self, slot: &Slot) -> Step<()> {
         let ok = match self.context {
             Context::Supervisor => slot.supervisor_ok,
