@@ -231,3 +231,55 @@ fn regression_projects_pass_on_the_model() {
         }
     }
 }
+
+/// The model's cycle accounting is the specification (`book/src/isa.md`):
+/// making the model faster must change neither a cycle nor an output bit.
+/// vit-fp8's total cycles, every step's cycles and the bytes of every
+/// output it reads back are pinned here. A change to the compiler that
+/// changes the program re-blesses them (`UPDATE_EXPECT=1`); a change to
+/// the model alone must not.
+#[test]
+fn vit_fp8_cycles_and_output_bits_are_pinned() {
+    use ipub::db::{Database, Db};
+    use ipub::device::engine::ExecEngine;
+    use ipub::device::model::ModelDevice;
+    use ipub::package::Call;
+    use std::sync::Arc;
+
+    let db = Database::new(Arc::new(ipub::vfs::OsFs));
+    let path = camino::Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("projects/vit-fp8.toml");
+    let package = Arc::new(ipub::cli::run::package(&db, db.file(&path)).expect("vit-fp8 builds"));
+    let mut device = ModelDevice::load(Arc::clone(&package)).expect("loads");
+    let engine = ExecEngine::new(device.target(), &package);
+    let mut host = ipub::cli::run::seeded_inputs(&package);
+    device
+        .run_call(Call::Initialize, &engine, &mut host)
+        .expect("initializes");
+    let record = device
+        .run_call(Call::Run, &engine, &mut host)
+        .expect("runs");
+    let mut steps = blake3::Hasher::new();
+    for step in &record.steps {
+        steps.update(&step.start_cycle.to_le_bytes());
+        steps.update(&step.cycles.to_le_bytes());
+        for tile in &step.tiles {
+            steps.update(&tile.tile.to_le_bytes());
+            steps.update(&tile.busy_cycles.to_le_bytes());
+            steps.update(&tile.instructions.to_le_bytes());
+        }
+    }
+    let mut outputs = blake3::Hasher::new();
+    for (binding, bytes) in &host.outputs {
+        outputs.update(&binding.to_le_bytes());
+        outputs.update(bytes);
+    }
+    let summary = format!(
+        "cycles {}, {} steps {}, outputs {}",
+        record.cycles,
+        record.steps.len(),
+        &steps.finalize().to_hex()[..16],
+        &outputs.finalize().to_hex()[..16],
+    );
+    expect_test::expect!["cycles 821673, 221 steps 6c1644509c755c52, outputs f291254e445f5360"]
+        .assert_eq(&summary);
+}

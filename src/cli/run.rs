@@ -55,6 +55,9 @@ pub struct RunOptions {
     pub dump: Option<Utf8PathBuf>,
     /// `--inputs FILE.safetensors`.
     pub inputs: Option<Utf8PathBuf>,
+    /// The package was read with `package::file::read`, which validated
+    /// it; the device need not validate it again.
+    pub validated: bool,
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
@@ -63,6 +66,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         watchdog: args.watchdog,
         dump: args.dump.clone(),
         inputs: args.inputs.clone(),
+        // Both ways below run a package read back from its file.
+        validated: true,
     };
     if args.project.extension() == Some("ipuexe") {
         if args.dump_all {
@@ -158,9 +163,14 @@ pub fn run_package_with(
     );
     let total_steps = crate::device::model::records_in(package.call(Call::Run));
     let report = progress.reporter();
-    let mut device: Box<dyn Device> = Box::new(EmbeddedModel::new(watchdog).with_progress(
-        std::sync::Arc::new(move |steps, _| report(steps, total_steps)),
-    ));
+    let mut model =
+        EmbeddedModel::new(watchdog).with_progress(std::sync::Arc::new(move |steps, _| {
+            report(steps, total_steps)
+        }));
+    if options.validated {
+        model = model.with_validated_packages();
+    }
+    let mut device: Box<dyn Device> = Box::new(model);
     let clock_hz = graph.target.spec().clock_hz;
     let package = Arc::new(package.clone());
     device.open().map_err(|e| anyhow!("{e}"))?;
@@ -171,7 +181,18 @@ pub fn run_package_with(
     device
         .call(Call::Initialize, &mut host)
         .map_err(|e| anyhow!("{e}"))?;
-    let called = device.call(Call::Run, &mut host);
+    // The host reference needs nothing from the device: it is evaluated on
+    // its own thread while the model runs, sharing rayon's pool with it.
+    let (called, simulated, reference) = std::thread::scope(|scope| {
+        let reference = scope.spawn(|| super::tensors::reference(&package, &overrides));
+        let start = std::time::Instant::now();
+        let called = device.call(Call::Run, &mut host);
+        let simulated = start.elapsed();
+        let reference = reference
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (called, simulated, reference)
+    });
     progress.finish();
     let record = match called {
         Ok(record) => record,
@@ -226,7 +247,7 @@ pub fn run_package_with(
     );
 
     let checking = Progress::start("check", "outputs against the host reference");
-    let reference = super::tensors::reference(&package, &overrides)?;
+    let reference = reference?;
     let checked = compare_outputs(&package, &host, &reference);
     checking.finish();
     let mut min_cos = f64::INFINITY;
@@ -284,6 +305,20 @@ pub fn run_package_with(
         "    cycles {} measured, {} estimated; profile {profile_path}{kept}",
         record.cycles, package.profile.estimated_cycles
     ));
+    let rate = SimulationRate {
+        cycles: record.cycles,
+        tiles: package.tiles.len() as u64,
+        seconds: simulated.as_secs_f64(),
+    };
+    tracing::info!(
+        call = "run",
+        cycles = rate.cycles,
+        tiles = rate.tiles,
+        elapsed_ms = simulated.as_millis(),
+        tile_cycles_per_second = rate.per_second() as u64,
+        "simulated host call"
+    );
+    output::result_line(format!("    model {rate}"));
     let mut dump_error = None;
     if let Some(dir) = &options.dump {
         match super::tensors::write_dump(dir, &package, &host, &reference) {
@@ -328,6 +363,34 @@ pub fn run_package_with(
         return Ok(1);
     }
     Ok(i32::from(!passed))
+}
+
+/// How fast the model simulated a host call: the call's cycles on every
+/// tile the package loads, per second of wall time (the measure of
+/// `benches/model.rs`).
+struct SimulationRate {
+    cycles: u64,
+    tiles: u64,
+    seconds: f64,
+}
+
+impl SimulationRate {
+    fn per_second(&self) -> f64 {
+        (self.cycles as f64 * self.tiles as f64) / self.seconds.max(1e-9)
+    }
+}
+
+impl std::fmt::Display for SimulationRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "simulated {} cycles on {} tiles in {:.2} s: {:.1} M tile-cycles/s",
+            self.cycles,
+            self.tiles,
+            self.seconds,
+            self.per_second() / 1e6
+        )
+    }
 }
 
 /// `path` as seen from directory `dir` (a profile names its package this

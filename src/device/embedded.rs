@@ -24,6 +24,8 @@ pub trait Device {
 pub struct EmbeddedModel {
     watchdog_cycles: u64,
     progress: Option<ProgressHook>,
+    /// Packages given to [`Device::load`] are already validated.
+    validated: bool,
     loaded: Option<(ModelDevice, ExecEngine)>,
 }
 
@@ -32,6 +34,7 @@ impl EmbeddedModel {
         EmbeddedModel {
             watchdog_cycles,
             progress: None,
+            validated: false,
             loaded: None,
         }
     }
@@ -40,6 +43,13 @@ impl EmbeddedModel {
     /// [`ModelDevice::progress`]).
     pub fn with_progress(mut self, hook: ProgressHook) -> EmbeddedModel {
         self.progress = Some(hook);
+        self
+    }
+
+    /// Loads packages without validating them again: for a caller whose
+    /// packages come from `package::file::read`, which validates them.
+    pub fn with_validated_packages(mut self) -> EmbeddedModel {
+        self.validated = true;
         self
     }
 }
@@ -60,7 +70,11 @@ impl Device for EmbeddedModel {
 
     fn load(&mut self, package: Arc<Package>) -> Result<(), DeviceError> {
         tracing::info!(tile_count = package.tiles.len(), "loading application");
-        let mut device = ModelDevice::load(Arc::clone(&package))?;
+        let mut device = if self.validated {
+            ModelDevice::load_validated(Arc::clone(&package))?
+        } else {
+            ModelDevice::load(Arc::clone(&package))?
+        };
         device.watchdog_cycles = self.watchdog_cycles;
         device.progress = self.progress.clone();
         let engine = ExecEngine::new(device.target(), &package);

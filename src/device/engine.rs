@@ -35,21 +35,23 @@ impl ExecEngine {
         }
     }
 
+    /// The tile's decoded code, decoded on its first compute step. The
+    /// decoding happens outside the lock, so tiles starting together on
+    /// the pool decode in parallel.
     fn program(&self, tile: u32, memory: &[u8]) -> Arc<exec::Program> {
-        let mut decoded = self.decoded.lock().unwrap_or_else(|e| e.into_inner());
-        decoded
-            .entry(tile)
-            .or_insert_with(|| {
-                let base = self.target.memory.tile.start;
-                match self.code.get(&tile) {
-                    Some(&(start, end)) => Arc::new(exec::Program::decode(
-                        &memory[(start - base) as usize..(end - base) as usize],
-                        start,
-                    )),
-                    None => Arc::new(exec::Program::empty()),
-                }
-            })
-            .clone()
+        let lock = || self.decoded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(program) = lock().get(&tile) {
+            return Arc::clone(program);
+        }
+        let base = self.target.memory.tile.start;
+        let program = Arc::new(match self.code.get(&tile) {
+            Some(&(start, end)) => exec::Program::decode(
+                &memory[(start - base) as usize..(end - base) as usize],
+                start,
+            ),
+            None => exec::Program::empty(),
+        });
+        Arc::clone(lock().entry(tile).or_insert(program))
     }
 }
 
@@ -61,11 +63,11 @@ impl ComputeEngine for ExecEngine {
         entry_pc: u32,
         watchdog_cycles: u64,
     ) -> Result<ComputeStats, Fault> {
-        let mut executor = exec::Tile::new(self.target, tile);
-        executor.memory_mut().bytes_mut().copy_from_slice(memory);
-        executor.set_program(self.program(tile, memory));
+        // The executor runs over the device's memory in place.
+        let program = self.program(tile, memory);
+        let mut executor = exec::Tile::over(self.target, tile, memory);
+        executor.set_program(program);
         let result = executor.run_supervisor(entry_pc, watchdog_cycles);
-        memory.copy_from_slice(executor.memory().bytes());
         match result {
             Ok(stats) if stats.workers_ok => Ok(ComputeStats {
                 cycles: stats.cycles,

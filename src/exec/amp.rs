@@ -23,7 +23,7 @@ pub struct Amp {
     pub current: [f32; 16],
     pub drain: [f32; 16],
     pub phase: u8,
-    weights: [f32; 512],
+    weights: [[f32; 16]; 32],
     decoded: Decoded,
     /// FP8 input decode table and the `$fp8cfg` input fields it was built for.
     input_lut: [f32; 256],
@@ -38,7 +38,7 @@ impl Default for Amp {
             current: [0.0; 16],
             drain: [0.0; 16],
             phase: 0,
-            weights: [0.0; 512],
+            weights: [[0.0; 16]; 32],
             decoded: Decoded::Stale,
             input_lut: [0.0; 256],
             input_key: None,
@@ -98,10 +98,19 @@ impl Amp {
         self.decoded = Decoded::Stale;
     }
 
+    /// Decoded weights are held input-major (`weights[k][c]` is input
+    /// `k`'s weight for channel `c`), so a phase's MACs run across the 16
+    /// channels at once: each channel still sums its products in input
+    /// order, so the rounding is the instruction's, but the compiler can
+    /// use vector lanes for the channels.
     fn weights_f16(&mut self) {
         if self.decoded != Decoded::F16 {
-            for (i, w) in self.weights[..256].iter_mut().enumerate() {
-                *w = f16_to_f32(u16::from_le_bytes([self.cwei[2 * i], self.cwei[2 * i + 1]]));
+            for c in 0..16 {
+                for k in 0..16 {
+                    let i = 16 * c + k;
+                    self.weights[k][c] =
+                        f16_to_f32(u16::from_le_bytes([self.cwei[2 * i], self.cwei[2 * i + 1]]));
+                }
             }
             self.decoded = Decoded::F16;
         }
@@ -111,8 +120,10 @@ impl Amp {
         let key = cfg & 0x00FF_0002;
         if self.decoded != Decoded::F8(key) {
             let table = fp8_table(weight_format(cfg), weight_scale(cfg));
-            for (w, code) in self.weights.iter_mut().zip(self.cwei) {
-                *w = table[usize::from(code)];
+            for c in 0..16 {
+                for k in 0..32 {
+                    self.weights[k][c] = table[usize::from(self.cwei[32 * c + k])];
+                }
             }
             self.decoded = Decoded::F8(key);
         }
@@ -146,10 +157,9 @@ impl Amp {
         let out = self.finish(partials_in);
         let x: [f32; 4] = std::array::from_fn(|j| f16_to_f32((inputs >> (16 * j)) as u16));
         let k0 = 4 * usize::from(self.phase);
-        for c in 0..16 {
-            let w = &self.weights[16 * c + k0..16 * c + k0 + 4];
-            let s = x[0] * w[0] + x[1] * w[1] + x[2] * w[2] + x[3] * w[3];
-            self.current[c] += s;
+        let sums = channel_sums::<4>(&x, &self.weights[k0..k0 + 4]);
+        for (acc, s) in self.current.iter_mut().zip(sums) {
+            *acc += s;
         }
         self.advance();
         out
@@ -167,15 +177,28 @@ impl Amp {
         let x: [f32; 8] =
             std::array::from_fn(|j| self.input_lut[((inputs >> (8 * j)) & 0xFF) as usize]);
         let k0 = 8 * usize::from(self.phase);
-        for c in 0..16 {
-            let w = &self.weights[32 * c + k0..32 * c + k0 + 8];
-            let mut s = x[0] * w[0];
-            for j in 1..8 {
-                s += x[j] * w[j];
-            }
-            self.current[c] += s;
+        let sums = channel_sums::<8>(&x, &self.weights[k0..k0 + 8]);
+        for (acc, s) in self.current.iter_mut().zip(sums) {
+            *acc += s;
         }
         self.advance();
         out
     }
+}
+
+/// Each channel's sum over `K` inputs of input times weight, in input
+/// order: `((x0 w0 + x1 w1) + x2 w2) + ...`, exactly as one channel of the
+/// AMP adds them. `rows` holds `K` rows of 16 channels.
+#[inline(always)]
+fn channel_sums<const K: usize>(x: &[f32; K], rows: &[[f32; 16]]) -> [f32; 16] {
+    let mut sums = [0.0f32; 16];
+    for (s, w) in sums.iter_mut().zip(&rows[0]) {
+        *s = x[0] * w;
+    }
+    for (&xk, row) in x.iter().zip(rows).skip(1) {
+        for (s, w) in sums.iter_mut().zip(row) {
+            *s += xk * w;
+        }
+    }
+    sums
 }

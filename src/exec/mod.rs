@@ -19,7 +19,7 @@ mod tests;
 mod thread;
 
 pub use amp::{Amp, CWEI_BYTES};
-pub use memory::Memory;
+pub use memory::{Memory, MemoryView};
 pub use program::Program;
 pub use thread::{Counts, Regs};
 
@@ -110,11 +110,12 @@ pub struct WorkerStats {
     pub exit_ok: bool,
 }
 
-/// One tile: memory, program, supervisor and workers.
-pub struct Tile {
+/// One tile: memory (owned, or borrowed from a device with
+/// [`Tile::over`]), program, supervisor and workers.
+pub struct Tile<B = Vec<u8>> {
     target: Target,
     id: u32,
-    memory: Memory,
+    memory: Memory<B>,
     program: Arc<Program>,
     supervisor: Thread,
     workers: Vec<Thread>,
@@ -127,10 +128,18 @@ pub struct Tile {
 
 impl Tile {
     pub fn new(target: &Target, id: u32) -> Tile {
+        Tile::over(target, id, vec![0; target.memory.tile.len() as usize])
+    }
+}
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>> Tile<B> {
+    /// A tile whose memory is `bytes` (index 0 at the target's memory
+    /// base), with fresh contexts.
+    pub fn over(target: &Target, id: u32, bytes: B) -> Tile<B> {
         Tile {
             target: *target,
             id,
-            memory: Memory::new(target),
+            memory: Memory::over(target, bytes),
             program: Arc::new(Program::empty()),
             supervisor: Thread::new(Context::Supervisor),
             workers: (0..WORKERS as u8)
@@ -145,13 +154,13 @@ impl Tile {
         self.id
     }
 
-    pub fn memory(&self) -> &Memory {
+    pub fn memory(&self) -> &Memory<B> {
         &self.memory
     }
 
     /// Memory for loading images and exchange. Code the program already
     /// decoded is not re-read: see [`Tile::set_program`].
-    pub fn memory_mut(&mut self) -> &mut Memory {
+    pub fn memory_mut(&mut self) -> &mut Memory<B> {
         &mut self.memory
     }
 
@@ -215,7 +224,7 @@ impl Tile {
             self.target.memory.region0.end,
         );
         let env = Env {
-            memory: &mut self.memory,
+            memory: self.memory.view(),
             program: &self.program,
             tile: self.id,
             wstatus: self.wstatus,
@@ -283,7 +292,7 @@ impl Tile {
                 Err(cause) => return Err(self.fault(&self.supervisor, cause)),
             };
             time += (self.supervisor.counts.issues - issued_before) * slots;
-            let mut launch = |tile: &mut Tile, n: usize, entry: u32, state: u32, start: u64| {
+            let mut launch = |tile: &mut Tile<B>, n: usize, entry: u32, state: u32, start: u64| {
                 let (mut env, _, workers) = tile.env();
                 let thread = &mut workers[n];
                 thread.start(entry, state);

@@ -2,7 +2,7 @@
 //! needs the tile (a supervisor event or a worker exit) or faults.
 
 use super::amp::{self, Amp};
-use super::memory::Memory;
+use super::memory::MemoryView;
 use super::program::{is_aux, Program, Slot};
 use super::{Context, FaultCause};
 use crate::isa::{erf, ControlReg, Op};
@@ -86,7 +86,7 @@ struct Repeat {
 
 /// What the tile lends a context while it runs.
 pub struct Env<'a> {
-    pub memory: &'a mut Memory,
+    pub memory: MemoryView<'a>,
     pub program: &'a Program,
     pub tile: u32,
     pub wstatus: bool,
@@ -142,14 +142,22 @@ impl Thread {
         self.repeat = None;
     }
 
+    /// The decoded slot at `pc`: the program's (the hot path, kept small
+    /// so it inlines into the execute loop), else [`Thread::decode_at`].
+    #[inline]
     fn slot_at(&self, env: &Env, pc: u32) -> Step<Slot> {
         if !pc.is_multiple_of(4) || pc < env.region0.0 || pc >= env.region0.1 {
             return Err(FaultCause::ExecuteOutsideRegion0 { addr: pc });
         }
-        if let Some(slot) = env.program.get(pc) {
-            return Ok(*slot);
+        match env.program.get(pc) {
+            Some(slot) => Ok(*slot),
+            None => Self::decode_at(env, pc),
         }
-        // Outside the decoded program: decode from memory (slow but exact).
+    }
+
+    /// Outside the decoded program: decodes from memory (slow but exact).
+    #[cold]
+    fn decode_at(env: &Env, pc: u32) -> Step<Slot> {
         let word = env
             .memory
             .fetch(pc)
@@ -163,6 +171,7 @@ impl Thread {
         Ok(slot)
     }
 
+    #[inline]
     fn check(&self, slot: &Slot) -> Step<()> {
         let ok = match self.context {
             Context::Supervisor => slot.supervisor_ok,
@@ -270,7 +279,7 @@ impl Thread {
         let [d, a, b, c] = inst.r;
         let imm = inst.imm;
         let r = &mut self.regs;
-        let mem = &mut *env.memory;
+        let mem = &mut env.memory;
         let ma = r.m(a);
         let mb = r.m(b);
         let simm = imm as u32;
@@ -597,7 +606,7 @@ impl Thread {
     }
 
     /// Loads and stores in their three addressing forms.
-    fn memory_op(&mut self, slot: &Slot, mem: &mut Memory) -> Step<Flow> {
+    fn memory_op(&mut self, slot: &Slot, mem: &mut MemoryView) -> Step<Flow> {
         use Op::*;
         let inst = slot.inst;
         let [d, a, b, _] = inst.r;

@@ -18,6 +18,7 @@ use super::memory::TileMemories;
 use super::{Fault, FaultCause};
 use crate::package::ExchangeProgram;
 use crate::target::Target;
+use rayon::prelude::*;
 use std::collections::BTreeMap;
 
 /// What an exchange phase costs, without its sync.
@@ -144,19 +145,43 @@ pub(super) fn execute(memories: &mut TileMemories, program: &ExchangeProgram) ->
     // All reads, then all writes.
     let total: usize = sources.iter().map(|r| r.len()).sum();
     let mut staged = Vec::with_capacity(total);
+    let mut staged_at = Vec::with_capacity(program.transfers.len());
     for (transfer, range) in program.transfers.iter().zip(&sources) {
         let memory = memories
             .tile(transfer.source_tile)
             .ok_or_else(|| Fault::new(transfer.source_tile, FaultCause::TileNotLoaded))?;
+        staged_at.push(staged.len());
         staged.extend_from_slice(&memory[range.clone()]);
     }
-    let mut at = 0;
-    for transfer in &program.transfers {
-        let data = &staged[at..at + transfer.bytes as usize];
-        for &(tile, address) in &transfer.destinations {
-            memories.write(tile, address, data)?;
-        }
-        at += transfer.bytes as usize;
+    // Which staged bytes each write takes, in `writes`' order.
+    let data: Vec<usize> = program
+        .transfers
+        .iter()
+        .zip(&staged_at)
+        .flat_map(|(transfer, &at)| transfer.destinations.iter().map(move |_| at))
+        .collect();
+    // The writes, grouped by receiving tile (`order` sorts them so): no two
+    // overlap (checked above), so tiles receive in parallel and the result
+    // is the same as one write after another.
+    let mut ids: Vec<u32> = order.iter().map(|&i| writes[i].0).collect();
+    ids.dedup();
+    let targets = memories
+        .many_mut(&ids)
+        .map_err(|tile| Fault::new(tile, FaultCause::TileNotLoaded))?;
+    let mut groups = Vec::with_capacity(ids.len());
+    let mut rest = order.as_slice();
+    for (tile, memory) in targets {
+        let count = rest.iter().take_while(|&&i| writes[i].0 == tile).count();
+        let (group, tail) = rest.split_at(count);
+        groups.push((memory, group));
+        rest = tail;
     }
+    groups.into_par_iter().for_each(|(memory, group)| {
+        for &i in group {
+            let range = writes[i].1.clone();
+            let at = data[i];
+            memory[range.clone()].copy_from_slice(&staged[at..at + range.len()]);
+        }
+    });
     Ok(())
 }

@@ -4,9 +4,11 @@
 //! Tile code runs behind the [`ComputeEngine`] seam: the device hands each
 //! participating tile's whole memory and supervisor entry point to the
 //! engine, on rayon's pool, and collects the results in tile order. Exchange
-//! runs on one thread as copies between tile memories. Together with the
-//! engine's own determinism this makes every result and cycle count
-//! independent of thread count and scheduling.
+//! is copies between tile memories: every source is read first, then the
+//! receiving tiles are written in parallel (no two writes of a phase may
+//! overlap, so their order cannot matter). Together with the engine's own
+//! determinism this makes every result and cycle count independent of
+//! thread count and scheduling.
 //!
 //! Cycle accounting per host call, in order: a compute step costs its
 //! slowest tile; an exchange step costs one global sync plus the phase's
@@ -257,6 +259,14 @@ impl ModelDevice {
     /// writes its segments.
     pub fn load(package: Arc<Package>) -> Result<ModelDevice, DeviceError> {
         package.validate()?;
+        ModelDevice::load_validated(package)
+    }
+
+    /// [`ModelDevice::load`] of a package the caller has already validated
+    /// (`package::file::read` validates what it reads): validation of a
+    /// full-chip package takes a noticeable part of a second, and a run
+    /// should not pay for it twice.
+    pub fn load_validated(package: Arc<Package>) -> Result<ModelDevice, DeviceError> {
         let target =
             target_by_name(&package.header.target).ok_or_else(|| PackageError::WrongTarget {
                 target: package.header.target.clone(),

@@ -1,5 +1,5 @@
-//! Walking a host call's steps: compute on rayon's pool, exchange on one
-//! thread, repeats as loops, host streams through bindings, and one cycle
+//! Walking a host call's steps: compute on rayon's pool, exchange as
+//! staged reads and per-tile parallel writes, repeats as loops, host streams through bindings, and one cycle
 //! record per step in the profile's own shape.
 
 use super::exchange::{exchange_cost, execute};
