@@ -166,6 +166,14 @@ pub fn exchange_cycles(target: &Target, bytes: u64) -> u64 {
     bytes.div_ceil(u64::from(target.exchange.bytes_per_cycle))
 }
 
+/// Cycles to move `bytes` between the host and the device over the host
+/// link; the model device counts its host transfers with this too.
+pub fn host_cycles(target: &Target, bytes: u64) -> u64 {
+    let cycles = (u128::from(bytes) * u128::from(target.clock_hz))
+        .div_ceil(u128::from(target.host_link_bytes_per_second.max(1)));
+    u64::try_from(cycles).unwrap_or(u64::MAX)
+}
+
 pub fn sync_cycles(target: &Target, phases: u32) -> u64 {
     u64::from(phases) * u64::from(target.exchange.global_sync_cycles)
 }

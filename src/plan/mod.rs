@@ -239,6 +239,8 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
             true => 0,
             false => elements * signature.inputs[0].dtype.size_bytes() as u64,
         };
+        // A streamed input needs no exchange phase, so no sync either.
+        let phases = u32::from(!signature.inputs[0].host);
         found.push(Candidate {
             partition: Partition::Rows {
                 rows,
@@ -250,8 +252,8 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
             estimate: Estimate {
                 compute_cycles: compute,
                 exchange_cycles: cost::exchange_cycles(target, received),
-                sync_cycles: cost::sync_cycles(target, 1),
-                exchange_phases: 1,
+                sync_cycles: cost::sync_cycles(target, phases),
+                exchange_phases: phases,
                 peak_standard_bytes: elements * element_bytes as u64,
                 peak_interleaved_bytes: 0,
                 // Row-wise weights (biases, layernorm parameters) are one
