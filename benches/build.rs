@@ -1,6 +1,7 @@
-//! Cold builds of every project (fresh database and an empty kernel cache),
-//! and for vit-fp8 the modelled cycles, the cycles in exchange and the AMP
-//! utilisation against the roofline of its matmul MACs.
+//! Cold builds of every shipped project the planner supports (fresh
+//! database and an empty kernel cache), and for each the modelled cycles,
+//! the planner's estimate and its error, the cycles in exchange and sync,
+//! and the AMP utilisation against the roofline of its matmul MACs.
 //! `cargo bench --bench build`.
 
 use ipub::db::{Database, Db};
@@ -14,7 +15,14 @@ fn main() {
     let root = camino::Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let cache = tempfile::tempdir().expect("temporary cache");
     std::env::set_var("IPUB_CACHE_DIR", cache.path());
-    for project in ["matmul-f8", "mlp-f16", "attention-f16", "vit-fp8"] {
+    for project in [
+        "matmul-f8",
+        "mixed-f8",
+        "mlp-f16",
+        "attention-f16",
+        "vit-fp8",
+        "siglip-mlp-f8",
+    ] {
         // Remove compiled kernels so every build is cold.
         let _ = std::fs::remove_dir_all(cache.path().join("kernels"));
         let start = Instant::now();
@@ -31,9 +39,6 @@ fn main() {
             warm * 1000.0,
             package.tiles.len()
         );
-        if project != "vit-fp8" {
-            continue;
-        }
         let package = Arc::new(package);
         let mut device = EmbeddedModel::new(2_000_000_000);
         device.open().expect("opens");
@@ -50,9 +55,10 @@ fn main() {
         let tiles = package.graph.tiles as u64;
         let roofline = macs / (128 * tiles);
         println!(
-            "vit-fp8: modelled {} cycles ({} estimated), {} in exchange and sync ({:.0} %), {} matmul MACs, roofline {} cycles on {} tiles: AMP utilisation {:.1} %",
+            "{project}: modelled {} cycles, {} estimated ({:+.1} %), {} in exchange and sync ({:.0} %), {} matmul MACs, roofline {} cycles on {} tiles: AMP utilisation {:.1} %",
             record.cycles,
             package.profile.estimated_cycles,
+            100.0 * (package.profile.estimated_cycles as f64 / record.cycles as f64 - 1.0),
             exchange,
             100.0 * exchange as f64 / record.cycles as f64,
             macs,

@@ -33,12 +33,69 @@ impl ExchangeSchedule {
     }
 }
 
-#[derive(Default, Clone, Copy)]
-struct Load {
-    sent: u64,
-    received: u64,
-    issues: u64,
-    local: u64,
+/// One tile's (or pair's) traffic in an exchange phase. This is the one
+/// home of the exchange cost: the model device times its exchange programs
+/// with it too (`device::model::exchange`), so it measures what the
+/// compiler estimated.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct TileLoad {
+    pub sent: u64,
+    pub received: u64,
+    /// Transfers sent: each costs its sender one issue cycle.
+    pub issues: u64,
+    /// Bytes copied within the tile.
+    pub local: u64,
+}
+
+impl TileLoad {
+    /// Cycles of this load when the tile moves `rate` bytes a cycle each
+    /// way and copies locally at `copy_rate`.
+    pub fn cycles(&self, rate: u64, copy_rate: u64) -> u64 {
+        (self.sent.div_ceil(rate) + self.issues).max(self.received.div_ceil(rate))
+            + self.local.div_ceil(copy_rate)
+    }
+}
+
+/// Every tile's load from transfers given as `(source tile, bytes,
+/// destination tiles)`. One send reaches every destination in the same
+/// cycle; a destination on the source tile is a local copy.
+pub fn tile_loads<D: IntoIterator<Item = u32>>(
+    transfers: impl IntoIterator<Item = (u32, u64, D)>,
+) -> BTreeMap<u32, TileLoad> {
+    let mut loads: BTreeMap<u32, TileLoad> = BTreeMap::new();
+    for (source, bytes, destinations) in transfers {
+        let mut remote = false;
+        for tile in destinations {
+            let load = loads.entry(tile).or_default();
+            if tile == source {
+                load.local += bytes;
+            } else {
+                load.received += bytes;
+                remote = true;
+            }
+        }
+        if remote {
+            let load = loads.entry(source).or_default();
+            load.sent += bytes;
+            load.issues += 1;
+        }
+    }
+    loads
+}
+
+/// The loads of the pairs of tiles paired exchange joins (physical ids
+/// differing in bit 1), by the pair's lower id: traffic and issues add up,
+/// local copies run on each tile at once.
+pub fn pair_loads(loads: &BTreeMap<u32, TileLoad>) -> BTreeMap<u32, TileLoad> {
+    let mut pairs: BTreeMap<u32, TileLoad> = BTreeMap::new();
+    for (&tile, load) in loads {
+        let pair = pairs.entry(tile & !2).or_default();
+        pair.sent += load.sent;
+        pair.received += load.received;
+        pair.issues += load.issues;
+        pair.local = pair.local.max(load.local);
+    }
+    pairs
 }
 
 /// Schedules one phase of `program`.
@@ -47,56 +104,29 @@ pub fn exchange_schedule(
     program: &Program,
     phase: &ExchangePhase,
 ) -> ExchangeSchedule {
-    let mut loads: BTreeMap<u32, Load> = BTreeMap::new();
-    for transfer in &phase.transfers {
-        let source = program.buffer(transfer.source).tile;
-        let bytes = u64::from(transfer.bytes);
-        let mut remote = false;
-        for &(destination, _) in &transfer.destinations {
-            let tile = program.buffer(destination).tile;
-            if tile == source {
-                loads.entry(tile).or_default().local += bytes;
-            } else {
-                loads.entry(tile).or_default().received += bytes;
-                remote = true;
-            }
-        }
-        if remote {
-            // One send reaches every destination in the same cycle.
-            let load = loads.entry(source).or_default();
-            load.sent += bytes;
-            load.issues += 1;
-        }
-    }
+    let loads = tile_loads(phase.transfers.iter().map(|transfer| {
+        let destinations = transfer
+            .destinations
+            .iter()
+            .map(|&(destination, _)| program.buffer(destination).tile);
+        (
+            program.buffer(transfer.source).tile,
+            u64::from(transfer.bytes),
+            destinations,
+        )
+    }));
     let rate = u64::from(target.exchange.bytes_per_cycle);
     let paired_rate = u64::from(target.exchange.paired_bytes_per_cycle);
     let copy_rate = u64::from(target.exchange.memcpy_bytes_per_cycle);
-
-    let ordinary_horizon = loads
-        .values()
-        .map(|l| {
-            (l.sent.div_ceil(rate) + l.issues).max(l.received.div_ceil(rate))
-                + l.local.div_ceil(copy_rate)
-        })
-        .max()
-        .unwrap_or(0);
-
-    let mut pairs: BTreeMap<u32, Load> = BTreeMap::new();
-    for (&tile, load) in &loads {
-        let pair = pairs.entry(tile & !2).or_default();
-        pair.sent += load.sent;
-        pair.received += load.received;
-        pair.issues += load.issues;
-        pair.local = pair.local.max(load.local);
-    }
-    let paired_horizon = pairs
-        .values()
-        .map(|p| {
-            (p.sent.div_ceil(paired_rate) + p.issues).max(p.received.div_ceil(paired_rate))
-                + p.local.div_ceil(copy_rate)
-        })
-        .max()
-        .unwrap_or(0);
+    let horizon = |loads: &BTreeMap<u32, TileLoad>, rate: u64| {
+        loads
+            .values()
+            .map(|l| l.cycles(rate, copy_rate))
+            .max()
+            .unwrap_or(0)
+    };
+    let ordinary_horizon = horizon(&loads, rate);
+    let paired_horizon = horizon(&pair_loads(&loads), paired_rate);
 
     let senders = loads.values().filter(|l| l.issues > 0).count() as u32;
     ExchangeSchedule {

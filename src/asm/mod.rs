@@ -149,10 +149,38 @@ pub fn assemble_with(pre: Preprocessed, encoder: &'static dyn Encoder) -> Assemb
 }
 
 /// A parsed cost formula: `name = expr;` bindings, each seeing the names
-/// before it, then the expression whose value is the cost.
-struct CostFormula {
+/// before it, then the expression whose value is the cost. Parsing once and
+/// evaluating many times is what the planner does with the kernels'
+/// formulas.
+#[derive(Clone, Debug)]
+pub struct CostFormula {
     bindings: Vec<(String, expr::Expr)>,
     result: expr::Expr,
+}
+
+impl CostFormula {
+    pub fn parse(formula: &str) -> Result<CostFormula, String> {
+        parse_cost_formula(formula)
+    }
+
+    /// The formula's value with `lookup` giving each free name's value.
+    pub fn eval(&self, lookup: &dyn Fn(&str) -> Option<i64>) -> Result<i64, String> {
+        let mut bound: Vec<(&str, i64)> = Vec::new();
+        // The latest binding of a name wins; free names go to `lookup`.
+        let value_of = |bound: &[(&str, i64)], name: &str| {
+            bound
+                .iter()
+                .rev()
+                .find(|(b, _)| *b == name)
+                .map(|(_, v)| *v)
+                .or_else(|| lookup(name))
+        };
+        for (name, value) in &self.bindings {
+            let v = expr::eval_const(value, &|n| value_of(&bound, n)).map_err(|e| e.message)?;
+            bound.push((name, v));
+        }
+        expr::eval_const(&self.result, &|n| value_of(&bound, n)).map_err(|e| e.message)
+    }
 }
 
 fn parse_cost_formula(formula: &str) -> Result<CostFormula, String> {
@@ -197,20 +225,5 @@ pub fn eval_cost_formula(
     formula: &str,
     lookup: &dyn Fn(&str) -> Option<i64>,
 ) -> Result<i64, String> {
-    let parsed = parse_cost_formula(formula)?;
-    let mut bound: Vec<(&str, i64)> = Vec::new();
-    // The latest binding of a name wins; free names go to `lookup`.
-    let value_of = |bound: &[(&str, i64)], name: &str| {
-        bound
-            .iter()
-            .rev()
-            .find(|(b, _)| *b == name)
-            .map(|(_, v)| *v)
-            .or_else(|| lookup(name))
-    };
-    for (name, value) in &parsed.bindings {
-        let v = expr::eval_const(value, &|n| value_of(&bound, n)).map_err(|e| e.message)?;
-        bound.push((name, v));
-    }
-    expr::eval_const(&parsed.result, &|n| value_of(&bound, n)).map_err(|e| e.message)
+    parse_cost_formula(formula)?.eval(lookup)
 }

@@ -20,11 +20,33 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The planner's estimate of one run: every operation's selected plan,
-/// times its repeat count.
+/// times its repeat count, and the host transfers.
 pub fn estimated_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
-    Ok(op_estimates(db, project)?
+    let ops: u64 = op_estimates(db, project)?
         .iter()
         .map(|op| op.total_cycles() * u64::from(op.executions))
+        .sum();
+    Ok(ops + host_transfer_cycles(db, project)?)
+}
+
+/// The cycles of a run's host transfers: every streamed input written and
+/// every output read once per run, at the host link's rate (weights are
+/// loaded with the package, not per run).
+pub fn host_transfer_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
+    let graph = graph(db, project)?;
+    let program = program(db, project).clone()?;
+    let target = super::target_of(&graph);
+    let writes = program
+        .host_writes
+        .iter()
+        .filter(|b| graph.tensor(b.tensor).role != crate::graph::Role::Weight);
+    Ok(writes
+        .chain(&program.host_reads)
+        .map(|b| {
+            let tensor = graph.tensor(b.tensor);
+            let bytes = tensor.element_count() as u64 * tensor.dtype.size_bytes() as u64;
+            crate::plan::cost::host_cycles(target, bytes)
+        })
         .sum())
 }
 

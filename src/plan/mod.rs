@@ -9,6 +9,7 @@
 //! phases (`pipeline::refine`), and selects among them.
 
 pub mod cost;
+pub mod kernel_cost;
 pub mod matmul;
 pub mod signature;
 
@@ -179,6 +180,47 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
     })
 }
 
+/// The busiest tile's cycles when `rows` rows of `row_length` go
+/// `rows_per_tile` to a tile, by the kernel's calibrated formula with the
+/// parameters lowering gives each run; `None` when the kernel has none.
+/// Every full tile costs the same except for a causal softmax, whose rows
+/// keep more elements further down their matrix, so that one is evaluated
+/// tile by tile.
+fn row_tile_cycles(
+    signature: &OpSignature,
+    kernel: KernelId,
+    rows: usize,
+    row_length: usize,
+    rows_per_tile: usize,
+) -> Option<u64> {
+    let shape = &signature.output.shape;
+    let matrix_rows = if shape.len() >= 2 {
+        shape[shape.len() - 2]
+    } else {
+        1
+    };
+    let run = |first_row: usize| {
+        let count = rows_per_tile.min(rows - first_row);
+        let params = [
+            ("rows", count as i64),
+            ("row_length", row_length as i64),
+            ("first_row", first_row as i64),
+            ("matrix_rows", matrix_rows as i64),
+        ];
+        cost::kernel_cycles(kernel, &params)
+    };
+    let rows_per_tile = rows_per_tile.max(1);
+    let last = (rows.max(1) - 1) / rows_per_tile * rows_per_tile;
+    if matches!(kernel, KernelId::Softmax { causal: true, .. }) {
+        (0..rows.max(1))
+            .step_by(rows_per_tile)
+            .map(run)
+            .try_fold(0, |most, cycles| Some(cycles?.max(most)))
+    } else {
+        Some(run(0)?.max(run(last)?))
+    }
+}
+
 fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     let Some(kernel) = row_kernel(signature) else {
         return Vec::new();
@@ -194,12 +236,15 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
         let rows_per_tile = rows.div_ceil(tiles as usize);
         let used = rows.div_ceil(rows_per_tile.max(1)) as u32;
         let elements = (rows_per_tile * row_length) as u64;
-        let compute = cost::vector_tile_cycles(
-            target,
-            issues_per_vector(&signature.kind),
-            signature.output.dtype,
-            elements,
-        );
+        let compute = row_tile_cycles(signature, kernel, rows, row_length, rows_per_tile)
+            .unwrap_or_else(|| {
+                cost::vector_tile_cycles(
+                    target,
+                    issues_per_vector(&signature.kind),
+                    signature.output.dtype,
+                    elements,
+                )
+            });
         // Inputs arrive row-distributed from the producer; a tile receives
         // the rows it does not already hold, at most its whole share.
         // A streamed input is written by the host where it is used.
@@ -207,6 +252,8 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
             true => 0,
             false => elements * signature.inputs[0].dtype.size_bytes() as u64,
         };
+        // A streamed input needs no exchange phase, so no sync either.
+        let phases = u32::from(!signature.inputs[0].host);
         found.push(Candidate {
             partition: Partition::Rows {
                 rows,
@@ -218,8 +265,8 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
             estimate: Estimate {
                 compute_cycles: compute,
                 exchange_cycles: cost::exchange_cycles(target, received),
-                sync_cycles: cost::sync_cycles(target, 1),
-                exchange_phases: 1,
+                sync_cycles: cost::sync_cycles(target, phases),
+                exchange_phases: phases,
                 peak_standard_bytes: elements * element_bytes as u64,
                 peak_interleaved_bytes: 0,
                 // Row-wise weights (biases, layernorm parameters) are one
@@ -498,10 +545,10 @@ mod tests {
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
                   candidates 600
-                 *finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=5478 (compute 3574 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472
-                  finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=5494 (compute 3334 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448
-                  finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=5734 (compute 3830 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448
-                  finalist 3: grid b1xm2xn4xk8 shard 1x64x64x16 weights interleaved kernel gemm_f8_interleaved_k64_c16_r64 tiles=64 cycles=6006 (compute 3334 exchange 1472 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472
+                 *finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=4682 (compute 2778 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472
+                  finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=4698 (compute 2538 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448
+                  finalist 2: grid b1xm4xn1xk16 shard 1x32x32x64 weights interleaved kernel gemm_f8_interleaved_k32_c64_r32 tiles=64 cycles=5122 (compute 2706 exchange 1216 sync 1200) phases=2 peak_standard=0 peak_interleaved=11520
+                  finalist 3: grid b1xm2xn2xk16 shard 1x64x32x32 weights interleaved kernel gemm_f8_interleaved_k32_c32_r64 tiles=64 cycles=5138 (compute 2466 exchange 1472 sync 1200) phases=2 peak_standard=0 peak_interleaved=11520
             "#]],
         );
     }
@@ -523,10 +570,10 @@ mod tests {
             expect![[r#"
                 softmax(f16[6, 197, 197]) -> f16[6, 197, 197] on 64 tiles
                   candidates 7
-                 *finalist 0: rows 1182x197 per-tile 19 kernel softmax_f16_causal tiles=63 cycles=8376 (compute 5904 exchange 1872 sync 600) phases=1 peak_standard=14972 peak_interleaved=0
-                  finalist 1: rows 1182x197 per-tile 37 kernel softmax_f16_causal tiles=32 cycles=15471 (compute 11226 exchange 3645 sync 600) phases=1 peak_standard=29156 peak_interleaved=0
-                  finalist 2: rows 1182x197 per-tile 74 kernel softmax_f16_causal tiles=16 cycles=30047 (compute 22158 exchange 7289 sync 600) phases=1 peak_standard=58312 peak_interleaved=0
-                  finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=59200 (compute 44022 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0
+                 *finalist 0: rows 1182x197 per-tile 19 kernel softmax_f16_causal tiles=63 cycles=44001 (compute 41529 exchange 1872 sync 600) phases=1 peak_standard=14972 peak_interleaved=0
+                  finalist 1: rows 1182x197 per-tile 37 kernel softmax_f16_causal tiles=32 cycles=76018 (compute 71773 exchange 3645 sync 600) phases=1 peak_standard=29156 peak_interleaved=0
+                  finalist 2: rows 1182x197 per-tile 74 kernel softmax_f16_causal tiles=16 cycles=134396 (compute 126507 exchange 7289 sync 600) phases=1 peak_standard=58312 peak_interleaved=0
+                  finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=214702 (compute 199524 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0
             "#]],
         );
     }

@@ -17,9 +17,9 @@
 use super::memory::TileMemories;
 use super::{Fault, FaultCause};
 use crate::package::ExchangeProgram;
+use crate::schedule::{pair_loads, tile_loads};
 use crate::target::Target;
 use rayon::prelude::*;
-use std::collections::BTreeMap;
 
 /// What an exchange phase costs, without its sync.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -35,53 +35,20 @@ pub struct ExchangeCost {
     pub bytes: Vec<(u64, u64)>,
 }
 
-#[derive(Default, Clone, Copy)]
-struct Load {
-    sent: u64,
-    received: u64,
-    issues: u64,
-    local: u64,
-}
-
-impl Load {
-    fn cycles(&self, rate: u64, copy_rate: u64) -> u64 {
-        (self.sent.div_ceil(rate) + self.issues).max(self.received.div_ceil(rate))
-            + self.local.div_ceil(copy_rate)
-    }
-}
-
-/// The cycles `program` takes on `target`.
+/// The cycles `program` takes on `target`, by the compiler's own exchange
+/// cost ([`crate::schedule::TileLoad`]).
 pub fn exchange_cost(target: &Target, program: &ExchangeProgram) -> ExchangeCost {
-    let mut loads: BTreeMap<u32, Load> = BTreeMap::new();
-    for transfer in &program.transfers {
-        let bytes = u64::from(transfer.bytes);
-        let mut remote = false;
-        for &(tile, _) in &transfer.destinations {
-            let load = loads.entry(tile).or_default();
-            if tile == transfer.source_tile {
-                load.local += bytes;
-            } else {
-                load.received += bytes;
-                remote = true;
-            }
-        }
-        if remote {
-            // One send reaches every destination in the same cycle.
-            let load = loads.entry(transfer.source_tile).or_default();
-            load.sent += bytes;
-            load.issues += 1;
-        }
-    }
+    let loads = tile_loads(program.transfers.iter().map(|transfer| {
+        let destinations = transfer.destinations.iter().map(|&(tile, _)| tile);
+        (
+            transfer.source_tile,
+            u64::from(transfer.bytes),
+            destinations,
+        )
+    }));
     let copy_rate = u64::from(target.exchange.memcpy_bytes_per_cycle);
     let tiles: Vec<(u32, u64)> = if program.paired {
-        let mut pairs: BTreeMap<u32, Load> = BTreeMap::new();
-        for (&tile, load) in &loads {
-            let pair = pairs.entry(tile & !2).or_default();
-            pair.sent += load.sent;
-            pair.received += load.received;
-            pair.issues += load.issues;
-            pair.local = pair.local.max(load.local);
-        }
+        let pairs = pair_loads(&loads);
         let rate = u64::from(target.exchange.paired_bytes_per_cycle);
         loads
             .keys()

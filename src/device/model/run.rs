@@ -297,9 +297,6 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
 
     /// Cycles to move `bytes` over the host link.
     fn host_cycles(&self, bytes: u64) -> u64 {
-        let target = self.device.target;
-        let cycles = (u128::from(bytes) * u128::from(target.clock_hz))
-            .div_ceil(u128::from(target.host_link_bytes_per_second.max(1)));
-        u64::try_from(cycles).unwrap_or(u64::MAX)
+        crate::plan::cost::host_cycles(self.device.target, bytes)
     }
 }

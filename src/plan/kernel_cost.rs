@@ -1,0 +1,265 @@
+//! The kernels' cycle formulas, as the planner evaluates them.
+//!
+//! Every shipped kernel declares its cost with `.ipub_cost` in its source
+//! under `device/`, calibrated against the model device
+//! (`tests/row_kernels/calibration.rs`). The planner needs the same figures
+//! without assembling anything, so this module carries each formula's text
+//! and evaluates it with the variant's defines and a run's parameters; a
+//! test assembles every shipped variant and asserts that its `.ipub_cost`
+//! is exactly the text here, so the two cannot drift apart. A kernel without
+//! a formula here (one added since) gets `None`, and the planner falls back
+//! to its generic vector estimate.
+
+use crate::asm::CostFormula;
+use crate::graph::DType;
+use crate::partition::KernelId;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+const GEMM: &str = "6 * ((C + 95) / 96) * (((K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16)) * (72 + (INTERLEAVED ? 4 : 12) * ((C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)))) + 16) + 360";
+const CAST_TO_F8: &str = "n = rows * row_length; units = n / 8; tail = n % 8; 172 + 6 * (3 * (units / 6) + 4 * (units > 0) + (tail != 0 ? 15 + 3 * (tail & 3) + 4 * (tail >= 4) : 3 * (units % 6 != 0)))";
+const CAST_FROM_F8: &str = "n = rows * row_length; units = n / 8; tail = n % 8; 178 + 6 * (3 * (units / 6) + 2 * (units > 0) + (tail != 0 ? 13 + 7 * (tail & 3) + 4 * (tail >= 4) : 3 * (units % 6 != 0)))";
+const CAST_TO_F32: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 136 + 6 * (3 * (units / 6) + (units > 0) + (tail != 0 ? 11 + 3 * tail : 3 * (units % 6 != 0)))";
+const CAST_FROM_F32: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 142 + 6 * (3 * (units / 6) + (units > 0) + (tail != 0 ? 15 + 6 * tail : 3 * (units % 6 != 0)))";
+const ADD_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 154 + 6 * (3 * (units / 6) + (units > 0) + (tail != 0 ? 16 + 6 * tail : 3 * (units % 6 != 0)))";
+const ADD_F32: &str = "n = rows * row_length; units = n / 2; 154 + 6 * (3 * (units / 6) + (units > 0) + (n % 2 != 0 ? 14 : 3 * (units % 6 != 0)))";
+const GELU_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 196 + 6 * (20 * (units / 6) + 2 * (units > 0) + (tail != 0 ? 29 + 6 * tail : 20 * (units % 6 != 0)))";
+const SOFTMAX_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 6 * (whole * (34 * row_length + 30 * singles + 360) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4";
+const SOFTMAX_CAUSAL_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 37 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4";
+const LAYERNORM_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 46 * row_length + 14 * singles : 22 * row_length + 38 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 40 * row_length : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4";
+const REARRANGE_BLOCK_MAJOR_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 136 + 6 * (2 * (units / 6) + (units > 0) + (tail != 0 ? 12 + 6 * tail : 2 * (units % 6 != 0)))";
+const REARRANGE_BLOCKS: &str = "(outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190";
+const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
+
+/// The `.ipub_cost` text of `kernel`'s shipped source, if this module
+/// knows it.
+pub fn formula(kernel: KernelId) -> Option<&'static str> {
+    use DType::{F143, F152, F16, F32};
+    Some(match kernel {
+        KernelId::Gemm { .. } => GEMM,
+        KernelId::Cast {
+            from: F16,
+            to: F143 | F152,
+        } => CAST_TO_F8,
+        KernelId::Cast {
+            from: F143 | F152,
+            to: F16,
+        } => CAST_FROM_F8,
+        KernelId::Cast { from: F16, to: F32 } => CAST_TO_F32,
+        KernelId::Cast { from: F32, to: F16 } => CAST_FROM_F32,
+        KernelId::Add { dtype: F16 } => ADD_F16,
+        KernelId::Add { dtype: F32 } => ADD_F32,
+        KernelId::Gelu { dtype: F16 } => GELU_F16,
+        KernelId::Softmax {
+            dtype: F16,
+            causal: false,
+        } => SOFTMAX_F16,
+        KernelId::Softmax {
+            dtype: F16,
+            causal: true,
+        } => SOFTMAX_CAUSAL_F16,
+        KernelId::Layernorm { dtype: F16 } => LAYERNORM_F16,
+        KernelId::RearrangeBlockMajor { dtype: F16, .. } => REARRANGE_BLOCK_MAJOR_F16,
+        KernelId::RearrangeBlocks => REARRANGE_BLOCKS,
+        KernelId::ReduceAdd => REDUCE_ADD_F16,
+        _ => return None,
+    })
+}
+
+/// The defines `kernel`'s variant is assembled with that its formula may
+/// name ([`crate::pipeline::kernels::variant_of`] sets the same).
+fn defines(kernel: KernelId) -> Vec<(&'static str, i64)> {
+    match kernel {
+        KernelId::Gemm {
+            fp8,
+            interleaved,
+            k,
+            c,
+            r,
+        } => vec![
+            ("FP8", i64::from(fp8)),
+            ("INTERLEAVED", i64::from(interleaved)),
+            ("K", i64::from(k)),
+            ("C", i64::from(c)),
+            ("R", i64::from(r)),
+        ],
+        KernelId::Softmax { causal, .. } => vec![("CAUSAL", i64::from(causal))],
+        KernelId::RearrangeBlockMajor { rows, cols, .. } => {
+            vec![("BLOCK_ROWS", rows as i64), ("BLOCK_COLS", cols as i64)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Every formula, parsed once per process: the planner evaluates them for
+/// every candidate. A formula that does not parse is left out (the test
+/// below parses them all), so its kernel costs `None`.
+fn parsed(text: &'static str) -> Option<&'static CostFormula> {
+    static PARSED: OnceLock<HashMap<&'static str, CostFormula>> = OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            ALL.iter()
+                .filter_map(|&text| Some((text, CostFormula::parse(text).ok()?)))
+                .collect()
+        })
+        .get(text)
+}
+
+const ALL: [&str; 14] = [
+    GEMM,
+    CAST_TO_F8,
+    CAST_FROM_F8,
+    CAST_TO_F32,
+    CAST_FROM_F32,
+    ADD_F16,
+    ADD_F32,
+    GELU_F16,
+    SOFTMAX_F16,
+    SOFTMAX_CAUSAL_F16,
+    LAYERNORM_F16,
+    REARRANGE_BLOCK_MAJOR_F16,
+    REARRANGE_BLOCKS,
+    REDUCE_ADD_F16,
+];
+
+/// The cycles of one run of `kernel` with `params` (the run's parameters
+/// by name, as lowering gives them), by its shipped formula; `None` when
+/// this module has no formula for the kernel or the formula cannot be
+/// evaluated with these names (a negative result included).
+pub fn cycles(kernel: KernelId, params: &[(&str, i64)]) -> Option<u64> {
+    let formula = parsed(formula(kernel)?)?;
+    let defines = defines(kernel);
+    let value = formula
+        .eval(&|name| {
+            params
+                .iter()
+                .chain(&defines)
+                .find(|(n, _)| *n == name)
+                .map(|&(_, v)| v)
+        })
+        .ok()?;
+    u64::try_from(value).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::{self, EntryMetadata};
+    use crate::target::IPU21;
+    use std::collections::BTreeMap;
+
+    /// Every shipped variant the planner can name.
+    fn shipped() -> Vec<KernelId> {
+        use DType::{F143, F152, F16, F32};
+        let mut all = Vec::new();
+        for fp8 in [false, true] {
+            for interleaved in [false, true] {
+                all.push(KernelId::Gemm {
+                    fp8,
+                    interleaved,
+                    k: 96,
+                    c: 48,
+                    r: 99,
+                });
+            }
+        }
+        for (from, to) in [
+            (F16, F143),
+            (F16, F152),
+            (F143, F16),
+            (F152, F16),
+            (F16, F32),
+            (F32, F16),
+        ] {
+            all.push(KernelId::Cast { from, to });
+        }
+        all.extend([
+            KernelId::Add { dtype: F16 },
+            KernelId::Add { dtype: F32 },
+            KernelId::Gelu { dtype: F16 },
+            KernelId::Softmax {
+                dtype: F16,
+                causal: false,
+            },
+            KernelId::Softmax {
+                dtype: F16,
+                causal: true,
+            },
+            KernelId::Layernorm { dtype: F16 },
+            KernelId::RearrangeBlockMajor {
+                dtype: F16,
+                rows: 16,
+                cols: 8,
+            },
+            KernelId::RearrangeBlocks,
+            KernelId::ReduceAdd,
+        ]);
+        all
+    }
+
+    /// The entry metadata of `kernel` assembled from `device/`.
+    fn assembled(kernel: KernelId) -> EntryMetadata {
+        let device = camino::Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("device");
+        let variant = crate::pipeline::kernels::variant_of(kernel, &device)
+            .unwrap_or_else(|| panic!("no shipped source provides {kernel}"));
+        let pre = crate::asm::preprocess(
+            &crate::vfs::OsFs,
+            &variant.source,
+            &variant.defines,
+            &variant.include_dirs,
+        );
+        let compiled = kernels::compile_preprocessed(pre, &variant, &IPU21, "test")
+            .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+        let entry = variant.entry.expect("shipped variants name their entry");
+        let metadata = compiled.metadata;
+        let found = metadata.entries.into_iter().find(|e| e.symbol == entry);
+        found.unwrap_or_else(|| panic!("{kernel} has no entry {entry}"))
+    }
+
+    /// The planner's formulas are the shipped kernels' formulas, word for
+    /// word, and bind the same defines: evaluated over a grid of runs, the
+    /// planner's cycles equal the `.ipub_cost` of the assembled variant
+    /// evaluated the way the package does it (defines, then parameters).
+    #[test]
+    fn planner_formulas_are_the_shipped_kernels_formulas() {
+        let grid = [1i64, 2, 3, 5, 6, 7, 13, 64, 197, 768];
+        for kernel in shipped() {
+            let entry = assembled(kernel);
+            let shipped = entry.cost.expect("every shipped kernel has a cost").formula;
+            assert_eq!(formula(kernel), Some(shipped.as_str()), "{kernel}");
+            let mut values: BTreeMap<String, i64> = defines(kernel)
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), v))
+                .collect();
+            for &a in &grid {
+                for &b in &grid {
+                    let params = [
+                        ("rows", a),
+                        ("row_length", b),
+                        ("first_row", a * 3),
+                        ("matrix_rows", b),
+                        ("count", a.min(12)),
+                        ("length", b * 4),
+                        ("outer", a),
+                        ("inner", b),
+                        ("words", 4),
+                    ];
+                    values.extend(params.iter().map(|&(n, v)| (n.to_string(), v)));
+                    let expected = kernels::eval_cost(&shipped, &values)
+                        .unwrap_or_else(|e| panic!("{kernel} with {params:?}: {e}"));
+                    assert_eq!(
+                        cycles(kernel, &params),
+                        u64::try_from(expected).ok(),
+                        "{kernel} with {params:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn kernels_without_a_formula_here_cost_none() {
+        let f16_gelu_of_f32 = KernelId::Gelu { dtype: DType::F32 };
+        assert_eq!(cycles(f16_gelu_of_f32, &[("rows", 1)]), None);
+    }
+}

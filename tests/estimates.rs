@@ -1,0 +1,134 @@
+//! The cost model against the model device: every shipped project the
+//! planner supports is built and run, and the planner's whole-program
+//! estimate (host transfers included) must be within 10 % of the measured
+//! cycles, and every operation that takes a real share of the run within
+//! 15 % of its own measured cycles (compute, exchange and sync).
+//!
+//! The full-chip projects run behind `IPUB_SLOW_TESTS=1`.
+
+use ipub::profile::{analysis, Profile};
+use std::process::Command;
+
+/// Operations below this share of a run are launch and sync overhead of a
+/// few hundred cycles, where a fixed error is a large fraction; they are
+/// listed in the report but not held to the per-operation bound.
+const MINOR_SHARE: f64 = 0.01;
+
+/// Operations whose estimate is known to be beyond 15 %, with the reason;
+/// they are reported but not asserted, and any other one fails. Row
+/// operations count their input as received over exchange even when the
+/// producer left the rows on the consuming tile (`y.cast_a`), or miss an
+/// operand gathered from another layout (`y` of attention); the small
+/// GEMMs `scores` and mixed-f8's `y` pay a scheduled exchange the
+/// analytical one underestimates.
+const KNOWN_GAPS: [(&str, &str); 4] = [
+    ("projects/mixed-f8.toml", "y.cast_a"),
+    ("projects/mixed-f8.toml", "y"),
+    ("projects/attention-f16.toml", "scores"),
+    ("projects/attention-f16.toml", "y"),
+];
+
+/// Builds and runs `project`, then checks its profile's estimates.
+fn check(project: &str) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = dir.path().join("out");
+    let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
+        .args(["run", project, "--out", out.to_str().expect("utf-8")])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("IPUB_CACHE_DIR", dir.path())
+        .env("IPUB_DEVICE_LOCK", dir.path().join("device.lock"))
+        .env("IPUB_LOG", "warn")
+        .output()
+        .expect("run ipub");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let profile_path = std::fs::read_dir(&out)
+        .expect("output directory")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".profile.json"))
+        .expect("a profile");
+    let profile = Profile::read(&camino::Utf8PathBuf::try_from(profile_path).expect("utf-8"))
+        .expect("profile reads");
+    let measured = profile.total_cycles as f64;
+    let whole = profile.estimated_cycles as f64 / measured - 1.0;
+    let mut report = format!(
+        "{project}: {} measured, {} estimated ({:+.1} %)\n",
+        profile.total_cycles,
+        profile.estimated_cycles,
+        100.0 * whole
+    );
+    let mut bad = whole.abs() > 0.10;
+    for row in analysis::op_rows(&profile) {
+        let Some(estimated) = row.estimated.map(|e| e.total()) else {
+            continue;
+        };
+        let error = estimated as f64 / row.total().max(1) as f64 - 1.0;
+        let minor = (row.total() as f64) < MINOR_SHARE * measured;
+        let known = KNOWN_GAPS.contains(&(project, row.name.as_str()));
+        let off = !minor && !known && error.abs() > 0.15;
+        bad |= off;
+        report += &format!(
+            "  {:<20} {:>9} measured {:>9} estimated {:+6.1} %{}\n",
+            row.name,
+            row.total(),
+            estimated,
+            100.0 * error,
+            if off {
+                "  <- beyond 15 %"
+            } else if known && error.abs() > 0.15 {
+                "  (known gap)"
+            } else if minor {
+                "  (minor)"
+            } else {
+                ""
+            }
+        );
+    }
+    println!("{report}");
+    assert!(!bad, "estimates off:\n{report}");
+}
+
+#[test]
+fn matmul_f8() {
+    check("projects/matmul-f8.toml");
+}
+
+#[test]
+fn mixed_f8() {
+    check("projects/mixed-f8.toml");
+}
+
+#[test]
+fn mlp_f16() {
+    check("projects/mlp-f16.toml");
+}
+
+#[test]
+fn attention_f16() {
+    check("projects/attention-f16.toml");
+}
+
+#[test]
+fn vit_fp8() {
+    check("projects/vit-fp8.toml");
+}
+
+#[test]
+fn siglip_mlp_f8() {
+    check("projects/siglip-mlp-f8.toml");
+}
+
+/// The full-chip projects take minutes each on the model.
+#[test]
+fn full_chip_projects() {
+    if std::env::var_os("IPUB_SLOW_TESTS").is_none() {
+        return;
+    }
+    check("projects/vit-b16-fp8.toml");
+    check("projects/gemm-131072x64x64-f8.toml");
+}
