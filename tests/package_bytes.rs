@@ -59,11 +59,11 @@ fn shipped_packages_are_byte_identical() {
         lines.push_str(&format!("{project}: {}\n", package_hash(project)));
     }
     expect![[r#"
-        projects/matmul-f8.toml: f200da59eb798d47058121c4e237802b5cadf6eb72fa2b514dbb115547b3b1fe 103598
-        projects/mixed-f8.toml: 4311c2af05e805ebfbaf2c9728cd0894c4955d51e2f652fb1285c54ff9ff0e1a 68891
-        projects/mlp-f16.toml: cca718efa86f8f1ab8e210102625e7ffc1083fd3e7753bad6ec1e89bad95893d 2532552
-        projects/attention-f16.toml: 51d71c4be87646db4c107ae81127f7964fbc748b18d6b061960cddef9aef5e28 870088
-        projects/vit-fp8.toml: b9061414dbadf2d7885fb9f47bb7ffb027419af1f069830d1ad8347bb5efab25 7061910
-        projects/llama-block-f16.toml: 4cad803101503f262e23cb3ef8744319579aa8ce80343ee663dcf9f7dab4fb8c 8133309
+        projects/matmul-f8.toml: 74c3315602aed4ef2e450c721b58cae7cad1e1426ec63b3ec396579940b08eb5 103596
+        projects/mixed-f8.toml: 2387f7fb34d9087999e36a7033a3841f282eeb2a9c3058e449643e751c08778c 68889
+        projects/mlp-f16.toml: 667fac22dc6c5d9c6bb990fcdcaa2209a6e2441200a553cba3f426d861e529db 2532551
+        projects/attention-f16.toml: a12b21a4583bad49143729c84ae446c9f41f257f6ca7cd03054c09660c4b6c64 931678
+        projects/vit-fp8.toml: 1e729439e5a15859be5ae372742e00f1b3fdcf1429a785dbc6ae4ebd12b16e64 7061903
+        projects/llama-block-f16.toml: ce637b148eb5fecc92013d33b0135d7928861b3731e3c18c2880fd62ed13819c 8017225
     "#]].assert_eq(&lines);
 }
