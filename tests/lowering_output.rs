@@ -38,7 +38,7 @@ fn example_projects_lower_to_the_recorded_programs() {
     .map(|project| format!("{project} {}\n", hash(&lowered(project))))
     .collect();
     expect_test::expect![[r#"
-        projects/attention-f16.toml fccca2e79462c9b4896e8f3bfc3ff531de6d0b000d7cf863276fefc0856c4d59
+        projects/attention-f16.toml 1eab3a1dd3d95e32e07bec83df1e6b5528aa4e5a3b2d80734d7d97ad08eadf4b
         projects/matmul-f8.toml 6336e91266f0eed61e1b580c1ff4cf4dada92750cb1f54eeabe874aab59ab1a7
         projects/mlp-f16.toml 9d8e333c0a380a49f923d3da0938dcc66cecfe45ceb18dfc7d1dbd7a7dbd4e6d
         projects/vit-fp8.toml 14e2f306dc0f16ed2426dd3b694bfdc240730bacfba98683396750bb947c6cce
