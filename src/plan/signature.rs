@@ -112,6 +112,9 @@ impl OpSignature {
             | OpKind::Silu
             | OpKind::GeluTanh
             | OpKind::Rmsnorm { .. } => SignatureKind::Unplanned,
+            // A slice reads a strided subset of its input in place, like a
+            // transpose; lowering finds its offset in the graph.
+            OpKind::Slice { .. } => SignatureKind::View,
         };
         OpSignature {
             kind,

@@ -985,6 +985,19 @@ impl<'a> Validator<'a> {
                 if self.graph.tensor(id).role != Role::Activation {
                     continue;
                 }
+                if let Some(sliced) = self.sliced_view(id) {
+                    self.diagnostics.push(
+                        site.error(
+                            format!(
+                                "`{}` views part of `{sliced}` through a slice, which the device never holds on its own",
+                                output.get_ref()
+                            ),
+                            output.span(),
+                        )
+                        .help(format!("check `{sliced}`, or an op that reads the slice")),
+                    );
+                    continue;
+                }
                 if self.graph.check.outputs.contains(&id) {
                     self.diagnostics.push(site.error(
                         format!("`{}` is listed twice", output.get_ref()),
@@ -1006,6 +1019,24 @@ impl<'a> Validator<'a> {
             );
         }
         self.graph.outputs = self.graph.check.outputs.clone();
+    }
+
+    /// The tensor a slice cuts, when `id` is a chain of views containing a
+    /// slice. The host reads a checked view through the inverse of its
+    /// chain from the buffers under it, and a slice has no inverse (most of
+    /// the tensor under it is not part of it).
+    fn sliced_view(&self, id: TensorId) -> Option<String> {
+        let mut current = id;
+        while let Some(op) = self.graph.ops.iter().find(|op| op.output == current) {
+            match op.kind {
+                OpKind::Slice { .. } => {
+                    return Some(self.graph.tensor(op.inputs[0]).name.clone());
+                }
+                OpKind::Transpose { .. } | OpKind::Reshape => current = op.inputs[0],
+                _ => return None,
+            }
+        }
+        None
     }
 }
 
