@@ -976,6 +976,7 @@ impl<'a> Validator<'a> {
         }
         let env = self.env.clone();
         let mut resolved = 0;
+        let mut refused = 0;
         for output in c.outputs.get_ref() {
             if let Some(id) = self.lookup(&site, &env, output) {
                 resolved += 1;
@@ -996,6 +997,7 @@ impl<'a> Validator<'a> {
                         )
                         .help(format!("check `{sliced}`, or an op that reads the slice")),
                     );
+                    refused += 1;
                     continue;
                 }
                 if self.graph.check.outputs.contains(&id) {
@@ -1008,7 +1010,8 @@ impl<'a> Validator<'a> {
                 }
             }
         }
-        if resolved > 0 && self.graph.check.outputs.is_empty() {
+        // Outputs refused above already have their own error.
+        if resolved > refused && self.graph.check.outputs.is_empty() {
             self.diagnostics.push(
                 site.error(
                     "none of the `[check] outputs` is computed by the program",
