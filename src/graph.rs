@@ -204,6 +204,9 @@ pub enum OpKind {
     /// An explicit layout change: the values are unchanged, the device copies
     /// them into block-major layout with the given block.
     Rearrange { block: [usize; 2] },
+    /// Indices `start..start + len` of `axis` (a view; `len` is the output's
+    /// extent there).
+    Slice { axis: usize, start: usize },
 }
 
 // Floats in the graph compare by their bits: the graph is a query result,
@@ -246,6 +249,7 @@ impl PartialEq for OpKind {
             | (Rmsnorm { epsilon: a }, Rmsnorm { epsilon: b }) => same_f32(*a, *b),
             (Transpose { perm: a }, Transpose { perm: b }) => a == b,
             (Rearrange { block: a }, Rearrange { block: b }) => a == b,
+            (Slice { axis: a, start: s }, Slice { axis: b, start: t }) => a == b && s == t,
             (Cast, Cast)
             | (Add, Add)
             | (Mul, Mul)
@@ -287,6 +291,7 @@ impl OpKind {
             OpKind::Transpose { .. } => "transpose",
             OpKind::Reshape => "reshape",
             OpKind::Rearrange { .. } => "rearrange",
+            OpKind::Slice { .. } => "slice",
         }
     }
 }

@@ -110,6 +110,13 @@ fn vit_fp8_passes_on_the_model() {
     run_passes("projects/vit-fp8.toml");
 }
 
+/// Slices as views: one head cut out of a fused QKV projection and the
+/// class token cut out before the head's layernorm and classifier.
+#[test]
+fn a_vit_head_with_slices_passes_on_the_model() {
+    run_passes("projects/vit-head-f16.toml");
+}
+
 /// Too few tiles for vit-fp8: on two, its weights alone do not fit and
 /// validation says so with the numbers, before anything is planned; on
 /// nine they fit, and placement reports the tile that overflows.

@@ -1,7 +1,7 @@
 //! Views: how an index into a view tensor maps to an element of the
 //! materialised tensor it views.
 //!
-//! Transposes and reshapes are views in the graph; operands that a kernel
+//! Transposes, reshapes and slices are views in the graph; operands that a kernel
 //! reads broadcast (a bias added to every row, a 2-D right operand shared by
 //! every batch of a matrix product) are views too. None of them moves data
 //! by itself: exchange lowering maps every slot a kernel reads through the
@@ -22,6 +22,12 @@ enum Step {
     Reshape { in_shape: Vec<usize> },
     /// NumPy broadcasting from `in_shape` (right-aligned) to the view shape.
     Broadcast { in_shape: Vec<usize> },
+    /// `out[.., i, ..] = in[.., start + i, ..]` along `axis` (same rank).
+    Slice {
+        axis: usize,
+        start: usize,
+        in_shape: Vec<usize>,
+    },
 }
 
 /// A chain of views from a tensor back to the materialised tensor under it.
@@ -37,7 +43,7 @@ pub struct View {
 }
 
 impl View {
-    /// Follows transposes and reshapes from `tensor` back to the tensor that
+    /// Follows transposes, reshapes and slices from `tensor` back to the tensor that
     /// holds the data.
     pub fn of(graph: &Graph, tensor: TensorId) -> View {
         let shape = graph.tensor(tensor).shape.clone();
@@ -52,6 +58,11 @@ impl View {
                     in_shape,
                 }),
                 OpKind::Reshape => steps.push(Step::Reshape { in_shape }),
+                OpKind::Slice { axis, start } => steps.push(Step::Slice {
+                    axis: *axis,
+                    start: *start,
+                    in_shape,
+                }),
                 _ => break,
             }
             current = input;
@@ -85,8 +96,9 @@ impl View {
     /// The view the other way round: its base is this view's tensor
     /// (`tensor`, of this view's shape) and its indices are the base's, so
     /// the host can read a transposed or reshaped output straight from the
-    /// buffers of the tensor under it. `None` for a broadcast, which has no
-    /// inverse.
+    /// buffers of the tensor under it. `None` for a broadcast or a slice,
+    /// which have no inverse (validation keeps slices out of the checked
+    /// outputs).
     pub fn inverse(&self, tensor: TensorId) -> Option<View> {
         let mut steps = Vec::with_capacity(self.steps.len());
         // Walk from the base outwards; each step's inverse maps the step's
@@ -97,7 +109,7 @@ impl View {
         for step in &self.steps {
             let in_shape = match step {
                 Step::Transpose { in_shape, .. } | Step::Reshape { in_shape } => in_shape.clone(),
-                Step::Broadcast { .. } => return None,
+                Step::Broadcast { .. } | Step::Slice { .. } => return None,
             };
             forward.push((step, std::mem::replace(&mut out_shape, in_shape)));
         }
@@ -205,6 +217,14 @@ impl View {
                     rank = in_shape.len();
                     current_shape = in_shape;
                 }
+                Step::Slice {
+                    axis,
+                    start,
+                    in_shape,
+                } => {
+                    current[*axis] += start;
+                    current_shape = in_shape;
+                }
             }
         }
         flat_index(current_shape, &current[..rank])
@@ -300,6 +320,15 @@ impl View {
                         }
                     }
                     rank = in_shape.len();
+                    current_shape = in_shape;
+                }
+                // An offset keeps a run affine with the same step.
+                Step::Slice {
+                    axis,
+                    start,
+                    in_shape,
+                } => {
+                    current[*axis] += start;
                     current_shape = in_shape;
                 }
             }
@@ -425,6 +454,46 @@ mod tests {
             }
         }
         calls
+    }
+
+    /// `x [4, 6]` cut to columns `2..5` (and, in `tokens`, to rows `1..4`
+    /// of that), as `View::of` builds it from slice operations.
+    fn sliced() -> (View, View) {
+        let columns = View {
+            base: TensorId(0),
+            base_shape: vec![4, 6],
+            shape: vec![4, 3],
+            steps: vec![Step::Slice {
+                axis: 1,
+                start: 2,
+                in_shape: vec![4, 6],
+            }],
+        };
+        let mut tokens = columns.clone();
+        tokens.shape = vec![3, 3];
+        tokens.steps.insert(
+            0,
+            Step::Slice {
+                axis: 0,
+                start: 1,
+                in_shape: vec![4, 3],
+            },
+        );
+        (columns, tokens)
+    }
+
+    #[test]
+    fn slices_offset_their_axis() {
+        let (columns, tokens) = sliced();
+        // columns[r, c] = x[r, 2 + c]; tokens[r, c] = x[1 + r, 2 + c].
+        assert_eq!(columns.base_flat_index(&[3, 1]), 3 * 6 + 3);
+        assert_eq!(tokens.base_flat_index(&[0, 0]), 6 + 2);
+        assert_eq!(tokens.base_flat_index(&[2, 2]), 3 * 6 + 4);
+        assert!(!columns.is_identity());
+        assert_eq!(columns.inverse(TensorId(1)), None, "a slice has no inverse");
+        assert_eq!(check_runs(&columns), 4, "one call per sliced row");
+        assert_eq!(check_runs(&tokens.clone().transposed_last_two()), 3);
+        assert_eq!(check_runs(&tokens.reshaped(&[9])), 3, "rows are 6 apart");
     }
 
     #[test]

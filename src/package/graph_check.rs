@@ -251,7 +251,10 @@ fn op<'g>(
         .map(|&id| name(id).map(Value::from))
         .collect::<Result<Vec<_>, _>>()?;
     table.insert("inputs".into(), Value::Array(inputs));
-    let view = matches!(op.kind, OpKind::Transpose { .. } | OpKind::Reshape);
+    let view = matches!(
+        op.kind,
+        OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. }
+    );
     if !view {
         table.insert("dtype".into(), output.dtype.name().into());
     }
@@ -283,6 +286,14 @@ fn op<'g>(
         }
         OpKind::Rearrange { block } => {
             table.insert("block".into(), dims(block)?);
+        }
+        OpKind::Slice { axis, start } => {
+            let end = output.shape.get(*axis).map_or(0, |len| start + len);
+            for (key, value) in [("axis", *axis), ("start", *start), ("end", end)] {
+                let value = i64::try_from(value)
+                    .map_err(|_| format!("slice index {value} is too large"))?;
+                table.insert(key.into(), value.into());
+            }
         }
         OpKind::Add
         | OpKind::Mul

@@ -137,7 +137,9 @@ fn reading_back_all(graph: &Graph) -> Graph {
             !in_body.contains(&(*i as u32))
                 && !matches!(
                     op.kind,
-                    crate::graph::OpKind::Transpose { .. } | crate::graph::OpKind::Reshape
+                    crate::graph::OpKind::Transpose { .. }
+                        | crate::graph::OpKind::Reshape
+                        | crate::graph::OpKind::Slice { .. }
                 )
         })
         .map(|(_, op)| op.output)

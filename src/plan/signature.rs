@@ -128,6 +128,9 @@ impl OpSignature {
             OpKind::Rmsnorm { epsilon } => SignatureKind::Rmsnorm {
                 epsilon_bits: epsilon.to_bits(),
             },
+            // A slice reads a strided subset of its input in place, like a
+            // transpose; lowering finds its offset in the graph.
+            OpKind::Slice { .. } => SignatureKind::View,
         };
         OpSignature {
             kind,

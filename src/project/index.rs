@@ -239,6 +239,9 @@ impl ProjectIndex {
             ast.perm.as_ref().map(Spanned::span),
             ast.shape.as_ref().map(Spanned::span),
             ast.block.as_ref().map(Spanned::span),
+            ast.axis.as_ref().map(Spanned::span),
+            ast.start.as_ref().map(Spanned::span),
+            ast.end.as_ref().map(Spanned::span),
         ]
         .into_iter()
         .flatten()

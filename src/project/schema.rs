@@ -194,6 +194,27 @@ const OP_KEYS: &[Key] = &[
         &[],
         "rearrange: the block [rows, columns].",
     ),
+    key(
+        "axis",
+        Integer,
+        false,
+        &[],
+        "slice: the axis cut (negative counts from the last).",
+    ),
+    key(
+        "start",
+        Integer,
+        false,
+        &[],
+        "slice: the first index kept along `axis`.",
+    ),
+    key(
+        "end",
+        Integer,
+        false,
+        &[],
+        "slice: one past the last index kept along `axis`.",
+    ),
 ];
 
 /// Every table, in the order the format chapter describes them.

@@ -45,6 +45,7 @@ pub const OP_NAMES: &[&str] = &[
     "transpose",
     "reshape",
     "rearrange",
+    "slice",
 ];
 
 pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diagnostic> {
@@ -125,6 +126,7 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
         "layernorm" => layernorm(site, op, inputs, declared),
         "transpose" => transpose(site, op, inputs, declared),
         "reshape" => reshape(site, op, inputs, declared),
+        "slice" => slice(site, op, inputs, declared),
         _ => rearrange(site, op, inputs, declared),
     }
 }
@@ -153,7 +155,7 @@ fn plain(kind: OpKind, shape: Vec<usize>, dtype: DType) -> Inferred {
 /// Attributes that belong to other ops are errors, not silently ignored.
 fn reject_foreign_keys(site: &Site, op: &OpAst, kind: &str) -> Result<(), Diagnostic> {
     type Attribute<'k> = (&'k str, Option<std::ops::Range<usize>>, &'k [&'k str]);
-    let present: [Attribute; 6] = [
+    let present: [Attribute; 9] = [
         (
             "transpose_rhs",
             op.transpose_rhs.as_ref().map(|v| v.span()),
@@ -168,6 +170,9 @@ fn reject_foreign_keys(site: &Site, op: &OpAst, kind: &str) -> Result<(), Diagno
         ("perm", op.perm.as_ref().map(|v| v.span()), &["transpose"]),
         ("shape", op.shape.as_ref().map(|v| v.span()), &["reshape"]),
         ("block", op.block.as_ref().map(|v| v.span()), &["rearrange"]),
+        ("axis", op.axis.as_ref().map(|v| v.span()), &["slice"]),
+        ("start", op.start.as_ref().map(|v| v.span()), &["slice"]),
+        ("end", op.end.as_ref().map(|v| v.span()), &["slice"]),
     ];
     for (key, value_span, allowed) in present {
         if let Some(value_span) = value_span {
@@ -705,4 +710,68 @@ pub fn suggest(diagnostic: Diagnostic, name: &str, known: &[&str]) -> Diagnostic
         Some(help) => diagnostic.help(help),
         None => diagnostic,
     }
+}
+
+/// `slice`: indices `start..end` of one axis, a view of its input. `axis`
+/// may count from the last (-1); `start` defaults to 0 and `end` to the
+/// axis's extent, and the range kept must be non-empty.
+fn slice(
+    site: &Site,
+    op: &OpAst,
+    inputs: &[Input],
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<Inferred, Diagnostic> {
+    let x = &inputs[0];
+    let dtype = same_dtype(site, op, x, declared)?;
+    let Some(axis) = &op.axis else {
+        return Err(site
+            .error("a `slice` needs `axis`", op.op.span())
+            .help("`axis = -2` cuts the second-to-last axis"));
+    };
+    let rank = x.shape.len() as i64;
+    let value = *axis.get_ref();
+    let resolved = if value < 0 { value + rank } else { value };
+    if !(0..rank).contains(&resolved) {
+        return Err(site.error(
+            format!(
+                "`axis` {value} is out of range for `{}` of rank {rank}",
+                x.name.get_ref()
+            ),
+            axis.span(),
+        ));
+    }
+    let axis = resolved as usize;
+    let extent = x.shape[axis];
+    let start = op.start.as_ref().map_or(0, |s| *s.get_ref());
+    let end = op.end.as_ref().map_or(extent as i64, |e| *e.get_ref());
+    if start < 0 || start >= extent as i64 {
+        return Err(site.error(
+            format!(
+                "`start` {start} is outside axis {axis} of `{}` (0..{extent})",
+                x.name.get_ref()
+            ),
+            span(&op.start),
+        ));
+    }
+    if end <= start || end > extent as i64 {
+        return Err(site
+            .error(
+                format!(
+                    "`end` {end} must be in {}..={extent}, after `start` {start}",
+                    start + 1
+                ),
+                span(&op.end),
+            )
+            .note(format!(
+                "axis {axis} of `{}` has {extent} entries",
+                x.name.get_ref()
+            )));
+    }
+    let mut shape = x.shape.to_vec();
+    shape[axis] = (end - start) as usize;
+    let kind = OpKind::Slice {
+        axis,
+        start: start as usize,
+    };
+    Ok(view(kind, shape, dtype, x))
 }

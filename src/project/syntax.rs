@@ -77,6 +77,12 @@ pub struct OpAst {
     pub perm: Option<Spanned<Vec<Spanned<i64>>>>,
     pub shape: Option<Spanned<Vec<Spanned<i64>>>>,
     pub block: Option<Spanned<Vec<Spanned<i64>>>>,
+    /// slice: the axis (negative counts from the last).
+    pub axis: Option<Spanned<i64>>,
+    /// slice: the first index kept.
+    pub start: Option<Spanned<i64>>,
+    /// slice: one past the last index kept.
+    pub end: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

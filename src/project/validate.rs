@@ -983,6 +983,7 @@ impl<'a> Validator<'a> {
         }
         let env = self.env.clone();
         let mut resolved = 0;
+        let mut refused = 0;
         for output in c.outputs.get_ref() {
             if let Some(id) = self.lookup(&site, &env, output) {
                 resolved += 1;
@@ -990,6 +991,20 @@ impl<'a> Validator<'a> {
                 // to check; it is left out (a located warning says so, see
                 // `lints`).
                 if self.graph.tensor(id).role != Role::Activation {
+                    continue;
+                }
+                if let Some(sliced) = self.sliced_view(id) {
+                    self.diagnostics.push(
+                        site.error(
+                            format!(
+                                "`{}` views part of `{sliced}` through a slice, which the device never holds on its own",
+                                output.get_ref()
+                            ),
+                            output.span(),
+                        )
+                        .help(format!("check `{sliced}`, or an op that reads the slice")),
+                    );
+                    refused += 1;
                     continue;
                 }
                 if self.graph.check.outputs.contains(&id) {
@@ -1002,7 +1017,8 @@ impl<'a> Validator<'a> {
                 }
             }
         }
-        if resolved > 0 && self.graph.check.outputs.is_empty() {
+        // Outputs refused above already have their own error.
+        if resolved > refused && self.graph.check.outputs.is_empty() {
             self.diagnostics.push(
                 site.error(
                     "none of the `[check] outputs` is computed by the program",
@@ -1013,6 +1029,24 @@ impl<'a> Validator<'a> {
             );
         }
         self.graph.outputs = self.graph.check.outputs.clone();
+    }
+
+    /// The tensor a slice cuts, when `id` is a chain of views containing a
+    /// slice. The host reads a checked view through the inverse of its
+    /// chain from the buffers under it, and a slice has no inverse (most of
+    /// the tensor under it is not part of it).
+    fn sliced_view(&self, id: TensorId) -> Option<String> {
+        let mut current = id;
+        while let Some(op) = self.graph.ops.iter().find(|op| op.output == current) {
+            match op.kind {
+                OpKind::Slice { .. } => {
+                    return Some(self.graph.tensor(op.inputs[0]).name.clone());
+                }
+                OpKind::Transpose { .. } | OpKind::Reshape => current = op.inputs[0],
+                _ => return None,
+            }
+        }
+        None
     }
 }
 

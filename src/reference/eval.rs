@@ -341,6 +341,9 @@ impl Evaluator<'_> {
                 ops::layernorm(&x_tensor.shape, x, inputs[1].0, inputs[2].0, *epsilon)?
             }
             OpKind::Transpose { perm } => ops::transpose(&x_tensor.shape, perm, x)?,
+            OpKind::Slice { axis, start } => {
+                ops::slice(&x_tensor.shape, *axis, *start, output.shape[*axis], x)?
+            }
             // Views, layout changes and casts do not change values; the
             // store applies the output dtype's rounding.
             OpKind::Reshape | OpKind::Rearrange { .. } | OpKind::Cast => x.to_vec(),

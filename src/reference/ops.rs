@@ -364,6 +364,32 @@ pub fn transpose(shape: &[usize], perm: &[usize], values: &[f32]) -> Result<Vec<
     Ok(gather(&out_shape, &src_strides, values))
 }
 
+/// Indices `start..start + len` of `axis`: the input seen as
+/// `[outer, extent, inner]`, each outer block keeps `len` rows of `inner`.
+pub fn slice(
+    shape: &[usize],
+    axis: usize,
+    start: usize,
+    len: usize,
+    values: &[f32],
+) -> Result<Vec<f32>, String> {
+    let extent = *shape
+        .get(axis)
+        .ok_or_else(|| format!("axis {axis} is out of range for {shape:?}"))?;
+    if len == 0 || start + len > extent {
+        return Err(format!(
+            "{start}..{} is outside axis {axis} of {shape:?}",
+            start + len
+        ));
+    }
+    let inner: usize = shape[axis + 1..].iter().product();
+    let mut out = Vec::with_capacity(values.len() / extent * len);
+    for block in values.chunks(extent * inner) {
+        out.extend_from_slice(&block[start * inner..(start + len) * inner]);
+    }
+    Ok(out)
+}
+
 /// Exact GELU, `x · Φ(x)`, evaluated in f64.
 pub fn gelu(values: &[f32]) -> Vec<f32> {
     values

@@ -291,6 +291,49 @@ fn layernorm_with_gamma_and_beta() {
 }
 
 #[test]
+fn slices_keep_a_range_of_one_axis() {
+    let mut b = Builder::new();
+    let values: Vec<f32> = (0..24).map(|v| v as f32).collect();
+    let x = b.input("x", &[2, 3, 4], DType::F32, &values);
+    let rows = b.op(
+        OpKind::Slice { axis: 1, start: 1 },
+        &[x],
+        &[2, 2, 4],
+        DType::F32,
+    );
+    let columns = b.op(
+        OpKind::Slice { axis: 2, start: 3 },
+        &[x],
+        &[2, 3, 1],
+        DType::F32,
+    );
+    let first = b.op(
+        OpKind::Slice { axis: 0, start: 0 },
+        &[rows],
+        &[1, 2, 4],
+        DType::F32,
+    );
+    check(
+        &b,
+        rows,
+        expect!["4 5 6 7 8 9 10 11 16 17 18 19 20 21 22 23"],
+    );
+    check(&b, columns, expect!["3 7 11 15 19 23"]);
+    check(&b, first, expect!["4 5 6 7 8 9 10 11"]);
+    let bad = b.op(
+        OpKind::Slice { axis: 1, start: 2 },
+        &[x],
+        &[2, 2, 4],
+        DType::F32,
+    );
+    check(
+        &b,
+        bad,
+        expect!["error: operation `slice3`: 2..4 is outside axis 1 of [2, 3, 4]"],
+    );
+}
+
+#[test]
 fn transpose_reshape_rearrange_and_cast() {
     let mut b = Builder::new();
     let x = b.input("x", &[2, 3], DType::F32, &[1., 2., 3., 4., 5., 6.]);
