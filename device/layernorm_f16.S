@@ -18,6 +18,7 @@
 // a long row to all six workers.
 
 #include "include/rows.h"
+#include "include/norm.h"
 
 // Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
 // of the busiest worker, which has `whole` rows and, when the rows split,
@@ -33,16 +34,6 @@
 // $m13 beta cursor, $m14 the link register of `call`; $a14 1 / row_length,
 // $a10:11 the mean, $a12:13 1 / sqrt(var + epsilon) (as pairs of lanes).
 
-// $m6 = whole quads after the head of the row, or its tail's elements.
-.macro quads
-        sub     $m6, $m2, $m11
-        shr     $m6, $m6, 2
-.endm
-.macro tail
-        sub     $m6, $m2, $m11
-        and     $m6, $m6, 3
-.endm
-
 // Single elements of the statistics passes, into accumulator 0 alone
 // ($a5..$a7 stay zero).
 .macro sum_one
@@ -53,19 +44,6 @@
         { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
         f32sub  $a4, $a4, $a10
         f32v4sqacc $a4:7
-.endm
-.macro clear_upper
-        mov     $a5, $azero
-        mov     $a6, $azero
-        mov     $a7, $azero
-.endm
-
-// The sum of the four accumulators into $a4 (clearing them).
-.macro total
-        f32v2gina $a4:5, 0
-        f32v2gina $a6:7, 1
-        f32v2add $a4:5, $a4:5, $a6:7
-        f32v2hadd $a4, $a4:5
 .endm
 
 .macro out_one
