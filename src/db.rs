@@ -53,8 +53,8 @@ pub enum ReadBack {
     /// The outputs the project's `[check]` lists.
     #[default]
     Checked,
-    /// Those and every materialised intermediate outside repeat bodies
-    /// (`ipub run --dump-all`).
+    /// Those and every materialised intermediate (inside repeat bodies, the
+    /// last iteration's values) (`ipub run --dump-all`).
     All,
 }
 

@@ -154,6 +154,12 @@ fn round16(v: f64) -> f64 {
 /// `y` computed here, in f64 with every tensor rounded to f16 as the
 /// project stores it.
 fn expected_y(checkpoint: &Checkpoint, x: &[f32]) -> Vec<f64> {
+    expected(checkpoint, x).0
+}
+
+/// `y` and the last iteration's `fc_bias` (an intermediate inside the
+/// repeat's body), computed here.
+fn expected(checkpoint: &Checkpoint, x: &[f32]) -> (Vec<f64>, Vec<f64>) {
     let mut h: Vec<f64> = x.iter().map(|&v| round16(f64::from(v))).collect();
     let linear = |h: &[f64], w: &[f32], outputs: usize| -> Vec<f64> {
         let w: Vec<f64> = w.iter().map(|&v| round16(f64::from(v))).collect();
@@ -168,15 +174,18 @@ fn expected_y(checkpoint: &Checkpoint, x: &[f32]) -> Vec<f64> {
         }
         out
     };
+    let mut fc_bias = Vec::new();
     for i in 0..2 {
         let fc = linear(&h, checkpoint.get(&format!("layers.{i}.fc.weight")), WIDTH);
         let bias = checkpoint.stored(&format!("layers.{i}.fc.bias"));
-        for (index, value) in h.iter_mut().enumerate() {
-            let with_bias = round16(fc[index] + round16(f64::from(bias[index % WIDTH])));
+        fc_bias = (0..fc.len())
+            .map(|index| round16(fc[index] + round16(f64::from(bias[index % WIDTH]))))
+            .collect();
+        for (value, with_bias) in h.iter_mut().zip(&fc_bias) {
             *value = round16(*value + with_bias);
         }
     }
-    linear(&h, checkpoint.get("head.weight"), OUT)
+    (linear(&h, checkpoint.get("head.weight"), OUT), fc_bias)
 }
 
 /// Cosine similarity and maximum absolute error of `a` against `b`.
@@ -348,7 +357,18 @@ fn an_edited_checkpoint_rebuilds_and_dump_all_reads_intermediates() {
         &reference.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
     );
     assert!(cosine > 0.999, "{cosine}");
-    assert!(stdout.contains("dump: 2 tensors"), "{stdout}");
+    // Inside the body: `fc` and `fc_bias` as the last iteration left them.
+    assert_close(
+        "the last iteration's fc_bias",
+        &read_npy(&path.join("dump/device/fc_bias.npy")),
+        &expected(&edited, &x).1,
+    );
+    let index = std::fs::read_to_string(path.join("dump/index.json")).expect("index");
+    assert!(
+        index.contains("\"last_iteration_of\": \"layers\""),
+        "{index}"
+    );
+    assert!(stdout.contains("dump: 5 tensors"), "{stdout}");
 }
 
 #[test]

@@ -32,9 +32,9 @@ pub struct RunArgs {
     /// and `index.json`).
     #[arg(long, value_name = "DIR")]
     pub dump: Option<Utf8PathBuf>,
-    /// With `--dump`: also every materialised intermediate outside repeat
-    /// bodies (the package is built to read them back, into
-    /// `<out>/dump-all/`).
+    /// With `--dump`: also every materialised intermediate, those inside a
+    /// repeat body as its last iteration left them (the package is built to
+    /// read them back, into `<out>/dump-all/`).
     #[arg(long, requires = "dump")]
     pub dump_all: bool,
     /// Run on these inputs instead of the project's: a `.safetensors`

@@ -146,6 +146,9 @@ struct IndexEntry<'a> {
     dtype: String,
     /// Whether `[check]` judges it.
     checked: bool,
+    /// The repeat whose body computes it (`null` outside repeats): the
+    /// values are those of the repeat's last iteration.
+    last_iteration_of: Option<&'a str>,
     /// `null` when undefined (NaNs or infinities on one side only).
     cosine_similarity: Option<f64>,
     max_abs_error: f32,
@@ -159,6 +162,15 @@ struct Index<'a> {
     seed: u64,
     reference_precision: String,
     tensors: Vec<IndexEntry<'a>>,
+}
+
+/// The name of the repeat whose body computes `tensor`, if any.
+fn body_repeat(graph: &crate::graph::Graph, tensor: TensorId) -> Option<&str> {
+    graph
+        .repeats
+        .iter()
+        .find(|r| r.body.iter().any(|op| graph.op(*op).output == tensor))
+        .map(|r| r.name.as_str())
 }
 
 /// Writes every tensor the run read back (the checked outputs, and with
@@ -230,6 +242,7 @@ pub fn write_dump(
             shape: &t.shape,
             dtype: t.dtype.to_string(),
             checked: graph.check.outputs.contains(id),
+            last_iteration_of: body_repeat(graph, *id),
             cosine_similarity: Some(comparison.cosine_similarity).filter(|c| c.is_finite()),
             max_abs_error: comparison.max_abs_error,
             device: format!("device/{}.npy", t.name),

@@ -118,31 +118,26 @@ pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Build
     })
 }
 
-/// `graph` with every materialised intermediate outside repeat bodies
-/// read back as an output (for `ipub run --dump-all`): each result of an
-/// operation that is not a view, and each repeat's result. Reading them
-/// back at the end of the run keeps them live until then.
+/// `graph` with every materialised intermediate read back as an output
+/// (for `ipub run --dump-all`): each result of an operation that is not a
+/// view, and each repeat's result. Reading them back at the end of the run
+/// keeps them live until then. A repeat body is emitted once and looped,
+/// so an intermediate inside it holds its last iteration's value at the
+/// end, which is also the value the reference keeps.
 fn reading_back_all(graph: &Graph) -> Graph {
     let mut all = graph.clone();
-    let in_body: std::collections::HashSet<u32> = graph
-        .repeats
-        .iter()
-        .flat_map(|r| r.body.iter().map(|op| op.0))
-        .collect();
     let results = graph
         .ops
         .iter()
-        .enumerate()
-        .filter(|(i, op)| {
-            !in_body.contains(&(*i as u32))
-                && !matches!(
-                    op.kind,
-                    crate::graph::OpKind::Transpose { .. }
-                        | crate::graph::OpKind::Reshape
-                        | crate::graph::OpKind::Slice { .. }
-                )
+        .filter(|op| {
+            !matches!(
+                op.kind,
+                crate::graph::OpKind::Transpose { .. }
+                    | crate::graph::OpKind::Reshape
+                    | crate::graph::OpKind::Slice { .. }
+            )
         })
-        .map(|(_, op)| op.output)
+        .map(|op| op.output)
         .chain(graph.repeats.iter().map(|r| r.output));
     for tensor in results {
         if !all.outputs.contains(&tensor) {
