@@ -505,10 +505,18 @@ fn references_must_resolve() {
     );
 }
 
+/// Makes binding 0 (the input `x`) one the host also reads back.
+fn read_back_x(p: &mut Package) {
+    p.run.steps.push(Step::HostRead { binding: 0 });
+}
+
 #[test]
-fn bindings_must_cover_their_tensor_inside_tile_memory() {
+fn bindings_read_back_must_cover_their_tensor_inside_tile_memory() {
     check_invalid(
-        |p| p.bindings[0].pieces.pop().map_or((), drop),
+        |p| {
+            read_back_x(p);
+            p.bindings[0].pieces.pop().map_or((), drop);
+        },
         expect!["invalid package (bindings): binding 0: no piece holds byte 32 of tensor `x` (64 bytes)"],
     );
     check_invalid(
@@ -527,6 +535,16 @@ fn bindings_must_cover_their_tensor_inside_tile_memory() {
         |p| p.bindings[1].dtype = DType::F32,
         expect!["invalid package (bindings): binding 1: is f32 x 64 but tensor `w` is f16 x 64"],
     );
+}
+
+/// An input the device reads only part of (through a slice) is written
+/// only there: its binding need not cover the tensor.
+#[test]
+fn an_input_binding_may_leave_bytes_the_device_never_reads() {
+    let mut package = sample();
+    package.bindings[0].pieces.pop();
+    let decoded = parse(&encode(&package).expect("valid")).expect("parses");
+    assert_eq!(decoded.bindings[0], package.bindings[0]);
 }
 
 /// `x` (64 bytes) as two interleaved strided runs on tile 0: the 8-byte
@@ -549,6 +567,7 @@ fn strided_runs_are_checked_block_by_block_without_expanding_them() {
     assert_eq!(decoded.bindings[0], package.bindings[0]);
     check_invalid(
         |p| {
+            read_back_x(p);
             interleaved(p);
             p.bindings[0].pieces[1].count = 3;
         },

@@ -98,8 +98,20 @@ pub(super) fn package(package: &Package) -> Result<(), PackageError> {
             format!("the bindings have {blocks} blocks (at most {MAX_BINDING_BLOCKS} are allowed)"),
         ));
     }
+    // Only what the host reads back must be whole: an input read through a
+    // slice is written only where the device reads it.
+    let mut read_back = vec![false; package.bindings.len()];
+    for call in Call::ALL {
+        for step in package.call(call).preorder() {
+            if let Step::HostRead { binding } = step {
+                if let Some(flag) = read_back.get_mut(*binding as usize) {
+                    *flag = true;
+                }
+            }
+        }
+    }
     for (index, binding) in package.bindings.iter().enumerate() {
-        self::binding(package, target, index, binding)?;
+        self::binding(package, target, index, binding, read_back[index])?;
     }
 
     // Tiles an exchange step records in the profile: every tile its
@@ -338,6 +350,7 @@ fn binding(
     target: &Target,
     index: usize,
     binding: &Binding,
+    read_back: bool,
 ) -> Result<(), PackageError> {
     let fail = |message: String| {
         Err(PackageError::invalid(
@@ -397,7 +410,7 @@ fn binding(
             ));
         }
     }
-    if let Some(byte) = first_uncovered(&binding.pieces, total) {
+    if let Some(byte) = first_uncovered(&binding.pieces, total).filter(|_| read_back) {
         return fail(format!(
             "no piece holds byte {byte} of tensor `{}` ({total} bytes)",
             tensor.name

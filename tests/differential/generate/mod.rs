@@ -14,6 +14,7 @@
 //! The `[check]` thresholds are left to the caller ([`Generated::with_check`]):
 //! they are calibrated on the host reference alone.
 
+mod elementwise;
 mod ops;
 mod repeats;
 
@@ -138,6 +139,9 @@ struct Tensor {
     /// Computed by an operation or a repeat (not an input or a weight).
     computed: bool,
     view: bool,
+    /// A slice, or a view of one: never a checked output (the host cannot
+    /// read it back through the slice).
+    sliced: bool,
 }
 
 impl Tensor {
@@ -442,6 +446,7 @@ impl Builder<'_> {
             mag,
             computed: false,
             view: false,
+            sliced: false,
         })
     }
 
@@ -470,7 +475,7 @@ impl Builder<'_> {
         mag: f64,
     ) -> usize {
         let name = self.name(match kind {
-            "transpose" | "reshape" => "v",
+            "transpose" | "reshape" | "slice" => "v",
             _ => "h",
         });
         let header = if scope.body {
@@ -486,7 +491,8 @@ impl Builder<'_> {
             "{header}\nname = \"{name}\"\nop = \"{kind}\"\ninputs = [{}]\n",
             names.join(", ")
         );
-        let view = matches!(kind, "transpose" | "reshape");
+        let view = matches!(kind, "transpose" | "reshape" | "slice");
+        let sliced = kind == "slice" || (view && inputs.iter().any(|&i| scope.tensors[i].sliced));
         // The output dtype is required of every op but a view, which may
         // restate its input's.
         if !view || self.rng.chance(0.15) {
@@ -507,6 +513,13 @@ impl Builder<'_> {
             "layernorm" => "layernorm",
             "transpose" => "transpose",
             "reshape" => "reshape",
+            "mul" => "mul",
+            "sub" => "sub",
+            "div" => "div",
+            "silu" => "silu",
+            "gelu_tanh" => "gelu_tanh",
+            "rmsnorm" => "rmsnorm",
+            "slice" => "slice",
             _ => "rearrange",
         });
         if !view {
@@ -520,13 +533,18 @@ impl Builder<'_> {
             mag,
             computed: true,
             view,
+            sliced,
         })
     }
 
     /// The checked outputs: results nobody reads (some of them), and at
     /// times an intermediate tensor or a view.
     fn outputs(&mut self, scope: &Scope) -> Vec<String> {
-        let computed: Vec<&Tensor> = scope.tensors.iter().filter(|t| t.computed).collect();
+        let computed: Vec<&Tensor> = scope
+            .tensors
+            .iter()
+            .filter(|t| t.computed && !t.sliced)
+            .collect();
         let mut sinks: Vec<&Tensor> = computed
             .iter()
             .copied()

@@ -11,7 +11,10 @@ impl Builder<'_> {
         let t = scope.tensors[x].clone();
         let rank = t.shape.len();
         match t.dt {
-            Dt::F16 => match self.rng.weighted(&[24, 8, 10, 8, 14, 10, 8, 8, 5]) {
+            Dt::F16 => match self
+                .rng
+                .weighted(&[24, 8, 10, 8, 14, 10, 8, 8, 5, 8, 4, 6, 5, 5])
+            {
                 0 if rank >= 2 => Some(self.matmul(scope, x)),
                 1 => Some(self.gelu(scope, x)),
                 2 => Some(self.softmax(scope, x)),
@@ -21,20 +24,29 @@ impl Builder<'_> {
                 6 if rank >= 2 => Some(self.transpose(scope, x)),
                 7 => self.reshape(scope, x),
                 8 if rank >= 2 => Some(self.rearrange(scope, x)),
+                9 => Some(self.mul_or_sub(scope, x)),
+                10 => Some(self.div(scope, x)),
+                11 => Some(self.activation(scope, x)),
+                12 => Some(self.rmsnorm(scope, x)),
+                13 => self.slice(scope, x),
                 _ => Some(self.gelu(scope, x)),
             },
-            Dt::F32 => match self.rng.weighted(&[40, 40, 10, 10]) {
+            Dt::F32 => match self.rng.weighted(&[40, 40, 10, 10, 10, 8, 5]) {
                 0 => Some(self.add(scope, x)),
                 1 => Some(self.cast(scope, x, Dt::F16, 0)),
                 2 if rank >= 2 => Some(self.transpose(scope, x)),
+                4 => Some(self.mul_or_sub(scope, x)),
+                5 => Some(self.activation(scope, x)),
+                6 => self.slice(scope, x),
                 _ => self
                     .reshape(scope, x)
                     .or_else(|| Some(self.cast(scope, x, Dt::F16, 0))),
             },
-            _ => match self.rng.weighted(&[45, 35, 10, 10]) {
+            _ => match self.rng.weighted(&[45, 35, 10, 10, 5]) {
                 0 if rank >= 2 => Some(self.matmul(scope, x)),
                 2 if rank >= 2 => Some(self.transpose(scope, x)),
                 3 => self.reshape(scope, x),
+                4 => self.slice(scope, x),
                 _ => Some(self.cast(scope, x, Dt::F16, 0)),
             },
         }
@@ -169,6 +181,19 @@ impl Builder<'_> {
         x: usize,
         keep: bool,
     ) -> usize {
+        self.binary_in(scope, outer, x, keep, "add")
+    }
+
+    /// [`Builder::add_in`] for `add`, `sub` or `mul` (`kind`): the operand
+    /// choice and the broadcasting rules are the same.
+    pub(super) fn binary_in(
+        &mut self,
+        scope: &mut Scope,
+        outer: Option<&mut Scope>,
+        x: usize,
+        keep: bool,
+        kind: &str,
+    ) -> usize {
         let t = scope.tensors[x].clone();
         let existing: Vec<usize> = (0..scope.tensors.len())
             .filter(|&i| i != x && scope.tensors[i].dt == t.dt)
@@ -216,9 +241,13 @@ impl Builder<'_> {
         };
         let u = scope.tensors[y].clone();
         let shape = broadcast(&t.shape, &u.shape).expect("broadcastable");
-        let mag = (t.mag * t.mag + u.mag * u.mag).sqrt();
+        let mag = if kind == "mul" {
+            t.mag * u.mag
+        } else {
+            (t.mag * t.mag + u.mag * u.mag).sqrt()
+        };
         let inputs = if self.rng.chance(0.5) { [x, y] } else { [y, x] };
-        self.op(scope, "add", &inputs, "", shape, t.dt, 0, mag)
+        self.op(scope, kind, &inputs, "", shape, t.dt, 0, mag)
     }
 
     pub(super) fn cast(&mut self, scope: &mut Scope, x: usize, dt: Dt, scale: i32) -> usize {

@@ -41,6 +41,7 @@ impl Builder<'_> {
             name: carry_name.clone(),
             computed: true,
             view: false,
+            sliced: false,
             ..entering.clone()
         });
         // Into f16, a few shape-keeping steps, back to the carry's dtype.
@@ -104,6 +105,7 @@ impl Builder<'_> {
             name,
             computed: true,
             view: false,
+            sliced: false,
             mag,
             ..entering
         });
