@@ -207,7 +207,8 @@ fn runs_are_deterministic_across_thread_counts() {
 
 /// Small projects that once computed wrong values or crashed the compiler
 /// (`tests/data/regressions/`, each says what in its comment): every one
-/// builds, runs on the model and passes its check.
+/// builds, runs on the model and passes its check, and again built to read
+/// back every intermediate (`--dump-all`).
 #[test]
 fn regression_projects_pass_on_the_model() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/regressions");
@@ -235,6 +236,35 @@ fn regression_projects_pass_on_the_model() {
         if project.ends_with("fp8-overflow.toml") {
             // The overflow really happens, on both sides alike.
             assert!(stdout.contains("infinite on both sides"), "{stdout}");
+        }
+        let dump = dir.path().join("dump");
+        let (code, stdout, stderr) = ipub(
+            &[
+                "run",
+                project.to_str().expect("utf-8"),
+                "--out",
+                out.to_str().expect("utf-8"),
+                "--dump",
+                dump.to_str().expect("utf-8"),
+                "--dump-all",
+            ],
+            dir.path(),
+        );
+        assert_eq!(
+            code,
+            0,
+            "{} --dump-all:\n{stdout}\n{stderr}",
+            project.display()
+        );
+        assert!(stdout.contains("numericalTest=PASS"), "{stdout}");
+        let index = std::fs::read_to_string(dump.join("index.json")).expect("the dump's index");
+        if project.ends_with("input-sliced-and-cast-in-a-body.toml") {
+            // The body's intermediates, as the last iteration left them.
+            assert!(
+                index.contains("\"name\": \"fc\"")
+                    && index.contains("\"last_iteration_of\": \"layers\""),
+                "{index}"
+            );
         }
     }
 }

@@ -99,6 +99,7 @@ pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Build
         .graph
         .clone()
         .ok_or_else(|| BuildError::Project(result.diagnostics.clone()))?;
+    let written = graph.tensors.len();
     let (legal, removed, inserted) = crate::legalize::legalize(&graph);
     tracing::info!(removed = removed.len(), "eliminated unread operations");
     for op in &removed {
@@ -114,7 +115,7 @@ pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Build
     };
     Ok(match db.settings().read_back(db) {
         crate::db::ReadBack::Checked => graph,
-        crate::db::ReadBack::All => Arc::new(reading_back_all(&graph)),
+        crate::db::ReadBack::All => Arc::new(reading_back_all(&graph, written)),
     })
 }
 
@@ -123,8 +124,10 @@ pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Build
 /// view, and each repeat's result. Reading them back at the end of the run
 /// keeps them live until then. A repeat body is emitted once and looped,
 /// so an intermediate inside it holds its last iteration's value at the
-/// end, which is also the value the reference keeps.
-fn reading_back_all(graph: &Graph) -> Graph {
+/// end, which is also the value the reference keeps. Only the project's
+/// own tensors (the first `written`) are read back: the casts legalization
+/// inserts are not in the graph the package carries for the reference.
+fn reading_back_all(graph: &Graph, written: usize) -> Graph {
     let mut all = graph.clone();
     let results = graph
         .ops
@@ -138,7 +141,8 @@ fn reading_back_all(graph: &Graph) -> Graph {
             )
         })
         .map(|op| op.output)
-        .chain(graph.repeats.iter().map(|r| r.output));
+        .chain(graph.repeats.iter().map(|r| r.output))
+        .filter(|t| (t.0 as usize) < written);
     for tensor in results {
         if !all.outputs.contains(&tensor) {
             all.outputs.push(tensor);
