@@ -12,10 +12,11 @@ impl Builder<'_> {
         self.binary_in(scope, None, x, false, kind)
     }
 
-    /// `x / d` with a divisor that is never near zero: a softmax of a new
-    /// tensor (values in (0, 1], at least about e^-8 / n) of a shape that
-    /// broadcasts with `x`. A divisor that could be zero would only test
-    /// how infinities propagate, which `add` chains already do.
+    /// `x / q` with a divisor in (1, 2]: `q = 1 + softmax(d)` for a new
+    /// `d` of a shape that broadcasts with `x`, so the quotient keeps `x`'s
+    /// magnitude (a divisor near zero would overflow f16 and only test how
+    /// infinities propagate, which `add` chains already do) while every
+    /// element is divided by a different value.
     pub(super) fn div(&mut self, scope: &mut Scope, x: usize) -> usize {
         let t = scope.tensors[x].clone();
         let rank = t.shape.len();
@@ -31,7 +32,7 @@ impl Builder<'_> {
         }
         let d = self.declare(scope, "d", shape.clone(), Dt::F16, 1.0, true);
         let last = *shape.last().expect("a dimension");
-        let divisor = self.op(
+        let p = self.op(
             scope,
             "softmax",
             &[d],
@@ -41,9 +42,10 @@ impl Builder<'_> {
             0,
             1.0 / last as f64,
         );
+        let one = self.one(scope);
+        let q = self.op(scope, "add", &[one, p], "", shape.clone(), Dt::F16, 0, 1.5);
         let out = broadcast(&t.shape, &shape).expect("broadcastable");
-        let mag = t.mag * last as f64;
-        self.op(scope, "div", &[x, divisor], "", out, Dt::F16, 0, mag)
+        self.op(scope, "div", &[x, q], "", out, Dt::F16, 0, t.mag)
     }
 
     /// `silu` or the tanh-approximate `gelu` of `x` (f16 or f32).

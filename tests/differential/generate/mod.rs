@@ -450,6 +450,30 @@ impl Builder<'_> {
         })
     }
 
+    /// A new f16 weight `[1]` of ones.
+    fn one(&mut self, scope: &mut Scope) -> usize {
+        let name = self.name("one");
+        let header = if scope.body {
+            "[[repeat.tensor]]"
+        } else {
+            "[[tensor]]"
+        };
+        scope.decls.push(format!(
+            "{header}\nname = \"{name}\"\nshape = [1]\ndtype = \"f16\"\nrole = \"weight\"\ninit = {{ dist = \"ones\" }}\n"
+        ));
+        self.account(&[1], Dt::F16, 1);
+        scope.push(Tensor {
+            name,
+            shape: vec![1],
+            dt: Dt::F16,
+            scale: 0,
+            mag: 1.0,
+            computed: false,
+            view: false,
+            sliced: false,
+        })
+    }
+
     fn new_input(&mut self, scope: &mut Scope) -> usize {
         let rank = *self.rng.pick(&[1, 2, 2, 2, 2, 3, 3]);
         let shape = self.shape(rank);
