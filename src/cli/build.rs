@@ -401,6 +401,34 @@ impl PhaseLine {
     }
 }
 
+/// Plans every distinct signature in op order, saying on the phase's
+/// status line which operation is being planned and how many are done
+/// (planning a full-chip block takes seconds). The plans are memoized, so
+/// the phase's own walk over them afterwards only reads them.
+fn plan_with_progress(db: &Database, file: SourceFile, line: &PhaseLine) {
+    let Some(progress) = &line.progress else {
+        return;
+    };
+    let Ok(graph) = pipeline::graph(db, file) else {
+        return;
+    };
+    let signatures = pipeline::op_signatures(db, file);
+    let mut seen = std::collections::HashSet::new();
+    let distinct: Vec<_> = graph
+        .ops
+        .iter()
+        .zip(signatures.iter())
+        .filter(|(_, s)| seen.insert(*s))
+        .collect();
+    let total = distinct.len() as u64;
+    for (done, (op, signature)) in distinct.into_iter().enumerate() {
+        progress.set(done as u64, total);
+        progress.set_text(format!("`{}` ({})", op.name, op.kind.name()));
+        let _ = pipeline::operator_plans(db, pipeline::Signature::new(db, signature.clone()));
+    }
+    progress.set(total, total);
+}
+
 /// Builds through every phase, printing one line per phase when `verbose`.
 /// Errors and warnings are not printed but returned in the outcome (see
 /// [`report_outcome`]), so an editor can show them its own way.
@@ -444,6 +472,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
 
     let line = PhaseLine::start(db, verbose, "plan");
     let signatures = pipeline::op_signatures(db, file).len();
+    plan_with_progress(db, file, &line);
     let distinct = crate::logging::phase("plan_package", || {
         let partitions = pipeline::initial_partitions(db, file);
         Ok::<_, BuildError>(partitions.len())
