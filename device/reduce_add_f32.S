@@ -20,9 +20,9 @@
         .ipub_param count, 8, u32
         .ipub_param length, 12, u32
         // Six cycles per issue of worker 0, which has the most blocks: two
-        // issues per partial and seven per block, plus the set-up (fitted
-        // with `tests/gemm_kernel.rs`).
-        .ipub_cost "blocks = (length / 4 + 5) / 6; 6 * (blocks * (2 * count + 7) + 20) + 150"
+        // issues per partial and eight per block, plus the set-up and launch
+        // (fitted with `tests/row_kernels/calibration.rs`).
+        .ipub_cost "blocks = (length / 4 + 5) / 6; 6 * blocks * (2 * count + 8) + 156"
 reduce_add_f32:
         ld32    $m3, $m0, 8
         ld32    $m4, $m0, 12

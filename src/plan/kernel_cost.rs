@@ -30,8 +30,7 @@ const LAYERNORM_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = spl
 const REARRANGE_BLOCK_MAJOR_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 136 + 6 * (2 * (units / 6) + (units > 0) + (tail != 0 ? 12 + 6 * tail : 2 * (units % 6 != 0)))";
 const REARRANGE_BLOCKS: &str = "(outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190";
 const GEMM_F32_OUT: &str = "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * (76 + 20 * n) - 8 * n + 20) + 360";
-const REDUCE_ADD_F32: &str =
-    "blocks = (length / 4 + 5) / 6; 6 * (blocks * (2 * count + 7) + 20) + 150";
+const REDUCE_ADD_F32: &str = "blocks = (length / 4 + 5) / 6; 6 * blocks * (2 * count + 8) + 156";
 const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
 
 /// The `.ipub_cost` text of `kernel`'s shipped source, if this module
