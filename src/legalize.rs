@@ -12,6 +12,11 @@
 //!   `<matmul>.cast_a` (or `.cast_b`), right before the matmul (inside the
 //!   repeat body when the matmul is in one).
 //!
+//! - **f32 results.** A matmul with an f32 result runs the GEMM that
+//!   carries f32 partials, whose AMP step takes f16 inputs only; each FP8
+//!   operand is read converted to f16 (its scale applied), and legalization
+//!   inserts that cast the same way.
+//!
 //! Existing tensors keep their ids (an inserted cast's result is appended,
 //! an unread tensor simply gets no buffer), so bindings and the host
 //! reference, which evaluates the project as written, line up with the
@@ -40,9 +45,18 @@ pub fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
         if let OpKind::Matmul { .. } = op.kind {
             let dtypes: Vec<DType> = op.inputs.iter().map(|&t| graph.tensor(t).dtype).collect();
             let fp8 = dtypes.iter().copied().find(|d| d.is_fp8());
+            let f32_result = graph.tensor(op.output).dtype == DType::F32;
             for (side, input) in op.inputs.iter_mut().enumerate() {
                 let source = graph.tensor(*input);
-                let Some(format) = fp8.filter(|_| source.dtype == DType::F16) else {
+                // An f32 result reads both operands as f16 (the AMP carries
+                // f32 partials only with f16 inputs); otherwise an f16
+                // operand beside an FP8 one is read in that FP8 format.
+                let cast_to = if f32_result {
+                    Some(DType::F16).filter(|_| source.dtype.is_fp8())
+                } else {
+                    fp8.filter(|_| source.dtype == DType::F16)
+                };
+                let Some(format) = cast_to else {
                     continue;
                 };
                 let name = format!("{}.cast_{}", op.name, if side == 0 { 'a' } else { 'b' });
@@ -327,5 +341,72 @@ outputs = ["looped"]
         let (legal, removed) = eliminate_unread(&graph);
         assert!(removed.is_empty());
         assert_eq!(legal, graph);
+    }
+
+    #[test]
+    fn an_f32_result_reads_its_fp8_operands_as_f16() {
+        let project = r#"
+[project]
+name = "f32-result"
+target = "ipu21"
+tiles = 4
+seed = 1
+
+[[tensor]]
+name = "x"
+shape = [8, 32]
+dtype = "f143"
+scale = -2
+role = "input"
+
+[[tensor]]
+name = "w"
+shape = [32, 16]
+dtype = "f143"
+scale = 1
+role = "weight"
+
+[[tensor]]
+name = "v"
+shape = [16, 16]
+dtype = "f152"
+role = "weight"
+
+[[op]]
+name = "y"
+op = "matmul"
+inputs = ["x", "w"]
+dtype = "f32"
+
+[[op]]
+name = "y16"
+op = "cast"
+inputs = ["y"]
+dtype = "f16"
+
+[[op]]
+name = "z"
+op = "matmul"
+inputs = ["y16", "v"]
+dtype = "f32"
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["z"]
+"#;
+        let graph = validated(project);
+        let (legal, _, inserted) = legalize(&graph);
+        // Both FP8 operands of `y`, and the FP8 operand beside an f16 one
+        // of `z` (which an f16 result would instead read as FP8), become
+        // f16 with scale 0.
+        assert_eq!(inserted, ["y.cast_a", "y.cast_b", "z.cast_b"]);
+        for cast in &legal.tensors[graph.tensors.len()..] {
+            assert_eq!((cast.dtype, cast.scale), (DType::F16, 0), "{}", cast.name);
+        }
+        let (again, _, inserted) = legalize(&legal);
+        assert!(inserted.is_empty());
+        assert_eq!(again, legal);
     }
 }

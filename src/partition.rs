@@ -139,6 +139,18 @@ pub enum KernelId {
     Rmsnorm {
         dtype: DType,
     },
+    /// The AMP GEMM with an f32 result (`device/gemm_f16_f32out.S`): f16
+    /// inputs, f32 partials between K blocks, operands in `memory`,
+    /// compiled for shards of at most `k` x `c` x `r`.
+    GemmF32Out {
+        interleaved: bool,
+        k: u32,
+        c: u32,
+        r: u32,
+    },
+    /// Sums the f32 partials of a matrix product with an f32 result and a
+    /// split inner dimension (`device/reduce_add_f32.S`).
+    ReduceAddF32,
 }
 
 /// The elementwise operations of two operands with a kernel of their own
@@ -188,6 +200,30 @@ impl KernelId {
             r: shard.rows as u32,
         }
     }
+
+    /// The GEMM variant of a product whose result is `output`: the f16
+    /// (or FP8) output kernel, or for an f32 result the kernel that
+    /// carries f32 partials (its inputs are f16, legalization casts FP8).
+    pub fn gemm_for(input: DType, output: DType, weights: MemoryClass, shard: &Shard) -> KernelId {
+        if output != DType::F32 {
+            return KernelId::gemm(input, weights, shard);
+        }
+        KernelId::GemmF32Out {
+            interleaved: weights == MemoryClass::Interleaved,
+            k: shard.inner as u32,
+            c: shard.cols as u32,
+            r: shard.rows as u32,
+        }
+    }
+
+    /// The kernel summing the partials of a split inner dimension into a
+    /// result of `output`.
+    pub fn reduce_add_for(output: DType) -> KernelId {
+        match output {
+            DType::F32 => KernelId::ReduceAddF32,
+            _ => KernelId::ReduceAdd,
+        }
+    }
 }
 
 /// The family part of a kernel name: `f8` for either FP8 format.
@@ -232,6 +268,17 @@ impl fmt::Display for KernelId {
             KernelId::Binary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Unary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Rmsnorm { dtype } => write!(f, "rmsnorm_{}", family(dtype)),
+            KernelId::GemmF32Out {
+                interleaved,
+                k,
+                c,
+                r,
+            } => write!(
+                f,
+                "gemm_f16_f32out{}_k{k}_c{c}_r{r}",
+                if interleaved { "_interleaved" } else { "" }
+            ),
+            KernelId::ReduceAddF32 => f.write_str("reduce_add_f32"),
         }
     }
 }

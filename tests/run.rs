@@ -99,6 +99,14 @@ fn elementwise_ops_and_rmsnorm_pass_on_the_model() {
     run_passes("tests/data/ops/elementwise-and-norms.toml");
 }
 
+/// Matrix products with an f32 result: f16 x f16 with K split over eight
+/// tiles (f32 partials and their f32 reduction), FP8 x FP8 and f16 x FP8
+/// (operands read as f16), checked to f32 rounding.
+#[test]
+fn matmuls_with_an_f32_result_pass_on_the_model() {
+    run_passes("tests/data/ops/matmul-f32-out.toml");
+}
+
 /// RMSNorm, causal attention and a SwiGLU MLP.
 #[test]
 fn llama_block_f16_passes_on_the_model() {

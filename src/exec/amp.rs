@@ -165,6 +165,24 @@ impl Amp {
         out
     }
 
+    /// `f16v4sisoamp`: like `f16v4amp`, but the partials in and out are
+    /// four f32 values each: `d[j] = drain[4p + j] + partials_in[j]`, added
+    /// and rounded in f32, so a sum carried from one K block to the next
+    /// through memory is never rounded to f16.
+    pub fn step_f16_f32_partials(&mut self, inputs: u64, partials_in: [f32; 4]) -> [f32; 4] {
+        self.weights_f16();
+        let base = 4 * usize::from(self.phase);
+        let out = std::array::from_fn(|j| self.drain[base + j] + partials_in[j]);
+        let x: [f32; 4] = std::array::from_fn(|j| f16_to_f32((inputs >> (16 * j)) as u16));
+        let k0 = 4 * usize::from(self.phase);
+        let sums = channel_sums::<4>(&x, &self.weights[k0..k0 + 4]);
+        for (acc, s) in self.current.iter_mut().zip(sums) {
+            *acc += s;
+        }
+        self.advance();
+        out
+    }
+
     /// `f8v8amp`: returns the four f16 partials out.
     pub fn step_f8(&mut self, inputs: u64, partials_in: u64, cfg: u32) -> u64 {
         self.weights_f8(cfg);

@@ -556,6 +556,15 @@ impl Thread {
                 r.set_pair(d, out);
                 self.counts.amp_macs += 64;
             }
+            Op::F16v4SisoAmp => {
+                let partials_in: [f32; 4] =
+                    std::array::from_fn(|j| f32::from_bits(r.a(b + j as u8)));
+                let out = self.amp.step_f16_f32_partials(r.pair(a), partials_in);
+                for (j, v) in out.iter().enumerate() {
+                    r.set_a(d + j as u8, v.to_bits());
+                }
+                self.counts.amp_macs += 64;
+            }
             Op::F8v8Amp => {
                 let out = self.amp.step_f8(r.pair(a), r.pair(b), self.fp8cfg);
                 r.set_pair(d, out);

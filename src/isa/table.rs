@@ -126,6 +126,7 @@ pub enum Op {
     F32v4SqAcc,
     F32v2Gina,
     F32Div,
+    F16v4SisoAmp,
     // Register-offset loads and stores.
     Ldz8R,
     Lds8R,
@@ -455,6 +456,7 @@ const R_AP: &[(Kind, Field)] = &[(A, FD), (APair, FA)];
 const R_PP: &[(Kind, Field)] = &[(APair, FD), (APair, FA)];
 const R_P: &[(Kind, Field)] = &[(APair, FD)];
 const R_Q: &[(Kind, Field)] = &[(AQuad, FD)];
+const R_QPQ: &[(Kind, Field)] = &[(AQuad, FD), (APair, FA), (AQuad, FB)];
 const R_PACC: &[(Kind, Field)] = &[(APair, FD), (AccPair, FA)];
 const R_MC: &[(Kind, Field)] = &[(M, FD), (CReg, FA)];
 const R_CM: &[(Kind, Field)] = &[(CReg, FD), (M, FA)];
@@ -594,6 +596,7 @@ pub static TABLE: &[OpInfo] = &[
     grouped(Op::F32v4SqAcc, "f32v4sqacc", G_FPU, 43, R_Q, Aux, Worker, "Adds the squares of the four f32 lanes to vector accumulators 0..3 (each square and sum in f64, rounded to f32 once)."),
     grouped(Op::F32v2Gina, "f32v2gina", G_FPU, 44, R_PACC, Aux, Worker, "d = vector accumulators 2i and 2i + 1 for pair i; both are then zeroed."),
     issues(grouped(Op::F32Div, "f32div", G_FPU, 45, R_AAA, Aux, Worker, "f32 d = a / b, correctly rounded."), 2),
+    grouped(Op::F16v4SisoAmp, "f16v4sisoamp", G_FPU, 46, R_QPQ, Aux, Worker, "AMP step, f16 inputs, f32 partials: 64 MACs; d = 4 f32 partials out, a = 4 f16 inputs, b = 4 f32 partials in."),
     // Register-offset loads and stores.
     grouped(Op::Ldz8R, "ldz8", G_MEM, 0, MR_M, Main, Both, "d = zext(byte at a + b)."),
     grouped(Op::Lds8R, "lds8", G_MEM, 1, MR_M, Main, Both, "d = sext(byte at a + b)."),

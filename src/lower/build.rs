@@ -610,7 +610,7 @@ impl Lowering<'_> {
                 home.push(c);
                 runs.push(KernelRun {
                     tile,
-                    kernel: KernelId::ReduceAdd,
+                    kernel: KernelId::reduce_add_for(out.dtype),
                     operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(c)],
                     params: vec![
                         ("count".into(), slices as i64),

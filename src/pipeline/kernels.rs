@@ -100,6 +100,18 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         KernelId::RearrangeBlocks => plain("rearrange_blocks.S"),
         KernelId::Gelu { dtype: DType::F16 } => plain("gelu_f16.S"),
         KernelId::ReduceAdd => plain("reduce_add.S"),
+        KernelId::GemmF32Out {
+            interleaved,
+            k,
+            c,
+            r,
+        } => Variant::new(name.clone(), source("gemm_f16_f32out.S"))
+            .entry("gemm_amp_f32out")
+            .define("INTERLEAVED", u32::from(interleaved))
+            .define("K", k)
+            .define("C", c)
+            .define("R", r),
+        KernelId::ReduceAddF32 => plain("reduce_add_f32.S"),
         KernelId::Layernorm { dtype: DType::F16 } => plain("layernorm_f16.S"),
         KernelId::Softmax {
             dtype: DType::F16,

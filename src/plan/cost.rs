@@ -155,6 +155,29 @@ pub fn reduce_cycles(count: u64, length: u64) -> u64 {
     super::kernel_cost::cycles(KernelId::ReduceAdd, &params).unwrap_or(u64::MAX / 4)
 }
 
+/// Cycles of a tile GEMM with an f32 result (`gemm_f16_f32out`): its
+/// calibrated `.ipub_cost`. Its loops are the same in either memory class,
+/// so the class changes the kernel variant but not the figure.
+pub fn gemm_f32_out_tile_cycles(rows: u64, inner: u64, cols: u64, interleaved: bool) -> u64 {
+    if rows == 0 || inner == 0 || cols == 0 {
+        return 0;
+    }
+    let kernel = KernelId::GemmF32Out {
+        interleaved,
+        k: u32::try_from(inner).unwrap_or(u32::MAX),
+        c: u32::try_from(cols).unwrap_or(u32::MAX),
+        r: u32::try_from(rows).unwrap_or(u32::MAX),
+    };
+    super::kernel_cost::cycles(kernel, &[]).unwrap_or(u64::MAX / 4)
+}
+
+/// Cycles of one `reduce_add_f32` run summing `count` f32 partials of
+/// `length` values: its calibrated `.ipub_cost`.
+pub fn reduce_f32_cycles(count: u64, length: u64) -> u64 {
+    let params = [("count", count as i64), ("length", length as i64)];
+    super::kernel_cost::cycles(KernelId::ReduceAddF32, &params).unwrap_or(u64::MAX / 4)
+}
+
 /// The cycles of one run of `kernel` with `params` by its calibrated
 /// formula ([`super::kernel_cost`]); `None` for a kernel without one.
 pub fn kernel_cycles(kernel: KernelId, params: &[(&str, i64)]) -> Option<u64> {

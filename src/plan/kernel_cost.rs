@@ -29,6 +29,8 @@ const SOFTMAX_CAUSAL_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole 
 const LAYERNORM_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 46 * row_length + 14 * singles : 22 * row_length + 38 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 40 * row_length : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4";
 const REARRANGE_BLOCK_MAJOR_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 136 + 6 * (2 * (units / 6) + (units > 0) + (tail != 0 ? 12 + 6 * tail : 2 * (units % 6 != 0)))";
 const REARRANGE_BLOCKS: &str = "(outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190";
+const GEMM_F32_OUT: &str = "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * (76 + 20 * n) - 8 * n + 20) + 360";
+const REDUCE_ADD_F32: &str = "blocks = (length / 4 + 5) / 6; 6 * blocks * (2 * count + 8) + 156";
 const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
 
 /// The `.ipub_cost` text of `kernel`'s shipped source, if this module
@@ -62,6 +64,8 @@ pub fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::RearrangeBlockMajor { dtype: F16, .. } => REARRANGE_BLOCK_MAJOR_F16,
         KernelId::RearrangeBlocks => REARRANGE_BLOCKS,
         KernelId::ReduceAdd => REDUCE_ADD_F16,
+        KernelId::GemmF32Out { .. } => GEMM_F32_OUT,
+        KernelId::ReduceAddF32 => REDUCE_ADD_F32,
         _ => return None,
     })
 }
@@ -84,6 +88,17 @@ fn defines(kernel: KernelId) -> Vec<(&'static str, i64)> {
             ("R", i64::from(r)),
         ],
         KernelId::Softmax { causal, .. } => vec![("CAUSAL", i64::from(causal))],
+        KernelId::GemmF32Out {
+            interleaved,
+            k,
+            c,
+            r,
+        } => vec![
+            ("INTERLEAVED", i64::from(interleaved)),
+            ("K", i64::from(k)),
+            ("C", i64::from(c)),
+            ("R", i64::from(r)),
+        ],
         KernelId::RearrangeBlockMajor { rows, cols, .. } => {
             vec![("BLOCK_ROWS", rows as i64), ("BLOCK_COLS", cols as i64)]
         }
@@ -105,7 +120,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 14] = [
+const ALL: [&str; 16] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -120,6 +135,8 @@ const ALL: [&str; 14] = [
     REARRANGE_BLOCK_MAJOR_F16,
     REARRANGE_BLOCKS,
     REDUCE_ADD_F16,
+    GEMM_F32_OUT,
+    REDUCE_ADD_F32,
 ];
 
 /// The cycles of one run of `kernel` with `params` (the run's parameters
@@ -194,6 +211,15 @@ mod tests {
             KernelId::RearrangeBlocks,
             KernelId::ReduceAdd,
         ]);
+        for interleaved in [false, true] {
+            all.push(KernelId::GemmF32Out {
+                interleaved,
+                k: 96,
+                c: 48,
+                r: 99,
+            });
+        }
+        all.push(KernelId::ReduceAddF32);
         all
     }
 

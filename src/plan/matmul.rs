@@ -4,7 +4,9 @@
 //! staged as a reduction: each tile of a group computes f16 partials over
 //! its slice of K, and the group sums them with the reduce-add kernel
 //! ([`KernelId::ReduceAdd`]), each
-//! tile the rows it keeps.
+//! tile the rows it keeps. A product with an f32 result runs the GEMM that
+//! carries f32 partials ([`KernelId::GemmF32Out`]) and sums a split K's
+//! f32 partials with [`KernelId::ReduceAddF32`].
 
 use super::cost::{self, Estimate, MemoryClass, AMP_OUTPUT_CHANNELS};
 use super::{Candidate, Partition};
@@ -169,18 +171,28 @@ fn estimate(
             ..shard
         },
     };
+    let f32_out = out.dtype == DType::F32;
     let compute = b as u64
-        * cost::gemm_tile_cycles(
-            target,
-            lhs.dtype,
-            kernel_shard.rows as u64,
-            kernel_shard.inner as u64,
-            kernel_shard.cols as u64,
-            weights == MemoryClass::Interleaved,
-        );
-    // A split inner dimension leaves f16 partials on every tile of a
-    // reduction group: each tile then receives the others' partials of
-    // the rows it keeps, in a second phase, and sums them.
+        * if f32_out {
+            cost::gemm_f32_out_tile_cycles(
+                kernel_shard.rows as u64,
+                kernel_shard.inner as u64,
+                kernel_shard.cols as u64,
+                weights == MemoryClass::Interleaved,
+            )
+        } else {
+            cost::gemm_tile_cycles(
+                target,
+                lhs.dtype,
+                kernel_shard.rows as u64,
+                kernel_shard.inner as u64,
+                kernel_shard.cols as u64,
+                weights == MemoryClass::Interleaved,
+            )
+        };
+    // A split inner dimension leaves partials (of the output's dtype) on
+    // every tile of a reduction group: each tile then receives the others'
+    // partials of the rows it keeps, in a second phase, and sums them.
     let (mut compute, mut operands) = (compute, lhs_bytes + out_bytes + rhs_bytes);
     if grid.inner > 1 {
         let band = reduced_rows(shard.rows, grid.inner);
@@ -189,9 +201,14 @@ fn estimate(
             true => b * padded_cols(band) * shard.cols,
         } as u64;
         let partials = u64::from(grid.inner) * kept;
-        received += 2 * (partials - kept);
-        compute += cost::reduce_cycles(u64::from(grid.inner), kept);
-        operands += 2 * (partials + kept);
+        let element = out.dtype.size_bytes() as u64;
+        received += element * (partials - kept);
+        compute += if f32_out {
+            cost::reduce_f32_cycles(u64::from(grid.inner), kept)
+        } else {
+            cost::reduce_cycles(u64::from(grid.inner), kept)
+        };
+        operands += element * (partials + kept);
         phases += 1;
     }
     let (standard, interleaved) = match weights {
@@ -213,7 +230,7 @@ fn estimate(
             shard,
             weights,
             swapped,
-            kernel: KernelId::gemm(lhs.dtype, weights, &kernel_shard),
+            kernel: KernelId::gemm_for(lhs.dtype, out.dtype, weights, &kernel_shard),
         },
         tiles_used: grid.tiles(),
         estimate,
@@ -260,7 +277,7 @@ pub fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
     };
     *shard == shard_of(&shape, grid, lhs.dtype)
         && (grid.inner as usize - 1) * shard.inner < shape.inner
-        && *kernel == KernelId::gemm(lhs.dtype, *weights, &kernel_shard)
+        && *kernel == KernelId::gemm_for(lhs.dtype, signature.output.dtype, *weights, &kernel_shard)
 }
 
 #[cfg(test)]

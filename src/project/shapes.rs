@@ -343,7 +343,16 @@ fn matmul(
             )
             .help("the right operand must be 2-D or have the same batch dimensions"));
     }
-    let out = output_dtype(site, op, declared, DType::F16, &[DType::F16])?;
+    // An f32 result comes from the GEMM that carries f32 partials; its
+    // operands are read as f16 (legalization casts FP8 ones).
+    let fp8_declared = declared.as_ref().is_some_and(|(d, _)| d.is_fp8());
+    let out =
+        output_dtype(site, op, declared, DType::F16, &[DType::F16, DType::F32]).map_err(|e| {
+            match fp8_declared {
+                true => e.help("produce f16 and `cast` it to the FP8 format with its scale"),
+                false => e,
+            }
+        })?;
     let mut shape = batch_a.to_vec();
     shape.extend([m, n]);
     Ok(plain(

@@ -299,6 +299,9 @@ impl Evaluator<'_> {
                         .map(|&v| round_to_dtype(v, to.dtype, 0))
                         .collect()
                 };
+                if output.dtype == crate::graph::DType::F32 {
+                    return f32_result_matmul(shape, (x, x_tensor), (w, w_tensor));
+                }
                 let (x_converted, w_converted);
                 let x = if !x_tensor.dtype.is_fp8() && w_tensor.dtype.is_fp8() {
                     x_converted = converted(x, w_tensor);
@@ -356,6 +359,34 @@ fn shape_error(op: &Op, reason: String) -> ReferenceError {
         op: op.name.clone(),
         reason,
     }
+}
+
+/// A matmul with an f32 result, at either precision: each FP8 operand is
+/// read converted to f16 (the project format's rule; exact unless its
+/// scaled values leave f16's range), products of f16 values are exact in
+/// f32, and they are summed in f32 with no f16 rounding anywhere. The sum's
+/// order is the sgemm's, not the AMP's, so the two differ by f32 rounding
+/// only (`book/src/numerics.md`).
+fn f32_result_matmul(
+    shape: MatmulShape,
+    (x, x_tensor): (&[f32], &Tensor),
+    (w, w_tensor): (&[f32], &Tensor),
+) -> Result<Vec<f32>, String> {
+    let as_f16 = |values: &[f32], tensor: &Tensor| -> Option<Vec<f32>> {
+        tensor.dtype.is_fp8().then(|| {
+            values
+                .par_iter()
+                .map(|&v| round_to_dtype(v, crate::graph::DType::F16, 0))
+                .collect()
+        })
+    };
+    let (x_converted, w_converted) = (as_f16(x, x_tensor), as_f16(w, w_tensor));
+    ops::matmul(
+        shape,
+        x_converted.as_deref().unwrap_or(x),
+        w_converted.as_deref().unwrap_or(w),
+        Accumulation::F32,
+    )
 }
 
 /// The device model of an FP8 × FP8 matmul: the AMP decodes each code with

@@ -36,6 +36,7 @@ const KERNELS: &[&str] = &[
     "gelu_tanh_f16",
     "gelu_tanh_f32",
     "rmsnorm_f16",
+    "reduce_add_f32",
 ];
 
 /// Rows of a tile's share: one, fewer than the workers, each remainder of
@@ -67,7 +68,7 @@ const REDUCE: &[(usize, usize)] = &[
 ];
 
 fn shapes(kernel: &str) -> Vec<(usize, usize)> {
-    if kernel == "reduce_add_f16" {
+    if kernel == "reduce_add_f16" || kernel == "reduce_add_f32" {
         return REDUCE.to_vec();
     }
     let mut shapes: Vec<(usize, usize)> = ROWS

@@ -47,6 +47,7 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::RearrangeBlocks,
         KernelId::ReduceAdd,
         KernelId::Rmsnorm { dtype: F16 },
+        KernelId::ReduceAddF32,
     ];
     for dtype in [F16, F32] {
         for op in [BinaryOp::Mul, BinaryOp::Sub, BinaryOp::Div] {

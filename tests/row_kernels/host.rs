@@ -212,6 +212,17 @@ pub fn case(
             params = vec![("count", rows as i64), ("length", row_length as i64)];
             bytes(vec![f16_bytes(&partials)], f16_bytes(&sums), params)
         }
+        "reduce_add_f32" => {
+            // `rows` f32 partials of `row_length` values, summed in f32 in
+            // partial order, each addition rounded to f32.
+            let partials: Vec<f32> = (0..n).map(|_| rng.normal(100.0) as f32).collect();
+            let sums: Vec<f32> = (0..row_length)
+                .map(|i| (0..rows).fold(0f32, |acc, k| acc + partials[k * row_length + i]))
+                .collect();
+            let le = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+            params = vec![("count", rows as i64), ("length", row_length as i64)];
+            bytes(vec![le(&partials)], le(&sums), params)
+        }
         _ if kernel.starts_with("rearrange_f16_b") => {
             let x: Vec<u8> = (0..2 * n).map(|_| rng.next_u64() as u8).collect();
             bytes(vec![x.clone()], x, params)
