@@ -319,15 +319,35 @@ impl Builder<'_> {
             let weight = self.rng.chance(0.8);
             self.declare(scope, "w", shape, dt, std, weight)
         };
-        self.matmul_of(scope, x, y, transpose_rhs)
+        // At times an f32 result: f32 partials from start to end.
+        let dt = if self.rng.chance(0.12) {
+            self.features.insert("matmul-f32-result");
+            Dt::F32
+        } else {
+            Dt::F16
+        };
+        self.matmul_to(scope, x, y, transpose_rhs, dt)
     }
 
+    /// `x @ y` with an f16 result.
     pub(super) fn matmul_of(
         &mut self,
         scope: &mut Scope,
         x: usize,
         y: usize,
         transpose_rhs: bool,
+    ) -> usize {
+        self.matmul_to(scope, x, y, transpose_rhs, Dt::F16)
+    }
+
+    /// `x @ y` with a result of dtype `dt` (f16 or f32).
+    pub(super) fn matmul_to(
+        &mut self,
+        scope: &mut Scope,
+        x: usize,
+        y: usize,
+        transpose_rhs: bool,
+        dt: Dt,
     ) -> usize {
         let (t, u) = (scope.tensors[x].clone(), scope.tensors[y].clone());
         let (r, k) = (u.shape.len(), t.last());
@@ -351,16 +371,7 @@ impl Builder<'_> {
             String::new()
         };
         let mag = t.mag * u.mag * (k as f64).sqrt();
-        self.op(
-            scope,
-            "matmul",
-            &[x, y],
-            &attributes,
-            shape,
-            Dt::F16,
-            0,
-            mag,
-        )
+        self.op(scope, "matmul", &[x, y], &attributes, shape, dt, 0, mag)
     }
 
     pub(super) fn transpose(&mut self, scope: &mut Scope, x: usize) -> usize {
