@@ -513,24 +513,24 @@ done:
                 for (address, name) in names.iter().rev() {
                     text = text.replace(&format!("{address:#x}"), name);
                 }
-                format!("{:>3}  {text}\n", line.address - blocks[0].1)
+                format!("{:04x}  {text}\n", line.address - blocks[0].1)
             })
             .collect();
         expect![[r#"
-              0  setzi $m3, states
-              4  ld32 $m4, $m3, 0
-              8  mul $m4, $m4, 12
-             12  setzi $m1, states+4
-             16  add $m1, $m1, $m4
-             20  setzi $m2, kernels
-             24  runall $m2, $m1
-             28  setzi $m3, states
-             32  ld32 $m4, $m3, 0
-             36  add $m4, $m4, 1
-             40  cmpult $m5, $m4, 3
-             44  mul $m4, $m4, $m5
-             48  st32 $m4, $m3, 0
-             52  sync 0
+            0000  setzi $m3, states
+            0004  ld32 $m4, $m3, 0
+            0008  mul $m4, $m4, 12
+            000c  setzi $m1, states+4
+            0010  add $m1, $m1, $m4
+            0014  setzi $m2, kernels
+            0018  runall $m2, $m1
+            001c  setzi $m3, states
+            0020  ld32 $m4, $m3, 0
+            0024  add $m4, $m4, 1
+            0028  cmpult $m5, $m4, 3
+            002c  mul $m4, $m4, $m5
+            0030  st32 $m4, $m3, 0
+            0034  sync 0
         "#]]
         .assert_eq(&listing);
 
