@@ -1,8 +1,10 @@
 //! Emission: from a placed program to tile images and the package's tables.
 //!
 //! - [`steps`]: compute steps numbered once, and each tile's part in them;
-//! - [`tile`]: a tile's supervisor routines, linked kernels, kernel states
-//!   and iteration counters;
+//! - [`supervisor`]: a tile's supervisor routines as typed instructions,
+//!   sized exactly before kernels are linked and encoded after;
+//! - [`tile`]: a tile's image: supervisor routines, linked kernels, kernel
+//!   states and iteration counters;
 //! - [`bindings`]: host bindings as byte runs between tensors and tiles;
 //! - [`profile_layout`]: estimates, exchange operations and placements for
 //!   the package's profile layout.
@@ -11,4 +13,5 @@ pub mod bindings;
 pub mod package;
 pub mod profile_layout;
 pub mod steps;
+pub mod supervisor;
 pub mod tile;

@@ -4,7 +4,7 @@
 
 use super::bindings::binding_runs;
 use super::profile_layout::{self, RunEstimate};
-use super::steps::compute_steps;
+use super::steps::{ComputeStep, ProgramSteps};
 use super::tile::TileImage as EmittedImage;
 use crate::graph::{Graph, Role};
 use crate::lower::{Program, Step as ProgramStep};
@@ -25,6 +25,8 @@ pub struct PackageInputs<'a> {
     /// reference; its tensors are a prefix of `graph`'s.
     pub reference_graph: &'a Graph,
     pub program: &'a Program,
+    /// The program's compute steps, numbered.
+    pub steps: &'a ProgramSteps,
     pub placement: &'a Placement,
     pub images: &'a [Arc<EmittedImage>],
     /// Each tile's preloaded weights, as data segments.
@@ -43,6 +45,7 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
         graph,
         reference_graph,
         program,
+        steps: numbered,
         placement,
         images,
         weights,
@@ -118,12 +121,14 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
             entries.entry(step).or_default().push((image.tile, pc));
         }
     }
-    let numbered = compute_steps(program);
     // A tile that runs several kernels in a step (a rearrange before its
     // GEMM) is profiled under all their names, joined with `+`.
-    for step in &numbered {
-        for run in step.runs {
-            let names = kernels_of.entry((step.id, run.tile)).or_default();
+    for (&tile, steps) in &numbered.tiles {
+        for (step, run) in steps
+            .iter()
+            .flat_map(|s| s.runs.iter().map(move |r| (s, r)))
+        {
+            let names = kernels_of.entry((step.step, tile)).or_default();
             let name = run.kernel.to_string();
             if !names.split('+').any(|k| k == name) {
                 if !names.is_empty() {
@@ -137,8 +142,12 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
         .iter()
         .map(|&binding| Step::HostWrite { binding })
         .collect();
-    let mut compute_index = 0u32;
-    run_steps.extend(convert(graph, &program.steps, &entries, &mut compute_index));
+    run_steps.extend(convert(
+        graph,
+        &program.steps,
+        &entries,
+        &mut numbered.steps.iter(),
+    ));
     run_steps.extend(host_reads.iter().map(|&binding| Step::HostRead { binding }));
     let run = HostCall { steps: run_steps };
 
@@ -160,7 +169,7 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
     let report = ProfileLayout {
         ops: ops.clone(),
         estimates: profile_layout::step_estimates(
-            &numbered,
+            numbered,
             &profile_layout::compute_preorder(&run),
             run_estimate,
         ),
@@ -249,25 +258,29 @@ fn convert(
     graph: &Graph,
     steps: &[ProgramStep],
     entries: &BTreeMap<u32, Vec<(u32, u32)>>,
-    compute_index: &mut u32,
+    numbered: &mut std::slice::Iter<ComputeStep>,
 ) -> Vec<Step> {
     steps
         .iter()
         .map(|step| match step {
             ProgramStep::Compute { op, .. } => {
-                let id = *compute_index;
-                *compute_index += 1;
+                // The numbering lists the compute steps in this walk's
+                // order.
+                let id = numbered.next().filter(|s| s.op == *op).map(|s| s.id);
                 let name = graph.op(*op).name.clone();
                 Step::Compute {
                     label: name.clone(),
                     op: Some(name),
-                    tiles: entries.get(&id).cloned().unwrap_or_default(),
+                    tiles: id
+                        .and_then(|id| entries.get(&id))
+                        .cloned()
+                        .unwrap_or_default(),
                 }
             }
             ProgramStep::Exchange(phase) => Step::Exchange { program: phase.0 },
             ProgramStep::Repeat { count, body, .. } => Step::Repeat {
                 count: *count,
-                body: convert(graph, body, entries, compute_index),
+                body: convert(graph, body, entries, numbered),
             },
         })
         .collect()

@@ -10,7 +10,7 @@
 //! compute or exchange step of the call's pre-order, position 0 is "before
 //! the run" and the last position "after it".
 
-use super::steps::ComputeStep;
+use super::steps::ProgramSteps;
 use crate::graph::Graph;
 use crate::lower::{BufferRole, KernelRun, Program, Step as ProgramStep};
 use crate::package::{
@@ -39,30 +39,34 @@ fn position_steps(run: &HostCall) -> Vec<u32> {
     positions
 }
 
-/// Per compute step (numbered as [`super::steps::compute_steps`] does),
-/// each tile's estimate; `compute_preorder[id]` is the step's pre-order
-/// index in the `run` call.
+/// Per compute step (by its id in `steps`), each tile's estimate;
+/// `compute_preorder[id]` is the step's pre-order index in the `run` call.
 pub fn step_estimates(
-    steps: &[ComputeStep<'_>],
+    steps: &ProgramSteps,
     compute_preorder: &[u32],
     estimate: RunEstimate<'_>,
 ) -> Vec<StepEstimates> {
+    // (step, tile) to the sum of the tile's runs, unknown if any is.
+    let mut cycles: BTreeMap<(u32, u32), Option<u64>> = BTreeMap::new();
+    for (&tile, tile_steps) in &steps.tiles {
+        for step in tile_steps {
+            let entry = cycles.entry((step.step, tile)).or_insert(Some(0));
+            for run in &step.runs {
+                *entry = entry.zip(estimate(run)).map(|(a, b)| a + b);
+            }
+        }
+    }
     steps
+        .steps
         .iter()
         .filter_map(|step| {
             let &preorder = compute_preorder.get(step.id as usize)?;
-            let mut tiles: BTreeMap<u32, Option<u64>> = BTreeMap::new();
-            for run in step.runs {
-                let cycles = estimate(run);
-                let entry = tiles.entry(run.tile).or_insert(Some(0));
-                *entry = entry.zip(cycles).map(|(a, b)| a + b);
-            }
             Some(StepEstimates {
                 call: Call::Run,
                 step: preorder,
-                tiles: tiles
-                    .into_iter()
-                    .filter_map(|(tile, cycles)| Some((tile, cycles?)))
+                tiles: cycles
+                    .range((step.id, 0)..=(step.id, u32::MAX))
+                    .filter_map(|(&(_, tile), cycles)| Some((tile, (*cycles)?)))
                     .collect(),
             })
         })

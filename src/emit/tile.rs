@@ -11,16 +11,14 @@
 //! its runs with `runall entry, state` and ends the step with `sync`.
 
 use super::steps::{run_is_per_iteration, TileStep};
+use super::supervisor::{self, StateMap, SupervisorError};
 use crate::asm::{self, Object};
 use crate::kernels::EntryMetadata;
 use crate::lower::{KernelRun, OperandRef};
 use crate::place::Placement;
 use crate::target::Target;
-use crate::vfs::MemoryFs;
-use camino::Utf8Path;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 /// A compiled kernel as the emitter needs it.
 pub struct KernelCode<'a> {
@@ -64,6 +62,8 @@ pub enum EmitError {
     Unplaced { tile: u32, buffer: u32 },
     #[error("tile {tile}: {message}")]
     Link { tile: u32, message: String },
+    #[error("tile {tile}: {source}")]
+    Supervisor { tile: u32, source: SupervisorError },
 }
 
 /// The bytes of one state struct.
@@ -83,16 +83,6 @@ fn state_size(entry: &EntryMetadata) -> u32 {
         .unwrap_or(0)
         .next_multiple_of(4)
         .max(4)
-}
-
-/// Where a tile's runs keep their states.
-struct StateMap {
-    /// (step, run index) to (first state address, stride between
-    /// iterations, iterations).
-    states: BTreeMap<(u32, usize), (u32, u32, u32)>,
-    /// Repeat id to counter address.
-    counters: BTreeMap<u32, u32>,
-    bytes: u32,
 }
 
 fn state_map(
@@ -144,74 +134,6 @@ fn kernel<'k, 'a>(
     })
 }
 
-/// The supervisor's assembly source. Kernels missing from `entries` get a
-/// placeholder address, which is how the code is sized before linking (the
-/// instruction count does not depend on the values).
-fn supervisor_source(
-    steps: &[TileStep],
-    states: &StateMap,
-    entries: &BTreeMap<String, u32>,
-) -> String {
-    let mut text = String::from("    .text\n");
-    for step in steps {
-        let _ = writeln!(text, "    .globl step_{0}\nstep_{0}:", step.step);
-        for (index, run) in step.runs.iter().enumerate() {
-            let (state, stride, iterations) = states.states[&(step.step, index)];
-            let entry = entries
-                .get(&run.kernel.to_string())
-                .copied()
-                .unwrap_or(0x4c000);
-            match (
-                iterations > 1,
-                step.repeat.and_then(|(r, _)| states.counters.get(&r)),
-            ) {
-                (true, Some(counter)) => {
-                    let _ = writeln!(
-                        text,
-                        "    setzi $m3, {counter}\n    ld32 $m4, $m3, 0\n    mul $m4, $m4, {stride}\n    setzi $m1, {state}\n    add $m1, $m1, $m4"
-                    );
-                }
-                _ => {
-                    let _ = writeln!(text, "    setzi $m1, {state}");
-                }
-            }
-            let _ = writeln!(text, "    setzi $m2, {entry}\n    runall $m2, $m1");
-        }
-        if step.advances_counter {
-            if let Some((repeat, count)) = step.repeat {
-                if let Some(counter) = states.counters.get(&repeat) {
-                    // Wait for the workers before the next iteration's
-                    // states are chosen: `sync` does, after the update,
-                    // and the workers never read the counter.
-                    let _ = writeln!(
-                        text,
-                        "    setzi $m3, {counter}\n    ld32 $m4, $m3, 0\n    add $m4, $m4, 1\n    cmpult $m5, $m4, {count}\n    mul $m4, $m4, $m5\n    st32 $m4, $m3, 0"
-                    );
-                }
-            }
-        }
-        let _ = writeln!(text, "    sync 0");
-    }
-    text
-}
-
-fn assemble_text(tile: u32, text: &str) -> Result<Object, EmitError> {
-    let fs = MemoryFs::new();
-    let path = Utf8Path::new("supervisor.S");
-    fs.write(path, text);
-    let assembly = asm::assemble_file(&fs, path, &asm::AssembleOptions::default());
-    match assembly.object {
-        Some(object) if assembly.errors.is_empty() => Ok(object),
-        _ => Err(EmitError::Link {
-            tile,
-            message: format!(
-                "generated supervisor code did not assemble (a compiler bug):\n{}",
-                assembly.render_errors()
-            ),
-        }),
-    }
-}
-
 fn code_size(object: &Object) -> u32 {
     object.sections.iter().fold(0u32, |cursor, s| {
         cursor.next_multiple_of(s.align.max(1)) + s.bytes.len() as u32
@@ -229,22 +151,22 @@ pub struct SupportSizes {
 }
 
 /// The sizes of a tile's supervisor, kernel code and kernel-state blocks.
-/// The supervisor is assembled with placeholder kernel entries: its
-/// instructions have fixed sizes, so the real ones take the same space
-/// (and [`tile_image`] checks that they do).
+/// The supervisor's size is exact without any kernel or state address:
+/// its instructions are one word each (see [`supervisor::Supervisor::size`]).
 pub fn support_sizes(
     tile: u32,
     steps: &[TileStep],
     kernels: &BTreeMap<String, KernelCode>,
 ) -> Result<SupportSizes, EmitError> {
-    let states = state_map(tile, steps, kernels, 0x4c000)?;
-    let supervisor = assemble_text(tile, &supervisor_source(steps, &states, &BTreeMap::new()))?;
+    // The layout of the states, not their addresses, decides the code.
+    let states = state_map(tile, steps, kernels, 0)?;
+    let supervisor = supervisor::build(steps, &states);
     let mut code = 0u32;
     for name in used_kernels(steps) {
         code = code.next_multiple_of(8) + code_size(kernel(kernels, tile, &name)?.object);
     }
     Ok(SupportSizes {
-        supervisor: code_size(&supervisor).next_multiple_of(8),
+        supervisor: supervisor.size().next_multiple_of(8),
         kernels: code.next_multiple_of(8),
         states: states.bytes,
     })
@@ -334,39 +256,29 @@ pub fn tile_image(
             });
         }
     }
-    let supervisor = assemble_text(tile, &supervisor_source(steps, &states, &entries))?;
-    if code_size(&supervisor) > code_bytes {
+    let supervisor = supervisor::build(steps, &states)
+        .encode(&entries)
+        .map_err(|source| EmitError::Supervisor { tile, source })?;
+    if supervisor.bytes.len() as u32 > code_bytes {
         return Err(EmitError::Link {
             tile,
             message: format!(
                 "the supervisor needs {} bytes but its block has {code_bytes} (a compiler bug)",
-                code_size(&supervisor)
+                supervisor.bytes.len()
             ),
         });
     }
-    let objects = std::slice::from_ref(&supervisor);
-    let linked = asm::link(
-        objects,
-        &asm::Placement::pack(objects, code_address, code_address),
-        target,
-    )
-    .map_err(link_error)?;
-    let mut step_entries = BTreeMap::new();
-    for step in steps {
-        let symbol = linked
-            .symbols
-            .get(&format!("step_{}", step.step))
-            .ok_or_else(|| EmitError::Link {
-                tile,
-                message: format!("supervisor routine of step {} is missing", step.step),
-            })?;
-        step_entries.insert(step.step, symbol.value as u32);
-    }
-    for section in linked.sections {
+    let step_entries = supervisor
+        .steps
+        .iter()
+        .map(|(&step, &offset)| (step, code_address + offset))
+        .collect();
+    // A tile with no compute steps has no routines, and no code segment.
+    if !supervisor.bytes.is_empty() {
         segments.push(Segment {
-            address: section.address,
-            bytes: section.bytes,
-            code: section.code,
+            address: code_address,
+            bytes: supervisor.bytes,
+            code: true,
         });
     }
     segments.push(Segment {
@@ -462,11 +374,13 @@ fn field_value(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emit::steps::{compute_steps, tile_steps};
+    use crate::emit::steps::ProgramSteps;
     use crate::graph::{DType, OpKind, Repeat, Role};
     use crate::lower::tests::{lowered, Builder};
     use crate::place::{SupportBlock, SupportKind};
     use crate::target::IPU21;
+    use crate::vfs::MemoryFs;
+    use expect_test::expect;
 
     /// A stand-in kernel for the test: worker 0 adds `rows` to the first
     /// word of `out` (so repeated runs accumulate); the others just exit.
@@ -538,9 +452,8 @@ done:
             },
         )]
         .into();
-        let steps = compute_steps(&program);
-        let by_tile = tile_steps(&steps);
-        let tile_steps = &by_tile[&0];
+        let numbered = ProgramSteps::of(&program);
+        let tile_steps = numbered.tile(0);
         let sizes = support_sizes(0, tile_steps, &kernels).expect("sizes");
         let support = |_| {
             vec![
@@ -576,6 +489,50 @@ done:
         )
         .expect("image");
         assert_eq!(image.kernels, ["add_f16"]);
+        // The routine as placed: states and the kernel entry are absolute,
+        // so it is listed with the addresses it loads named.
+        let routine = image
+            .segments
+            .iter()
+            .find(|s| s.address == blocks[0].1)
+            .expect("the supervisor's segment");
+        assert_eq!(
+            routine.bytes.len() as u32,
+            sizes.supervisor,
+            "sized exactly"
+        );
+        let names = [
+            (blocks[1].1, "kernels"),
+            (blocks[2].1, "states"),
+            (blocks[2].1 + 4, "states+4"),
+        ];
+        let listing: String = crate::isa::disassemble(&routine.bytes, blocks[0].1)
+            .iter()
+            .map(|line| {
+                let mut text = line.text.clone();
+                for (address, name) in names.iter().rev() {
+                    text = text.replace(&format!("{address:#x}"), name);
+                }
+                format!("{:04x}  {text}\n", line.address - blocks[0].1)
+            })
+            .collect();
+        expect![[r#"
+            0000  setzi $m3, states
+            0004  ld32 $m4, $m3, 0
+            0008  mul $m4, $m4, 12
+            000c  setzi $m1, states+4
+            0010  add $m1, $m1, $m4
+            0014  setzi $m2, kernels
+            0018  runall $m2, $m1
+            001c  setzi $m3, states
+            0020  ld32 $m4, $m3, 0
+            0024  add $m4, $m4, 1
+            0028  cmpult $m5, $m4, 3
+            002c  mul $m4, $m4, $m5
+            0030  st32 $m4, $m3, 0
+            0034  sync 0
+        "#]]
+        .assert_eq(&listing);
 
         let mut device = crate::exec::Tile::new(&IPU21, 0);
         for segment in &image.segments {

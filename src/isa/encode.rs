@@ -5,7 +5,7 @@
 
 use super::regs::{self, ControlReg};
 use super::table::{self, Field, Kind, OpInfo};
-use super::{Encoded, Fixup, InstError, Operand, RelocKind, Value};
+use super::{Encoded, Fixup, Inst, InstError, Operand, RelocKind, Value};
 
 pub(super) fn assemble(mnemonic: &str, operands: &[Operand]) -> Result<Encoded, InstError> {
     let rows: Vec<&OpInfo> = table::all().filter(|r| r.mnemonic == mnemonic).collect();
@@ -74,6 +74,42 @@ fn encode_row(row: &OpInfo, operands: &[Operand]) -> Result<Encoded, InstError> 
     Ok(Encoded { word, fixup })
 }
 
+/// Encodes a typed instruction: the inverse of [`super::decode`]. Register
+/// operands come from `inst.r` in operand order and the immediate from
+/// `inst.imm`, checked exactly as `assemble` checks written operands, so
+/// code built as [`Inst`]s encodes to the same words as its text would.
+pub(super) fn encode(inst: &Inst) -> Result<u32, InstError> {
+    let row = inst.info();
+    let mut word = row.pattern;
+    let mut slot = 0;
+    for (index, (kind, field)) in row.operands.iter().enumerate() {
+        let err = |message: String| InstError {
+            operand: Some(index),
+            message: format!("`{}`: {message}", row.mnemonic),
+        };
+        let value = if kind.is_immediate() {
+            constant(*kind, i64::from(inst.imm)).map_err(err)?
+        } else {
+            let raw = u32::from(inst.r[slot]);
+            slot += 1;
+            let valid = match kind {
+                Kind::APair => raw % 2 == 0,
+                Kind::AQuad => raw % 4 == 0,
+                Kind::MTriple => raw <= 12,
+                Kind::CReg => ControlReg::from_index(raw as u8).is_some(),
+                Kind::Len8 => (1..=255).contains(&raw),
+                _ => true,
+            };
+            if !valid || raw > field.mask() >> field.shift {
+                return Err(err(format!("{raw} is not {}", expects(*kind))));
+            }
+            raw
+        };
+        word |= place(*field, value);
+    }
+    Ok(word)
+}
+
 fn is_value_kind(kind: Kind) -> bool {
     kind.is_immediate() || kind == Kind::Len8
 }
@@ -114,30 +150,9 @@ enum Imm {
 }
 
 fn immediate(kind: Kind, value: &Value) -> Result<Imm, String> {
-    let range: (i64, i64) = match kind {
-        Kind::SImm16 => (-0x8000, 0x7FFF),
-        Kind::UImm16 | Kind::Count16 => (0, 0xFFFF),
-        Kind::Shift => (0, 31),
-        Kind::Len8 => (1, 255),
-        Kind::AccPair => (0, 1),
-        Kind::Addr21 => (0, (1 << 21) - 1),
-        _ => return Err(format!("expected {}, found a value", expects(kind))),
-    };
+    let range = range(kind)?;
     match value {
-        Value::Const(v) if (range.0..=range.1).contains(v) => {
-            let bits = if kind == Kind::SImm16 {
-                (*v as i16) as u16 as u32
-            } else {
-                *v as u32
-            };
-            Ok(Imm::Bits(bits))
-        }
-        Value::Const(v) => Err(format!(
-            "{v} is out of range for {} ({}..={})",
-            expects(kind),
-            range.0,
-            range.1
-        )),
+        Value::Const(v) => in_range(kind, range, *v).map(Imm::Bits),
         Value::Symbol { name, addend } if kind == Kind::Addr21 => Ok(Imm::Reloc(Fixup {
             kind: RelocKind::Abs21,
             symbol: name.clone(),
@@ -147,6 +162,40 @@ fn immediate(kind: Kind, value: &Value) -> Result<Imm, String> {
             "`{name}` is not a constant; only 21-bit address operands take symbols"
         )),
     }
+}
+
+/// The values an immediate operand of `kind` takes.
+fn range(kind: Kind) -> Result<(i64, i64), String> {
+    Ok(match kind {
+        Kind::SImm16 => (-0x8000, 0x7FFF),
+        Kind::UImm16 | Kind::Count16 => (0, 0xFFFF),
+        Kind::Shift => (0, 31),
+        Kind::Len8 => (1, 255),
+        Kind::AccPair => (0, 1),
+        Kind::Addr21 => (0, (1 << 21) - 1),
+        _ => return Err(format!("expected {}, found a value", expects(kind))),
+    })
+}
+
+/// A constant's bits in an immediate field of `kind`.
+fn constant(kind: Kind, v: i64) -> Result<u32, String> {
+    in_range(kind, range(kind)?, v)
+}
+
+fn in_range(kind: Kind, range: (i64, i64), v: i64) -> Result<u32, String> {
+    if !(range.0..=range.1).contains(&v) {
+        return Err(format!(
+            "{v} is out of range for {} ({}..={})",
+            expects(kind),
+            range.0,
+            range.1
+        ));
+    }
+    Ok(if kind == Kind::SImm16 {
+        (v as i16) as u16 as u32
+    } else {
+        v as u32
+    })
 }
 
 fn expects(kind: Kind) -> &'static str {

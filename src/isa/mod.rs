@@ -112,6 +112,12 @@ pub fn assemble(mnemonic: &str, operands: &[Operand]) -> Result<Encoded, InstErr
     encode::assemble(mnemonic, operands)
 }
 
+/// Encodes a typed instruction, checking its operands as [`assemble`]
+/// does; the inverse of [`decode`].
+pub fn encode(inst: &Inst) -> Result<u32, InstError> {
+    encode::encode(inst)
+}
+
 /// Checks that two encoded words may issue together as `{ main ; aux }`:
 /// the first must be a main-pipeline instruction that does not change
 /// control flow, the second an aux-pipeline one.

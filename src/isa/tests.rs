@@ -80,6 +80,35 @@ fn every_op_has_exactly_one_row_and_one_immediate_at_most() {
 }
 
 #[test]
+fn typed_encoding_checks_operands_as_assembly_does() {
+    let inst = |op, r: [u8; 4], imm| Inst { op, r, imm };
+    let cases = [
+        inst(Op::MulI, [4, 4, 0, 0], 0x8000),
+        inst(Op::SetziM, [1, 0, 0, 0], 1 << 21),
+        inst(Op::CmpultI, [5, 4, 0, 0], -1),
+        inst(Op::AddR, [16, 1, 2, 0], 0),
+        inst(Op::RptR, [3, 0, 0, 0], 0),
+    ];
+    let messages: Vec<String> = cases
+        .iter()
+        .map(|i| match encode(i) {
+            Ok(word) => format!("{word:08x}"),
+            Err(e) => format!("{:?}: {}", e.operand, e.message),
+        })
+        .collect();
+    expect![[r#"
+        [
+            "Some(2): `mul`: 32768 is out of range for a signed 16-bit immediate (-32768..=32767)",
+            "Some(1): `setzi`: 2097152 is out of range for a 21-bit address (0..=2097151)",
+            "Some(2): `cmpult`: -1 is out of range for an unsigned 16-bit immediate (0..=65535)",
+            "Some(0): `add`: 16 is not an `$m` register",
+            "Some(1): `rpt`: 0 is not a repeat body length in words",
+        ]
+    "#]]
+    .assert_debug_eq(&messages);
+}
+
+#[test]
 fn every_instruction_round_trips_through_decode_and_disassembly() {
     let mut listing = String::new();
     for row in table::all() {
@@ -88,6 +117,12 @@ fn every_instruction_round_trips_through_decode_and_disassembly() {
         assert_eq!(encoded.fixup, None);
         let inst = decode(encoded.word).expect(row.mnemonic);
         assert_eq!(inst.op, row.op, "{} chose another row", row.mnemonic);
+        assert_eq!(
+            encode(&inst),
+            Ok(encoded.word),
+            "{} encodes typed",
+            row.mnemonic
+        );
         let text = inst.to_string();
         let (mnemonic, back) = parse(&text);
         assert_eq!(

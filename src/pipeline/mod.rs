@@ -29,6 +29,7 @@ pub use place::placement;
 
 use crate::db::{Db, SourceFile};
 use crate::diagnostic::Diagnostic;
+use crate::emit::steps::ProgramSteps;
 use crate::graph::Graph;
 use crate::lower::{LowerError, Program};
 use crate::partition::KernelId;
@@ -240,6 +241,14 @@ pub fn program(db: &dyn Db, project: SourceFile) -> Result<Arc<Program>, BuildEr
         .as_ref()
         .map(|fitted| fitted.program.clone())
         .map_err(Clone::clone)
+}
+
+/// The program's compute steps, numbered once for placement, emission and
+/// the package (see [`crate::emit::steps`]).
+#[salsa::tracked(returns(ref))]
+pub fn program_steps(db: &dyn Db, project: SourceFile) -> Result<Arc<ProgramSteps>, BuildError> {
+    let program = program(db, project).clone()?;
+    Ok(Arc::new(ProgramSteps::of(&program)))
 }
 
 /// The schedule of one exchange phase (`None` past the last phase or when

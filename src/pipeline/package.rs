@@ -126,10 +126,12 @@ pub fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, BuildEr
     }
     let reference_graph = super::validated_graph(db, project)?;
     let kernels = super::project_kernels(db, project).clone()?;
+    let steps = super::program_steps(db, project).clone()?;
     let package = crate::emit::package::package(&crate::emit::package::PackageInputs {
         graph: &graph,
         reference_graph: &reference_graph,
         program: &program,
+        steps: &steps,
         placement: &placement,
         images: &images,
         weights: &weights,

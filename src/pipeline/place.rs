@@ -9,9 +9,10 @@
 //! together under the program's buffer ids and verifies the result.
 
 use super::kernels::{kernel_footprint, KernelObject, KernelVariant};
-use super::tiles::{borrowed_steps, kernel_dir, local_steps, StepWork};
-use super::{graph, program, project_kernel_footprints, BuildError};
+use super::tiles::{kernel_dir, local_steps};
+use super::{graph, program, program_steps, project_kernel_footprints, BuildError};
 use crate::db::{Db, SourceFile};
+use crate::emit::steps::TileStep;
 use crate::lower::BufferId;
 use crate::place::{Placement, SupportBlock, SupportKind, TilePlacement, TileRequest};
 use crate::target::TargetId;
@@ -26,7 +27,7 @@ pub struct PlaceRequest {
     pub buffers: TileRequest,
     /// The tile's steps, operands numbered as in `buffers` (their sizes
     /// the supervisor's code and the kernel states).
-    pub steps: Vec<StepWork>,
+    pub steps: Vec<TileStep>,
 }
 
 /// Every tile's request, and the program's id of each tile-local buffer.
@@ -41,8 +42,7 @@ pub struct PlaceRequests {
 pub fn place_requests(db: &dyn Db, project: SourceFile) -> Result<Arc<PlaceRequests>, BuildError> {
     let graph = super::program_graph(db, project).clone()?;
     let program = program(db, project).clone()?;
-    let steps = crate::emit::steps::compute_steps(&program);
-    let by_tile = crate::emit::steps::tile_steps(&steps);
+    let numbered = program_steps(db, project).clone()?;
     let mut requests = PlaceRequests {
         tiles: BTreeMap::new(),
         globals: BTreeMap::new(),
@@ -53,9 +53,10 @@ pub fn place_requests(db: &dyn Db, project: SourceFile) -> Result<Arc<PlaceReque
             .enumerate()
             .map(|(i, id)| (*id, BufferId(i as u32)))
             .collect();
-        let tile_steps = by_tile.get(&tile).map_or(&[][..], Vec::as_slice);
         // Every operand is a buffer on the run's tile, so it has a number.
-        let mut steps = local_steps(tile_steps, |id| local.get(&id).copied().unwrap_or(id));
+        let mut steps = local_steps(numbered.tile(tile), |id| {
+            local.get(&id).copied().unwrap_or(id)
+        });
         // Parameter values are kernel state data, written at emission; the
         // sizes placement needs depend on their names only, so an edit of
         // a value (an FP8 scale) re-places nothing.
@@ -114,8 +115,7 @@ pub fn tile_placement(
         footprints.insert(name, footprint);
     }
     let codes = super::kernel_codes(&footprints);
-    let steps = borrowed_steps(&request.steps);
-    let sizes = crate::emit::tile::support_sizes(tile, &steps, &codes)
+    let sizes = crate::emit::tile::support_sizes(tile, &request.steps, &codes)
         .map_err(|e| BuildError::Emit(e.to_string()))?;
     let support: Vec<SupportBlock> = [
         (SupportKind::Code, sizes.supervisor),

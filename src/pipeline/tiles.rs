@@ -10,8 +10,9 @@
 //! other tiles' images alone.
 
 use super::kernels::{kernel_code, KernelObject, KernelVariant};
-use super::{graph, placement, program, BuildError};
+use super::{graph, placement, program, program_steps, BuildError};
 use crate::db::{Db, SourceFile};
+use crate::emit::steps::{ProgramSteps, TileStep};
 use crate::emit::tile::{KernelCode, TileImage};
 use crate::graph::Role;
 use crate::lower::layout::Piece;
@@ -25,15 +26,6 @@ use camino::Utf8PathBuf;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// One tile's part in one compute step (operands in tile-local numbers).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct StepWork {
-    pub step: u32,
-    pub runs: Vec<KernelRun>,
-    pub repeat: Option<(u32, u32)>,
-    pub advances_counter: bool,
-}
 
 /// A weight buffer the loader fills: which weight, how its slots map to
 /// the weight's elements, and where it goes.
@@ -51,7 +43,9 @@ pub struct WeightFill {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TileWork {
     pub tile: u32,
-    pub steps: Vec<StepWork>,
+    /// The tile's part in each compute step, operands in tile-local
+    /// numbers.
+    pub steps: Vec<TileStep>,
     /// The tile's placement restricted to what its steps use, with buffers
     /// in tile-local numbers.
     pub placement: TilePlacement,
@@ -99,10 +93,11 @@ pub fn tile_works(
     project: SourceFile,
 ) -> Result<Arc<BTreeMap<u32, Arc<TileWork>>>, BuildError> {
     let program = program(db, project).clone()?;
+    let steps = program_steps(db, project).clone()?;
     let placement = placement(db, project).clone()?;
     let target = super::graph(db, project)?.target;
     Ok(Arc::new(
-        split(&program, &placement, target)
+        split(&program, &steps, &placement, target)
             .into_iter()
             .map(|(tile, work)| (tile, Arc::new(work)))
             .collect(),
@@ -118,18 +113,17 @@ pub fn tile_work(db: &dyn Db, project: SourceFile, tile: u32) -> Option<Arc<Tile
 /// Splits a placed program into per-tile work.
 pub fn split(
     program: &Program,
+    numbered: &ProgramSteps,
     placement: &Placement,
     target: TargetId,
 ) -> BTreeMap<u32, TileWork> {
-    let steps = crate::emit::steps::compute_steps(program);
-    let by_tile = crate::emit::steps::tile_steps(&steps);
     let mut works = BTreeMap::new();
     for tile in program.tiles() {
         let Some(placed) = placement.tiles.get(&tile) else {
             continue;
         };
         let mut local: BTreeMap<BufferId, BufferId> = BTreeMap::new();
-        let steps = local_steps(by_tile.get(&tile).map_or(&[][..], Vec::as_slice), |id| {
+        let steps = local_steps(numbered.tile(tile), |id| {
             let next = BufferId(local.len() as u32);
             *local.entry(id).or_insert(next)
         });
@@ -185,12 +179,12 @@ pub fn split(
 
 /// A tile's steps with every operand renamed by `local`.
 pub fn local_steps(
-    steps: &[crate::emit::steps::TileStep<'_>],
+    steps: &[TileStep],
     mut local: impl FnMut(BufferId) -> BufferId,
-) -> Vec<StepWork> {
+) -> Vec<TileStep> {
     steps
         .iter()
-        .map(|s| StepWork {
+        .map(|s| TileStep {
             step: s.step,
             runs: s
                 .runs
@@ -206,7 +200,7 @@ pub fn local_steps(
                             }
                         })
                         .collect(),
-                    ..(*run).clone()
+                    ..run.clone()
                 })
                 .collect(),
             repeat: s.repeat,
@@ -257,13 +251,12 @@ fn emit_image(
 ) -> Result<TileImage, BuildError> {
     let tile = work.tile;
     let codes: BTreeMap<String, KernelCode> = super::kernel_codes(objects);
-    let steps = borrowed_steps(&work.steps);
     let placement = Placement {
         tiles: BTreeMap::from([(tile, work.placement.clone())]),
     };
     crate::emit::tile::tile_image(
         tile,
-        &steps,
+        &work.steps,
         &crate::emit::tile::TileInputs {
             target: work.target.spec(),
             placement: &placement,
@@ -275,19 +268,6 @@ fn emit_image(
         },
     )
     .map_err(|e| BuildError::Emit(e.to_string()))
-}
-
-/// The emitter's view of a tile's steps.
-pub fn borrowed_steps(steps: &[StepWork]) -> Vec<crate::emit::steps::TileStep<'_>> {
-    steps
-        .iter()
-        .map(|s| crate::emit::steps::TileStep {
-            step: s.step,
-            runs: s.runs.iter().collect(),
-            repeat: s.repeat,
-            advances_counter: s.advances_counter,
-        })
-        .collect()
 }
 
 /// What a weight's values are made of (a query of its own, so a weight's
