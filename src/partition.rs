@@ -139,6 +139,12 @@ pub enum KernelId {
     Rmsnorm {
         dtype: DType,
     },
+    /// Softmax of `dtype` rows with an additive mask of `mask`, f16 or f32,
+    /// materialised at the input's shape (`device/softmax_mask_f16.S`).
+    SoftmaxMasked {
+        dtype: DType,
+        mask: DType,
+    },
 }
 
 /// The elementwise operations of two operands with a kernel of their own
@@ -232,6 +238,9 @@ impl fmt::Display for KernelId {
             KernelId::Binary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Unary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Rmsnorm { dtype } => write!(f, "rmsnorm_{}", family(dtype)),
+            KernelId::SoftmaxMasked { dtype, mask } => {
+                write!(f, "softmax_{}_mask_{}", family(dtype), mask.name())
+            }
         }
     }
 }

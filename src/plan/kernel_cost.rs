@@ -30,6 +30,7 @@ const LAYERNORM_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = spl
 const REARRANGE_BLOCK_MAJOR_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 136 + 6 * (2 * (units / 6) + (units > 0) + (tail != 0 ? 12 + 6 * tail : 2 * (units % 6 != 0)))";
 const REARRANGE_BLOCKS: &str = "(outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190";
 const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
+const SOFTMAX_MASK_F16: &str = "stats = MASK_F32 ? 13 : 15; out = MASK_F32 ? 11 : 12; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); 150 + 6 * (whole * ((stats + out) * row_length + 44) + split * (stats * row_length + out * last + 72))";
 
 /// The `.ipub_cost` text of `kernel`'s shipped source, if this module
 /// knows it.
@@ -62,6 +63,10 @@ pub fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::RearrangeBlockMajor { dtype: F16, .. } => REARRANGE_BLOCK_MAJOR_F16,
         KernelId::RearrangeBlocks => REARRANGE_BLOCKS,
         KernelId::ReduceAdd => REDUCE_ADD_F16,
+        KernelId::SoftmaxMasked {
+            dtype: F16,
+            mask: F16 | F32,
+        } => SOFTMAX_MASK_F16,
         _ => return None,
     })
 }
@@ -84,6 +89,7 @@ fn defines(kernel: KernelId) -> Vec<(&'static str, i64)> {
             ("R", i64::from(r)),
         ],
         KernelId::Softmax { causal, .. } => vec![("CAUSAL", i64::from(causal))],
+        KernelId::SoftmaxMasked { mask, .. } => vec![("MASK_F32", i64::from(mask == DType::F32))],
         KernelId::RearrangeBlockMajor { rows, cols, .. } => {
             vec![("BLOCK_ROWS", rows as i64), ("BLOCK_COLS", cols as i64)]
         }
@@ -105,7 +111,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 14] = [
+const ALL: [&str; 15] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -120,6 +126,7 @@ const ALL: [&str; 14] = [
     REARRANGE_BLOCK_MAJOR_F16,
     REARRANGE_BLOCKS,
     REDUCE_ADD_F16,
+    SOFTMAX_MASK_F16,
 ];
 
 /// The cycles of one run of `kernel` with `params` (the run's parameters
@@ -193,6 +200,14 @@ mod tests {
             },
             KernelId::RearrangeBlocks,
             KernelId::ReduceAdd,
+            KernelId::SoftmaxMasked {
+                dtype: F16,
+                mask: F16,
+            },
+            KernelId::SoftmaxMasked {
+                dtype: F16,
+                mask: F32,
+            },
         ]);
         all
     }

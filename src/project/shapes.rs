@@ -62,6 +62,8 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
     let arity = match kind {
         "matmul" | "add" | "mul" | "sub" | "div" | "rmsnorm" => 2,
         "layernorm" => 3,
+        // A softmax's optional second input is its additive mask.
+        "softmax" if inputs.len() == 2 => 2,
         _ => 1,
     };
     if inputs.len() != arity {
@@ -118,6 +120,9 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
                         )
                         .label("masks `[.., i, j]` for `j > i`")
                         .help("reshape the input to `[1, n]`, or drop `causal`"));
+                }
+                if let Some(mask) = inputs.get(1) {
+                    super::softmax_mask::check(site, op, x, mask)?;
                 }
                 OpKind::Softmax { scale, causal }
             };
