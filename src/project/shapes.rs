@@ -66,6 +66,9 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
         "softmax" if inputs.len() == 2 => 2,
         _ => 1,
     };
+    if kind == "softmax" && inputs.len() > 2 {
+        return Err(super::softmax_mask::too_many_inputs(site, op, inputs.len()));
+    }
     if inputs.len() != arity {
         return Err(site
             .error(

@@ -53,6 +53,16 @@ pub fn check(site: &Site, op: &OpAst, x: &Input, mask: &Input) -> Result<(), Dia
     Ok(())
 }
 
+/// The error for a softmax given more than its input and a mask.
+pub fn too_many_inputs(site: &Site, op: &OpAst, found: usize) -> Diagnostic {
+    site.error(
+        format!("`softmax` takes 1 or 2 inputs, found {found}"),
+        op.inputs.span(),
+    )
+    .label("expected the input and, optionally, a mask")
+    .help("combine several masks into one by adding them")
+}
+
 /// Why `shape` does not broadcast to `to` (one-way: `to` is not widened),
 /// or `None` when it does.
 fn broadcast_mismatch(shape: &[usize], to: &[usize]) -> Option<String> {
@@ -66,7 +76,11 @@ fn broadcast_mismatch(shape: &[usize], to: &[usize]) -> Option<String> {
     let offset = to.len() - shape.len();
     shape.iter().enumerate().find_map(|(d, &extent)| {
         let target = to[d + offset];
-        (extent != target && extent != 1)
-            .then(|| format!("dimension {d} is {extent}, the input's is {target}"))
+        (extent != target && extent != 1).then(|| {
+            format!(
+                "mask dimension {d} is {extent} where the input's dimension {} is {target}",
+                d + offset
+            )
+        })
     })
 }
