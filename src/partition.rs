@@ -283,6 +283,10 @@ mod tests {
                 dtype: DType::F16,
             },
             KernelId::Rmsnorm { dtype: DType::F16 },
+            KernelId::SoftmaxMasked {
+                dtype: DType::F16,
+                mask: DType::F32,
+            },
         ]
         .iter()
         .map(ToString::to_string)
@@ -298,7 +302,8 @@ mod tests {
                 "reduce_add_f16",
                 "div_f32",
                 "gelu_tanh_f16",
-                "rmsnorm_f16"
+                "rmsnorm_f16",
+                "softmax_f16_mask_f32"
             ]
         );
     }
