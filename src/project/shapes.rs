@@ -125,7 +125,12 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
                         .help("reshape the input to `[1, n]`, or drop `causal`"));
                 }
                 if let Some(mask) = inputs.get(1) {
-                    super::softmax_mask::check(site, op, x, mask)?;
+                    let mask = super::softmax_mask::Mask {
+                        name: mask.name,
+                        shape: mask.shape,
+                        dtype: mask.dtype,
+                    };
+                    super::softmax_mask::check(site, op, x.shape, mask)?;
                 }
                 OpKind::Softmax { scale, causal }
             };

@@ -8,14 +8,23 @@
 //! and it replaces `causal` rather than combining with it: one mask tensor
 //! states the whole pattern.
 
-use super::shapes::Input;
 use super::syntax::OpAst;
 use super::Site;
 use crate::diagnostic::Diagnostic;
 use crate::graph::DType;
+use toml::Spanned;
 
-/// Checks `mask` against the softmax input `x` and the op's `causal` key.
-pub fn check(site: &Site, op: &OpAst, x: &Input, mask: &Input) -> Result<(), Diagnostic> {
+/// A mask input as these rules see it (the shape rules' view of an input,
+/// without depending on them).
+pub struct Mask<'a> {
+    pub name: &'a Spanned<String>,
+    pub shape: &'a [usize],
+    pub dtype: DType,
+}
+
+/// Checks `mask` against the softmax input's shape `x` and the op's
+/// `causal` key.
+pub fn check(site: &Site, op: &OpAst, x: &[usize], mask: Mask) -> Result<(), Diagnostic> {
     let name = mask.name.get_ref();
     if !matches!(mask.dtype, DType::F16 | DType::F32) {
         return Err(site
@@ -38,12 +47,12 @@ pub fn check(site: &Site, op: &OpAst, x: &Input, mask: &Input) -> Result<(), Dia
             .label("the mask input states which elements are kept")
             .help("put -inf above the diagonal of the mask instead, or drop the mask"));
     }
-    if let Some(reason) = broadcast_mismatch(mask.shape, x.shape) {
+    if let Some(reason) = broadcast_mismatch(mask.shape, x) {
         return Err(site
             .error(
                 format!(
                     "softmax mask `{name}` of shape {:?} does not broadcast to the input's {:?}",
-                    mask.shape, x.shape
+                    mask.shape, x
                 ),
                 mask.name.span(),
             )
