@@ -193,7 +193,10 @@ pub enum OpKind {
     /// Exact GELU: `x * 0.5 * (1 + erf(x / sqrt(2)))`.
     Gelu,
     /// Softmax over the last axis of `x * scale`; with `causal`, element
-    /// `[.., i, j]` with `j > i` is masked out.
+    /// `[.., i, j]` with `j > i` is masked out. A second input is an
+    /// additive mask (f16 or f32, broadcast to `x`, never with `causal`)
+    /// added to `x * scale` before the row maximum; a row with every
+    /// element at -inf reads as zeros.
     Softmax { scale: f32, causal: bool },
     /// Layer normalisation over the last axis: inputs are `x`, `gamma`, `beta`.
     Layernorm { epsilon: f32 },

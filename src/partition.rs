@@ -151,6 +151,12 @@ pub enum KernelId {
     /// Sums the f32 partials of a matrix product with an f32 result and a
     /// split inner dimension (`device/reduce_add_f32.S`).
     ReduceAddF32,
+    /// Softmax of `dtype` rows with an additive mask of `mask`, f16 or f32,
+    /// materialised at the input's shape (`device/softmax_mask_f16.S`).
+    SoftmaxMasked {
+        dtype: DType,
+        mask: DType,
+    },
 }
 
 /// The elementwise operations of two operands with a kernel of their own
@@ -279,6 +285,9 @@ impl fmt::Display for KernelId {
                 if interleaved { "_interleaved" } else { "" }
             ),
             KernelId::ReduceAddF32 => f.write_str("reduce_add_f32"),
+            KernelId::SoftmaxMasked { dtype, mask } => {
+                write!(f, "softmax_{}_mask_{}", family(dtype), mask.name())
+            }
         }
     }
 }
@@ -321,6 +330,10 @@ mod tests {
                 dtype: DType::F16,
             },
             KernelId::Rmsnorm { dtype: DType::F16 },
+            KernelId::SoftmaxMasked {
+                dtype: DType::F16,
+                mask: DType::F32,
+            },
         ]
         .iter()
         .map(ToString::to_string)
@@ -336,7 +349,8 @@ mod tests {
                 "reduce_add_f16",
                 "div_f32",
                 "gelu_tanh_f16",
-                "rmsnorm_f16"
+                "rmsnorm_f16",
+                "softmax_f16_mask_f32"
             ]
         );
     }

@@ -107,6 +107,14 @@ fn matmuls_with_an_f32_result_pass_on_the_model() {
     run_passes("tests/data/ops/matmul-f32-out.toml");
 }
 
+/// Softmax masks as tensors: a key-padding mask, a sliding window shared
+/// by every head and a query-padding mask with fully masked rows, each
+/// over an attention block's scores.
+#[test]
+fn softmax_masks_pass_on_the_model() {
+    run_passes("tests/data/ops/attention-masks.toml");
+}
+
 /// RMSNorm, causal attention and a SwiGLU MLP.
 #[test]
 fn llama_block_f16_passes_on_the_model() {

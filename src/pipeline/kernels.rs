@@ -128,6 +128,12 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
             ..
         } => plain("unary.S"),
         KernelId::Rmsnorm { dtype: DType::F16 } => plain("rmsnorm_f16.S"),
+        KernelId::SoftmaxMasked {
+            dtype: DType::F16,
+            mask: mask @ (DType::F16 | DType::F32),
+        } => Variant::new(name.clone(), source("softmax_mask_f16.S"))
+            .entry("softmax_mask_f16")
+            .define("MASK_F32", u32::from(mask == DType::F32)),
         _ => return None,
     })
 }

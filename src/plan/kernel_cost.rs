@@ -32,6 +32,7 @@ const REARRANGE_BLOCKS: &str = "(outer + 5) / 6 * 6 * (inner * (words * 2 + 5) +
 const GEMM_F32_OUT: &str = "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * (76 + 20 * n) - 8 * n + 20) + 360";
 const REDUCE_ADD_F32: &str = "blocks = (length / 4 + 5) / 6; 6 * blocks * (2 * count + 8) + 156";
 const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
+const SOFTMAX_MASK_F16: &str = "stats = MASK_F32 ? 13 : 15; out = MASK_F32 ? 11 : 12; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); 150 + 6 * (whole * ((stats + out) * row_length + 44) + split * (stats * row_length + out * last + 72))";
 
 /// The `.ipub_cost` text of `kernel`'s shipped source, if this module
 /// knows it.
@@ -66,6 +67,10 @@ pub fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::ReduceAdd => REDUCE_ADD_F16,
         KernelId::GemmF32Out { .. } => GEMM_F32_OUT,
         KernelId::ReduceAddF32 => REDUCE_ADD_F32,
+        KernelId::SoftmaxMasked {
+            dtype: F16,
+            mask: F16 | F32,
+        } => SOFTMAX_MASK_F16,
         _ => return None,
     })
 }
@@ -99,6 +104,7 @@ fn defines(kernel: KernelId) -> Vec<(&'static str, i64)> {
             ("C", i64::from(c)),
             ("R", i64::from(r)),
         ],
+        KernelId::SoftmaxMasked { mask, .. } => vec![("MASK_F32", i64::from(mask == DType::F32))],
         KernelId::RearrangeBlockMajor { rows, cols, .. } => {
             vec![("BLOCK_ROWS", rows as i64), ("BLOCK_COLS", cols as i64)]
         }
@@ -120,7 +126,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 16] = [
+const ALL: [&str; 17] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -137,6 +143,7 @@ const ALL: [&str; 16] = [
     REDUCE_ADD_F16,
     GEMM_F32_OUT,
     REDUCE_ADD_F32,
+    SOFTMAX_MASK_F16,
 ];
 
 /// The cycles of one run of `kernel` with `params` (the run's parameters
@@ -210,6 +217,14 @@ mod tests {
             },
             KernelId::RearrangeBlocks,
             KernelId::ReduceAdd,
+            KernelId::SoftmaxMasked {
+                dtype: F16,
+                mask: F16,
+            },
+            KernelId::SoftmaxMasked {
+                dtype: F16,
+                mask: F32,
+            },
         ]);
         for interleaved in [false, true] {
             all.push(KernelId::GemmF32Out {

@@ -163,6 +163,11 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
         },
         SignatureKind::Add => KernelId::Add { dtype },
         SignatureKind::Gelu => KernelId::Gelu { dtype },
+        // A second input is the additive mask.
+        SignatureKind::Softmax { .. } if signature.inputs.len() == 2 => KernelId::SoftmaxMasked {
+            dtype,
+            mask: signature.inputs[1].dtype,
+        },
         SignatureKind::Softmax { causal, .. } => KernelId::Softmax {
             dtype,
             causal: *causal,
@@ -228,8 +233,9 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     let shape = &signature.output.shape;
     let row_length = shape.last().copied().unwrap_or(1);
     let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
-    let element_bytes =
-        signature.output.dtype.size_bytes() + signature.inputs[0].dtype.size_bytes();
+    let element_bytes = signature.output.dtype.size_bytes()
+        + signature.inputs[0].dtype.size_bytes()
+        + masked_softmax_mask(signature, kernel).map_or(0, |m| m.dtype.size_bytes());
     let mut found = Vec::new();
     let mut tiles = signature.tiles.min(rows.max(1) as u32);
     while tiles >= 1 {
@@ -251,6 +257,10 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
         let received = match signature.inputs[0].host {
             true => 0,
             false => elements * signature.inputs[0].dtype.size_bytes() as u64,
+        } + match masked_softmax_mask(signature, kernel) {
+            // A mask computed on the device is gathered like the input.
+            Some(mask) if !mask.weight && !mask.host => elements * mask.dtype.size_bytes() as u64,
+            _ => 0,
         };
         // A streamed input needs no exchange phase, so no sync either.
         let phases = u32::from(!signature.inputs[0].host);
@@ -279,6 +289,19 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
         tiles /= 2;
     }
     found
+}
+
+/// The mask operand of a masked softmax, which lowering materialises at
+/// the input's shape on every tile, so it costs memory (and, computed on
+/// the device, exchange) like the input.
+fn masked_softmax_mask(
+    signature: &OpSignature,
+    kernel: KernelId,
+) -> Option<&crate::plan::signature::Operand> {
+    match kernel {
+        KernelId::SoftmaxMasked { .. } => signature.inputs.get(1),
+        _ => None,
+    }
 }
 
 /// Whether a candidate's memory fits one tile, leaving `code_reserve` bytes

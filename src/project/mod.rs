@@ -17,6 +17,7 @@ pub mod lints;
 pub mod load;
 pub mod schema;
 pub mod shapes;
+pub mod softmax_mask;
 pub mod syntax;
 pub mod validate;
 

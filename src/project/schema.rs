@@ -137,7 +137,13 @@ const OP_KEYS: &[Key] = &[
         super::shapes::OP_NAMES,
         "What the op computes.",
     ),
-    key("inputs", Strings, true, &[], "The tensors it reads."),
+    key(
+        "inputs",
+        Strings,
+        true,
+        &[],
+        "The tensors it reads (softmax: its input and, optionally, an additive mask).",
+    ),
     key(
         "dtype",
         String,

@@ -62,8 +62,13 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
     let arity = match kind {
         "matmul" | "add" | "mul" | "sub" | "div" | "rmsnorm" => 2,
         "layernorm" => 3,
+        // A softmax's optional second input is its additive mask.
+        "softmax" if inputs.len() == 2 => 2,
         _ => 1,
     };
+    if kind == "softmax" && inputs.len() > 2 {
+        return Err(super::softmax_mask::too_many_inputs(site, op, inputs.len()));
+    }
     if inputs.len() != arity {
         return Err(site
             .error(
@@ -118,6 +123,14 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
                         )
                         .label("masks `[.., i, j]` for `j > i`")
                         .help("reshape the input to `[1, n]`, or drop `causal`"));
+                }
+                if let Some(mask) = inputs.get(1) {
+                    let mask = super::softmax_mask::Mask {
+                        name: mask.name,
+                        shape: mask.shape,
+                        dtype: mask.dtype,
+                    };
+                    super::softmax_mask::check(site, op, x.shape, mask)?;
                 }
                 OpKind::Softmax { scale, causal }
             };

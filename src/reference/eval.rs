@@ -238,6 +238,8 @@ impl Evaluator<'_> {
             | OpKind::Div
             | OpKind::Rmsnorm { .. } => 2,
             OpKind::Layernorm { .. } => 3,
+            // A softmax's second input, when present, is its mask.
+            OpKind::Softmax { .. } if op.inputs.len() == 2 => 2,
             _ => 1,
         };
         if op.inputs.len() != expected_inputs {
@@ -339,6 +341,15 @@ impl Evaluator<'_> {
             OpKind::GeluTanh => ops::gelu_tanh(x),
             OpKind::Rmsnorm { epsilon } => ops::rmsnorm(&x_tensor.shape, x, inputs[1].0, *epsilon)?,
             OpKind::Gelu => ops::gelu(x),
+            OpKind::Softmax { scale, .. } if inputs.len() == 2 => {
+                let (mask, mask_tensor) = inputs[1];
+                super::softmax_mask::softmax_masked(
+                    &x_tensor.shape,
+                    x,
+                    (mask, &mask_tensor.shape),
+                    *scale,
+                )?
+            }
             OpKind::Softmax { scale, causal } => ops::softmax(&x_tensor.shape, x, *scale, *causal),
             OpKind::Layernorm { epsilon } => {
                 ops::layernorm(&x_tensor.shape, x, inputs[1].0, inputs[2].0, *epsilon)?

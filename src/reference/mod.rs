@@ -28,6 +28,7 @@
 mod eval;
 pub mod init;
 pub mod ops;
+pub mod softmax_mask;
 
 #[cfg(test)]
 mod tests;

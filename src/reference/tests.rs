@@ -264,6 +264,42 @@ fn softmax_with_scale_and_causal_mask() {
 }
 
 #[test]
+fn softmax_with_a_broadcast_additive_mask() {
+    let mut b = Builder::new();
+    let x = b.input(
+        "x",
+        &[2, 2, 3],
+        DType::F32,
+        &[1., 2., 3., 1., 2., 3., 0., 0., 0., 0., 0., 0.],
+    );
+    let inf = f32::NEG_INFINITY;
+    // Per matrix row, shared by both batches: row 0 keeps the first two
+    // columns and biases the second by ln 2; row 1 removes everything.
+    let mask = b.input(
+        "mask",
+        &[2, 3],
+        DType::F32,
+        &[0., std::f32::consts::LN_2, inf, inf, inf, inf],
+    );
+    let y = b.op(
+        OpKind::Softmax {
+            scale: std::f32::consts::LN_2,
+            causal: false,
+        },
+        &[x, mask],
+        &[2, 2, 3],
+        DType::F32,
+    );
+    // Row 0 of batch 0: 2^1 and 2^3 (2^2 doubled), so 1/5 and 4/5; fully
+    // masked rows read as zeros; row 0 of batch 1: 1 and 2, so 1/3, 2/3.
+    check(
+        &b,
+        y,
+        expect!["0.2 0.8 0 0 0 0 0.33333334 0.6666667 0 0 0 0"],
+    );
+}
+
+#[test]
 fn layernorm_with_gamma_and_beta() {
     let mut b = Builder::new();
     let x = b.input("x", &[2, 4], DType::F32, &[1., 2., 3., 4., 5., 5., 5., 5.]);

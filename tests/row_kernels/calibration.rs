@@ -37,6 +37,8 @@ const KERNELS: &[&str] = &[
     "gelu_tanh_f32",
     "rmsnorm_f16",
     "reduce_add_f32",
+    "softmax_f16_mask_f16",
+    "softmax_f16_mask_f32",
 ];
 
 /// Rows of a tile's share: one, fewer than the workers, each remainder of
@@ -105,6 +107,7 @@ fn cost_formulas_fit_the_measured_cycles() {
             // stacked along the rows.
             let settings = Settings {
                 causal: Some((0, row_length)),
+                fully_masked_rows: false,
                 ..Settings::default()
             };
             let case = case(kernel, rows, row_length, &settings, &mut rng);

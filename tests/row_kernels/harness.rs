@@ -60,6 +60,9 @@ pub fn kernel_named(name: &str) -> KernelId {
     for causal in [false, true] {
         known.push(KernelId::Softmax { dtype: F16, causal });
     }
+    for mask in [F16, F32] {
+        known.push(KernelId::SoftmaxMasked { dtype: F16, mask });
+    }
     for other in [F143, F152, F32] {
         known.push(KernelId::Cast {
             from: F16,

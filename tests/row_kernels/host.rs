@@ -73,6 +73,9 @@ pub struct Settings {
     /// Causal softmax: the tile's first matrix row and the matrix's rows
     /// (`None`: the tile's rows are one matrix's first rows).
     pub causal: Option<(usize, usize)>,
+    /// Masked softmax: whether every fourth row of the mask removes every
+    /// element (calibration leaves them out: such rows skip two passes).
+    pub fully_masked_rows: bool,
 }
 
 impl Default for Settings {
@@ -82,6 +85,7 @@ impl Default for Settings {
             out_scale: 0,
             scale: 0.125,
             causal: None,
+            fully_masked_rows: true,
         }
     }
 }
@@ -271,6 +275,26 @@ pub fn case(
                 },
             }
         }
+        "softmax_f16_mask_f16" | "softmax_f16_mask_f32" => {
+            let x = normal_f16(rng, n, 3.0);
+            let mask = softmax_mask(rng, rows, row_length, settings.fully_masked_rows);
+            let mask_bytes = if kernel.ends_with("f32") {
+                mask.iter().flat_map(|v| v.to_le_bytes()).collect()
+            } else {
+                f16_bytes(&mask.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>())
+            };
+            params.push(("scale_bits", i64::from(settings.scale.to_bits())));
+            let reference = softmax_masked(&x, &mask, row_length, settings.scale);
+            Case {
+                inputs: vec![f16_bytes(&x), mask_bytes],
+                params,
+                out_bytes: 2 * n,
+                expected: Expected::F16 {
+                    slack: vec![0.0; n],
+                    reference,
+                },
+            }
+        }
         "layernorm_f16" => {
             let x: Vec<f16> = (0..n)
                 .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))
@@ -451,6 +475,54 @@ fn softmax(x: &[f16], row_length: usize, scale: f32, causal: Option<(usize, usiz
         let sum: f64 = exps.iter().sum();
         out.extend(exps.iter().map(|e| e / sum));
         out.extend(std::iter::repeat_n(0.0, row_length - kept));
+    }
+    out
+}
+
+/// An additive mask whose rows take turns (offset by the row length, so a
+/// single row varies between shapes): all zeros, zeros and -inf at random,
+/// all -inf (when `fully_masked` allows; otherwise all zeros), and a mix of
+/// -inf, a large finite -1e4 and finite biases. Values are exact in f16.
+fn softmax_mask(rng: &mut Rng, rows: usize, row_length: usize, fully_masked: bool) -> Vec<f32> {
+    let mut mask = Vec::with_capacity(rows * row_length);
+    for r in 0..rows {
+        for _ in 0..row_length {
+            let coin = rng.next_u64() % 4;
+            mask.push(match (r + row_length) % 4 {
+                0 => 0.0,
+                1 if coin < 2 => f32::NEG_INFINITY,
+                1 => 0.0,
+                2 if fully_masked => f32::NEG_INFINITY,
+                2 => 0.0,
+                _ => match coin {
+                    0 => f32::NEG_INFINITY,
+                    1 => -1e4,
+                    _ => f16::from_f64(rng.normal(2.0)).to_f32(),
+                },
+            });
+        }
+    }
+    mask
+}
+
+/// Softmax of `x * scale + mask` per row in f64 (the sum in f32 arithmetic,
+/// as the device adds them); zeros for a row whose every term is -inf.
+fn softmax_masked(x: &[f16], mask: &[f32], row_length: usize, scale: f32) -> Vec<f64> {
+    let mut out = Vec::with_capacity(x.len());
+    for (row, mask) in x.chunks(row_length).zip(mask.chunks(row_length)) {
+        let y: Vec<f64> = row
+            .iter()
+            .zip(mask)
+            .map(|(v, &m)| f64::from(v.to_f32() * scale + m))
+            .collect();
+        let max = y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if max == f64::NEG_INFINITY {
+            out.extend(std::iter::repeat_n(0.0, row_length));
+            continue;
+        }
+        let exps: Vec<f64> = y.iter().map(|s| (s - max).exp()).collect();
+        let sum: f64 = exps.iter().sum();
+        out.extend(exps.iter().map(|e| e / sum));
     }
     out
 }

@@ -42,6 +42,8 @@ fn row_kernels_declare_the_emitters_fields() {
         "silu_f16",
         "gelu_tanh_f32",
         "rmsnorm_f16",
+        "softmax_f16_mask_f16",
+        "softmax_f16_mask_f32",
     ]
     .iter()
     .map(|k| format!("{k}: {}", compile(k).fields()))

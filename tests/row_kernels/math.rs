@@ -83,6 +83,21 @@ fn causal_softmax_masks_by_matrix_row() {
 }
 
 #[test]
+fn masked_softmax_is_within_one_ulp_and_zero_on_fully_masked_rows() {
+    // Rows with no, some and every element removed, finite biases and
+    // -1e4, for both mask types; a negative scale included.
+    for kernel in ["softmax_f16_mask_f16", "softmax_f16_mask_f32"] {
+        for scale in [0.125f32, -0.5] {
+            let settings = Settings {
+                scale,
+                ..Settings::default()
+            };
+            check_shapes(kernel, SHAPES, &settings, 14);
+        }
+    }
+}
+
+#[test]
 fn layernorm_is_within_f16_rounding_of_the_f64_reference() {
     check_shapes("layernorm_f16", SHAPES, &Settings::default(), 9);
 }

@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Writes the additive masks of ../attention-masks.toml as .npy files
+(0 keeps an element, -inf removes it), without NumPy.
+
+- padding.npy, f16 [2, 1, 1, 24]: key padding; batch 0 has 20 valid keys,
+  batch 1 has 13.
+- window.npy, f32 [24, 24]: a causal sliding window of 8 keys, shared by
+  every batch and head (query i sees keys i-7..i).
+- query_padding.npy, f16 [2, 1, 24, 1]: query padding; batch 1's last 5
+  queries see nothing, so their rows are fully masked and read as zeros.
+"""
+import struct
+
+S = 24
+INF = float("-inf")
+
+
+def write(path, dtype, shape, values):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        dtype,
+        "".join("%d, " % d for d in shape) if len(shape) == 1 else ", ".join(map(str, shape)),
+    )
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    code = {"<f2": "e", "<f4": "f"}[dtype]
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack("<%d%s" % (len(values), code), *values))
+
+
+valid = [20, 13]
+write("padding.npy", "<f2", [2, 1, 1, S], [0.0 if j < valid[b] else INF for b in range(2) for j in range(S)])
+write("window.npy", "<f4", [S, S], [0.0 if i - 8 < j <= i else INF for i in range(S) for j in range(S)])
+queries = [S, S - 5]
+write("query_padding.npy", "<f2", [2, 1, S, 1], [0.0 if i < queries[b] else INF for b in range(2) for i in range(S)])
