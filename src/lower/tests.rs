@@ -512,15 +512,15 @@ fn concat_is_an_exchange_phase_without_a_kernel() {
         &b.graph,
         expect![[r#"
             compute gelu0 on 3 tiles: gelu_f16
-            exchange 0 (op concat2): 8 transfers, 512 bytes delivered
-            compute gelu4 on 3 tiles: gelu_f16
-            exchange 1 (op concat6): 256 transfers, 1024 bytes delivered
-            exchange 2 (op matmul7): 12 transfers, 1024 bytes delivered
-            compute matmul7 on 2 tiles: gemm_f16_interleaved_k32_c16_r8, rearrange_blocks
-            buffers 35 on 3 tiles
-              tile 0: 3456 bytes
-              tile 1: 3264 bytes
-              tile 2: 2816 bytes
+            exchange 0 (op concat2): 10 transfers, 512 bytes delivered
+            compute gelu3 on 3 tiles: gelu_f16
+            exchange 1 (op concat5): 272 transfers, 1024 bytes delivered
+            exchange 2 (op matmul6): 12 transfers, 384 bytes delivered
+            compute matmul6 on 2 tiles: gemm_f16_interleaved_k32_c16_r8, rearrange_blocks
+            buffers 27 on 3 tiles
+              tile 0: 3104 bytes
+              tile 1: 3104 bytes
+              tile 2: 1024 bytes
         "#]],
     );
 }

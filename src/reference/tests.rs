@@ -363,7 +363,7 @@ fn concat_joins_along_first_middle_and_last_axes() {
     check(
         &b,
         bad,
-        expect!["error: operation `concat6`: [2, 2, 3] does not fit [2, 1, 3] along axis 2"],
+        expect!["error: operation `concat3`: [2, 2, 3] does not fit [2, 1, 3] along axis 2"],
     );
 }
 
