@@ -210,6 +210,9 @@ pub enum OpKind {
     /// Indices `start..start + len` of `axis` (a view; `len` is the output's
     /// extent there).
     Slice { axis: usize, start: usize },
+    /// The inputs joined end to end along `axis` (materialised: the output
+    /// has buffers of its own, filled by exchange).
+    Concat { axis: usize },
 }
 
 // Floats in the graph compare by their bits: the graph is a query result,
@@ -253,6 +256,7 @@ impl PartialEq for OpKind {
             (Transpose { perm: a }, Transpose { perm: b }) => a == b,
             (Rearrange { block: a }, Rearrange { block: b }) => a == b,
             (Slice { axis: a, start: s }, Slice { axis: b, start: t }) => a == b && s == t,
+            (Concat { axis: a }, Concat { axis: b }) => a == b,
             (Cast, Cast)
             | (Add, Add)
             | (Mul, Mul)
@@ -295,6 +299,7 @@ impl OpKind {
             OpKind::Reshape => "reshape",
             OpKind::Rearrange { .. } => "rearrange",
             OpKind::Slice { .. } => "slice",
+            OpKind::Concat { .. } => "concat",
         }
     }
 }

@@ -76,6 +76,15 @@ pub enum Partition {
     },
     /// No device work: a view of its input.
     View,
+    /// The output's leading dimensions, flattened to rows, split over tiles
+    /// like [`Partition::Rows`], but no kernel runs: the exchange that
+    /// gathers each tile's rows from the inputs writes them straight into
+    /// the output's buffers (a `concat`).
+    Gathered {
+        rows: usize,
+        row_length: usize,
+        rows_per_tile: usize,
+    },
 }
 
 /// A kernel variant: which source, entry and defines a tile runs. Plans

@@ -115,6 +115,14 @@ fn softmax_masks_pass_on_the_model() {
     run_passes("tests/data/ops/attention-masks.toml");
 }
 
+/// `concat` along the first, a middle and the last axis, of f16, f32 and
+/// FP8, from weights, inputs, activations, a slice and a transpose, read by
+/// matrix products; the copies are bit-exact.
+#[test]
+fn concat_passes_on_the_model() {
+    run_passes("tests/data/ops/concat.toml");
+}
+
 /// RMSNorm, causal attention and a SwiGLU MLP.
 #[test]
 fn llama_block_f16_passes_on_the_model() {

@@ -86,10 +86,12 @@ pub fn compute_preorder(run: &HostCall) -> Vec<u32> {
 /// The operation of each exchange step: a phase serves the computation
 /// that directly follows it in its step list (an operation's gather or
 /// reduction); a phase before a repeat or at the end of its body carries a
-/// value and serves no one operation.
+/// value and serves no one operation. An operation without a kernel (a
+/// `concat`) is its phase alone, named by the phase's purpose.
 pub fn exchange_ops(graph: &Graph, program: &Program, run: &HostCall) -> Vec<ExchangeOp> {
     fn walk(
         graph: &Graph,
+        program: &Program,
         steps: &[ProgramStep],
         position: &mut usize,
         out: &mut Vec<(usize, String)>,
@@ -97,19 +99,21 @@ pub fn exchange_ops(graph: &Graph, program: &Program, run: &HostCall) -> Vec<Exc
         for (i, step) in steps.iter().enumerate() {
             match step {
                 ProgramStep::Compute { .. } => *position += 1,
-                ProgramStep::Exchange(_) => {
+                ProgramStep::Exchange(phase) => {
                     *position += 1;
-                    if let Some(ProgramStep::Compute { op, .. }) = steps.get(i + 1) {
+                    if let Some(op) = gathered_op(graph, program.phase(*phase)) {
+                        out.push((*position, op));
+                    } else if let Some(ProgramStep::Compute { op, .. }) = steps.get(i + 1) {
                         out.push((*position, graph.op(*op).name.clone()));
                     }
                 }
-                ProgramStep::Repeat { body, .. } => walk(graph, body, position, out),
+                ProgramStep::Repeat { body, .. } => walk(graph, program, body, position, out),
             }
         }
     }
     let positions = position_steps(run);
     let mut found = Vec::new();
-    walk(graph, &program.steps, &mut 0, &mut found);
+    walk(graph, program, &program.steps, &mut 0, &mut found);
     found
         .into_iter()
         .filter_map(|(position, op)| {
@@ -120,6 +124,18 @@ pub fn exchange_ops(graph: &Graph, program: &Program, run: &HostCall) -> Vec<Exc
             })
         })
         .collect()
+}
+
+/// The operation without a kernel whose gather `phase` is, if any.
+fn gathered_op(graph: &Graph, phase: &crate::lower::ExchangePhase) -> Option<String> {
+    graph
+        .ops
+        .iter()
+        .find(|op| {
+            matches!(op.kind, crate::graph::OpKind::Concat { .. })
+                && phase.purpose == crate::lower::ExchangePhase::gather_purpose(&op.name)
+        })
+        .map(|op| op.name.clone())
 }
 
 /// Every tile's placement: support blocks and buffers with what they hold,

@@ -28,6 +28,8 @@ pub enum LowerError {
     Uncovered { tensor: String, element: usize },
     #[error("internal compiler error: output `{0}` is not materialised on the device")]
     OutputNotMaterialised(String),
+    #[error("internal compiler error: operation `{0}` has a gathered plan but is not a concat")]
+    NotGathered(String),
 }
 
 /// Lowers `graph` with the partition `plan_of` selects for each operation.
@@ -298,6 +300,11 @@ impl Lowering<'_> {
         let mut transfers = Vec::new();
         let kernel_runs = match partition {
             Partition::View => return Ok(Vec::new()),
+            Partition::Gathered {
+                rows,
+                row_length,
+                rows_per_tile,
+            } => return self.gathered(op, *rows, *row_length, *rows_per_tile),
             Partition::Matmul {
                 grid,
                 shard,
@@ -862,6 +869,88 @@ impl Lowering<'_> {
             .collect();
         self.set_home(tensor, home.clone());
         Ok(home)
+    }
+}
+
+impl Lowering<'_> {
+    /// A `concat` under a [`Partition::Gathered`] plan: the output in row
+    /// pieces over the tiles, each filled by one exchange phase straight
+    /// from the tiles holding the inputs, with no kernel. The output seen
+    /// flat is a sequence of outer blocks, each the inputs' blocks one after
+    /// another, so a tile's piece (a flat range) is cut where it crosses
+    /// from one input's block to the next, and each cut is gathered from
+    /// that input through its view (a slice or transpose is read in place).
+    fn gathered(
+        &mut self,
+        op: OpId,
+        rows: usize,
+        row_length: usize,
+        rows_per_tile: usize,
+    ) -> Result<Vec<Step>, LowerError> {
+        let graph = self.graph;
+        let node = graph.op(op);
+        let OpKind::Concat { axis } = node.kind else {
+            return Err(LowerError::NotGathered(node.name.clone()));
+        };
+        let out = graph.tensor(node.output);
+        let inner: usize = out.shape[axis + 1..].iter().product();
+        let element_bytes = out.dtype.size_bytes() as u32;
+        // Each input's place in an outer block (start and length, in
+        // elements), its view as a flat vector and the owners under it.
+        let mut parts = Vec::with_capacity(node.inputs.len());
+        let mut block = 0;
+        for &input in &node.inputs {
+            let tensor = graph.tensor(input);
+            let length = tensor.shape[axis] * inner;
+            let view = View::of(graph, input).reshaped(&[tensor.element_count()]);
+            let owners = self.owner_table(view.base)?;
+            parts.push((block, length, view, owners));
+            block += length;
+        }
+        let coordinates = vec![rows, row_length];
+        let mut transfers = Vec::new();
+        let mut home = Vec::new();
+        for (tile, first_row) in (0..rows).step_by(rows_per_tile.max(1)).enumerate() {
+            let count = rows_per_tile.min(rows - first_row);
+            let piece = Piece::row_major(vec![first_row, 0], vec![count, row_length]);
+            let id = self.output_buffer(
+                node.output,
+                tile as u32,
+                piece,
+                coordinates.clone(),
+                MemoryClass::Standard,
+            );
+            home.push(id);
+            let (first, end) = (first_row * row_length, (first_row + count) * row_length);
+            let mut element = first;
+            while element < end {
+                let (outer, within) = (element / block, element % block);
+                let Some((start, length, view, owners)) = parts
+                    .iter()
+                    .find(|(start, length, ..)| within < start + length)
+                else {
+                    return Err(LowerError::Uncovered {
+                        tensor: out.name.clone(),
+                        element,
+                    });
+                };
+                let run = (start + length - within).min(end - element);
+                let source = Piece::row_major(vec![outer * length + within - start], vec![run]);
+                let from = transfers.len();
+                fill(&source, view, owners, element_bytes, id, &mut transfers);
+                // `fill` writes the run from the buffer's start; it belongs
+                // where the run sits in the tile's piece.
+                for gather in &mut transfers[from..] {
+                    gather.offset += (element - first) as u32 * element_bytes;
+                }
+                element += run;
+            }
+        }
+        self.set_home(node.output, home);
+        Ok(self
+            .add_phase(ExchangePhase::gather_purpose(&node.name), transfers)
+            .into_iter()
+            .collect())
     }
 }
 

@@ -449,3 +449,99 @@ fn a_swapped_split_product_lowers_to_row_blocks_and_verifies() {
     // The kernel's rows are the product's columns and the other way round.
     assert_eq!((param("rows"), param("cols")), (Some(24), Some(20)));
 }
+
+/// `[2, 3, 16]` and a slice `[2, 5 of 7, 16]` of an activation joined
+/// along the middle axis on 3 tiles, then a transposed activation joined
+/// to that along the last axis, read by a matrix product: each concat is
+/// one exchange phase and no compute step, and the verifier finds every
+/// output slot written once.
+#[test]
+fn concat_is_an_exchange_phase_without_a_kernel() {
+    let mut b = Builder::new(3);
+    let a = b.tensor("a", &[2, 3, 16], DType::F16, Role::Input);
+    let x = b.tensor("x", &[2, 7, 16], DType::F16, Role::Input);
+    let g = b.op(OpKind::Gelu, &[x], &[2, 7, 16], DType::F16);
+    let cut = b.op(
+        OpKind::Slice { axis: 1, start: 1 },
+        &[g],
+        &[2, 5, 16],
+        DType::F16,
+    );
+    let middle = b.op(
+        OpKind::Concat { axis: 1 },
+        &[a, cut],
+        &[2, 8, 16],
+        DType::F16,
+    );
+    let t = b.tensor("t", &[2, 16, 8], DType::F16, Role::Input);
+    let tg = b.op(OpKind::Gelu, &[t], &[2, 16, 8], DType::F16);
+    let tt = b.op(
+        OpKind::Transpose {
+            perm: vec![0, 2, 1],
+        },
+        &[tg],
+        &[2, 8, 16],
+        DType::F16,
+    );
+    let wide = b.op(
+        OpKind::Concat { axis: 2 },
+        &[middle, tt],
+        &[2, 8, 32],
+        DType::F16,
+    );
+    let w = b.tensor("w", &[32, 16], DType::F16, Role::Weight);
+    let y = b.op(
+        OpKind::Matmul {
+            transpose_rhs: false,
+        },
+        &[wide, w],
+        &[2, 8, 16],
+        DType::F16,
+    );
+    b.graph.outputs = vec![middle, y];
+    let program = lowered(&b.graph);
+    // The first tile's piece of `middle` is rows 0..6 of [16, 16]: a's
+    // three rows of batch 0, then rows 1..4 of the slice.
+    let home: Vec<&Buffer> = program
+        .buffers
+        .iter()
+        .filter(|buffer| buffer.role == BufferRole::Activation { tensor: middle })
+        .collect();
+    assert_eq!(home[0].piece.extent, [6, 16]);
+    check(
+        &b.graph,
+        expect![[r#"
+            compute gelu0 on 3 tiles: gelu_f16
+            exchange 0 (op concat2): 10 transfers, 512 bytes delivered
+            compute gelu3 on 3 tiles: gelu_f16
+            exchange 1 (op concat5): 272 transfers, 1024 bytes delivered
+            exchange 2 (op matmul6): 12 transfers, 384 bytes delivered
+            compute matmul6 on 2 tiles: gemm_f16_interleaved_k32_c16_r8, rearrange_blocks
+            buffers 27 on 3 tiles
+              tile 0: 3104 bytes
+              tile 1: 3104 bytes
+              tile 2: 1024 bytes
+        "#]],
+    );
+}
+
+/// A concat output slot written twice is a compiler bug the verifier
+/// names, though no kernel reads the buffer as an operand.
+#[test]
+fn the_verifier_finds_a_concat_slot_written_twice() {
+    let mut b = Builder::new(2);
+    let a = b.tensor("a", &[4, 8], DType::F16, Role::Input);
+    let g = b.op(OpKind::Gelu, &[a], &[4, 8], DType::F16);
+    let joined = b.op(OpKind::Concat { axis: 0 }, &[g, g], &[8, 8], DType::F16);
+    b.graph.outputs = vec![joined];
+    let mut program = lowered(&b.graph);
+    let phase = program
+        .phases
+        .iter_mut()
+        .find(|phase| phase.purpose == ExchangePhase::gather_purpose("concat1"))
+        .expect("the concat's phase");
+    let again = phase.transfers[0].clone();
+    phase.transfers.push(again);
+    let error = verify(&b.graph, &program).expect_err("a slot written twice");
+    assert!(error.0.contains("is written 2 times"), "{error}");
+}

@@ -4,7 +4,8 @@
 //! Checked: every transfer names buffers the program has and stays inside
 //! them, and never writes a weight (the loader fills those); every byte of
 //! an operand buffer except its padding is written exactly once, by the
-//! exchange or by a block-major rearrange of what its tile holds; every
+//! exchange or by a block-major rearrange of what its tile holds, and so is
+//! every byte of a `concat` output, which only the exchange fills; every
 //! materialised activation's home buffers cover each element exactly once,
 //! and so do the partial buffers of each K slice of a split matrix product.
 
@@ -18,11 +19,15 @@ pub struct VerifyError(pub String);
 
 pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
     let fail = |message: String| Err(VerifyError(message));
+    let written_once = exchange_written(graph);
     let mut written: Vec<Vec<u8>> = program
         .buffers
         .iter()
         .map(|b| match b.role {
             BufferRole::Operand { .. } => vec![0; b.bytes() as usize],
+            BufferRole::Activation { tensor } if written_once.contains(&tensor) => {
+                vec![0; b.bytes() as usize]
+            }
             _ => Vec::new(),
         })
         .collect();
@@ -118,12 +123,23 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
         }
     }
     for (id, buffer) in program.buffers.iter().enumerate() {
-        if !matches!(buffer.role, BufferRole::Operand { .. }) {
+        if written[id].is_empty() {
             continue;
         }
         check_operand_writes(id, buffer, &written[id])?;
     }
     verify_homes(graph, program)
+}
+
+/// The activations whose homes the exchange fills with no kernel (the
+/// outputs of `concat`): like operand buffers, every slot is written once.
+fn exchange_written(graph: &Graph) -> std::collections::BTreeSet<crate::graph::TensorId> {
+    graph
+        .ops
+        .iter()
+        .filter(|op| matches!(op.kind, crate::graph::OpKind::Concat { .. }))
+        .map(|op| op.output)
+        .collect()
 }
 
 /// Checks that the first byte of every slot of operand buffer `id` was

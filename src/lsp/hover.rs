@@ -180,6 +180,7 @@ pub fn kernel_source(
         crate::plan::Partition::Matmul { kernel, .. }
         | crate::plan::Partition::Rows { kernel, .. } => kernel,
         crate::plan::Partition::View => return None,
+        crate::plan::Partition::Gathered { .. } => return None,
     };
     let kernel_dir = session.kernel_dir(root);
     crate::pipeline::kernels::variant_of(*kernel, &kernel_dir).map(|v| v.source)

@@ -295,6 +295,11 @@ fn op<'g>(
                 table.insert(key.into(), value.into());
             }
         }
+        OpKind::Concat { axis } => {
+            let axis =
+                i64::try_from(*axis).map_err(|_| format!("concat axis {axis} is too large"))?;
+            table.insert("axis".into(), axis.into());
+        }
         OpKind::Add
         | OpKind::Mul
         | OpKind::Sub

@@ -9,6 +9,7 @@
 //! phases (`pipeline::refine`), and selects among them.
 
 pub mod cost;
+pub mod gathered;
 pub mod kernel_cost;
 pub mod matmul;
 pub mod signature;
@@ -99,6 +100,9 @@ impl OperatorPlans {
             }
             let fits = match (&candidate.partition, &signature.kind) {
                 (Partition::View, SignatureKind::View) => true,
+                (partition @ Partition::Gathered { .. }, SignatureKind::Concat { .. }) => {
+                    gathered::partition_fits(signature, partition)
+                }
                 (partition @ Partition::Matmul { .. }, SignatureKind::Matmul { .. }) => {
                     matmul::partition_fits(signature, partition)
                 }
@@ -150,6 +154,7 @@ fn issues_per_vector(kind: &SignatureKind) -> u64 {
             UnaryOp::GeluTanh => 31,
         },
         SignatureKind::Rmsnorm { .. } => 14,
+        SignatureKind::Concat { .. } => 0,
     }
 }
 
@@ -182,6 +187,7 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
         SignatureKind::Unary { op } => KernelId::Unary { op: *op, dtype },
         SignatureKind::Rmsnorm { .. } => KernelId::Rmsnorm { dtype },
         SignatureKind::Matmul { .. } | SignatureKind::View => return None,
+        SignatureKind::Concat { .. } => return None,
     })
 }
 
@@ -384,6 +390,7 @@ pub fn finalists(signature: &OpSignature, target: &Target) -> OperatorPlans {
             refined: None,
             pruned: false,
         }],
+        SignatureKind::Concat { .. } => gathered::candidates(signature, target),
         _ => row_candidates(signature, target),
     };
     let candidates = all.len();
@@ -523,6 +530,11 @@ pub fn describe(partition: &Partition) -> String {
             format!("rows {rows}x{row_length} per-tile {rows_per_tile} kernel {kernel}")
         }
         Partition::View => "view".to_string(),
+        Partition::Gathered {
+            rows,
+            row_length,
+            rows_per_tile,
+        } => format!("rows {rows}x{row_length} per-tile {rows_per_tile} gathered (no kernel)"),
     }
 }
 

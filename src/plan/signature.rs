@@ -44,6 +44,10 @@ pub enum SignatureKind {
     Rmsnorm {
         epsilon_bits: u32,
     },
+    /// The inputs joined along `axis`, copied by exchange alone.
+    Concat {
+        axis: usize,
+    },
 }
 
 /// The shape and format of one operand or result.
@@ -131,6 +135,7 @@ impl OpSignature {
             // A slice reads a strided subset of its input in place, like a
             // transpose; lowering finds its offset in the graph.
             OpKind::Slice { .. } => SignatureKind::View,
+            OpKind::Concat { axis } => SignatureKind::Concat { axis: *axis },
         };
         OpSignature {
             kind,
@@ -155,6 +160,7 @@ impl OpSignature {
             SignatureKind::Binary { op } => op.name(),
             SignatureKind::Unary { op } => op.name(),
             SignatureKind::Rmsnorm { .. } => "rmsnorm",
+            SignatureKind::Concat { .. } => "concat",
         }
     }
 }

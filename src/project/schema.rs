@@ -205,7 +205,7 @@ const OP_KEYS: &[Key] = &[
         Integer,
         false,
         &[],
-        "slice: the axis cut (negative counts from the last).",
+        "slice: the axis cut; concat: the axis joined (negative counts from the last).",
     ),
     key(
         "start",

@@ -46,6 +46,7 @@ pub const OP_NAMES: &[&str] = &[
     "reshape",
     "rearrange",
     "slice",
+    "concat",
 ];
 
 pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diagnostic> {
@@ -59,6 +60,10 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
         .help(format!("ops are {}", OP_NAMES.join(", "))));
     }
     reject_foreign_keys(site, op, kind)?;
+    // `concat` takes any number of inputs from two up.
+    if kind == "concat" {
+        return concat(site, op, inputs, declared_dtype(site, op)?);
+    }
     let arity = match kind {
         "matmul" | "add" | "mul" | "sub" | "div" | "rmsnorm" => 2,
         "layernorm" => 3,
@@ -183,7 +188,11 @@ fn reject_foreign_keys(site: &Site, op: &OpAst, kind: &str) -> Result<(), Diagno
         ("perm", op.perm.as_ref().map(|v| v.span()), &["transpose"]),
         ("shape", op.shape.as_ref().map(|v| v.span()), &["reshape"]),
         ("block", op.block.as_ref().map(|v| v.span()), &["rearrange"]),
-        ("axis", op.axis.as_ref().map(|v| v.span()), &["slice"]),
+        (
+            "axis",
+            op.axis.as_ref().map(|v| v.span()),
+            &["slice", "concat"],
+        ),
         ("start", op.start.as_ref().map(|v| v.span()), &["slice"]),
         ("end", op.end.as_ref().map(|v| v.span()), &["slice"]),
     ];
@@ -796,4 +805,109 @@ fn slice(
         start: start as usize,
     };
     Ok(view(kind, shape, dtype, x))
+}
+
+/// `concat`: two or more inputs joined along `axis` (negative counts from
+/// the last). They must have one rank, equal extents on every other axis,
+/// one dtype and, for FP8, one scale, which the output keeps: the device
+/// copies the values, it does not convert them.
+fn concat(
+    site: &Site,
+    op: &OpAst,
+    inputs: &[Input],
+    declared: Option<(DType, std::ops::Range<usize>)>,
+) -> Result<Inferred, Diagnostic> {
+    let [first, rest @ ..] = inputs else {
+        return Err(site
+            .error(
+                "`concat` takes at least 2 inputs, found 0",
+                op.inputs.span(),
+            )
+            .label("expected 2 or more"));
+    };
+    if rest.is_empty() {
+        return Err(site
+            .error(
+                "`concat` takes at least 2 inputs, found 1",
+                op.inputs.span(),
+            )
+            .label("expected 2 or more")
+            .help("a single input needs no concat: read it directly"));
+    }
+    let Some(axis) = &op.axis else {
+        return Err(site
+            .error("a `concat` needs `axis`", op.op.span())
+            .help("`axis = 0` stacks rows, `axis = -1` joins along the last axis"));
+    };
+    let rank = first.shape.len() as i64;
+    let value = *axis.get_ref();
+    let resolved = if value < 0 { value + rank } else { value };
+    if !(0..rank).contains(&resolved) {
+        return Err(site.error(
+            format!(
+                "`axis` {value} is out of range for `{}` of rank {rank}",
+                first.name.get_ref()
+            ),
+            axis.span(),
+        ));
+    }
+    let axis = resolved as usize;
+    let mut shape = first.shape.to_vec();
+    for x in rest {
+        if x.dtype != first.dtype {
+            return Err(site
+                .error(
+                    format!(
+                        "concat inputs must have one dtype: `{}` is {}, `{}` is {}",
+                        first.name.get_ref(),
+                        first.dtype,
+                        x.name.get_ref(),
+                        x.dtype
+                    ),
+                    x.name.span(),
+                )
+                .help("cast one of them first"));
+        }
+        if x.scale != first.scale {
+            return Err(site
+                .error(
+                    format!(
+                        "concat inputs must have one FP8 scale: `{}` has 2^{}, `{}` has 2^{}",
+                        first.name.get_ref(),
+                        first.scale,
+                        x.name.get_ref(),
+                        x.scale
+                    ),
+                    x.name.span(),
+                )
+                .note("the device copies FP8 codes unchanged, so they must mean the same values")
+                .help("cast through f16 to a common scale"));
+        }
+        let mismatch = x.shape.len() != first.shape.len()
+            || (0..first.shape.len()).any(|d| d != axis && x.shape[d] != first.shape[d]);
+        if mismatch {
+            return Err(site
+                .error(
+                    format!(
+                        "`{}` {} does not fit `{}` {} along axis {axis}",
+                        x.name.get_ref(),
+                        shape_text(x.shape),
+                        first.name.get_ref(),
+                        shape_text(first.shape)
+                    ),
+                    x.name.span(),
+                )
+                .note(format!(
+                    "concat inputs must have rank {rank} and equal extents on every axis but {axis}"
+                )));
+        }
+        shape[axis] += x.shape[axis];
+    }
+    let dtype = output_dtype(site, op, declared, first.dtype, &[first.dtype])?;
+    Ok(Inferred {
+        kind: OpKind::Concat { axis },
+        shape,
+        dtype,
+        scale: first.scale,
+    })
 }

@@ -766,15 +766,17 @@ impl<'a> Validator<'a> {
                 }
             })
             .collect();
-        let inferred = shapes::infer(&site, ast, &inputs).and_then(|inferred| {
-            match self.too_large(&inferred.shape, inferred.dtype) {
-                Some(problem) => Err(site.error(
-                    format!("the result of `{name}` does not fit: {problem}"),
-                    ast.name.span(),
-                )),
-                None => Ok(inferred),
-            }
-        });
+        let inferred = shapes::infer(&site, ast, &inputs)
+            .and_then(|inferred| self.gathered_inputs(&site, ast, &ids, inferred))
+            .and_then(
+                |inferred| match self.too_large(&inferred.shape, inferred.dtype) {
+                    Some(problem) => Err(site.error(
+                        format!("the result of `{name}` does not fit: {problem}"),
+                        ast.name.span(),
+                    )),
+                    None => Ok(inferred),
+                },
+            );
         match inferred {
             Ok(inferred) => {
                 self.graph.tensors.push(Tensor {
@@ -1029,6 +1031,45 @@ impl<'a> Validator<'a> {
             );
         }
         self.graph.outputs = self.graph.check.outputs.clone();
+    }
+
+    /// A `concat` copies its inputs by exchange from fixed buffers, so an
+    /// input that is (a view of) a repeat's per-iteration weight, held in a
+    /// different buffer each iteration, is an error at that input.
+    fn gathered_inputs(
+        &self,
+        site: &Site,
+        ast: &OpAst,
+        ids: &[TensorId],
+        inferred: shapes::Inferred,
+    ) -> Result<shapes::Inferred, Diagnostic> {
+        if !matches!(inferred.kind, OpKind::Concat { .. }) {
+            return Ok(inferred);
+        }
+        for (&id, name) in ids.iter().zip(ast.inputs.get_ref()) {
+            let mut base = id;
+            while let Some(op) = self.graph.ops.iter().find(|op| op.output == base) {
+                match op.kind {
+                    OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. } => {
+                        base = op.inputs[0]
+                    }
+                    _ => break,
+                }
+            }
+            if self.graph.tensor(base).repeat.is_some() {
+                return Err(site
+                    .error(
+                        format!(
+                            "`concat` cannot read `{}`, a weight with one instance per iteration",
+                            name.get_ref()
+                        ),
+                        name.span(),
+                    )
+                    .note("a concat copies from the same buffers every iteration")
+                    .help("apply an operation to the weight first (a `cast`, or a `mul` by one)"));
+            }
+        }
+        Ok(inferred)
     }
 
     /// The tensor a slice cuts, when `id` is a chain of views containing a

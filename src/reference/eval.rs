@@ -240,6 +240,8 @@ impl Evaluator<'_> {
             OpKind::Layernorm { .. } => 3,
             // A softmax's second input, when present, is its mask.
             OpKind::Softmax { .. } if op.inputs.len() == 2 => 2,
+            // Any number from two up.
+            OpKind::Concat { .. } => op.inputs.len().max(2),
             _ => 1,
         };
         if op.inputs.len() != expected_inputs {
@@ -357,6 +359,13 @@ impl Evaluator<'_> {
             OpKind::Transpose { perm } => ops::transpose(&x_tensor.shape, perm, x)?,
             OpKind::Slice { axis, start } => {
                 ops::slice(&x_tensor.shape, *axis, *start, output.shape[*axis], x)?
+            }
+            OpKind::Concat { axis } => {
+                let parts: Vec<(&[f32], &[usize])> = inputs
+                    .iter()
+                    .map(|(values, tensor)| (*values, tensor.shape.as_slice()))
+                    .collect();
+                ops::concat(*axis, &parts)?
             }
             // Views, layout changes and casts do not change values; the
             // store applies the output dtype's rounding.

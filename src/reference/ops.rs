@@ -390,6 +390,39 @@ pub fn slice(
     Ok(out)
 }
 
+/// The parts joined along `axis`: each seen as `[outer, extent, inner]`,
+/// every outer block of the output is the parts' blocks one after another.
+pub fn concat(axis: usize, parts: &[(&[f32], &[usize])]) -> Result<Vec<f32>, String> {
+    let Some(&(_, first)) = parts.first() else {
+        return Err("concat of no inputs".into());
+    };
+    if axis >= first.len() {
+        return Err(format!("axis {axis} is out of range for {first:?}"));
+    }
+    let outer: usize = first[..axis].iter().product();
+    let inner: usize = first[axis + 1..].iter().product();
+    let mut total = 0;
+    for &(values, shape) in parts {
+        let fits = shape.len() == first.len()
+            && (0..shape.len()).all(|d| d == axis || shape[d] == first[d])
+            && values.len() == shape.iter().product::<usize>();
+        if !fits {
+            return Err(format!(
+                "{shape:?} does not fit {first:?} along axis {axis}"
+            ));
+        }
+        total += values.len();
+    }
+    let mut out = Vec::with_capacity(total);
+    for block in 0..outer {
+        for &(values, shape) in parts {
+            let run = shape[axis] * inner;
+            out.extend_from_slice(&values[block * run..(block + 1) * run]);
+        }
+    }
+    Ok(out)
+}
+
 /// Exact GELU, `x · Φ(x)`, evaluated in f64.
 pub fn gelu(values: &[f32]) -> Vec<f32> {
     values

@@ -370,6 +370,40 @@ fn slices_keep_a_range_of_one_axis() {
 }
 
 #[test]
+fn concat_joins_along_first_middle_and_last_axes() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[2, 1, 3], DType::F32, &[0., 1., 2., 3., 4., 5.]);
+    let y = b.input(
+        "y",
+        &[2, 2, 3],
+        DType::F32,
+        &[10., 11., 12., 13., 14., 15., 16., 17., 18., 19., 20., 21.],
+    );
+    let z = b.input("z", &[2, 1, 1], DType::F32, &[-1., -2.]);
+    let rows = b.op(OpKind::Concat { axis: 1 }, &[x, y], &[2, 3, 3], DType::F32);
+    let first = b.op(OpKind::Concat { axis: 0 }, &[x, x], &[4, 1, 3], DType::F32);
+    let last = b.op(
+        OpKind::Concat { axis: 2 },
+        &[x, z, x],
+        &[2, 1, 7],
+        DType::F32,
+    );
+    check(
+        &b,
+        rows,
+        expect!["0 1 2 10 11 12 13 14 15 3 4 5 16 17 18 19 20 21"],
+    );
+    check(&b, first, expect!["0 1 2 3 4 5 0 1 2 3 4 5"]);
+    check(&b, last, expect!["0 1 2 -1 0 1 2 3 4 5 -2 3 4 5"]);
+    let bad = b.op(OpKind::Concat { axis: 2 }, &[x, y], &[2, 1, 6], DType::F32);
+    check(
+        &b,
+        bad,
+        expect!["error: operation `concat3`: [2, 2, 3] does not fit [2, 1, 3] along axis 2"],
+    );
+}
+
+#[test]
 fn transpose_reshape_rearrange_and_cast() {
     let mut b = Builder::new();
     let x = b.input("x", &[2, 3], DType::F32, &[1., 2., 3., 4., 5., 6.]);
