@@ -207,6 +207,29 @@ pub enum OpKind {
     /// Indices `start..start + len` of `axis` (a view; `len` is the output's
     /// extent there).
     Slice { axis: usize, start: usize },
+    /// A reduction over the last axis, which stays with extent 1:
+    /// `[.., N] -> [.., 1]`.
+    Reduce { reduction: Reduction },
+}
+
+/// What a [`OpKind::Reduce`] computes over each row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reduction {
+    Sum,
+    Mean,
+    Max,
+}
+
+impl Reduction {
+    /// The op's name in a project.
+    pub fn op_name(self) -> &'static str {
+        match self {
+            Reduction::Sum => "reduce_sum",
+            Reduction::Mean => "reduce_mean",
+            Reduction::Max => "reduce_max",
+        }
+    }
 }
 
 // Floats in the graph compare by their bits: the graph is a query result,
@@ -250,6 +273,7 @@ impl PartialEq for OpKind {
             (Transpose { perm: a }, Transpose { perm: b }) => a == b,
             (Rearrange { block: a }, Rearrange { block: b }) => a == b,
             (Slice { axis: a, start: s }, Slice { axis: b, start: t }) => a == b && s == t,
+            (Reduce { reduction: a }, Reduce { reduction: b }) => a == b,
             (Cast, Cast)
             | (Add, Add)
             | (Mul, Mul)
@@ -292,6 +316,7 @@ impl OpKind {
             OpKind::Reshape => "reshape",
             OpKind::Rearrange { .. } => "rearrange",
             OpKind::Slice { .. } => "slice",
+            OpKind::Reduce { reduction } => reduction.op_name(),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! `lower` stand on this module, so neither needs the other.
 
 use crate::graph::DType;
+use crate::graph::Reduction;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -139,6 +140,12 @@ pub enum KernelId {
     Rmsnorm {
         dtype: DType,
     },
+    /// The sum, mean or maximum of each row of `dtype`
+    /// (`device/reduce_rows.S`).
+    ReduceRows {
+        reduction: Reduction,
+        dtype: DType,
+    },
 }
 
 /// The elementwise operations of two operands with a kernel of their own
@@ -232,6 +239,9 @@ impl fmt::Display for KernelId {
             KernelId::Binary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Unary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Rmsnorm { dtype } => write!(f, "rmsnorm_{}", family(dtype)),
+            KernelId::ReduceRows { reduction, dtype } => {
+                write!(f, "{}_{}", reduction.op_name(), family(dtype))
+            }
         }
     }
 }
@@ -274,6 +284,10 @@ mod tests {
                 dtype: DType::F16,
             },
             KernelId::Rmsnorm { dtype: DType::F16 },
+            KernelId::ReduceRows {
+                reduction: Reduction::Mean,
+                dtype: DType::F32,
+            },
         ]
         .iter()
         .map(ToString::to_string)
@@ -289,7 +303,8 @@ mod tests {
                 "reduce_add_f16",
                 "div_f32",
                 "gelu_tanh_f16",
-                "rmsnorm_f16"
+                "rmsnorm_f16",
+                "reduce_mean_f32"
             ]
         );
     }

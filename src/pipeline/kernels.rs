@@ -116,6 +116,10 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
             ..
         } => plain("unary.S"),
         KernelId::Rmsnorm { dtype: DType::F16 } => plain("rmsnorm_f16.S"),
+        KernelId::ReduceRows {
+            dtype: DType::F16 | DType::F32,
+            ..
+        } => plain("reduce_rows.S"),
         _ => return None,
     })
 }

@@ -68,6 +68,7 @@ pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
             epsilon: f32::from_bits(epsilon_bits),
         },
         SignatureKind::View => return None,
+        SignatureKind::Reduce { reduction } => OpKind::Reduce { reduction },
     };
     let tensor = |name: String, operand: &crate::plan::signature::Operand, role: Role| Tensor {
         name,

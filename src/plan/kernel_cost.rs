@@ -12,6 +12,7 @@
 
 use crate::asm::CostFormula;
 use crate::graph::DType;
+use crate::graph::Reduction;
 use crate::partition::KernelId;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -30,6 +31,15 @@ const LAYERNORM_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = spl
 const REARRANGE_BLOCK_MAJOR_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 136 + 6 * (2 * (units / 6) + (units > 0) + (tail != 0 ? 12 + 6 * tail : 2 * (units % 6 != 0)))";
 const REARRANGE_BLOCKS: &str = "(outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190";
 const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
+const REDUCE_SUM_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 28 + row_length + 8 * singles) / 4";
+const REDUCE_MEAN_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 114 + 6 * busy * (4 * 30 + row_length + 8 * singles) / 4";
+const REDUCE_MAX_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 29 + row_length + 8 * singles) / 4";
+const REDUCE_SUM_F32: &str =
+    "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2";
+const REDUCE_MEAN_F32: &str =
+    "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2";
+const REDUCE_MAX_F32: &str =
+    "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2";
 
 /// The `.ipub_cost` text of `kernel`'s shipped source, if this module
 /// knows it.
@@ -62,6 +72,15 @@ pub fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::RearrangeBlockMajor { dtype: F16, .. } => REARRANGE_BLOCK_MAJOR_F16,
         KernelId::RearrangeBlocks => REARRANGE_BLOCKS,
         KernelId::ReduceAdd => REDUCE_ADD_F16,
+        KernelId::ReduceRows { reduction, dtype } => match (reduction, dtype) {
+            (Reduction::Sum, F16) => REDUCE_SUM_F16,
+            (Reduction::Mean, F16) => REDUCE_MEAN_F16,
+            (Reduction::Max, F16) => REDUCE_MAX_F16,
+            (Reduction::Sum, F32) => REDUCE_SUM_F32,
+            (Reduction::Mean, F32) => REDUCE_MEAN_F32,
+            (Reduction::Max, F32) => REDUCE_MAX_F32,
+            _ => return None,
+        },
         _ => return None,
     })
 }
@@ -105,7 +124,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 14] = [
+const ALL: [&str; 20] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -120,6 +139,12 @@ const ALL: [&str; 14] = [
     REARRANGE_BLOCK_MAJOR_F16,
     REARRANGE_BLOCKS,
     REDUCE_ADD_F16,
+    REDUCE_SUM_F16,
+    REDUCE_MEAN_F16,
+    REDUCE_MAX_F16,
+    REDUCE_SUM_F32,
+    REDUCE_MEAN_F32,
+    REDUCE_MAX_F32,
 ];
 
 /// The cycles of one run of `kernel` with `params` (the run's parameters
@@ -194,6 +219,11 @@ mod tests {
             KernelId::RearrangeBlocks,
             KernelId::ReduceAdd,
         ]);
+        for reduction in [Reduction::Sum, Reduction::Mean, Reduction::Max] {
+            for dtype in [F16, F32] {
+                all.push(KernelId::ReduceRows { reduction, dtype });
+            }
+        }
         all
     }
 

@@ -5,6 +5,7 @@
 //! iterations of a repeated encoder, or the Q, K and V projections of an
 //! attention block, share one plan each.
 
+use crate::graph::Reduction;
 use crate::graph::{DType, Graph, Op, OpKind, Role};
 use crate::partition::{BinaryOp, UnaryOp};
 use crate::target::TargetId;
@@ -43,6 +44,10 @@ pub enum SignatureKind {
     },
     Rmsnorm {
         epsilon_bits: u32,
+    },
+    /// `reduce_sum`, `reduce_mean` or `reduce_max` over the last axis.
+    Reduce {
+        reduction: Reduction,
     },
 }
 
@@ -131,6 +136,9 @@ impl OpSignature {
             // A slice reads a strided subset of its input in place, like a
             // transpose; lowering finds its offset in the graph.
             OpKind::Slice { .. } => SignatureKind::View,
+            OpKind::Reduce { reduction } => SignatureKind::Reduce {
+                reduction: *reduction,
+            },
         };
         OpSignature {
             kind,
@@ -155,6 +163,7 @@ impl OpSignature {
             SignatureKind::Binary { op } => op.name(),
             SignatureKind::Unary { op } => op.name(),
             SignatureKind::Rmsnorm { .. } => "rmsnorm",
+            SignatureKind::Reduce { reduction } => reduction.op_name(),
         }
     }
 }

@@ -10,6 +10,8 @@ use crate::diagnostic::Diagnostic;
 use crate::graph::{DType, OpKind};
 use toml::Spanned;
 
+mod reduce;
+
 /// An input as the rules see it.
 pub struct Input<'a> {
     pub name: &'a Spanned<String>,
@@ -46,6 +48,9 @@ pub const OP_NAMES: &[&str] = &[
     "reshape",
     "rearrange",
     "slice",
+    "reduce_sum",
+    "reduce_mean",
+    "reduce_max",
 ];
 
 pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diagnostic> {
@@ -127,6 +132,7 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
         "transpose" => transpose(site, op, inputs, declared),
         "reshape" => reshape(site, op, inputs, declared),
         "slice" => slice(site, op, inputs, declared),
+        "reduce_sum" | "reduce_mean" | "reduce_max" => reduce::infer(site, op, inputs, declared),
         _ => rearrange(site, op, inputs, declared),
     }
 }

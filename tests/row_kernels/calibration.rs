@@ -36,6 +36,12 @@ const KERNELS: &[&str] = &[
     "gelu_tanh_f16",
     "gelu_tanh_f32",
     "rmsnorm_f16",
+    "reduce_sum_f16",
+    "reduce_mean_f16",
+    "reduce_max_f16",
+    "reduce_sum_f32",
+    "reduce_mean_f32",
+    "reduce_max_f32",
 ];
 
 /// Rows of a tile's share: one, fewer than the workers, each remainder of
