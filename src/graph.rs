@@ -213,6 +213,29 @@ pub enum OpKind {
     /// The inputs joined end to end along `axis` (materialised: the output
     /// has buffers of its own, filled by exchange).
     Concat { axis: usize },
+    /// A reduction over the last axis, which stays with extent 1:
+    /// `[.., N] -> [.., 1]`.
+    Reduce { reduction: Reduction },
+}
+
+/// What a [`OpKind::Reduce`] computes over each row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reduction {
+    Sum,
+    Mean,
+    Max,
+}
+
+impl Reduction {
+    /// The op's name in a project.
+    pub fn op_name(self) -> &'static str {
+        match self {
+            Reduction::Sum => "reduce_sum",
+            Reduction::Mean => "reduce_mean",
+            Reduction::Max => "reduce_max",
+        }
+    }
 }
 
 // Floats in the graph compare by their bits: the graph is a query result,
@@ -257,6 +280,7 @@ impl PartialEq for OpKind {
             (Rearrange { block: a }, Rearrange { block: b }) => a == b,
             (Slice { axis: a, start: s }, Slice { axis: b, start: t }) => a == b && s == t,
             (Concat { axis: a }, Concat { axis: b }) => a == b,
+            (Reduce { reduction: a }, Reduce { reduction: b }) => a == b,
             (Cast, Cast)
             | (Add, Add)
             | (Mul, Mul)
@@ -300,6 +324,7 @@ impl OpKind {
             OpKind::Rearrange { .. } => "rearrange",
             OpKind::Slice { .. } => "slice",
             OpKind::Concat { .. } => "concat",
+            OpKind::Reduce { reduction } => reduction.op_name(),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! `lower` stand on this module, so neither needs the other.
 
 use crate::graph::DType;
+use crate::graph::Reduction;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -166,6 +167,12 @@ pub enum KernelId {
         dtype: DType,
         mask: DType,
     },
+    /// The sum, mean or maximum of each row of `dtype`
+    /// (`device/reduce_rows.S`).
+    ReduceRows {
+        reduction: Reduction,
+        dtype: DType,
+    },
 }
 
 /// The elementwise operations of two operands with a kernel of their own
@@ -297,6 +304,9 @@ impl fmt::Display for KernelId {
             KernelId::SoftmaxMasked { dtype, mask } => {
                 write!(f, "softmax_{}_mask_{}", family(dtype), mask.name())
             }
+            KernelId::ReduceRows { reduction, dtype } => {
+                write!(f, "{}_{}", reduction.op_name(), family(dtype))
+            }
         }
     }
 }
@@ -343,6 +353,10 @@ mod tests {
                 dtype: DType::F16,
                 mask: DType::F32,
             },
+            KernelId::ReduceRows {
+                reduction: Reduction::Mean,
+                dtype: DType::F32,
+            },
         ]
         .iter()
         .map(ToString::to_string)
@@ -359,7 +373,8 @@ mod tests {
                 "div_f32",
                 "gelu_tanh_f16",
                 "rmsnorm_f16",
-                "softmax_f16_mask_f32"
+                "softmax_f16_mask_f32",
+                "reduce_mean_f32"
             ]
         );
     }

@@ -123,6 +123,14 @@ fn concat_passes_on_the_model() {
     run_passes("tests/data/ops/concat.toml");
 }
 
+/// `reduce_sum`, `reduce_mean` and `reduce_max` in f16 and f32 on rows
+/// that start misaligned, a mean broadcast back over its rows, and a
+/// single row of 1001.
+#[test]
+fn reductions_pass_on_the_model() {
+    run_passes("tests/data/ops/reductions.toml");
+}
+
 /// RMSNorm, causal attention and a SwiGLU MLP.
 #[test]
 fn llama_block_f16_passes_on_the_model() {

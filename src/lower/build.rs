@@ -18,6 +18,8 @@ use crate::plan::cost;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod reduce;
+
 /// A lowering failure is a compiler bug or a plan lowering does not support
 /// yet; user errors were reported by validation.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -641,6 +643,9 @@ impl Lowering<'_> {
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
+        if let OpKind::Reduce { .. } = node.kind {
+            return self.reduce_rows(op, rows, rows_per_tile, kernel, transfers);
+        }
         let out = graph.tensor(node.output);
         let coordinates = vec![rows, row_length];
         let matrix_rows = if out.shape.len() >= 2 {

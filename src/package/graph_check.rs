@@ -307,6 +307,7 @@ fn op<'g>(
         | OpKind::Silu
         | OpKind::GeluTanh
         | OpKind::Gelu => {}
+        OpKind::Reduce { .. } => {}
     }
     Ok(table)
 }

@@ -134,6 +134,10 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         } => Variant::new(name.clone(), source("softmax_mask_f16.S"))
             .entry("softmax_mask_f16")
             .define("MASK_F32", u32::from(mask == DType::F32)),
+        KernelId::ReduceRows {
+            dtype: DType::F16 | DType::F32,
+            ..
+        } => plain("reduce_rows.S"),
         _ => return None,
     })
 }

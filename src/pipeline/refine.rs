@@ -69,6 +69,7 @@ pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
         },
         SignatureKind::View => return None,
         SignatureKind::Concat { axis } => OpKind::Concat { axis },
+        SignatureKind::Reduce { reduction } => OpKind::Reduce { reduction },
     };
     let tensor = |name: String, operand: &crate::plan::signature::Operand, role: Role| Tensor {
         name,

@@ -12,6 +12,7 @@
 
 use crate::asm::CostFormula;
 use crate::graph::DType;
+use crate::graph::Reduction;
 use crate::partition::KernelId;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -33,6 +34,15 @@ const GEMM_F32_OUT: &str = "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16
 const REDUCE_ADD_F32: &str = "blocks = (length / 4 + 5) / 6; 6 * blocks * (2 * count + 8) + 156";
 const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
 const SOFTMAX_MASK_F16: &str = "stats = MASK_F32 ? 13 : 15; out = MASK_F32 ? 11 : 12; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); 150 + 6 * (whole * ((stats + out) * row_length + 44) + split * (stats * row_length + out * last + 72))";
+const REDUCE_SUM_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 28 + row_length + 8 * singles) / 4";
+const REDUCE_MEAN_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 114 + 6 * busy * (4 * 30 + row_length + 8 * singles) / 4";
+const REDUCE_MAX_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 29 + row_length + 8 * singles) / 4";
+const REDUCE_SUM_F32: &str =
+    "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2";
+const REDUCE_MEAN_F32: &str =
+    "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2";
+const REDUCE_MAX_F32: &str =
+    "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2";
 
 /// The `.ipub_cost` text of `kernel`'s shipped source, if this module
 /// knows it.
@@ -71,6 +81,15 @@ pub fn formula(kernel: KernelId) -> Option<&'static str> {
             dtype: F16,
             mask: F16 | F32,
         } => SOFTMAX_MASK_F16,
+        KernelId::ReduceRows { reduction, dtype } => match (reduction, dtype) {
+            (Reduction::Sum, F16) => REDUCE_SUM_F16,
+            (Reduction::Mean, F16) => REDUCE_MEAN_F16,
+            (Reduction::Max, F16) => REDUCE_MAX_F16,
+            (Reduction::Sum, F32) => REDUCE_SUM_F32,
+            (Reduction::Mean, F32) => REDUCE_MEAN_F32,
+            (Reduction::Max, F32) => REDUCE_MAX_F32,
+            _ => return None,
+        },
         _ => return None,
     })
 }
@@ -126,7 +145,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 17] = [
+const ALL: [&str; 23] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -144,6 +163,12 @@ const ALL: [&str; 17] = [
     GEMM_F32_OUT,
     REDUCE_ADD_F32,
     SOFTMAX_MASK_F16,
+    REDUCE_SUM_F16,
+    REDUCE_MEAN_F16,
+    REDUCE_MAX_F16,
+    REDUCE_SUM_F32,
+    REDUCE_MEAN_F32,
+    REDUCE_MAX_F32,
 ];
 
 /// The cycles of one run of `kernel` with `params` (the run's parameters
@@ -235,6 +260,11 @@ mod tests {
             });
         }
         all.push(KernelId::ReduceAddF32);
+        for reduction in [Reduction::Sum, Reduction::Mean, Reduction::Max] {
+            for dtype in [F16, F32] {
+                all.push(KernelId::ReduceRows { reduction, dtype });
+            }
+        }
         all
     }
 

@@ -155,6 +155,9 @@ fn issues_per_vector(kind: &SignatureKind) -> u64 {
         },
         SignatureKind::Rmsnorm { .. } => 14,
         SignatureKind::Concat { .. } => 0,
+        // One vector per issue (`device/reduce_rows.S`); their formulas
+        // price them, this is only the fallback's figure.
+        SignatureKind::Reduce { .. } => 1,
     }
 }
 
@@ -186,6 +189,10 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
         SignatureKind::Binary { op } => KernelId::Binary { op: *op, dtype },
         SignatureKind::Unary { op } => KernelId::Unary { op: *op, dtype },
         SignatureKind::Rmsnorm { .. } => KernelId::Rmsnorm { dtype },
+        SignatureKind::Reduce { reduction } => KernelId::ReduceRows {
+            reduction: *reduction,
+            dtype,
+        },
         SignatureKind::Matmul { .. } | SignatureKind::View => return None,
         SignatureKind::Concat { .. } => return None,
     })
@@ -239,6 +246,12 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     let shape = &signature.output.shape;
     let row_length = shape.last().copied().unwrap_or(1);
     let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
+    // A reduction's kernel walks its input's rows; its output rows are one
+    // value long.
+    let input_length = match signature.kind {
+        SignatureKind::Reduce { .. } => signature.inputs[0].shape.last().copied().unwrap_or(1),
+        _ => row_length,
+    };
     let element_bytes = signature.output.dtype.size_bytes()
         + signature.inputs[0].dtype.size_bytes()
         + masked_softmax_mask(signature, kernel).map_or(0, |m| m.dtype.size_bytes());
@@ -247,8 +260,8 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     while tiles >= 1 {
         let rows_per_tile = rows.div_ceil(tiles as usize);
         let used = rows.div_ceil(rows_per_tile.max(1)) as u32;
-        let elements = (rows_per_tile * row_length) as u64;
-        let compute = row_tile_cycles(signature, kernel, rows, row_length, rows_per_tile)
+        let elements = (rows_per_tile * input_length) as u64;
+        let compute = row_tile_cycles(signature, kernel, rows, input_length, rows_per_tile)
             .unwrap_or_else(|| {
                 cost::vector_tile_cycles(
                     target,

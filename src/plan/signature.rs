@@ -5,6 +5,7 @@
 //! iterations of a repeated encoder, or the Q, K and V projections of an
 //! attention block, share one plan each.
 
+use crate::graph::Reduction;
 use crate::graph::{DType, Graph, Op, OpKind, Role};
 use crate::partition::{BinaryOp, UnaryOp};
 use crate::target::TargetId;
@@ -47,6 +48,10 @@ pub enum SignatureKind {
     /// The inputs joined along `axis`, copied by exchange alone.
     Concat {
         axis: usize,
+    },
+    /// `reduce_sum`, `reduce_mean` or `reduce_max` over the last axis.
+    Reduce {
+        reduction: Reduction,
     },
 }
 
@@ -136,6 +141,9 @@ impl OpSignature {
             // transpose; lowering finds its offset in the graph.
             OpKind::Slice { .. } => SignatureKind::View,
             OpKind::Concat { axis } => SignatureKind::Concat { axis: *axis },
+            OpKind::Reduce { reduction } => SignatureKind::Reduce {
+                reduction: *reduction,
+            },
         };
         OpSignature {
             kind,
@@ -161,6 +169,7 @@ impl OpSignature {
             SignatureKind::Unary { op } => op.name(),
             SignatureKind::Rmsnorm { .. } => "rmsnorm",
             SignatureKind::Concat { .. } => "concat",
+            SignatureKind::Reduce { reduction } => reduction.op_name(),
         }
     }
 }

@@ -10,6 +10,8 @@ use crate::diagnostic::Diagnostic;
 use crate::graph::{DType, OpKind};
 use toml::Spanned;
 
+mod reduce;
+
 /// An input as the rules see it.
 pub struct Input<'a> {
     pub name: &'a Spanned<String>,
@@ -47,6 +49,9 @@ pub const OP_NAMES: &[&str] = &[
     "rearrange",
     "slice",
     "concat",
+    "reduce_sum",
+    "reduce_mean",
+    "reduce_max",
 ];
 
 pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diagnostic> {
@@ -145,6 +150,7 @@ pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diag
         "transpose" => transpose(site, op, inputs, declared),
         "reshape" => reshape(site, op, inputs, declared),
         "slice" => slice(site, op, inputs, declared),
+        "reduce_sum" | "reduce_mean" | "reduce_max" => reduce::infer(site, op, inputs, declared),
         _ => rearrange(site, op, inputs, declared),
     }
 }

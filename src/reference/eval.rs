@@ -370,6 +370,16 @@ impl Evaluator<'_> {
             // Views, layout changes and casts do not change values; the
             // store applies the output dtype's rounding.
             OpKind::Reshape | OpKind::Rearrange { .. } | OpKind::Cast => x.to_vec(),
+            OpKind::Reduce { reduction } => {
+                let rounding = match (self.precision, output.dtype) {
+                    (ReferencePrecision::Device, crate::graph::DType::F16) => {
+                        super::reduce::Rounding::F16
+                    }
+                    _ => super::reduce::Rounding::F32,
+                };
+                let row_length = x_tensor.shape.last().copied().unwrap_or(1);
+                super::reduce::reduce(x, row_length, *reduction, rounding)?
+            }
         })
     }
 }

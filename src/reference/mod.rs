@@ -28,6 +28,7 @@
 mod eval;
 pub mod init;
 pub mod ops;
+pub mod reduce;
 pub mod softmax_mask;
 
 #[cfg(test)]

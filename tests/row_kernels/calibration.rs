@@ -39,6 +39,12 @@ const KERNELS: &[&str] = &[
     "reduce_add_f32",
     "softmax_f16_mask_f16",
     "softmax_f16_mask_f32",
+    "reduce_sum_f16",
+    "reduce_mean_f16",
+    "reduce_max_f16",
+    "reduce_sum_f32",
+    "reduce_mean_f32",
+    "reduce_max_f32",
 ];
 
 /// Rows of a tile's share: one, fewer than the workers, each remainder of

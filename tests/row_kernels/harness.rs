@@ -6,6 +6,7 @@
 use camino::Utf8PathBuf;
 use ipub::asm::{self, Placement};
 use ipub::exec::Tile;
+use ipub::graph::Reduction;
 use ipub::isa::text::assemble_program;
 use ipub::kernels::{self, EntryMetadata};
 use ipub::partition::{BinaryOp, KernelId, UnaryOp};
@@ -55,6 +56,9 @@ pub fn kernel_named(name: &str) -> KernelId {
         }
         for op in [UnaryOp::Silu, UnaryOp::GeluTanh] {
             known.push(KernelId::Unary { op, dtype });
+        }
+        for reduction in [Reduction::Sum, Reduction::Mean, Reduction::Max] {
+            known.push(KernelId::ReduceRows { reduction, dtype });
         }
     }
     for causal in [false, true] {

@@ -13,6 +13,8 @@ use crate::harness::{Kernel, Rng, Run};
 use half::f16;
 use ipub::isa::fp8::{erf, Fp8Format};
 
+mod reduce_rows;
+
 pub fn f16_bytes(values: &[f16]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
@@ -403,6 +405,9 @@ pub fn case(
                     reference,
                 },
             }
+        }
+        _ if reduce_rows::is_reduction(kernel) => {
+            reduce_rows::case(kernel, rows, row_length, params, rng)
         }
         other => panic!("no host arithmetic for kernel `{other}`"),
     }

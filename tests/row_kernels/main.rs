@@ -14,6 +14,7 @@ mod harness;
 mod host;
 mod math;
 mod reduce;
+mod reductions;
 
 use expect_test::expect;
 use harness::compile;
