@@ -205,12 +205,18 @@ fn reject_foreign_keys(site: &Site, op: &OpAst, kind: &str) -> Result<(), Diagno
     for (key, value_span, allowed) in present {
         if let Some(value_span) = value_span {
             if !allowed.contains(&kind) {
+                let help = if key == "axis" && kind.starts_with("reduce_") {
+                    "reductions are over the last axis: `transpose` the axis to reduce last first"
+                        .to_string()
+                } else {
+                    format!("`{key}` belongs to `{}` ops", allowed.join("`, `"))
+                };
                 return Err(site
                     .error(
                         format!("key `{key}` is not allowed for a `{kind}` op"),
                         value_span,
                     )
-                    .help(format!("`{key}` belongs to `{}` ops", allowed.join("`, `"))));
+                    .help(help));
             }
         }
     }
