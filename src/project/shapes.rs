@@ -766,24 +766,7 @@ fn slice(
 ) -> Result<Inferred, Diagnostic> {
     let x = &inputs[0];
     let dtype = same_dtype(site, op, x, declared)?;
-    let Some(axis) = &op.axis else {
-        return Err(site
-            .error("a `slice` needs `axis`", op.op.span())
-            .help("`axis = -2` cuts the second-to-last axis"));
-    };
-    let rank = x.shape.len() as i64;
-    let value = *axis.get_ref();
-    let resolved = if value < 0 { value + rank } else { value };
-    if !(0..rank).contains(&resolved) {
-        return Err(site.error(
-            format!(
-                "`axis` {value} is out of range for `{}` of rank {rank}",
-                x.name.get_ref()
-            ),
-            axis.span(),
-        ));
-    }
-    let axis = resolved as usize;
+    let axis = required_axis(site, op, x, "`axis = -2` cuts the second-to-last axis")?;
     let extent = x.shape[axis];
     let start = op.start.as_ref().map_or(0, |s| *s.get_ref());
     let end = op.end.as_ref().map_or(extent as i64, |e| *e.get_ref());
@@ -819,6 +802,33 @@ fn slice(
     Ok(view(kind, shape, dtype, x))
 }
 
+/// The op's `axis` resolved against `x`'s rank (negative counts from the
+/// last), or a located error when it is missing (with `help`) or out of
+/// range.
+fn required_axis(site: &Site, op: &OpAst, x: &Input, help: &str) -> Result<usize, Diagnostic> {
+    let Some(axis) = &op.axis else {
+        return Err(site
+            .error(
+                format!("a `{}` needs `axis`", op.op.get_ref()),
+                op.op.span(),
+            )
+            .help(help.to_string()));
+    };
+    let rank = x.shape.len() as i64;
+    let value = *axis.get_ref();
+    let resolved = if value < 0 { value + rank } else { value };
+    if !(0..rank).contains(&resolved) {
+        return Err(site.error(
+            format!(
+                "`axis` {value} is out of range for `{}` of rank {rank}",
+                x.name.get_ref()
+            ),
+            axis.span(),
+        ));
+    }
+    Ok(resolved as usize)
+}
+
 /// `concat`: two or more inputs joined along `axis` (negative counts from
 /// the last). They must have one rank, equal extents on every other axis,
 /// one dtype and, for FP8, one scale, which the output keeps: the device
@@ -846,24 +856,12 @@ fn concat(
             .label("expected 2 or more")
             .help("a single input needs no concat: read it directly"));
     }
-    let Some(axis) = &op.axis else {
-        return Err(site
-            .error("a `concat` needs `axis`", op.op.span())
-            .help("`axis = 0` stacks rows, `axis = -1` joins along the last axis"));
-    };
-    let rank = first.shape.len() as i64;
-    let value = *axis.get_ref();
-    let resolved = if value < 0 { value + rank } else { value };
-    if !(0..rank).contains(&resolved) {
-        return Err(site.error(
-            format!(
-                "`axis` {value} is out of range for `{}` of rank {rank}",
-                first.name.get_ref()
-            ),
-            axis.span(),
-        ));
-    }
-    let axis = resolved as usize;
+    let axis = required_axis(
+        site,
+        op,
+        first,
+        "`axis = 0` stacks rows, `axis = -1` joins along the last axis",
+    )?;
     let mut shape = first.shape.to_vec();
     for x in rest {
         if x.dtype != first.dtype {
@@ -910,7 +908,8 @@ fn concat(
                     x.name.span(),
                 )
                 .note(format!(
-                    "concat inputs must have rank {rank} and equal extents on every axis but {axis}"
+                    "concat inputs must have rank {} and equal extents on every axis but {axis}",
+                    first.shape.len()
                 )));
         }
         shape[axis] += x.shape[axis];
