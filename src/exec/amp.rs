@@ -155,6 +155,13 @@ impl Amp {
     pub fn step_f16(&mut self, inputs: u64, partials_in: u64) -> u64 {
         self.weights_f16();
         let out = self.finish(partials_in);
+        self.accumulate_f16(inputs);
+        out
+    }
+
+    /// Adds this phase's four f16 inputs times their weights into every
+    /// channel's running sum, and moves to the next phase.
+    fn accumulate_f16(&mut self, inputs: u64) {
         let x: [f32; 4] = std::array::from_fn(|j| f16_to_f32((inputs >> (16 * j)) as u16));
         let k0 = 4 * usize::from(self.phase);
         let sums = channel_sums::<4>(&x, &self.weights[k0..k0 + 4]);
@@ -162,7 +169,6 @@ impl Amp {
             *acc += s;
         }
         self.advance();
-        out
     }
 
     /// `f16v4sisoamp`: like `f16v4amp`, but the partials in and out are
@@ -173,13 +179,7 @@ impl Amp {
         self.weights_f16();
         let base = 4 * usize::from(self.phase);
         let out = std::array::from_fn(|j| self.drain[base + j] + partials_in[j]);
-        let x: [f32; 4] = std::array::from_fn(|j| f16_to_f32((inputs >> (16 * j)) as u16));
-        let k0 = 4 * usize::from(self.phase);
-        let sums = channel_sums::<4>(&x, &self.weights[k0..k0 + 4]);
-        for (acc, s) in self.current.iter_mut().zip(sums) {
-            *acc += s;
-        }
-        self.advance();
+        self.accumulate_f16(inputs);
         out
     }
 
