@@ -802,6 +802,14 @@ fn slice(
     Ok(view(kind, shape, dtype, x))
 }
 
+fn too_few_to_concat(site: &Site, op: &OpAst, found: usize) -> Diagnostic {
+    site.error(
+        format!("`concat` takes at least 2 inputs, found {found}"),
+        op.inputs.span(),
+    )
+    .label("expected 2 or more")
+}
+
 /// The op's `axis` resolved against `x`'s rank (negative counts from the
 /// last), or a located error when it is missing (with `help`) or out of
 /// range.
@@ -840,21 +848,12 @@ fn concat(
     declared: Option<(DType, std::ops::Range<usize>)>,
 ) -> Result<Inferred, Diagnostic> {
     let [first, rest @ ..] = inputs else {
-        return Err(site
-            .error(
-                "`concat` takes at least 2 inputs, found 0",
-                op.inputs.span(),
-            )
-            .label("expected 2 or more"));
+        return Err(too_few_to_concat(site, op, 0));
     };
     if rest.is_empty() {
-        return Err(site
-            .error(
-                "`concat` takes at least 2 inputs, found 1",
-                op.inputs.span(),
-            )
-            .label("expected 2 or more")
-            .help("a single input needs no concat: read it directly"));
+        return Err(
+            too_few_to_concat(site, op, 1).help("a single input needs no concat: read it directly")
+        );
     }
     let axis = required_axis(
         site,
