@@ -4,14 +4,16 @@
 //! Project errors already are diagnostics. A placement that does not fit
 //! points at `[project] tiles` (more tiles is the remedy it suggests);
 //! kernel errors point into the kernel sources, one diagnostic per
-//! assembler error, whichever variants met it. Errors that are compiler
-//! bugs have no place in the user's files and stay unlocated.
+//! assembler error, whichever variants met it (the build error carries
+//! them). Errors that are compiler bugs have no place in the user's files
+//! and stay unlocated.
 
 use crate::db::{Db, SourceFile};
 use crate::diagnostic::Diagnostic;
-use crate::pipeline::kernels::{kernel_object, KernelBuildError, KernelVariant};
+use crate::pipeline::kernels::KernelBuildError;
 use crate::pipeline::{self, BuildError};
 use crate::place::PlacementError;
+use camino::Utf8Path;
 
 /// The diagnostics of a failed build of `project`.
 pub fn build_error_diagnostics(
@@ -22,10 +24,18 @@ pub fn build_error_diagnostics(
     match error {
         BuildError::Project(diagnostics) => diagnostics.clone(),
         BuildError::Placement(error) => vec![placement_diagnostic(db, project, error)],
-        BuildError::Kernel(text) => {
-            let diagnostics = kernel_diagnostics(db, project);
+        BuildError::Kernel(errors) => {
+            let kernel_dir = pipeline::tiles::kernel_dir(db, project);
+            let mut diagnostics = Vec::new();
+            for error in &errors.0 {
+                for diagnostic in kernel_error_diagnostics(error, kernel_dir) {
+                    if !diagnostics.contains(&diagnostic) {
+                        diagnostics.push(diagnostic);
+                    }
+                }
+            }
             if diagnostics.is_empty() {
-                vec![Diagnostic::error(text.clone())]
+                vec![Diagnostic::error(errors.to_string())]
             } else {
                 diagnostics
             }
@@ -69,35 +79,12 @@ fn placement_diagnostic(db: &dyn Db, project: SourceFile, error: &PlacementError
     diagnostic.help("try more tiles (`tiles` in [project])")
 }
 
-/// The errors of every kernel variant the program runs that did not
-/// compile, each once.
-pub fn kernel_diagnostics(db: &dyn Db, project: SourceFile) -> Vec<Diagnostic> {
-    let Ok(program) = pipeline::program(db, project).clone() else {
-        return Vec::new();
-    };
-    let kernel_dir = pipeline::tiles::kernel_dir(db, project).clone();
-    let Some(target) = *pipeline::target_name(db, project) else {
-        return Vec::new();
-    };
-    let mut kernels: Vec<_> = program.kernel_runs().iter().map(|r| r.kernel).collect();
-    kernels.sort_unstable();
-    kernels.dedup();
-    let mut diagnostics: Vec<Diagnostic> = Vec::new();
-    for kernel in kernels {
-        let variant = KernelVariant::new(db, kernel, kernel_dir.clone(), target);
-        let found = match kernel_object(db, variant) {
-            Ok(_) => continue,
-            Err(KernelBuildError::Compile { diagnostics, .. }) => diagnostics.clone(),
-            Err(error @ KernelBuildError::UnknownVariant(_)) => {
-                vec![Diagnostic::error(error.to_string())
-                    .note(format!("kernel sources are looked for in `{kernel_dir}`"))]
-            }
-        };
-        for diagnostic in found {
-            if !diagnostics.contains(&diagnostic) {
-                diagnostics.push(diagnostic);
-            }
-        }
+/// The located diagnostics of one kernel variant that is not available:
+/// the assembler's errors in the kernel sources, or what was looked for.
+fn kernel_error_diagnostics(error: &KernelBuildError, kernel_dir: &Utf8Path) -> Vec<Diagnostic> {
+    match error {
+        KernelBuildError::Compile { diagnostics, .. } => diagnostics.clone(),
+        KernelBuildError::UnknownVariant(_) => vec![Diagnostic::error(error.to_string())
+            .note(format!("kernel sources are looked for in `{kernel_dir}`"))],
     }
-    diagnostics
 }

@@ -40,7 +40,21 @@ pub struct PackageInputs<'a> {
     pub run_estimate: RunEstimate<'a>,
 }
 
-pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
+/// A buffer the package must address that the placement did not place (a
+/// compiler bug: placement verifies every buffer has an address).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unaddressed {
+    #[error("a host-written buffer has no address")]
+    HostWrite,
+    #[error("an output buffer has no address")]
+    Output,
+    #[error("an exchange source has no address")]
+    ExchangeSource,
+    #[error("an exchange destination has no address")]
+    ExchangeDestination,
+}
+
+pub fn package(inputs: &PackageInputs) -> Result<Package, Unaddressed> {
     let PackageInputs {
         graph,
         reference_graph,
@@ -66,15 +80,13 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, String> {
         if graph.tensor(binding.tensor).role == Role::Weight {
             continue;
         }
-        let runs = binding_runs(program, placement, binding)
-            .ok_or("a host-written buffer has no address")?;
+        let runs = binding_runs(program, placement, binding).ok_or(Unaddressed::HostWrite)?;
         host_writes.push(bindings.len() as u32);
         bindings.push(package_binding(graph, binding, runs));
     }
     let mut host_reads = Vec::new();
     for binding in &program.host_reads {
-        let runs =
-            binding_runs(program, placement, binding).ok_or("an output buffer has no address")?;
+        let runs = binding_runs(program, placement, binding).ok_or(Unaddressed::Output)?;
         host_reads.push(bindings.len() as u32);
         bindings.push(package_binding(graph, binding, runs));
     }
@@ -202,7 +214,7 @@ pub fn exchange_programs(
     program: &Program,
     placement: &Placement,
     schedules: &[ExchangeSchedule],
-) -> Result<Vec<ExchangeProgram>, String> {
+) -> Result<Vec<ExchangeProgram>, Unaddressed> {
     program
         .phases
         .iter()
@@ -222,17 +234,17 @@ pub fn exchange_programs(
                     Ok(Transfer {
                         source_tile: source.tile,
                         source_address: at(t.source, t.source_offset)
-                            .ok_or("an exchange source has no address")?
+                            .ok_or(Unaddressed::ExchangeSource)?
                             .1,
                         bytes: t.bytes,
                         destinations: t
                             .destinations
                             .iter()
-                            .map(|&(d, o)| at(d, o).ok_or("an exchange destination has no address"))
+                            .map(|&(d, o)| at(d, o).ok_or(Unaddressed::ExchangeDestination))
                             .collect::<Result<_, _>>()?,
                     })
                 })
-                .collect::<Result<Vec<_>, String>>()?;
+                .collect::<Result<Vec<_>, Unaddressed>>()?;
             Ok(ExchangeProgram {
                 label: phase.purpose.clone(),
                 transfers,
@@ -240,7 +252,7 @@ pub fn exchange_programs(
                 horizon_cycles: schedule.horizon(),
             })
         })
-        .collect::<Result<Vec<_>, String>>()
+        .collect::<Result<Vec<_>, Unaddressed>>()
 }
 
 fn package_binding(graph: &Graph, binding: &crate::lower::Binding, runs: Vec<Piece>) -> Binding {

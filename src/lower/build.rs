@@ -22,7 +22,7 @@ mod reduce;
 
 /// A lowering failure is a compiler bug or a plan lowering does not support
 /// yet; user errors were reported by validation.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LowerError {
     #[error("internal compiler error: tensor `{0}` is read before any operation produced it")]
     NotProduced(String),

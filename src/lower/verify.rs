@@ -13,7 +13,7 @@ use super::layout::flat_index;
 use super::program::{Buffer, BufferRole, OperandRef, Program};
 use crate::graph::Graph;
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 #[error("internal compiler error: lowered program fails verification: {0}")]
 pub struct VerifyError(pub String);
 

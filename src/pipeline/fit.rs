@@ -13,6 +13,7 @@
 //! and its plans are the per-signature queries at level 0, shared with
 //! every other project and edit as before.
 
+use super::error::LowerBug;
 use super::{op_signatures, operator_plans, program_graph, target_of, BuildError, Signature};
 use crate::db::{Db, SourceFile};
 use crate::graph::{Graph, OpId};
@@ -180,8 +181,7 @@ fn lowered(
         .collect();
     let plan_of = |op: OpId| partitions[op.0 as usize].clone();
     let program = crate::lower::lower(graph, &plan_of)?;
-    crate::lower::verify::verify(graph, &program)
-        .map_err(|e| BuildError::Lower(format!("verifier: {e}")))?;
+    crate::lower::verify::verify(graph, &program).map_err(LowerBug::from)?;
     db.record_execution("lower", format!("program of {}", graph.name));
     Ok(program)
 }

@@ -16,6 +16,7 @@
 //! Results are cheap to clone (`Arc`) and compare by value, so a phase whose
 //! output did not change stops the recomputation there (early cutoff).
 
+pub mod error;
 pub mod fit;
 pub mod kernels;
 pub mod package;
@@ -24,49 +25,20 @@ pub mod place;
 pub mod refine;
 pub mod tiles;
 
+pub use error::BuildError;
 pub use fit::{fitted_program, planned_signatures};
 pub use place::placement;
 
 use crate::db::{Db, SourceFile};
-use crate::diagnostic::Diagnostic;
 use crate::emit::steps::ProgramSteps;
 use crate::graph::Graph;
-use crate::lower::{LowerError, Program};
+use crate::lower::Program;
 use crate::partition::KernelId;
-use crate::place::PlacementError;
 use crate::plan::signature::OpSignature;
 use crate::plan::{OperatorPlans, Partition};
 use crate::schedule::ExchangeSchedule;
 use crate::target::{Target, TargetId};
 use std::sync::Arc;
-
-/// Why a build stopped.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum BuildError {
-    #[error("the project has errors")]
-    Project(Vec<Diagnostic>),
-    #[error("lowering failed (a compiler bug): {0}")]
-    Lower(String),
-    #[error("{0}")]
-    Placement(#[from] PlacementError),
-    #[error("{0}")]
-    Kernel(String),
-    #[error("emission failed (a compiler bug): {0}")]
-    Emit(String),
-    /// The program is more than a run may execute (see
-    /// `book/src/limits.md`).
-    #[error("{0}")]
-    RunTooLong(String),
-    /// A tensor file changed under the build so that it no longer reads.
-    #[error("tensor file: {0}")]
-    TensorFile(String),
-}
-
-impl From<LowerError> for BuildError {
-    fn from(error: LowerError) -> Self {
-        BuildError::Lower(error.to_string())
-    }
-}
 
 /// An operation's signature, interned so it can key a query.
 #[salsa::interned(debug)]
@@ -317,13 +289,13 @@ fn each_variant(
             Ok(object) => {
                 compiled.insert(id.to_string(), object);
             }
-            Err(error) => errors.push(error.to_string()),
+            Err(error) => errors.push(error),
         }
     }
     if errors.is_empty() {
         Ok(Arc::new(compiled))
     } else {
-        Err(BuildError::Kernel(errors.join("\n")))
+        Err(BuildError::Kernel(error::KernelErrors(errors)))
     }
 }
 

@@ -7,6 +7,7 @@
 //! edit leaves the bytes equal, nothing after it runs and the file on disk
 //! is left alone.
 
+use super::error::{EmitBug, RunTooLong, TensorFileError};
 use super::tiles::{tile_image, tile_weights, tile_works};
 use super::{graph, operator_plans, phase_schedule, placement, planned_signatures, program};
 use super::{BuildError, KernelMap, Signature};
@@ -139,8 +140,7 @@ pub fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, BuildEr
         estimated_cycles: estimated_cycles(db, project)?,
         ops: op_estimates(db, project)?,
         run_estimate: &|run| run_estimate(&kernels, run),
-    })
-    .map_err(BuildError::Emit)?;
+    })?;
     let package = crate::package::Package {
         file_values: file_values(db, &reference_graph)?,
         ..package
@@ -169,7 +169,10 @@ fn file_values(
             values.push(crate::package::FileValues {
                 tensor: crate::graph::TensorId(id as u32),
                 iteration,
-                bytes: bytes.map_err(|e| BuildError::TensorFile(format!("`{}`: {e}", t.name)))?,
+                bytes: bytes.map_err(|error| TensorFileError::Values {
+                    tensor: t.name.clone(),
+                    error,
+                })?,
             });
         }
     }
@@ -188,8 +191,7 @@ pub fn exchange_programs(
     let schedules: Vec<_> = (0..program.phases.len() as u32)
         .filter_map(|p| phase_schedule(db, project, p).as_ref().copied())
         .collect();
-    let programs = crate::emit::package::exchange_programs(&program, &placement, &schedules)
-        .map_err(BuildError::Emit)?;
+    let programs = crate::emit::package::exchange_programs(&program, &placement, &schedules)?;
     db.record_execution("package", "exchange programs".to_string());
     Ok(Arc::new(programs))
 }
@@ -208,10 +210,10 @@ pub fn package_bytes(db: &dyn Db, project: SourceFile) -> Result<Arc<Encoded>, B
     let exchange = exchange_part(db, project).clone()?;
     let bytes =
         crate::package::file::encode_with_exchange(&package, &exchange).map_err(|e| match e {
-            crate::package::PackageError::RunTooLong { .. } => BuildError::RunTooLong(format!(
-                "the program is more than a run may execute: {e}; use fewer repeat iterations"
-            )),
-            other => BuildError::Emit(other.to_string()),
+            crate::package::PackageError::RunTooLong { call, message } => {
+                BuildError::RunTooLong(RunTooLong { call, message })
+            }
+            other => BuildError::Emit(EmitBug::Encode(other.to_string())),
         })?;
     db.record_execution("package", "encoded package".to_string());
     Ok(Arc::new(bytes))

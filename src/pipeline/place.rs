@@ -8,6 +8,7 @@
 //! buffers, lifetimes or steps changed. [`placement`] puts the tiles back
 //! together under the program's buffer ids and verifies the result.
 
+use super::error::LowerBug;
 use super::kernels::{kernel_footprint, KernelObject, KernelVariant};
 use super::tiles::{kernel_dir, local_steps};
 use super::{graph, program, program_steps, project_kernel_footprints, BuildError};
@@ -100,7 +101,7 @@ pub fn tile_placement(
 ) -> Result<Arc<TilePlacement>, BuildError> {
     let request = place_request(db, project, tile)
         .clone()
-        .ok_or_else(|| BuildError::Lower(format!("tile {tile} has no buffers to place")))?;
+        .ok_or(BuildError::Lower(LowerBug::NoBuffers(tile)))?;
     let dir = kernel_dir(db, project).clone();
     let mut footprints: BTreeMap<String, Arc<KernelObject>> = BTreeMap::new();
     for id in request.steps.iter().flat_map(|s| &s.runs).map(|r| r.kernel) {
@@ -109,14 +110,11 @@ pub fn tile_placement(
             continue;
         }
         let variant = KernelVariant::new(db, id, dir.clone(), request.target);
-        let footprint = kernel_footprint(db, variant)
-            .clone()
-            .map_err(|e| BuildError::Kernel(e.to_string()))?;
+        let footprint = kernel_footprint(db, variant).clone()?;
         footprints.insert(name, footprint);
     }
     let codes = super::kernel_codes(&footprints);
-    let sizes = crate::emit::tile::support_sizes(tile, &request.steps, &codes)
-        .map_err(|e| BuildError::Emit(e.to_string()))?;
+    let sizes = crate::emit::tile::support_sizes(tile, &request.steps, &codes)?;
     let support: Vec<SupportBlock> = [
         (SupportKind::Code, sizes.supervisor),
         (SupportKind::KernelCode, sizes.kernels),
@@ -146,8 +144,7 @@ pub fn placement(db: &dyn Db, project: SourceFile) -> Result<Arc<Placement>, Bui
     }
     let target = super::graph(db, project)?.target.spec();
     let program = program(db, project).clone()?;
-    crate::place::verify(target, &program, &placed)
-        .map_err(|bug| BuildError::Lower(bug.to_string()))?;
+    crate::place::verify(target, &program, &placed).map_err(LowerBug::from)?;
     Ok(Arc::new(placed))
 }
 

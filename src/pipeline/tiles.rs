@@ -9,6 +9,7 @@
 //! really changed: an edit to one operation, or to one kernel, leaves the
 //! other tiles' images alone.
 
+use super::error::{EmitBug, TensorFileError};
 use super::kernels::{kernel_code, KernelObject, KernelVariant};
 use super::{graph, placement, program, program_steps, BuildError};
 use crate::db::{Db, SourceFile};
@@ -219,15 +220,13 @@ pub fn tile_image(
 ) -> Result<Arc<TileImage>, BuildError> {
     let work = tile_work(db, project, tile)
         .clone()
-        .ok_or_else(|| BuildError::Emit(format!("tile {tile} has no work")))?;
+        .ok_or(BuildError::Emit(EmitBug::NoWork(tile)))?;
     let dir = kernel_dir(db, project).clone();
     let mut objects: BTreeMap<String, Arc<KernelObject>> = BTreeMap::new();
     for id in work.kernels() {
         let name = id.to_string();
         let variant = KernelVariant::new(db, id, dir.clone(), work.target);
-        let object = kernel_code(db, variant)
-            .clone()
-            .map_err(|e| BuildError::Kernel(e.to_string()))?;
+        let object = kernel_code(db, variant).clone()?;
         objects.insert(name, object);
     }
     let keys: Vec<&str> = objects.values().map(|o| o.key.as_str()).collect();
@@ -267,7 +266,7 @@ fn emit_image(
             states_address: work.support_block(SupportKind::KernelStates).0,
         },
     )
-    .map_err(|e| BuildError::Emit(e.to_string()))
+    .map_err(BuildError::from)
 }
 
 /// What a weight's values are made of (a query of its own, so a weight's
@@ -316,8 +315,8 @@ pub fn tile_weights(
     for fill in &work.weights {
         let bytes = weight_bytes(db, project, fill.tensor, fill.iteration)
             .clone()
-            .ok_or_else(|| BuildError::Emit(format!("tensor {} is not a weight", fill.tensor)))?
-            .map_err(|e| BuildError::TensorFile(e.to_string()))?;
+            .ok_or(BuildError::Emit(EmitBug::NotWeight(fill.tensor)))?
+            .map_err(TensorFileError::Weight)?;
         let data =
             crate::emit::bindings::fill_buffer(&fill.piece, &fill.view, fill.element_bytes, &bytes);
         segments.push(Segment {
