@@ -25,8 +25,11 @@ pub fn profile(
 ) -> Profile {
     let layout = &package.profile;
     let preorder = package.run.preorder();
-    let sync_cycles = crate::target::target_by_name(&package.header.target)
-        .map(|t| u64::from(t.exchange.global_sync_cycles));
+    // A package's validation checks that its header names its graph's
+    // target.
+    let sync_cycles = Some(u64::from(
+        package.graph.target.spec().exchange.global_sync_cycles,
+    ));
     let steps = steps
         .iter()
         .map(|measured| {
@@ -84,7 +87,7 @@ pub fn profile(
     Profile {
         format_version: FORMAT_VERSION,
         project: package.graph.name.clone(),
-        target: package.header.target.clone(),
+        target: package.graph.target,
         clock_hz,
         total_cycles,
         estimated_cycles: layout.estimated_cycles,

@@ -23,7 +23,7 @@ pub mod html;
 pub mod summary;
 pub mod trace;
 
-use crate::target::{target_by_name, Target};
+use crate::target::{Target, TargetId};
 use camino::Utf8Path;
 use serde::{Deserialize, Serialize};
 
@@ -196,7 +196,10 @@ pub struct TileProfile {
 pub struct Profile {
     pub format_version: u32,
     pub project: String,
-    pub target: String,
+    /// Known by construction: reading a profile rejects a target this
+    /// ipub does not know.
+    #[serde(deserialize_with = "known_target")]
+    pub target: TargetId,
     pub clock_hz: u64,
     /// Cycles the model measured for the whole run.
     pub total_cycles: u64,
@@ -253,8 +256,7 @@ impl Profile {
                 self.format_version
             ));
         }
-        let target = target_by_name(&self.target)
-            .ok_or_else(|| format!("target `{}` is not one this ipub knows", self.target))?;
+        let target = self.target.spec();
         if self.clock_hz == 0 {
             return Err("clock_hz is zero".into());
         }
@@ -335,8 +337,18 @@ impl Profile {
 
     /// The target the run was on (validated, so known).
     pub fn target(&self) -> &'static Target {
-        target_by_name(&self.target).unwrap_or(&crate::target::IPU21)
+        self.target.spec()
     }
+}
+
+/// A profile's target by name, for serde: a name this ipub does not know
+/// is the profile's error (said as validation said it before targets were
+/// read as [`TargetId`]).
+fn known_target<'de, D: serde::Deserializer<'de>>(names: D) -> Result<TargetId, D::Error> {
+    let name = String::deserialize(names)?;
+    TargetId::from_name(&name).ok_or_else(|| {
+        serde::de::Error::custom(format!("target `{name}` is not one this ipub knows"))
+    })
 }
 
 /// `1234567` as `1,234,567`.
@@ -444,7 +456,7 @@ pub(crate) mod tests {
         Profile {
             format_version: FORMAT_VERSION,
             project: "sample".into(),
-            target: "ipu21".into(),
+            target: TargetId::Ipu21,
             clock_hz: 1_500_000_000,
             total_cycles: 3000,
             estimated_cycles: 2800,
@@ -554,7 +566,9 @@ pub(crate) mod tests {
             &|p| p.steps[0].tiles[0].tile = 1472,
             "tile 1472 does not exist",
         );
-        check(&|p| p.target = "ipu99".into(), "target `ipu99`");
+        let unknown = sample().to_json().replace("\"ipu21\"", "\"ipu99\"");
+        let error = Profile::parse(&unknown).unwrap_err();
+        assert!(error.contains("target `ipu99` is not one"), "{error}");
         check(
             &|p| p.tiles[0].buffers[0].address = 0xE7FF0,
             "outside tile memory",
