@@ -238,9 +238,10 @@ impl Assembler {
             let value = i64::from(target) + fixup.addend;
             return match isa::apply_reloc(fixup.kind, encoded.word, value, offset) {
                 Ok(word) => Some(word),
-                Err(message) => {
+                Err(problem) => {
                     let span =
                         operand_naming(inst, &operands, &fixup.symbol).unwrap_or(inst.span.clone());
+                    let message = problem.to_string();
                     self.error(ErrorKind::ValueOutOfRange, message, &item.line, span);
                     None
                 }

@@ -110,13 +110,13 @@ pub enum LinkError {
         first: usize,
         second: usize,
     },
-    #[error("relocation against `{symbol}` at {address:#x} (object {object} section `{section}`) is out of range: {message}")]
+    #[error("relocation against `{symbol}` at {address:#x} (object {object} section `{section}`) is out of range: {problem}")]
     OutOfRange {
         symbol: String,
         object: usize,
         section: String,
         address: u32,
-        message: String,
+        problem: crate::isa::RelocError,
     },
     #[error("section `{section}` of object {object} is not placed")]
     NotPlaced { object: usize, section: String },
@@ -269,12 +269,12 @@ pub fn link(
             ]);
             match isa::apply_reloc(r.kind, word, value + r.addend, place) {
                 Ok(patched) => target_bytes.copy_from_slice(&patched.to_le_bytes()),
-                Err(message) => errors.push(LinkError::OutOfRange {
+                Err(problem) => errors.push(LinkError::OutOfRange {
                     symbol: r.symbol.clone(),
                     object: o,
                     section: section.name.clone(),
                     address: place,
-                    message,
+                    problem,
                 }),
             }
         }

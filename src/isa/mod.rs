@@ -150,18 +150,27 @@ pub fn check_bundle(main: u32, aux: u32) -> Result<(), InstError> {
     Ok(())
 }
 
+/// A relocated value that does not fit its field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RelocError {
+    #[error("value {0:#x} does not fit in 32 bits")]
+    Value32(i64),
+    #[error("address {0:#x} does not fit in 21 bits")]
+    Address21(i64),
+}
+
 /// Patches `word` (at address `place`) with `value` = S + A.
-pub fn apply_reloc(kind: RelocKind, word: u32, value: i64, place: u32) -> Result<u32, String> {
+pub fn apply_reloc(kind: RelocKind, word: u32, value: i64, place: u32) -> Result<u32, RelocError> {
     let _ = place;
     match kind {
         RelocKind::Abs32 => u32::try_from(value)
             .or_else(|_| i32::try_from(value).map(|v| v as u32))
-            .map_err(|_| format!("value {value:#x} does not fit in 32 bits")),
+            .map_err(|_| RelocError::Value32(value)),
         RelocKind::Abs21 => {
             if (0..1 << 21).contains(&value) {
                 Ok((word & !0x1F_FFFF) | value as u32)
             } else {
-                Err(format!("address {value:#x} does not fit in 21 bits"))
+                Err(RelocError::Address21(value))
             }
         }
     }

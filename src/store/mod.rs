@@ -231,7 +231,7 @@ impl Store {
             Err(reason) => {
                 tracing::warn!(%path, %reason, "removing corrupted store entry");
                 let _ = std::fs::remove_file(&path);
-                Lookup::Corrupt(reason)
+                Lookup::Corrupt(reason.to_string())
             }
         }
     }
@@ -266,6 +266,7 @@ impl Store {
                 Some(Lookup::Hit(value))
             }
             Err(reason) => {
+                let reason = reason.to_string();
                 remote.report_corrupt(&name, &reason);
                 Some(Lookup::Corrupt(reason))
             }
@@ -489,37 +490,48 @@ fn checksum(key: &blake3::Hash, payload: &[u8]) -> blake3::Hash {
     hasher.finalize()
 }
 
+/// Why an entry's bytes are not a value stored under the key asked for.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EntryError {
+    #[error("no header line")]
+    NoHeader,
+    #[error("header is not text")]
+    HeaderNotText,
+    /// The header's first 40 characters.
+    #[error("unknown header `{0}`")]
+    UnknownHeader(String),
+    #[error("the header has no key and checksum")]
+    NoKey,
+    /// The key the entry names (at most 64 characters of it).
+    #[error("the entry was written for key {0}, not for the key it is filed under")]
+    OtherKey(String),
+    #[error("checksum mismatch")]
+    Checksum,
+    #[error("unreadable payload: {0}")]
+    Payload(String),
+}
+
 /// Reads an entry's bytes as the value stored under `key`: the header must
 /// name this version and `key`, and the checksum must cover both.
-pub fn decode<T: DeserializeOwned>(bytes: &[u8], key: &blake3::Hash) -> Result<T, String> {
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], key: &blake3::Hash) -> Result<T, EntryError> {
     let newline = bytes
         .iter()
         .position(|&b| b == b'\n')
-        .ok_or("no header line")?;
-    let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "header is not text")?;
+        .ok_or(EntryError::NoHeader)?;
+    let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| EntryError::HeaderNotText)?;
     let fields = header
         .strip_prefix(HEADER)
         .and_then(|rest| rest.strip_prefix(' '))
-        .ok_or_else(|| {
-            format!(
-                "unknown header `{}`",
-                header.chars().take(40).collect::<String>()
-            )
-        })?;
-    let (written_for, sum) = fields
-        .split_once(' ')
-        .ok_or("the header has no key and checksum")?;
+        .ok_or_else(|| EntryError::UnknownHeader(header.chars().take(40).collect()))?;
+    let (written_for, sum) = fields.split_once(' ').ok_or(EntryError::NoKey)?;
     if written_for != key.to_hex().as_str() {
-        return Err(format!(
-            "the entry was written for key {}, not for the key it is filed under",
-            written_for.chars().take(64).collect::<String>()
-        ));
+        return Err(EntryError::OtherKey(written_for.chars().take(64).collect()));
     }
     let payload = &bytes[newline + 1..];
     if checksum(key, payload).to_hex().as_str() != sum {
-        return Err("checksum mismatch".into());
+        return Err(EntryError::Checksum);
     }
-    serde_json::from_slice(payload).map_err(|e| format!("unreadable payload: {e}"))
+    serde_json::from_slice(payload).map_err(|e| EntryError::Payload(e.to_string()))
 }
 
 #[cfg(test)]
