@@ -24,14 +24,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The highest spread level an operation is planned at.
-pub const MAX_SPREAD: u8 = 4;
+pub(crate) const MAX_SPREAD: u8 = 4;
 
 /// Re-planning rounds before the pipeline settles on what it has.
-pub const MAX_FIT_ROUNDS: usize = 8;
+pub(crate) const MAX_FIT_ROUNDS: usize = 8;
 
 /// The lowered program and the spread level each operation was planned at.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fitted {
+pub(crate) struct Fitted {
     pub program: Arc<Program>,
     /// One level per operation, in op order; all zero when the first plans
     /// fit.
@@ -46,7 +46,7 @@ pub struct Fitted {
 
 /// The program lowered from plans that fit (as far as re-planning gets).
 #[salsa::tracked(returns(ref))]
-pub fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fitted>, BuildError> {
+pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fitted>, BuildError> {
     let graph = program_graph(db, project).clone()?;
     let target = target_of(&graph);
     let signatures = op_signatures(db, project);
@@ -143,7 +143,7 @@ fn tighter_level(db: &dyn Db, signature: &OpSignature, level: u8) -> Option<u8> 
 
 /// Each operation's signature at the spread level the program was fitted
 /// with (level 0 when the project does not lower).
-pub fn planned_signatures(db: &dyn Db, project: SourceFile) -> Vec<OpSignature> {
+pub(crate) fn planned_signatures(db: &dyn Db, project: SourceFile) -> Vec<OpSignature> {
     let signatures = op_signatures(db, project);
     match fitted_program(db, project) {
         Ok(fitted) => at_spreads(signatures, &fitted.spreads),

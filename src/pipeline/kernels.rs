@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 /// A kernel variant of one project, by kernel and kernel directory.
 #[salsa::interned(debug)]
-pub struct KernelVariant<'db> {
+pub(crate) struct KernelVariant<'db> {
     #[returns(copy)]
     pub id: KernelId,
     #[returns(ref)]
@@ -30,7 +30,7 @@ pub struct KernelVariant<'db> {
 
 /// A compiled variant, cheap to clone.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelObject {
+pub(crate) struct KernelObject {
     /// The variant's name ([`KernelId`]'s display).
     pub variant: String,
     /// The files it was assembled from (source and includes).
@@ -145,7 +145,7 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
 /// Assembles one variant (through the kernel cache when the database has
 /// one).
 #[salsa::tracked(returns(ref))]
-pub fn kernel_object<'db>(
+pub(crate) fn kernel_object<'db>(
     db: &'db dyn Db,
     variant: KernelVariant<'db>,
 ) -> Result<Arc<KernelObject>, KernelBuildError> {
@@ -206,7 +206,7 @@ pub fn kernel_object<'db>(
 /// a comment-only edit recompiles the kernel ([`kernel_object`] re-runs)
 /// but leaves its code equal, and no tile that runs it is emitted again.
 #[salsa::tracked(returns(ref))]
-pub fn kernel_code<'db>(
+pub(crate) fn kernel_code<'db>(
     db: &'db dyn Db,
     variant: KernelVariant<'db>,
 ) -> Result<Arc<KernelObject>, KernelBuildError> {
@@ -227,7 +227,7 @@ pub fn kernel_code<'db>(
 /// from footprints, so an edit that changes a kernel's instructions but
 /// not its size re-emits the tiles that run it without re-placing anything.
 #[salsa::tracked(returns(ref))]
-pub fn kernel_footprint<'db>(
+pub(crate) fn kernel_footprint<'db>(
     db: &'db dyn Db,
     variant: KernelVariant<'db>,
 ) -> Result<Arc<KernelObject>, KernelBuildError> {

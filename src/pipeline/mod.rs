@@ -17,17 +17,17 @@
 //! output did not change stops the recomputation there (early cutoff).
 
 pub mod error;
-pub mod fit;
+pub(crate) mod fit;
 pub mod kernels;
 pub mod package;
-pub mod persist;
-pub mod place;
-pub mod refine;
-pub mod tiles;
+pub(crate) mod persist;
+pub(crate) mod place;
+pub(crate) mod refine;
+pub(crate) mod tiles;
 
 pub use error::BuildError;
-pub use fit::{fitted_program, planned_signatures};
-pub use place::placement;
+pub(crate) use fit::{fitted_program, planned_signatures};
+pub(crate) use place::placement;
 
 use crate::db::{Db, SourceFile};
 use crate::emit::steps::ProgramSteps;
@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 /// An operation's signature, interned so it can key a query.
 #[salsa::interned(debug)]
-pub struct Signature<'db> {
+pub(crate) struct Signature<'db> {
     #[returns(ref)]
     pub value: OpSignature,
 }
@@ -55,7 +55,7 @@ pub fn graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError>
 
 /// The project as written (validated, not legalized): what the package
 /// carries for the host reference, which evaluates it independently.
-pub fn validated_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
+pub(crate) fn validated_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
     let result = crate::project::project_graph(db, project);
     result
         .graph
@@ -66,7 +66,7 @@ pub fn validated_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, B
 /// The validated graph after legalization ([`crate::legalize`]): what every
 /// phase after validation works on.
 #[salsa::tracked(returns(ref))]
-pub fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
+pub(crate) fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
     let result = crate::project::project_graph(db, project);
     let graph = result
         .graph
@@ -129,7 +129,7 @@ fn reading_back_all(graph: &Graph, written: usize) -> Graph {
 /// outputs do not change the program, so an edit to them stops here (only
 /// the weights' bytes and the package follow it).
 #[salsa::tracked(returns(ref))]
-pub fn program_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
+pub(crate) fn program_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
     let graph = graph(db, project)?;
     let mut structure = (*graph).clone();
     structure.seed = 0;
@@ -145,18 +145,18 @@ pub fn program_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, Bui
 /// The name of the target a project builds for (a query of its own, so
 /// what reads only the target does not depend on the whole graph).
 #[salsa::tracked(returns(ref))]
-pub fn target_name(db: &dyn Db, project: SourceFile) -> Option<TargetId> {
+pub(crate) fn target_name(db: &dyn Db, project: SourceFile) -> Option<TargetId> {
     graph(db, project).ok().map(|g| g.target)
 }
 
 /// The machine a graph was validated for.
-pub fn target_of(graph: &Graph) -> &'static Target {
+pub(crate) fn target_of(graph: &Graph) -> &'static Target {
     graph.target.spec()
 }
 
 /// The plans of every operation with this signature.
 #[salsa::tracked(returns(ref))]
-pub fn operator_plans<'db>(db: &'db dyn Db, signature: Signature<'db>) -> OperatorPlans {
+pub(crate) fn operator_plans<'db>(db: &'db dyn Db, signature: Signature<'db>) -> OperatorPlans {
     let value = signature.value(db);
     let target = value.target.spec();
     persist::persisted(
@@ -171,7 +171,7 @@ pub fn operator_plans<'db>(db: &'db dyn Db, signature: Signature<'db>) -> Operat
 
 /// The signature of every operation of a project, in op order.
 #[salsa::tracked(returns(ref))]
-pub fn op_signatures(db: &dyn Db, project: SourceFile) -> Vec<OpSignature> {
+pub(crate) fn op_signatures(db: &dyn Db, project: SourceFile) -> Vec<OpSignature> {
     match graph(db, project) {
         Ok(graph) => graph
             .ops
@@ -190,7 +190,7 @@ pub fn selected_partitions(db: &dyn Db, project: SourceFile) -> Vec<Partition> {
 
 /// The partition each operation would get at level 0, before fitting: the
 /// planning the build's plan phase reports.
-pub fn initial_partitions(db: &dyn Db, project: SourceFile) -> Vec<Partition> {
+pub(crate) fn initial_partitions(db: &dyn Db, project: SourceFile) -> Vec<Partition> {
     partitions_of(db, op_signatures(db, project))
 }
 
@@ -218,7 +218,10 @@ pub fn program(db: &dyn Db, project: SourceFile) -> Result<Arc<Program>, BuildEr
 /// The program's compute steps, numbered once for placement, emission and
 /// the package (see [`crate::emit::steps`]).
 #[salsa::tracked(returns(ref))]
-pub fn program_steps(db: &dyn Db, project: SourceFile) -> Result<Arc<ProgramSteps>, BuildError> {
+pub(crate) fn program_steps(
+    db: &dyn Db,
+    project: SourceFile,
+) -> Result<Arc<ProgramSteps>, BuildError> {
     let program = program(db, project).clone()?;
     Ok(Arc::new(ProgramSteps::of(&program)))
 }
@@ -226,7 +229,11 @@ pub fn program_steps(db: &dyn Db, project: SourceFile) -> Result<Arc<ProgramStep
 /// The schedule of one exchange phase (`None` past the last phase or when
 /// the program did not build).
 #[salsa::tracked(returns(ref))]
-pub fn phase_schedule(db: &dyn Db, project: SourceFile, phase: u32) -> Option<ExchangeSchedule> {
+pub(crate) fn phase_schedule(
+    db: &dyn Db,
+    project: SourceFile,
+    phase: u32,
+) -> Option<ExchangeSchedule> {
     let program = program(db, project).as_ref().ok()?;
     let target = (*target_name(db, project))?.spec();
     let index = phase;
@@ -246,7 +253,7 @@ pub fn phase_schedule(db: &dyn Db, project: SourceFile, phase: u32) -> Option<Ex
 
 /// Every kernel variant the project's program runs, compiled.
 #[salsa::tracked(returns(ref))]
-pub fn project_kernels(db: &dyn Db, project: SourceFile) -> Result<KernelMap, BuildError> {
+pub(crate) fn project_kernels(db: &dyn Db, project: SourceFile) -> Result<KernelMap, BuildError> {
     each_variant(db, project, |db, variant| {
         kernels::kernel_object(db, variant).clone()
     })
@@ -255,7 +262,7 @@ pub fn project_kernels(db: &dyn Db, project: SourceFile) -> Result<KernelMap, Bu
 /// The footprint of every kernel variant the program runs (see
 /// [`kernels::kernel_footprint`]).
 #[salsa::tracked(returns(ref))]
-pub fn project_kernel_footprints(
+pub(crate) fn project_kernel_footprints(
     db: &dyn Db,
     project: SourceFile,
 ) -> Result<KernelMap, BuildError> {
@@ -265,7 +272,7 @@ pub fn project_kernel_footprints(
 }
 
 /// Compiled kernels by variant name.
-pub type KernelMap = Arc<std::collections::BTreeMap<String, Arc<kernels::KernelObject>>>;
+pub(crate) type KernelMap = Arc<std::collections::BTreeMap<String, Arc<kernels::KernelObject>>>;
 
 fn each_variant(
     db: &dyn Db,
@@ -300,7 +307,7 @@ fn each_variant(
 }
 
 /// The emitter's view of compiled kernels: object and entry point.
-pub fn kernel_codes(
+pub(crate) fn kernel_codes(
     kernels: &std::collections::BTreeMap<String, Arc<kernels::KernelObject>>,
 ) -> std::collections::BTreeMap<String, crate::emit::tile::KernelCode<'_>> {
     kernels
@@ -319,7 +326,7 @@ pub fn kernel_codes(
 }
 
 /// Every used tile's image, one query per tile ([`tiles::tile_image`]).
-pub fn tile_images(
+pub(crate) fn tile_images(
     db: &dyn Db,
     project: SourceFile,
 ) -> Result<Vec<Arc<crate::emit::tile::TileImage>>, BuildError> {

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 /// The planner's estimate of one run: every operation's selected plan,
 /// times its repeat count, and the host transfers.
-pub fn estimated_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
+pub(crate) fn estimated_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
     let ops: u64 = op_estimates(db, project)?
         .iter()
         .map(|op| op.total_cycles() * u64::from(op.executions))
@@ -33,7 +33,7 @@ pub fn estimated_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildEr
 /// The cycles of a run's host transfers: every streamed input written and
 /// every output read once per run, at the host link's rate (weights are
 /// loaded with the package, not per run).
-pub fn host_transfer_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
+pub(crate) fn host_transfer_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
     let graph = graph(db, project)?;
     let program = program(db, project).clone()?;
     let target = super::target_of(&graph);
@@ -53,7 +53,10 @@ pub fn host_transfer_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, Bui
 
 /// Every operation's selected plan as the profile layout records it, with
 /// the matrix products' multiply-accumulates and AMP roofline.
-pub fn op_estimates(db: &dyn Db, project: SourceFile) -> Result<Vec<OpEstimate>, BuildError> {
+pub(crate) fn op_estimates(
+    db: &dyn Db,
+    project: SourceFile,
+) -> Result<Vec<OpEstimate>, BuildError> {
     let graph = graph(db, project)?;
     let target = super::target_of(&graph);
     Ok(planned_signatures(db, project)
@@ -114,7 +117,7 @@ fn run_estimate(kernels: &KernelMap, run: &KernelRun) -> Option<u64> {
 
 /// The whole package of a project.
 #[salsa::tracked(returns(ref))]
-pub fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, BuildError> {
+pub(crate) fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, BuildError> {
     let graph = graph(db, project)?;
     let program = program(db, project).clone()?;
     let placement = placement(db, project).clone()?;
@@ -182,7 +185,7 @@ fn file_values(
 /// The exchange programs at tile addresses (re-run only when the program,
 /// the placement or a schedule changes, not when a kernel does).
 #[salsa::tracked(returns(ref))]
-pub fn exchange_programs(
+pub(crate) fn exchange_programs(
     db: &dyn Db,
     project: SourceFile,
 ) -> Result<Arc<Vec<ExchangeProgram>>, BuildError> {
@@ -198,7 +201,7 @@ pub fn exchange_programs(
 
 /// The package's `exchange` part, encoded and hashed.
 #[salsa::tracked(returns(ref))]
-pub fn exchange_part(db: &dyn Db, project: SourceFile) -> Result<Part, BuildError> {
+pub(crate) fn exchange_part(db: &dyn Db, project: SourceFile) -> Result<Part, BuildError> {
     let programs = exchange_programs(db, project).clone()?;
     Ok(Part::new(crate::package::exchange_part::encode(&programs)))
 }

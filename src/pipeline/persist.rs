@@ -19,7 +19,7 @@ use serde::Serialize;
 /// The store key of `kind` computed from `parts` (JSON of the query's
 /// inputs); `None` if an input cannot be serialized, which only disables
 /// persistence for that call.
-pub fn key_of(kind: &str, parts: &[&dyn erased::Json]) -> Option<blake3::Hash> {
+pub(crate) fn key_of(kind: &str, parts: &[&dyn erased::Json]) -> Option<blake3::Hash> {
     let mut encoded = vec![kind.as_bytes().to_vec()];
     for part in parts {
         encoded.push(part.json()?);
@@ -30,7 +30,7 @@ pub fn key_of(kind: &str, parts: &[&dyn erased::Json]) -> Option<blake3::Hash> {
 
 /// Returns the stored result of `kind` under `key` if `check` accepts it,
 /// or computes, records and stores it.
-pub fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static>(
+pub(crate) fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static>(
     db: &dyn Db,
     kind: &'static str,
     key: Option<blake3::Hash>,
@@ -49,7 +49,7 @@ pub fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static>(
 /// [`persisted`] for a fallible computation: only successes are stored.
 /// A stored value is used only if `check` accepts it; otherwise it is
 /// reported and recomputed (and the recomputed value replaces it).
-pub fn persisted_ok<T: Serialize + DeserializeOwned + Clone + Send + 'static, E>(
+pub(crate) fn persisted_ok<T: Serialize + DeserializeOwned + Clone + Send + 'static, E>(
     db: &dyn Db,
     kind: &'static str,
     key: Option<blake3::Hash>,
@@ -81,7 +81,7 @@ pub fn persisted_ok<T: Serialize + DeserializeOwned + Clone + Send + 'static, E>
 
 /// Serialization to JSON bytes behind a trait object, so a key can mix
 /// inputs of different types.
-pub mod erased {
+pub(crate) mod erased {
     pub trait Json {
         fn json(&self) -> Option<Vec<u8>>;
     }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 /// What placing one tile depends on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct PlaceRequest {
+pub(crate) struct PlaceRequest {
     pub target: TargetId,
     pub buffers: TileRequest,
     /// The tile's steps, operands numbered as in `buffers` (their sizes
@@ -33,14 +33,17 @@ pub struct PlaceRequest {
 
 /// Every tile's request, and the program's id of each tile-local buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlaceRequests {
+pub(crate) struct PlaceRequests {
     pub tiles: BTreeMap<u32, Arc<PlaceRequest>>,
     pub globals: BTreeMap<u32, Arc<Vec<BufferId>>>,
 }
 
 /// Splits the program into per-tile placement requests.
 #[salsa::tracked(returns(ref))]
-pub fn place_requests(db: &dyn Db, project: SourceFile) -> Result<Arc<PlaceRequests>, BuildError> {
+pub(crate) fn place_requests(
+    db: &dyn Db,
+    project: SourceFile,
+) -> Result<Arc<PlaceRequests>, BuildError> {
     let graph = super::program_graph(db, project).clone()?;
     let program = program(db, project).clone()?;
     let numbered = program_steps(db, project).clone()?;
@@ -81,7 +84,11 @@ pub fn place_requests(db: &dyn Db, project: SourceFile) -> Result<Arc<PlaceReque
 
 /// One tile's request (`None` for a tile with no buffers).
 #[salsa::tracked(returns(ref))]
-pub fn place_request(db: &dyn Db, project: SourceFile, tile: u32) -> Option<Arc<PlaceRequest>> {
+pub(crate) fn place_request(
+    db: &dyn Db,
+    project: SourceFile,
+    tile: u32,
+) -> Option<Arc<PlaceRequest>> {
     place_requests(db, project)
         .as_ref()
         .ok()?
@@ -94,7 +101,7 @@ pub fn place_request(db: &dyn Db, project: SourceFile, tile: u32) -> Option<Arc<
 /// sized from the kernels' footprints (which do not change when a kernel's
 /// instructions change at the same size), then first-fit.
 #[salsa::tracked(returns(ref))]
-pub fn tile_placement(
+pub(crate) fn tile_placement(
     db: &dyn Db,
     project: SourceFile,
     tile: u32,
@@ -131,7 +138,7 @@ pub fn tile_placement(
 
 /// Every tile's placement under the program's buffer ids, verified.
 #[salsa::tracked(returns(ref))]
-pub fn placement(db: &dyn Db, project: SourceFile) -> Result<Arc<Placement>, BuildError> {
+pub(crate) fn placement(db: &dyn Db, project: SourceFile) -> Result<Arc<Placement>, BuildError> {
     // Every kernel's errors at once, before any tile stops at its first.
     project_kernel_footprints(db, project).clone()?;
     let requests = place_requests(db, project).clone()?;

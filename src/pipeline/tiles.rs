@@ -31,7 +31,7 @@ use std::sync::Arc;
 /// A weight buffer the loader fills: which weight, how its slots map to
 /// the weight's elements, and where it goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct WeightFill {
+pub(crate) struct WeightFill {
     pub address: u32,
     pub tensor: u32,
     pub iteration: Option<u32>,
@@ -42,7 +42,7 @@ pub struct WeightFill {
 
 /// Everything one tile does, independent of buffer numbering elsewhere.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct TileWork {
+pub(crate) struct TileWork {
     pub tile: u32,
     /// The tile's part in each compute step, operands in tile-local
     /// numbers.
@@ -81,7 +81,7 @@ impl TileWork {
 /// The directory kernel sources are found in (a query of its own so that
 /// per-tile queries do not depend on the whole project).
 #[salsa::tracked(returns(ref))]
-pub fn kernel_dir(db: &dyn Db, project: SourceFile) -> Utf8PathBuf {
+pub(crate) fn kernel_dir(db: &dyn Db, project: SourceFile) -> Utf8PathBuf {
     crate::project::project_graph(db, project)
         .kernel_dir
         .clone()
@@ -89,7 +89,7 @@ pub fn kernel_dir(db: &dyn Db, project: SourceFile) -> Utf8PathBuf {
 
 /// Every tile's work, split from the program and the placement.
 #[salsa::tracked(returns(ref))]
-pub fn tile_works(
+pub(crate) fn tile_works(
     db: &dyn Db,
     project: SourceFile,
 ) -> Result<Arc<BTreeMap<u32, Arc<TileWork>>>, BuildError> {
@@ -107,12 +107,12 @@ pub fn tile_works(
 
 /// One tile's work (`None` for a tile the program does not use).
 #[salsa::tracked(returns(ref))]
-pub fn tile_work(db: &dyn Db, project: SourceFile, tile: u32) -> Option<Arc<TileWork>> {
+pub(crate) fn tile_work(db: &dyn Db, project: SourceFile, tile: u32) -> Option<Arc<TileWork>> {
     tile_works(db, project).as_ref().ok()?.get(&tile).cloned()
 }
 
 /// Splits a placed program into per-tile work.
-pub fn split(
+pub(crate) fn split(
     program: &Program,
     numbered: &ProgramSteps,
     placement: &Placement,
@@ -179,7 +179,7 @@ pub fn split(
 }
 
 /// A tile's steps with every operand renamed by `local`.
-pub fn local_steps(
+pub(crate) fn local_steps(
     steps: &[TileStep],
     mut local: impl FnMut(BufferId) -> BufferId,
 ) -> Vec<TileStep> {
@@ -213,7 +213,7 @@ pub fn local_steps(
 /// One tile's image: supervisor routines, linked kernels, kernel states.
 /// Depends only on the tile's work and the kernels it runs.
 #[salsa::tracked(returns(ref))]
-pub fn tile_image(
+pub(crate) fn tile_image(
     db: &dyn Db,
     project: SourceFile,
     tile: u32,
@@ -272,7 +272,7 @@ fn emit_image(
 /// What a weight's values are made of (a query of its own, so a weight's
 /// bytes are regenerated only when its own declaration changes).
 #[salsa::tracked(returns(ref))]
-pub fn weight_spec(
+pub(crate) fn weight_spec(
     db: &dyn Db,
     project: SourceFile,
     tensor: u32,
@@ -286,7 +286,7 @@ pub fn weight_spec(
 /// weight): generated, or converted from its tensor file (then the query
 /// depends on that file, so editing it re-runs only the weights it holds).
 #[salsa::tracked(returns(ref))]
-pub fn weight_bytes(
+pub(crate) fn weight_bytes(
     db: &dyn Db,
     project: SourceFile,
     tensor: u32,
@@ -303,7 +303,7 @@ pub fn weight_bytes(
 
 /// A tile's preloaded weights as data segments.
 #[salsa::tracked(returns(ref))]
-pub fn tile_weights(
+pub(crate) fn tile_weights(
     db: &dyn Db,
     project: SourceFile,
     tile: u32,
