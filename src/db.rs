@@ -67,7 +67,7 @@ pub struct BuildSettings {
 
 /// Reads files through the database's inputs, so a query that reads a file
 /// depends on it and re-runs when it changes.
-pub struct DbFiles<'a>(pub &'a dyn Db);
+pub(crate) struct DbFiles<'a>(pub &'a dyn Db);
 
 impl FileSource for DbFiles<'_> {
     fn read(&self, path: &Utf8Path) -> FileText {
@@ -103,18 +103,18 @@ pub trait Db: salsa::Database {
 /// A salsa event log for incrementality tests: the names of queries that
 /// were executed, in order.
 #[derive(Clone, Default)]
-pub struct ExecutionLog {
+pub(crate) struct ExecutionLog {
     entries: Arc<Mutex<Option<Vec<String>>>>,
 }
 
 impl ExecutionLog {
     /// Starts recording (and clears what was recorded).
-    pub fn start(&self) {
+    pub(crate) fn start(&self) {
         *self.entries.lock().expect("log lock") = Some(Vec::new());
     }
 
     /// Everything recorded since the last call.
-    pub fn take(&self) -> Vec<String> {
+    pub(crate) fn take(&self) -> Vec<String> {
         self.entries
             .lock()
             .expect("log lock")
@@ -133,13 +133,13 @@ impl ExecutionLog {
 /// What expensive queries computed, by phase and item: always recorded
 /// (unlike [`ExecutionLog`]), drained by the driver after each build.
 #[derive(Clone, Default)]
-pub struct ComputedItems {
+pub(crate) struct ComputedItems {
     items: Arc<Mutex<Vec<(&'static str, String)>>>,
 }
 
 impl ComputedItems {
     /// Everything recorded since the last call.
-    pub fn take(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn take(&self) -> Vec<(&'static str, String)> {
         std::mem::take(&mut *self.items.lock().expect("items lock"))
     }
 
@@ -191,7 +191,7 @@ impl Database {
 
     /// Sets what the compiled program reads back (an input change like
     /// any other: only what depends on the outputs recomputes).
-    pub fn set_read_back(&mut self, read_back: ReadBack) {
+    pub(crate) fn set_read_back(&mut self, read_back: ReadBack) {
         let settings = self.settings();
         if settings.read_back(self) != read_back {
             settings.set_read_back(self).to(read_back);
@@ -206,7 +206,7 @@ impl Database {
 
     /// Like [`Database::on_disk`], reading files through `vfs` (the
     /// language server's overlay of unsaved editor text over the disk).
-    pub fn on_disk_with(vfs: Arc<dyn Vfs>) -> Self {
+    pub(crate) fn on_disk_with(vfs: Arc<dyn Vfs>) -> Self {
         let mut db = Self::new(vfs);
         db.kernel_cache = crate::kernels::cache::KernelCache::from_env();
         db.store = Some(crate::store::Store::default_location());
@@ -226,12 +226,12 @@ impl Database {
     }
 
     /// The record of executed queries (see [`ExecutionLog`]).
-    pub fn execution_log(&self) -> &ExecutionLog {
+    pub(crate) fn execution_log(&self) -> &ExecutionLog {
         &self.log
     }
 
     /// What expensive queries computed (see [`ComputedItems`]).
-    pub fn computed(&self) -> &ComputedItems {
+    pub(crate) fn computed(&self) -> &ComputedItems {
         &self.computed
     }
 
@@ -295,7 +295,7 @@ impl Database {
     }
 
     /// The tensor files the database has read so far.
-    pub fn known_data_files(&self) -> Vec<Utf8PathBuf> {
+    pub(crate) fn known_data_files(&self) -> Vec<Utf8PathBuf> {
         let mut paths: Vec<_> = self
             .data_files
             .lock()
@@ -308,7 +308,7 @@ impl Database {
     }
 
     /// Whether `path` is known as a tensor file (and not only as source).
-    pub fn is_data_file(&self, path: &Utf8Path) -> bool {
+    pub(crate) fn is_data_file(&self, path: &Utf8Path) -> bool {
         self.data_files
             .lock()
             .expect("file table lock")
