@@ -21,11 +21,11 @@
 //! configuration ([`config`]); the commands that build install it for the
 //! process ([`install_remote`]).
 
-pub mod action;
-pub mod config;
-pub mod http;
-pub mod remote;
-pub mod sha256;
+pub(crate) mod action;
+pub(crate) mod config;
+pub(crate) mod http;
+pub(crate) mod remote;
+pub(crate) mod sha256;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::de::DeserializeOwned;
@@ -36,12 +36,12 @@ const HEADER: &str = "ipub-store 2";
 
 /// The largest entry read: a tile image is at most a tile's memory (twice
 /// that in hex), so anything far larger is not an entry.
-pub const MAX_ENTRY_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_ENTRY_BYTES: u64 = 64 << 20;
 
 /// The identity of this build of ipub: its version and a fingerprint of its
 /// sources (from `build.rs`), so results computed by another build, even
 /// of the same version, are never reused.
-pub fn build_identity() -> &'static str {
+pub(crate) fn build_identity() -> &'static str {
     concat!(
         env!("CARGO_PKG_NAME"),
         " ",
@@ -54,7 +54,7 @@ pub fn build_identity() -> &'static str {
 /// The root of ipub's caches: `$IPUB_CACHE_DIR`, else the platform cache
 /// directory (`$XDG_CACHE_HOME` or `~/.cache`) plus `ipub`, else a
 /// directory under the system's temporary directory.
-pub fn cache_root() -> Utf8PathBuf {
+pub(crate) fn cache_root() -> Utf8PathBuf {
     // Unset and empty variables are treated alike.
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     if let Some(dir) = var("IPUB_CACHE_DIR") {
@@ -72,7 +72,7 @@ pub fn cache_root() -> Utf8PathBuf {
 }
 
 /// A key: blake3 over labelled parts, always including the build identity.
-pub fn key(parts: &[&[u8]]) -> blake3::Hash {
+pub(crate) fn key(parts: &[&[u8]]) -> blake3::Hash {
     let mut hasher = blake3::Hasher::new();
     hasher.update(build_identity().as_bytes());
     for part in parts {
@@ -105,12 +105,12 @@ static INSTALLED_REMOTE: std::sync::OnceLock<Option<remote::Remote>> = std::sync
 /// [`KernelCache::from_env`](crate::kernels::cache::KernelCache::from_env)
 /// from now on. Only the first call counts (a process builds against one
 /// remote); it returns the remote in effect.
-pub fn install_remote(remote: Option<remote::Remote>) -> Option<remote::Remote> {
+pub(crate) fn install_remote(remote: Option<remote::Remote>) -> Option<remote::Remote> {
     INSTALLED_REMOTE.get_or_init(|| remote).clone()
 }
 
 /// The remote installed for the process, if any.
-pub fn installed_remote() -> Option<remote::Remote> {
+pub(crate) fn installed_remote() -> Option<remote::Remote> {
     INSTALLED_REMOTE.get().cloned().flatten()
 }
 
@@ -134,7 +134,7 @@ impl std::fmt::Debug for Pending {
 
 /// What a read found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Lookup<T> {
+pub(crate) enum Lookup<T> {
     Hit(T),
     Miss,
     /// The entry existed but failed verification; it has been removed.
@@ -153,19 +153,19 @@ impl Store {
     }
 
     /// The same store with `remote` behind it.
-    pub fn with_remote(mut self, remote: Option<remote::Remote>) -> Store {
+    pub(crate) fn with_remote(mut self, remote: Option<remote::Remote>) -> Store {
         self.remote = remote;
         self
     }
 
     /// The remote tier, if any.
-    pub fn remote(&self) -> Option<&remote::Remote> {
+    pub(crate) fn remote(&self) -> Option<&remote::Remote> {
         self.remote.as_ref()
     }
 
     /// The same store, written but never read: a build through it
     /// recomputes every result and replaces the stored ones.
-    pub fn without_reads(&self) -> Store {
+    pub(crate) fn without_reads(&self) -> Store {
         Store {
             reading: false,
             hits: std::sync::Arc::default(),
@@ -174,16 +174,16 @@ impl Store {
     }
 
     /// How many entries this store (and its clones) served.
-    pub fn hits(&self) -> u64 {
+    pub(crate) fn hits(&self) -> u64 {
         self.hits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The store under [`cache_root`], with the installed remote tier.
-    pub fn default_location() -> Store {
+    pub(crate) fn default_location() -> Store {
         Store::new(cache_root().join("store")).with_remote(installed_remote())
     }
 
-    pub fn root(&self) -> &Utf8Path {
+    pub(crate) fn root(&self) -> &Utf8Path {
         &self.root
     }
 
@@ -191,7 +191,7 @@ impl Store {
         self.root.join(entry_name(kind, key))
     }
 
-    pub fn get<T: DeserializeOwned>(&self, kind: &str, key: &blake3::Hash) -> Lookup<T> {
+    pub(crate) fn get<T: DeserializeOwned>(&self, kind: &str, key: &blake3::Hash) -> Lookup<T> {
         if !self.reading {
             return Lookup::Miss;
         }
@@ -276,7 +276,7 @@ impl Store {
     /// The named output `output` of the remote action that holds the entry
     /// of `kind` under `key` (see [`Store::put_with_outputs`]), of at most
     /// `limit` bytes. The caller verifies it.
-    pub fn remote_output(
+    pub(crate) fn remote_output(
         &self,
         kind: &str,
         key: &blake3::Hash,
@@ -295,7 +295,7 @@ impl Store {
         }
     }
 
-    pub fn put<T: Serialize>(
+    pub(crate) fn put<T: Serialize>(
         &self,
         kind: &str,
         key: &blake3::Hash,
@@ -308,7 +308,7 @@ impl Store {
     /// `outputs` (named byte strings a reader fetches with
     /// [`Store::remote_output`]) as one action. The upload is queued, so
     /// it never delays the caller.
-    pub fn put_with_outputs<T: Serialize>(
+    pub(crate) fn put_with_outputs<T: Serialize>(
         &self,
         kind: &str,
         key: &blake3::Hash,
@@ -332,7 +332,7 @@ impl Store {
     /// nor competes with them for the cores. [`Store::flush`] starts and
     /// waits for every queued write. A failed write only costs a
     /// recomputation later, so it is logged and dropped.
-    pub fn put_in_background<T: Serialize + Send + 'static>(
+    pub(crate) fn put_in_background<T: Serialize + Send + 'static>(
         &self,
         kind: &'static str,
         key: blake3::Hash,
@@ -358,7 +358,7 @@ impl Store {
     }
 
     /// Starts every queued write on rayon's threads.
-    pub fn start_queued(&self) {
+    pub(crate) fn start_queued(&self) {
         let jobs = std::mem::take(&mut *self.pending.queued.lock().expect("store queue lock"));
         for job in jobs {
             rayon::spawn(job);
@@ -375,7 +375,7 @@ impl Store {
     }
 
     /// Removes every entry; returns the bytes freed.
-    pub fn clean(&self) -> std::io::Result<u64> {
+    pub(crate) fn clean(&self) -> std::io::Result<u64> {
         let freed = self.entries().iter().map(|e| e.bytes).sum();
         if self.root.exists() {
             std::fs::remove_dir_all(&self.root)?;
@@ -387,7 +387,7 @@ impl Store {
     /// megabytes (default 1024) and nothing unused for 30 days. Builds call
     /// this after saving their results, so the store stays bounded without
     /// `ipub clean`.
-    pub fn evict_to_budget(&self) -> usize {
+    pub(crate) fn evict_to_budget(&self) -> usize {
         let megabytes = std::env::var("IPUB_STORE_MAX_MB")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
@@ -401,7 +401,7 @@ impl Store {
     /// Removes entries older than `max_age`, then the least recently
     /// modified ones until the store holds at most `max_bytes`. Returns the
     /// number of entries removed.
-    pub fn evict(&self, max_bytes: u64, max_age: std::time::Duration) -> usize {
+    pub(crate) fn evict(&self, max_bytes: u64, max_age: std::time::Duration) -> usize {
         let mut entries = self.entries();
         entries.sort_by_key(|e| std::cmp::Reverse(e.modified));
         let now = SystemTime::now();
@@ -492,7 +492,7 @@ fn checksum(key: &blake3::Hash, payload: &[u8]) -> blake3::Hash {
 
 /// Why an entry's bytes are not a value stored under the key asked for.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum EntryError {
+pub(crate) enum EntryError {
     #[error("no header line")]
     NoHeader,
     #[error("header is not text")]
@@ -513,7 +513,10 @@ pub enum EntryError {
 
 /// Reads an entry's bytes as the value stored under `key`: the header must
 /// name this version and `key`, and the checksum must cover both.
-pub fn decode<T: DeserializeOwned>(bytes: &[u8], key: &blake3::Hash) -> Result<T, EntryError> {
+pub(crate) fn decode<T: DeserializeOwned>(
+    bytes: &[u8],
+    key: &blake3::Hash,
+) -> Result<T, EntryError> {
     let newline = bytes
         .iter()
         .position(|&b| b == b'\n')
