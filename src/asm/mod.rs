@@ -148,6 +148,32 @@ pub fn assemble_with(pre: Preprocessed, encoder: &'static dyn Encoder) -> Assemb
     }
 }
 
+/// Why a cost formula does not parse or evaluate, at which bytes of it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct FormulaError {
+    pub message: String,
+    pub span: std::ops::Range<usize>,
+}
+
+impl From<expr::EvalError> for FormulaError {
+    fn from(error: expr::EvalError) -> Self {
+        FormulaError {
+            message: error.message,
+            span: error.span,
+        }
+    }
+}
+
+impl From<lex::LexError> for FormulaError {
+    fn from(error: lex::LexError) -> Self {
+        FormulaError {
+            message: error.message,
+            span: error.span,
+        }
+    }
+}
+
 /// A parsed cost formula: `name = expr;` bindings, each seeing the names
 /// before it, then the expression whose value is the cost. Parsing once and
 /// evaluating many times is what the planner does with the kernels'
@@ -159,12 +185,12 @@ pub struct CostFormula {
 }
 
 impl CostFormula {
-    pub fn parse(formula: &str) -> Result<CostFormula, String> {
+    pub fn parse(formula: &str) -> Result<CostFormula, FormulaError> {
         parse_cost_formula(formula)
     }
 
     /// The formula's value with `lookup` giving each free name's value.
-    pub fn eval(&self, lookup: &dyn Fn(&str) -> Option<i64>) -> Result<i64, String> {
+    pub fn eval(&self, lookup: &dyn Fn(&str) -> Option<i64>) -> Result<i64, FormulaError> {
         let mut bound: Vec<(&str, i64)> = Vec::new();
         // The latest binding of a name wins; free names go to `lookup`.
         let value_of = |bound: &[(&str, i64)], name: &str| {
@@ -176,15 +202,15 @@ impl CostFormula {
                 .or_else(|| lookup(name))
         };
         for (name, value) in &self.bindings {
-            let v = expr::eval_const(value, &|n| value_of(&bound, n)).map_err(|e| e.message)?;
+            let v = expr::eval_const(value, &|n| value_of(&bound, n))?;
             bound.push((name, v));
         }
-        expr::eval_const(&self.result, &|n| value_of(&bound, n)).map_err(|e| e.message)
+        Ok(expr::eval_const(&self.result, &|n| value_of(&bound, n))?)
     }
 }
 
-fn parse_cost_formula(formula: &str) -> Result<CostFormula, String> {
-    let tokens = lex::lex(formula).map_err(|e| e.message)?;
+fn parse_cost_formula(formula: &str) -> Result<CostFormula, FormulaError> {
+    let tokens = lex::lex(formula)?;
     let mut statements: Vec<&[lex::Token]> = tokens.split(|t| t.is(";")).collect();
     let result = statements.pop().unwrap_or(&[]);
     let mut bindings = Vec::new();
@@ -193,12 +219,17 @@ fn parse_cost_formula(formula: &str) -> Result<CostFormula, String> {
             statement.first().and_then(lex::Token::ident),
             statement.get(1).map(|t| t.is("=")),
         ) else {
-            return Err("expected `name = expression;` before the last `;`".into());
+            let start = statement.first().map_or(0, |t| t.span.start);
+            let end = statement.last().map_or(start, |t| t.span.end);
+            return Err(FormulaError {
+                message: "expected `name = expression;` before the last `;`".into(),
+                span: start..end,
+            });
         };
-        let value = expr::parse_all(&statement[2..], formula.len()).map_err(|e| e.message)?;
+        let value = expr::parse_all(&statement[2..], formula.len())?;
         bindings.push((name.to_string(), value));
     }
-    let result = expr::parse_all(result, formula.len()).map_err(|e| e.message)?;
+    let result = expr::parse_all(result, formula.len())?;
     Ok(CostFormula { bindings, result })
 }
 
@@ -207,7 +238,7 @@ fn parse_cost_formula(formula: &str) -> Result<CostFormula, String> {
 /// run's parameters, bound when the formula is evaluated).
 /// Constant parts must evaluate (`1/0` is refused here, not when the
 /// planner first evaluates the formula).
-pub fn check_cost_formula(formula: &str) -> Result<(), String> {
+pub fn check_cost_formula(formula: &str) -> Result<(), FormulaError> {
     let parsed = parse_cost_formula(formula)?;
     for expr in parsed
         .bindings
@@ -215,7 +246,7 @@ pub fn check_cost_formula(formula: &str) -> Result<(), String> {
         .map(|(_, e)| e)
         .chain([&parsed.result])
     {
-        expr::check_constant_parts(expr).map_err(|e| e.message)?;
+        expr::check_constant_parts(expr)?;
     }
     Ok(())
 }
@@ -224,6 +255,6 @@ pub fn check_cost_formula(formula: &str) -> Result<(), String> {
 pub fn eval_cost_formula(
     formula: &str,
     lookup: &dyn Fn(&str) -> Option<i64>,
-) -> Result<i64, String> {
+) -> Result<i64, FormulaError> {
     parse_cost_formula(formula)?.eval(lookup)
 }

@@ -112,7 +112,7 @@ pub struct SectionMetadata {
 }
 
 /// Evaluates a cost formula with `values` bound to its names.
-pub fn eval_cost(formula: &str, values: &BTreeMap<String, i64>) -> Result<i64, String> {
+pub fn eval_cost(formula: &str, values: &BTreeMap<String, i64>) -> Result<i64, asm::FormulaError> {
     asm::eval_cost_formula(formula, &|name| values.get(name).copied())
 }
 
