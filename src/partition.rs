@@ -175,6 +175,32 @@ pub enum KernelId {
     },
 }
 
+/// The cast a fused row-wise operation runs after `producer` on each tile
+/// (`crate::fuse`): when an operation whose kernel writes f16 rows has an
+/// FP8 result, the producer writes its rows to a tile-local buffer and this
+/// cast converts them, in the same compute step. `None` for every other
+/// kernel and result.
+pub fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelId> {
+    let writes_f16 = matches!(
+        producer,
+        KernelId::Layernorm { dtype: DType::F16 }
+            | KernelId::Softmax {
+                dtype: DType::F16,
+                ..
+            }
+            | KernelId::SoftmaxMasked {
+                dtype: DType::F16,
+                ..
+            }
+            | KernelId::Gelu { dtype: DType::F16 }
+            | KernelId::Add { dtype: DType::F16 }
+    );
+    (writes_f16 && output.is_fp8()).then_some(KernelId::Cast {
+        from: DType::F16,
+        to: output,
+    })
+}
+
 /// The elementwise operations of two operands with a kernel of their own
 /// besides `add` (whose kernel predates them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
