@@ -115,6 +115,11 @@ pub enum KernelId {
     Gelu {
         dtype: DType,
     },
+    /// GELU of f16 values stored as `to` (an FP8 format) with the result's
+    /// scale: a cast to FP8 fused into the GELU (`crate::fuse`).
+    GeluCast {
+        to: DType,
+    },
     Softmax {
         dtype: DType,
         causal: bool,
@@ -301,6 +306,7 @@ impl fmt::Display for KernelId {
             KernelId::Cast { from, to } => write!(f, "cast_{}_{}", from.name(), to.name()),
             KernelId::Add { dtype } => write!(f, "add_{}", family(dtype)),
             KernelId::Gelu { dtype } => write!(f, "gelu_{}", family(dtype)),
+            KernelId::GeluCast { to } => write!(f, "gelu_f16_{}", to.name()),
             KernelId::Softmax { dtype, causal } => write!(
                 f,
                 "softmax_{}{}",

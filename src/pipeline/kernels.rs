@@ -99,6 +99,9 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         } => plain("add.S"),
         KernelId::RearrangeBlocks => plain("rearrange_blocks.S"),
         KernelId::Gelu { dtype: DType::F16 } => plain("gelu_f16.S"),
+        KernelId::GeluCast {
+            to: DType::F143 | DType::F152,
+        } => plain("gelu_f16.S"),
         KernelId::ReduceAdd => plain("reduce_add.S"),
         KernelId::GemmF32Out {
             interleaved,

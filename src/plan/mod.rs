@@ -171,6 +171,13 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
             to: signature.output.dtype,
         },
         SignatureKind::Add => KernelId::Add { dtype },
+        // A GELU whose result is FP8 has a cast fused into it
+        // (`crate::fuse`), which its kernel variant stores in the same pass.
+        SignatureKind::Gelu if dtype == DType::F16 && signature.output.dtype.is_fp8() => {
+            KernelId::GeluCast {
+                to: signature.output.dtype,
+            }
+        }
         SignatureKind::Gelu => KernelId::Gelu { dtype },
         // A second input is the additive mask.
         SignatureKind::Softmax { .. } if signature.inputs.len() == 2 => KernelId::SoftmaxMasked {

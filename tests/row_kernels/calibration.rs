@@ -23,6 +23,8 @@ const KERNELS: &[&str] = &[
     "add_f32",
     "rearrange_f16_b16x4",
     "gelu_f16",
+    "gelu_f16_f143",
+    "gelu_f16_f152",
     "softmax_f16",
     "softmax_f16_causal",
     "layernorm_f16",

@@ -44,6 +44,8 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::Add { dtype: F16 },
         KernelId::Add { dtype: F32 },
         KernelId::Gelu { dtype: F16 },
+        KernelId::GeluCast { to: F143 },
+        KernelId::GeluCast { to: F152 },
         KernelId::Layernorm { dtype: F16 },
         KernelId::RearrangeBlocks,
         KernelId::ReduceAdd,
