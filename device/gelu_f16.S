@@ -93,17 +93,19 @@ gelu_f16_done:
         .size   gelu_f16, . - gelu_f16
 
 // ---- GELU stored as FP8 ------------------------------------------------
-// A cast to FP8 fused into the GELU (`src/fuse.rs`): each quad is rounded
-// to f16 exactly as `gelu_f16` stores it, then converted with `f16v4tof8`
-// and the result's scale, exactly as `cast_f16_f143` converts it, so the
-// bytes are those of the two kernels run one after the other, in one pass
-// over the data: one more issue per quad, and a 4-byte store instead of an
-// 8-byte one.
+// A cast to FP8 fused into the GELU (`src/fuse.rs`), assembled only with
+// OUT_F8 defined so that the f16 variant carries none of its code. Each
+// quad is rounded to f16 exactly as `gelu_f16` stores it, then converted
+// with `f16v4tof8` and the result's scale, exactly as `cast_f16_f143`
+// converts it, so the bytes are those of the two kernels run one after the
+// other, in one pass over the data: one more issue per quad, and a 4-byte
+// store instead of an 8-byte one.
 // State: in0 (f16), out (FP8), rows, row_length, out_scale.
 
 // Cycles (fitted with `tests/row_kernels/calibration.rs`): 21 issues per
 // unit of four values on the busiest worker, a few more to fill and drain
 // the pipelined loop, about 30 for the tail, plus the launch.
+#ifdef OUT_F8
 #define GELU_TO_F8_COST "n = rows * row_length; units = n / 4; tail = n % 4; 228 + 6 * (21 * (units / 6) + 4 * (units > 0) + (tail != 0 ? 30 + 3 * tail : 21 * (units % 6 != 0)))"
 
         .globl  gelu_f16_f143
@@ -174,3 +176,4 @@ gelu_f16_f8_tail_check:
         store_bytes $m10, $m9, gelu_f16_f8_tail
 gelu_f16_f8_done:
         exitz   $mzero
+#endif

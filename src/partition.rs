@@ -127,6 +127,12 @@ pub enum KernelId {
     Layernorm {
         dtype: DType,
     },
+    /// Layer normalisation of f16 rows stored as `to` (an FP8 format) with
+    /// the result's scale: a cast to FP8 fused into the layernorm
+    /// (`crate::fuse`).
+    LayernormCast {
+        to: DType,
+    },
     /// An explicit block-major rearrange (`rearrange` in a project).
     RearrangeBlockMajor {
         dtype: DType,
@@ -184,21 +190,18 @@ pub enum KernelId {
 /// (`crate::fuse`): when an operation whose kernel writes f16 rows has an
 /// FP8 result, the producer writes its rows to a tile-local buffer and this
 /// cast converts them, in the same compute step. `None` for every other
-/// kernel and result.
+/// kernel and result, among them the GELU and layernorm variants that store
+/// FP8 themselves.
 pub fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelId> {
     let writes_f16 = matches!(
         producer,
-        KernelId::Layernorm { dtype: DType::F16 }
-            | KernelId::Softmax {
-                dtype: DType::F16,
-                ..
-            }
-            | KernelId::SoftmaxMasked {
-                dtype: DType::F16,
-                ..
-            }
-            | KernelId::Gelu { dtype: DType::F16 }
-            | KernelId::Add { dtype: DType::F16 }
+        KernelId::Softmax {
+            dtype: DType::F16,
+            ..
+        } | KernelId::SoftmaxMasked {
+            dtype: DType::F16,
+            ..
+        } | KernelId::Add { dtype: DType::F16 }
     );
     (writes_f16 && output.is_fp8()).then_some(KernelId::Cast {
         from: DType::F16,
@@ -314,6 +317,7 @@ impl fmt::Display for KernelId {
                 if causal { "_causal" } else { "" }
             ),
             KernelId::Layernorm { dtype } => write!(f, "layernorm_{}", family(dtype)),
+            KernelId::LayernormCast { to } => write!(f, "layernorm_f16_{}", to.name()),
             KernelId::RearrangeBlockMajor { dtype, rows, cols } => {
                 write!(f, "rearrange_{}_b{rows}x{cols}", family(dtype))
             }

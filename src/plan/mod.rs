@@ -188,6 +188,13 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
             dtype,
             causal: *causal,
         },
+        SignatureKind::Layernorm { .. }
+            if dtype == DType::F16 && signature.output.dtype.is_fp8() =>
+        {
+            KernelId::LayernormCast {
+                to: signature.output.dtype,
+            }
+        }
         SignatureKind::Layernorm { .. } => KernelId::Layernorm { dtype },
         SignatureKind::Rearrange { block } => KernelId::RearrangeBlockMajor {
             dtype,

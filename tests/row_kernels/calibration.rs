@@ -28,6 +28,8 @@ const KERNELS: &[&str] = &[
     "softmax_f16",
     "softmax_f16_causal",
     "layernorm_f16",
+    "layernorm_f16_f143",
+    "layernorm_f16_f152",
     "reduce_add_f16",
     "mul_f16",
     "sub_f32",

@@ -47,6 +47,8 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::GeluCast { to: F143 },
         KernelId::GeluCast { to: F152 },
         KernelId::Layernorm { dtype: F16 },
+        KernelId::LayernormCast { to: F143 },
+        KernelId::LayernormCast { to: F152 },
         KernelId::RearrangeBlocks,
         KernelId::ReduceAdd,
         KernelId::Rmsnorm { dtype: F16 },
