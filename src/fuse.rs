@@ -6,10 +6,11 @@
 //! cast to FP8 into the row-wise operation that produces its f16 input
 //! (`layernorm`, `softmax`, `gelu` or `add`): the fused operation keeps the
 //! producer's kind and inputs and writes the cast's FP8 result, and is
-//! named for both (`ln1+ln1_f8`). On each tile its rows are computed by the
-//! producer's kernel into a tile-local f16 buffer and converted by the
-//! cast's kernel in the same compute step, so the values are bit-identical
-//! to the unfused graph's, and the cast's exchange phase and sync are gone.
+//! named for both (`ln1+ln1_f8`). GELU and layernorm run a kernel variant
+//! that stores FP8 in the same pass; softmax and add run their kernel into
+//! a tile-local f16 buffer and the cast's kernel after it, in the same
+//! compute step (`partition::cast_epilogue`). Either way the bytes are
+//! those of the unfused graph, and the cast's own step is gone.
 //!
 //! A pair fuses only when the f16 intermediate has no other reader, is not
 //! an output the host reads back, and both operations are in the same
