@@ -91,3 +91,89 @@ gelu_f16_tail_check:
 gelu_f16_done:
         exitz   $mzero
         .size   gelu_f16, . - gelu_f16
+
+// ---- GELU stored as FP8 ------------------------------------------------
+// A cast to FP8 fused into the GELU (`src/fuse.rs`), assembled only with
+// OUT_F8 defined so that the f16 variant carries none of its code. Each
+// quad is rounded to f16 exactly as `gelu_f16` stores it, then converted
+// with `f16v4tof8` and the result's scale, exactly as `cast_f16_f143`
+// converts it, so the bytes are those of the two kernels run one after the
+// other, in one pass over the data: one more issue per quad, and a 4-byte
+// store instead of an 8-byte one.
+// State: in0 (f16), out (FP8), rows, row_length, out_scale.
+
+// Cycles (fitted with `tests/row_kernels/calibration.rs`): 21 issues per
+// unit of four values on the busiest worker, a few more to fill and drain
+// the pipelined loop, about 30 for the tail, plus the launch.
+#ifdef OUT_F8
+#define GELU_TO_F8_COST "n = rows * row_length; units = n / 4; tail = n % 4; 228 + 6 * (21 * (units / 6) + 4 * (units > 0) + (tail != 0 ? 30 + 3 * tail : 21 * (units % 6 != 0)))"
+
+        .globl  gelu_f16_f143
+        .type   gelu_f16_f143, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_param out_scale, 16, i32
+        .ipub_cost GELU_TO_F8_COST
+gelu_f16_f143:
+        setzi   $m10, 0
+        br      gelu_f16_f8
+        .size   gelu_f16_f143, . - gelu_f16_f143
+
+        .globl  gelu_f16_f152
+        .type   gelu_f16_f152, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_param out_scale, 16, i32
+        .ipub_cost GELU_TO_F8_COST
+gelu_f16_f152:
+        setzi   $m10, 1
+        .size   gelu_f16_f152, . - gelu_f16_f152
+
+// $m10 holds the format bit; the scale goes to bits 15..8 of $fp8cfg, as
+// in `cast_f8.S`.
+gelu_f16_f8:
+        ld32    $m6, $m0, 16
+        and     $m6, $m6, 0xff
+        shl     $m6, $m6, 8
+        or      $m10, $m10, $m6
+        put     $fp8cfg, $m10
+        set_pair $a8, $a9, RSQRT2_BITS
+        set_pair $a10, $a11, ONE_BITS
+        set_pair $a12, $a13, HALF_BITS
+        flat_split 8, 12, 2
+        worker_ptr $m7, 0, 8
+        worker_ptr $m9, 4, 4
+        brz     $m5, gelu_f16_f8_tail_check
+        sub     $m5, $m5, 1
+        .align  8
+        { ld64step $a0:1, $m7+=, 48 ; f16v2tof32 $a2:3, $a0 }
+        f16v2tof32 $a4:5, $a1
+        gelu_rest
+        f16v4tof8 $a6, $a6:7
+        rpt_at  4
+        rpt     $m5, 19
+        { ld64step $a0:1, $m7+=, 48 ; f16v2tof32 $a2:3, $a0 }
+        { st32step $a6, $m9+=, 24 ; f16v2tof32 $a4:5, $a1 }
+        gelu_rest
+        f16v4tof8 $a6, $a6:7
+        st32step $a6, $m9+=, 24
+gelu_f16_f8_tail_check:
+        tail_owner gelu_f16_f8_done
+        tail_ptr $m7, 0, 8
+        tail_ptr $m9, 4, 4
+        // As in `gelu_f16`: the lanes past the end are computed, converted
+        // and never stored.
+        ld64    $a0:1, $m7, 0
+        f16v2tof32 $a2:3, $a0
+        f16v2tof32 $a4:5, $a1
+        gelu_rest
+        f16v4tof8 $a6, $a6:7
+        mov     $m10, $a6
+        store_bytes $m10, $m9, gelu_f16_f8_tail
+gelu_f16_f8_done:
+        exitz   $mzero
+#endif

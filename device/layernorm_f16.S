@@ -20,6 +20,17 @@
 #include "include/rows.h"
 #include "include/norm.h"
 
+// OUT_F8 (0 unless defined) selects the variant that stores its result as
+// FP8, 1 for F143 and 2 for F152: a cast to FP8 fused into the layernorm
+// (`src/fuse.rs`). Each output quad is rounded to f16 exactly as the f16
+// variant stores it, then converted with `f16v4tof8` and the result's
+// scale exactly as `cast_f16_f143` converts it, so the bytes are those of
+// the two kernels run one after the other: one more issue per quad (two
+// per single element, whose byte is stored alone).
+#ifndef OUT_F8
+#define OUT_F8 0
+#endif
+
 // Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
 // of the busiest worker, which has `whole` rows and, when the rows split,
 // one part of a split row. A row costs 22 issues per quad (1 + 5 + 16 in
@@ -28,6 +39,10 @@
 // multiple of 4) write single elements, 10 issues each. A part costs the
 // statistics (6 per quad) and its share of the output. All in quarter
 // issues, so quads count per element.
+// The FP8 variant's output pass takes one more issue per quad and per
+// single element; its coefficients are fitted the same way (worst 12 %
+// off over the calibration grid).
+#define LAYERNORM_F8_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 54 * row_length + 15 * singles : 23 * row_length + 42 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 50 * row_length : 17 * row_length + 28 * singles; 80 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
 #define LAYERNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 46 * row_length + 14 * singles : 22 * row_length + 38 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 40 * row_length : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
 
 // Registers beyond rows.h's: $m11 head elements, $m12 gamma cursor,
@@ -55,9 +70,24 @@
         f32mul  $a0, $a0, $a1
         f32add  $a0, $a0, $a2
         f32tof16 $a0, $a0
+#if OUT_F8
+        f16v4tof8 $a0, $a0:1
+        mov     $m6, $a0
+        st8step $m6, $m10+=, 1
+#else
         mov     $m6, $a0
         st16step $m6, $m10+=, 2
+#endif
 .endm
+
+// Words of `out_one` and of the quad loop's body, for `rpt`.
+#if OUT_F8
+#define OUT_ONE_WORDS 14
+#define OUT_QUAD_WORDS 21
+#else
+#define OUT_ONE_WORDS 13
+#define OUT_QUAD_WORDS 20
+#endif
 
 // The output quad from x converted into $a2:3 and $a4:5: loads gamma and
 // beta, leaves the f16 results in $a6:7.
@@ -83,6 +113,30 @@
 // State: in0, in1 (gamma), in2 (beta), out, rows, row_length,
 // epsilon_bits.
 
+#if OUT_F8
+// State: as the f16 variant's, then out_scale.
+        .globl  layernorm_f16_f8
+        .type   layernorm_f16_f8, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param in1, 4, ptr
+        .ipub_param in2, 8, ptr
+        .ipub_param out, 12, ptr
+        .ipub_param rows, 16, u32
+        .ipub_param row_length, 20, u32
+        .ipub_param epsilon_bits, 24, f32
+        .ipub_param out_scale, 28, i32
+        .ipub_cost LAYERNORM_F8_COST
+layernorm_f16_f8:
+        // The format bit and the scale (bits 15..8) into $fp8cfg, as in
+        // `cast_f8.S`.
+        ld32    $m6, $m0, 28
+        and     $m6, $m6, 0xff
+        shl     $m6, $m6, 8
+#if OUT_F8 == 2
+        or      $m6, $m6, 1
+#endif
+        put     $fp8cfg, $m6
+#else
         .globl  layernorm_f16
         .type   layernorm_f16, @function
         .ipub_param in0, 0, ptr
@@ -94,6 +148,7 @@
         .ipub_param epsilon_bits, 24, f32
         .ipub_cost LAYERNORM_COST
 layernorm_f16:
+#endif
         ld32    $m2, $m0, 20
         mov     $a14, $m2
         f32fromi32 $a14, $a14
@@ -168,20 +223,39 @@ layernorm_row:
         // Pass 3: normalise, scale and shift elements [lo, hi).
         add     $m6, $m4, $m4
         add     $m8, $m7, $m6
+#if OUT_F8
+        // One byte per element: the row's first element is at half its
+        // byte offset in the f16 input.
+        ld32    $m10, $m0, 0
+        sub     $m10, $m7, $m10
+        shr     $m10, $m10, 1
+        add     $m10, $m10, $m4
+        ld32    $m11, $m0, 12
+        add     $m10, $m10, $m11
+#else
         add     $m10, $m9, $m6
+#endif
         ld32    $m12, $m0, 4
         add     $m12, $m12, $m6
         ld32    $m13, $m0, 8
         add     $m13, $m13, $m6
         sub     $m11, $m5, $m4
-        // Quads need all four cursors 8-byte aligned.
+        // Quads need the three f16 cursors 8-byte aligned and the output's
+        // 4 (FP8) or 8 (f16).
+#if OUT_F8
+        and     $m6, $m10, 3
+        brnz    $m6, layernorm_singles
+        or      $m6, $m8, $m12
+#else
         or      $m6, $m8, $m10
         or      $m6, $m6, $m12
+#endif
         or      $m6, $m6, $m13
         and     $m6, $m6, 7
         brz     $m6, layernorm_aligned
+layernorm_singles:
         rpt_at  4
-        rpt     $m11, 13
+        rpt     $m11, OUT_ONE_WORDS
         out_one
         br      $m14
 layernorm_aligned:
@@ -194,16 +268,31 @@ layernorm_aligned:
         { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
         { nop ; f16v2tof32 $a4:5, $a1 }
         out_rest
+#if OUT_F8
+        f16v4tof8 $a6, $a6:7
         rpt_at  4
-        rpt     $m6, 20
+        rpt     $m6, OUT_QUAD_WORDS
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { st32step $a6, $m10+=, 4 ; f16v2tof32 $a4:5, $a1 }
+        out_rest
+        f16v4tof8 $a6, $a6:7
+        st32step $a6, $m10+=, 4
+#else
+        rpt_at  4
+        rpt     $m6, OUT_QUAD_WORDS
         { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
         { st64step $a6:7, $m10+=, 8 ; f16v2tof32 $a4:5, $a1 }
         out_rest
         st64step $a6:7, $m10+=, 8
+#endif
 layernorm_out_tail:
         and     $m6, $m11, 3
         rpt_at  4
-        rpt     $m6, 13
+        rpt     $m6, OUT_ONE_WORDS
         out_one
         br      $m14
+#if OUT_F8
+        .size   layernorm_f16_f8, . - layernorm_f16_f8
+#else
         .size   layernorm_f16, . - layernorm_f16
+#endif

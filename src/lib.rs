@@ -22,6 +22,7 @@ pub mod diagnostic;
 pub mod emit;
 pub mod exec;
 pub mod fsutil;
+pub mod fuse;
 pub mod fuzzing;
 pub mod graph;
 pub mod isa;

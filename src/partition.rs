@@ -115,12 +115,23 @@ pub enum KernelId {
     Gelu {
         dtype: DType,
     },
+    /// GELU of f16 values stored as `to` (an FP8 format) with the result's
+    /// scale: a cast to FP8 fused into the GELU (`crate::fuse`).
+    GeluCast {
+        to: DType,
+    },
     Softmax {
         dtype: DType,
         causal: bool,
     },
     Layernorm {
         dtype: DType,
+    },
+    /// Layer normalisation of f16 rows stored as `to` (an FP8 format) with
+    /// the result's scale: a cast to FP8 fused into the layernorm
+    /// (`crate::fuse`).
+    LayernormCast {
+        to: DType,
     },
     /// An explicit block-major rearrange (`rearrange` in a project).
     RearrangeBlockMajor {
@@ -173,6 +184,29 @@ pub enum KernelId {
         reduction: Reduction,
         dtype: DType,
     },
+}
+
+/// The cast a fused row-wise operation runs after `producer` on each tile
+/// (`crate::fuse`): when an operation whose kernel writes f16 rows has an
+/// FP8 result, the producer writes its rows to a tile-local buffer and this
+/// cast converts them, in the same compute step. `None` for every other
+/// kernel and result, among them the GELU and layernorm variants that store
+/// FP8 themselves.
+pub fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelId> {
+    let writes_f16 = matches!(
+        producer,
+        KernelId::Softmax {
+            dtype: DType::F16,
+            ..
+        } | KernelId::SoftmaxMasked {
+            dtype: DType::F16,
+            ..
+        } | KernelId::Add { dtype: DType::F16 }
+    );
+    (writes_f16 && output.is_fp8()).then_some(KernelId::Cast {
+        from: DType::F16,
+        to: output,
+    })
 }
 
 /// The elementwise operations of two operands with a kernel of their own
@@ -275,6 +309,7 @@ impl fmt::Display for KernelId {
             KernelId::Cast { from, to } => write!(f, "cast_{}_{}", from.name(), to.name()),
             KernelId::Add { dtype } => write!(f, "add_{}", family(dtype)),
             KernelId::Gelu { dtype } => write!(f, "gelu_{}", family(dtype)),
+            KernelId::GeluCast { to } => write!(f, "gelu_f16_{}", to.name()),
             KernelId::Softmax { dtype, causal } => write!(
                 f,
                 "softmax_{}{}",
@@ -282,6 +317,7 @@ impl fmt::Display for KernelId {
                 if causal { "_causal" } else { "" }
             ),
             KernelId::Layernorm { dtype } => write!(f, "layernorm_{}", family(dtype)),
+            KernelId::LayernormCast { to } => write!(f, "layernorm_f16_{}", to.name()),
             KernelId::RearrangeBlockMajor { dtype, rows, cols } => {
                 write!(f, "rearrange_{}_b{rows}x{cols}", family(dtype))
             }

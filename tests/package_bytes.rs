@@ -60,10 +60,10 @@ fn shipped_packages_are_byte_identical() {
     }
     expect![[r#"
         projects/matmul-f8.toml: 74c3315602aed4ef2e450c721b58cae7cad1e1426ec63b3ec396579940b08eb5 103596
-        projects/mixed-f8.toml: 2387f7fb34d9087999e36a7033a3841f282eeb2a9c3058e449643e751c08778c 68889
+        projects/mixed-f8.toml: c5d24924020a876fa8400ffe0247cf234886476d73cc1398abbb58b168176f6c 68023
         projects/mlp-f16.toml: 667fac22dc6c5d9c6bb990fcdcaa2209a6e2441200a553cba3f426d861e529db 2532551
         projects/attention-f16.toml: a12b21a4583bad49143729c84ae446c9f41f257f6ca7cd03054c09660c4b6c64 931678
-        projects/vit-fp8.toml: 1e729439e5a15859be5ae372742e00f1b3fdcf1429a785dbc6ae4ebd12b16e64 7061903
+        projects/vit-fp8.toml: 39b5ef9b0c271d3c7fff5885168b9fe2ad8c5e0d1c0190b08e5050cc01e47d23 7053377
         projects/llama-block-f16.toml: ce637b148eb5fecc92013d33b0135d7928861b3731e3c18c2880fd62ed13819c 8017225
     "#]].assert_eq(&lines);
 }

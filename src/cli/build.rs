@@ -17,7 +17,7 @@ pub struct BuildArgs {
     /// The project to build.
     #[arg(value_name = "PROJECT.toml")]
     pub project: Utf8PathBuf,
-    /// Print an IR dump after building: graph, plan, shards, exchanges,
+    /// Print an IR dump after building: graph, fusion, plan, shards, exchanges,
     /// placement or tile=N (repeatable).
     #[arg(long, value_name = "IR", value_parser = parse_emit)]
     pub emit: Vec<Emit>,
@@ -50,6 +50,8 @@ pub struct ExplainArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Emit {
     Graph,
+    /// What fusion merged (`crate::fuse`).
+    Fusion,
     Plan,
     Shards,
     Exchanges,
@@ -61,6 +63,7 @@ pub enum Emit {
 fn parse_emit(text: &str) -> Result<Emit, String> {
     Ok(match text {
         "graph" => Emit::Graph,
+        "fusion" => Emit::Fusion,
         "plan" => Emit::Plan,
         "shards" => Emit::Shards,
         "exchanges" => Emit::Exchanges,
@@ -68,11 +71,19 @@ fn parse_emit(text: &str) -> Result<Emit, String> {
         _ => match text.strip_prefix("tile=").map(str::parse::<u32>) {
             Some(Ok(tile)) => Emit::Tile(tile),
             _ => {
-                let known = ["graph", "plan", "shards", "exchanges", "placement", "tile="];
+                let known = [
+                    "graph",
+                    "fusion",
+                    "plan",
+                    "shards",
+                    "exchanges",
+                    "placement",
+                    "tile=",
+                ];
                 let hint = crate::suggest::did_you_mean(text, known)
                     .map_or(String::new(), |help| format!(" ({help})"));
                 return Err(format!(
-                    "unknown IR `{text}`{hint}: use graph, plan, shards, exchanges, placement or tile=N"
+                    "unknown IR `{text}`{hint}: use graph, fusion, plan, shards, exchanges, placement or tile=N"
                 ));
             }
         },
@@ -675,6 +686,10 @@ pub fn dump(db: &Database, file: SourceFile, emit: Emit) -> String {
     let program = pipeline::program(db, file).clone();
     match emit {
         Emit::Graph => graph.dump(),
+        Emit::Fusion => pipeline::fusion(db, file)
+            .as_ref()
+            .map(|fusion| fusion.dump())
+            .unwrap_or_default(),
         Emit::Plan => {
             let mut out = String::new();
             for (op, signature) in graph

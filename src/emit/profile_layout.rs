@@ -181,6 +181,12 @@ pub fn tile_memories(
                         BufferRole::Partial { op, .. } => {
                             (BufferKind::Partial, Some(graph.op(*op).name.clone()))
                         }
+                        // The rows a fused operation's first kernel hands
+                        // its next are an activation that never leaves the
+                        // tile.
+                        BufferRole::Intermediate { op } => {
+                            (BufferKind::Activation, Some(graph.op(*op).name.clone()))
+                        }
                     };
                     let (first, last) = lifetimes[id.0 as usize];
                     BufferPlace {

@@ -12,7 +12,7 @@ use super::layout::{Layout, Piece};
 use super::program::*;
 use super::runs::{fill, merge_broadcasts, Gather, OwnerTable};
 use super::view::View;
-use crate::graph::{Graph, OpId, OpKind, Repeat, Role, TensorId};
+use crate::graph::{DType, Graph, OpId, OpKind, Repeat, Role, TensorId};
 use crate::partition::{KernelId, MemoryClass, Partition};
 use crate::plan::cost;
 use std::collections::HashMap;
@@ -690,12 +690,25 @@ impl Lowering<'_> {
             let c = self.output_buffer(
                 node.output,
                 tile,
-                row_piece,
+                row_piece.clone(),
                 coordinates.clone(),
                 MemoryClass::Standard,
             );
             home.push(c);
-            operands.push(OperandRef::Buffer(c));
+            // A fused operation's kernel writes its f16 rows next to the
+            // result, where the cast that follows it on the tile reads them.
+            let epilogue = crate::partition::cast_epilogue(kernel, out.dtype);
+            let intermediate = epilogue.map(|_| {
+                self.add_buffer(Buffer {
+                    tile,
+                    dtype: DType::F16,
+                    piece: row_piece,
+                    coordinates: coordinates.clone(),
+                    class: MemoryClass::Standard,
+                    role: BufferRole::Intermediate { op },
+                })
+            });
+            operands.push(OperandRef::Buffer(intermediate.unwrap_or(c)));
             let mut params = vec![
                 ("rows".to_string(), count as i64),
                 ("row_length".to_string(), row_length as i64),
@@ -717,12 +730,19 @@ impl Lowering<'_> {
                 }
                 _ => {}
             }
+            let epilogue_run = epilogue.zip(intermediate).map(|(cast, from)| KernelRun {
+                tile,
+                kernel: cast,
+                operands: vec![OperandRef::Buffer(from), OperandRef::Buffer(c)],
+                params: params.clone(),
+            });
             runs.push(KernelRun {
                 tile,
                 kernel,
                 operands,
                 params,
             });
+            runs.extend(epilogue_run);
         }
         self.set_home(node.output, home);
         Ok(runs)

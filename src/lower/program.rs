@@ -33,6 +33,10 @@ pub enum BufferRole {
     /// Written by a kernel: the f16 partials of a matrix product over
     /// `slice` of its split inner dimension, read by the reduction.
     Partial { op: OpId, slice: u32 },
+    /// Written by the first kernel of a fused operation and read by the
+    /// next on the same tile, in the same compute step: the rows of the
+    /// intermediate tensor fusion removed (`crate::fuse`).
+    Intermediate { op: OpId },
 }
 
 /// One buffer on one tile.

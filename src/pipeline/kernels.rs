@@ -99,6 +99,9 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         } => plain("add.S"),
         KernelId::RearrangeBlocks => plain("rearrange_blocks.S"),
         KernelId::Gelu { dtype: DType::F16 } => plain("gelu_f16.S"),
+        KernelId::GeluCast {
+            to: DType::F143 | DType::F152,
+        } => plain("gelu_f16.S").define("OUT_F8", 1),
         KernelId::ReduceAdd => plain("reduce_add.S"),
         KernelId::GemmF32Out {
             interleaved,
@@ -113,6 +116,11 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
             .define("R", r),
         KernelId::ReduceAddF32 => plain("reduce_add_f32.S"),
         KernelId::Layernorm { dtype: DType::F16 } => plain("layernorm_f16.S"),
+        KernelId::LayernormCast {
+            to: to @ (DType::F143 | DType::F152),
+        } => Variant::new(name.clone(), source("layernorm_f16.S"))
+            .entry("layernorm_f16_f8")
+            .define("OUT_F8", if to == DType::F143 { 1 } else { 2 }),
         KernelId::Softmax {
             dtype: DType::F16,
             causal,

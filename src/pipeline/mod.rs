@@ -63,16 +63,27 @@ pub(crate) fn validated_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Gr
         .ok_or_else(|| BuildError::Project(result.diagnostics.clone()))
 }
 
-/// The validated graph after legalization ([`crate::legalize`]): what every
-/// phase after validation works on.
+/// The validated graph after legalization ([`crate::legalize`]) and fusion
+/// ([`fusion`]): what every phase after validation works on.
 #[salsa::tracked(returns(ref))]
 pub(crate) fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>, BuildError> {
-    let result = crate::project::project_graph(db, project);
-    let graph = result
-        .graph
-        .clone()
-        .ok_or_else(|| BuildError::Project(result.diagnostics.clone()))?;
-    let written = graph.tensors.len();
+    let written = validated_graph(db, project)?.tensors.len();
+    let fusion = fusion(db, project).clone()?;
+    let graph = Arc::new(fusion.graph.clone());
+    Ok(match db.settings().read_back(db) {
+        crate::db::ReadBack::Checked => graph,
+        crate::db::ReadBack::All => Arc::new(reading_back_all(&graph, written)),
+    })
+}
+
+/// The legalized graph's fusion ([`crate::fuse`]): the operations merged
+/// into one compute step each, and the graph with them merged. It reads the
+/// graph before `--dump-all` adds its read-backs, so dumping every
+/// intermediate does not change what fuses; the intermediates fusion
+/// removes are then simply not read back.
+#[salsa::tracked(returns(ref))]
+pub(crate) fn fusion(db: &dyn Db, project: SourceFile) -> Result<Arc<crate::fuse::Fusion>, BuildError> {
+    let graph = validated_graph(db, project)?;
     let (legal, removed, inserted) = crate::legalize::legalize(&graph);
     tracing::info!(removed = removed.len(), "eliminated unread operations");
     for op in &removed {
@@ -81,15 +92,13 @@ pub(crate) fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>
         tracing::info!(op = op.as_str(), "operation result is never read; removed");
     }
     tracing::info!(inserted = inserted.len(), "inserted implicit casts");
-    let graph = if removed.is_empty() && inserted.is_empty() {
-        graph
-    } else {
-        Arc::new(legal)
-    };
-    Ok(match db.settings().read_back(db) {
-        crate::db::ReadBack::Checked => graph,
-        crate::db::ReadBack::All => Arc::new(reading_back_all(&graph, written)),
-    })
+    let fusion = crate::fuse::fuse(&legal);
+    tracing::info!(fused = fusion.fused.len(), "fused operations");
+    for fused in &fusion.fused {
+        let op = fusion.graph.op(fused.op).name.as_str();
+        tracing::info!(op, "fused into one compute step");
+    }
+    Ok(Arc::new(fusion))
 }
 
 /// `graph` with every materialised intermediate read back as an output

@@ -188,7 +188,9 @@ pub fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<R
         .sum();
     let estimate = &candidate.estimate;
     let mine = |buffer: BufferId| match program.buffer(buffer).role {
-        BufferRole::Operand { op, .. } | BufferRole::Partial { op, .. } => op == consumer,
+        BufferRole::Operand { op, .. }
+        | BufferRole::Partial { op, .. }
+        | BufferRole::Intermediate { op } => op == consumer,
         BufferRole::Activation { tensor } => tensor == graph.op(consumer).output,
         _ => false,
     };

@@ -267,6 +267,9 @@ pub(crate) fn describe(graph: &Graph, role: &BufferRole) -> String {
         BufferRole::Partial { op, slice } => {
             format!("partials of `{}` over K slice {slice}", graph.op(*op).name)
         }
+        BufferRole::Intermediate { op } => {
+            format!("intermediate of fused `{}`", graph.op(*op).name)
+        }
     }
 }
 

@@ -101,7 +101,9 @@ fn buffer_users(graph: &Graph, program: &Program) -> BTreeMap<usize, OpId> {
     let mut users = BTreeMap::new();
     for (i, buffer) in program.buffers.iter().enumerate() {
         let op = match buffer.role {
-            BufferRole::Operand { op, .. } | BufferRole::Partial { op, .. } => Some(op),
+            BufferRole::Operand { op, .. }
+            | BufferRole::Partial { op, .. }
+            | BufferRole::Intermediate { op } => Some(op),
             BufferRole::Activation { tensor } => graph
                 .ops
                 .iter()

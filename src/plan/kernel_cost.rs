@@ -25,9 +25,11 @@ const CAST_FROM_F32: &str = "n = rows * row_length; units = n / 4; tail = n % 4;
 const ADD_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 154 + 6 * (3 * (units / 6) + (units > 0) + (tail != 0 ? 16 + 6 * tail : 3 * (units % 6 != 0)))";
 const ADD_F32: &str = "n = rows * row_length; units = n / 2; 154 + 6 * (3 * (units / 6) + (units > 0) + (n % 2 != 0 ? 14 : 3 * (units % 6 != 0)))";
 const GELU_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 196 + 6 * (20 * (units / 6) + 2 * (units > 0) + (tail != 0 ? 29 + 6 * tail : 20 * (units % 6 != 0)))";
+const GELU_TO_F8: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 228 + 6 * (21 * (units / 6) + 4 * (units > 0) + (tail != 0 ? 30 + 3 * tail : 21 * (units % 6 != 0)))";
 const SOFTMAX_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 6 * (whole * (34 * row_length + 30 * singles + 360) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4";
 const SOFTMAX_CAUSAL_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 37 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4";
 const LAYERNORM_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 46 * row_length + 14 * singles : 22 * row_length + 38 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 40 * row_length : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4";
+const LAYERNORM_TO_F8: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 54 * row_length + 15 * singles : 23 * row_length + 42 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 50 * row_length : 17 * row_length + 28 * singles; 80 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4";
 const REARRANGE_BLOCK_MAJOR_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 136 + 6 * (2 * (units / 6) + (units > 0) + (tail != 0 ? 12 + 6 * tail : 2 * (units % 6 != 0)))";
 const REARRANGE_BLOCKS: &str = "(outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190";
 const GEMM_F32_OUT: &str = "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * (76 + 20 * n) - 8 * n + 20) + 360";
@@ -63,6 +65,7 @@ pub fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::Add { dtype: F16 } => ADD_F16,
         KernelId::Add { dtype: F32 } => ADD_F32,
         KernelId::Gelu { dtype: F16 } => GELU_F16,
+        KernelId::GeluCast { to: F143 | F152 } => GELU_TO_F8,
         KernelId::Softmax {
             dtype: F16,
             causal: false,
@@ -72,6 +75,7 @@ pub fn formula(kernel: KernelId) -> Option<&'static str> {
             causal: true,
         } => SOFTMAX_CAUSAL_F16,
         KernelId::Layernorm { dtype: F16 } => LAYERNORM_F16,
+        KernelId::LayernormCast { to: F143 | F152 } => LAYERNORM_TO_F8,
         KernelId::RearrangeBlockMajor { dtype: F16, .. } => REARRANGE_BLOCK_MAJOR_F16,
         KernelId::RearrangeBlocks => REARRANGE_BLOCKS,
         KernelId::ReduceAdd => REDUCE_ADD_F16,
@@ -145,7 +149,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 23] = [
+const ALL: [&str; 25] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -154,9 +158,11 @@ const ALL: [&str; 23] = [
     ADD_F16,
     ADD_F32,
     GELU_F16,
+    GELU_TO_F8,
     SOFTMAX_F16,
     SOFTMAX_CAUSAL_F16,
     LAYERNORM_F16,
+    LAYERNORM_TO_F8,
     REARRANGE_BLOCK_MAJOR_F16,
     REARRANGE_BLOCKS,
     REDUCE_ADD_F16,
@@ -226,6 +232,8 @@ mod tests {
             KernelId::Add { dtype: F16 },
             KernelId::Add { dtype: F32 },
             KernelId::Gelu { dtype: F16 },
+            KernelId::GeluCast { to: F143 },
+            KernelId::GeluCast { to: F152 },
             KernelId::Softmax {
                 dtype: F16,
                 causal: false,
@@ -235,6 +243,8 @@ mod tests {
                 causal: true,
             },
             KernelId::Layernorm { dtype: F16 },
+            KernelId::LayernormCast { to: F143 },
+            KernelId::LayernormCast { to: F152 },
             KernelId::RearrangeBlockMajor {
                 dtype: F16,
                 rows: 16,

@@ -14,6 +14,7 @@ pub mod kernel_cost;
 pub mod matmul;
 pub mod signature;
 
+use crate::graph::DType;
 pub use crate::partition::Partition;
 use crate::partition::{BinaryOp, KernelId, UnaryOp};
 use crate::target::Target;
@@ -170,6 +171,13 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
             to: signature.output.dtype,
         },
         SignatureKind::Add => KernelId::Add { dtype },
+        // A GELU whose result is FP8 has a cast fused into it
+        // (`crate::fuse`), which its kernel variant stores in the same pass.
+        SignatureKind::Gelu if dtype == DType::F16 && signature.output.dtype.is_fp8() => {
+            KernelId::GeluCast {
+                to: signature.output.dtype,
+            }
+        }
         SignatureKind::Gelu => KernelId::Gelu { dtype },
         // A second input is the additive mask.
         SignatureKind::Softmax { .. } if signature.inputs.len() == 2 => KernelId::SoftmaxMasked {
@@ -180,6 +188,13 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
             dtype,
             causal: *causal,
         },
+        SignatureKind::Layernorm { .. }
+            if dtype == DType::F16 && signature.output.dtype.is_fp8() =>
+        {
+            KernelId::LayernormCast {
+                to: signature.output.dtype,
+            }
+        }
         SignatureKind::Layernorm { .. } => KernelId::Layernorm { dtype },
         SignatureKind::Rearrange { block } => KernelId::RearrangeBlockMajor {
             dtype,
@@ -252,9 +267,13 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
         SignatureKind::Reduce { .. } => signature.inputs[0].shape.last().copied().unwrap_or(1),
         _ => row_length,
     };
+    // A fused operation's cast runs after the kernel on each tile, from
+    // f16 rows the tile keeps next to the result (`crate::fuse`).
+    let epilogue = crate::partition::cast_epilogue(kernel, signature.output.dtype);
     let element_bytes = signature.output.dtype.size_bytes()
         + signature.inputs[0].dtype.size_bytes()
-        + masked_softmax_mask(signature, kernel).map_or(0, |m| m.dtype.size_bytes());
+        + masked_softmax_mask(signature, kernel).map_or(0, |m| m.dtype.size_bytes())
+        + epilogue.map_or(0, |_| DType::F16.size_bytes());
     let mut found = Vec::new();
     let mut tiles = signature.tiles.min(rows.max(1) as u32);
     while tiles >= 1 {
@@ -269,7 +288,12 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
                     signature.output.dtype,
                     elements,
                 )
-            });
+            })
+            + epilogue
+                .and_then(|cast| {
+                    row_tile_cycles(signature, cast, rows, input_length, rows_per_tile)
+                })
+                .unwrap_or(0);
         // Inputs arrive row-distributed from the producer; a tile receives
         // the rows it does not already hold, at most its whole share.
         // A streamed input is written by the host where it is used.

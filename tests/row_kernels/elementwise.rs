@@ -32,6 +32,35 @@ fn casts_f16_to_fp8_round_and_saturate_with_the_output_scale() {
 }
 
 #[test]
+fn gelu_stored_as_fp8_is_gelu_then_the_cast_bit_for_bit() {
+    for kernel in ["gelu_f16_f143", "gelu_f16_f152"] {
+        for out_scale in [0, 2, -5] {
+            let settings = Settings {
+                out_scale,
+                ..Settings::default()
+            };
+            check_shapes(kernel, SHAPES, &settings, 0xf8);
+        }
+    }
+}
+
+#[test]
+fn layernorm_stored_as_fp8_is_layernorm_then_the_cast_bit_for_bit() {
+    // Split rows (1, 2, 3, 7 and 13 rows) and misaligned ones (odd
+    // lengths) as well as the aligned shapes.
+    for kernel in ["layernorm_f16_f143", "layernorm_f16_f152"] {
+        for out_scale in [0, -3] {
+            let settings = Settings {
+                out_scale,
+                ..Settings::default()
+            };
+            check_shapes(kernel, SHAPES, &settings, 0x1f8);
+            check_shapes(kernel, &[(1, 1001), (2, 384), (20, 130)], &settings, 0x2f8);
+        }
+    }
+}
+
+#[test]
 fn casts_fp8_to_f16_apply_the_input_scale() {
     for kernel in ["cast_f143_f16", "cast_f152_f16"] {
         for in_scale in [0, 5, -7] {

@@ -233,6 +233,26 @@ pub fn case(
             let x: Vec<u8> = (0..2 * n).map(|_| rng.next_u64() as u8).collect();
             bytes(vec![x.clone()], x, params)
         }
+        "gelu_f16_f143" | "gelu_f16_f152" => {
+            // The fused GELU and cast must store exactly the bytes of the
+            // two kernels run one after the other: the host converts the
+            // rows `gelu_f16` computes on the device (which its own test
+            // holds to the f64 GELU) the way the cast does. Wide values
+            // reach the formats' saturation and their subnormals.
+            let format = fp8_format(kernel);
+            let x = normal_f16(rng, n, 6.0);
+            let input = f16_bytes(&x);
+            let gelu = crate::harness::compile("gelu_f16").run(&Run {
+                inputs: vec![&input],
+                out_bytes: 2 * n,
+                params: params.clone(),
+            });
+            let expected = f16_values(&gelu.out)
+                .iter()
+                .map(|&v| format.from_f16(v, settings.out_scale as i32))
+                .collect();
+            bytes(vec![input], expected, params)
+        }
         "gelu_f16" => {
             let x = normal_f16(rng, n, 2.5);
             let reference = x
@@ -296,6 +316,29 @@ pub fn case(
                     reference,
                 },
             }
+        }
+        "layernorm_f16_f143" | "layernorm_f16_f152" => {
+            // As for the fused GELU: exactly the bytes of `layernorm_f16`
+            // on the device followed by the host's cast, over whole and
+            // split rows, aligned and misaligned.
+            let format = fp8_format(kernel);
+            let x: Vec<f16> = (0..n)
+                .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))
+                .collect();
+            let gamma = normal_f16(rng, row_length, 3.0);
+            let beta = normal_f16(rng, row_length, 0.5);
+            params.push(("epsilon_bits", i64::from(1e-5f32.to_bits())));
+            let inputs = vec![f16_bytes(&x), f16_bytes(&gamma), f16_bytes(&beta)];
+            let unfused = crate::harness::compile("layernorm_f16").run(&Run {
+                inputs: inputs.iter().map(Vec::as_slice).collect(),
+                out_bytes: 2 * n,
+                params: params.clone(),
+            });
+            let expected = f16_values(&unfused.out)
+                .iter()
+                .map(|&v| format.from_f16(v, settings.out_scale as i32))
+                .collect();
+            bytes(inputs, expected, params)
         }
         "layernorm_f16" => {
             let x: Vec<f16> = (0..n)

@@ -1,0 +1,302 @@
+//! The fusion pass on small projects: what fuses, what does not and why,
+//! through one `check` helper that dumps the fusion and the fused graph's
+//! operations.
+
+use super::*;
+use crate::db::{Database, Db};
+use crate::vfs::MemoryFs;
+use camino::Utf8Path;
+use expect_test::{expect, Expect};
+use std::sync::Arc;
+
+fn legalized(text: &str) -> Graph {
+    let fs = MemoryFs::new();
+    fs.write("p.toml", text);
+    let db = Database::new(Arc::new(fs));
+    let file = db.file(Utf8Path::new("p.toml"));
+    let result = crate::project::project_graph(&db, file);
+    let Some(graph) = result.graph.clone() else {
+        panic!("invalid project: {:?}", result.diagnostics);
+    };
+    crate::legalize::legalize(&graph).0
+}
+
+/// Fuses the project and compares the dump, the fused graph's operations
+/// (with their inputs and output) and the repeat bodies with `expected`.
+fn check(text: &str, expected: Expect) {
+    let graph = legalized(text);
+    let fusion = fuse(&graph);
+    let mut out = fusion.dump();
+    for op in &fusion.graph.ops {
+        let inputs: Vec<&str> = op
+            .inputs
+            .iter()
+            .map(|&t| fusion.graph.tensor(t).name.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {} = {}({}) -> {}",
+            op.name,
+            op.kind.name(),
+            inputs.join(", "),
+            fusion.graph.tensor(op.output).name
+        );
+    }
+    for repeat in &fusion.graph.repeats {
+        let _ = writeln!(out, "  repeat {} body {:?}", repeat.name, repeat.body);
+    }
+    expected.assert_eq(&out);
+    // The fused graph has nothing more to fuse, and the tensors are those
+    // of the legalized graph, ids unchanged.
+    assert!(fuse(&fusion.graph).fused.is_empty());
+    assert_eq!(fusion.graph.tensors, graph.tensors);
+}
+
+const HEAD: &str = r#"
+[project]
+name = "fuse"
+target = "ipu21"
+tiles = 8
+seed = 1
+
+[[tensor]]
+name = "x"
+shape = [16, 32]
+dtype = "f16"
+role = "input"
+
+[[tensor]]
+name = "g"
+shape = [32]
+dtype = "f16"
+role = "weight"
+
+[[tensor]]
+name = "b"
+shape = [32]
+dtype = "f16"
+role = "weight"
+"#;
+
+const CHECK_Y: &str = r#"
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["y"]
+"#;
+
+#[test]
+fn producers_fold_the_cast_to_fp8_that_follows_them() {
+    let ops = r#"
+[[op]]
+name = "ln"
+op = "layernorm"
+inputs = ["x", "g", "b"]
+dtype = "f16"
+
+[[op]]
+name = "ln_f8"
+op = "cast"
+inputs = ["ln"]
+dtype = "f143"
+scale = -2
+
+[[op]]
+name = "back"
+op = "cast"
+inputs = ["ln_f8"]
+dtype = "f16"
+
+[[op]]
+name = "s"
+op = "add"
+inputs = ["back", "b"]
+dtype = "f16"
+
+[[op]]
+name = "s_f8"
+op = "cast"
+inputs = ["s"]
+dtype = "f152"
+
+[[op]]
+name = "y"
+op = "cast"
+inputs = ["s_f8"]
+dtype = "f16"
+"#;
+    check(
+        &format!("{HEAD}{ops}{CHECK_Y}"),
+        expect![[r#"
+            ln+ln_f8: layernorm -> cast, ln[16, 32] not materialised, writes f143[16, 32]*2^-2
+            s+s_f8: add -> cast, s[16, 32] not materialised, writes f152[16, 32]*2^0
+            2 fused operations, 4 operations left
+              ln+ln_f8 = layernorm(x, g, b) -> ln_f8
+              back = cast(ln_f8) -> back
+              s+s_f8 = add(back, b) -> s_f8
+              y = cast(s_f8) -> y
+        "#]],
+    );
+}
+
+#[test]
+fn a_second_reader_an_output_or_another_scope_keeps_the_cast_apart() {
+    let ops = r#"
+[[op]]
+name = "a"
+op = "gelu"
+inputs = ["x"]
+dtype = "f16"
+
+[[op]]
+name = "a_f8"
+op = "cast"
+inputs = ["a"]
+dtype = "f143"
+
+[[op]]
+name = "a_again"
+op = "add"
+inputs = ["a", "x"]
+dtype = "f16"
+
+[[op]]
+name = "c"
+op = "gelu"
+inputs = ["x"]
+dtype = "f16"
+
+[[op]]
+name = "c_f8"
+op = "cast"
+inputs = ["c"]
+dtype = "f143"
+
+[[op]]
+name = "d"
+op = "gelu"
+inputs = ["x"]
+dtype = "f16"
+
+[[op]]
+name = "d_f32"
+op = "cast"
+inputs = ["d"]
+dtype = "f32"
+
+[[op]]
+name = "e"
+op = "gelu"
+inputs = ["x"]
+dtype = "f16"
+
+[[repeat]]
+name = "looped"
+count = 2
+input = "a_again"
+carry = "h"
+result = "h2"
+
+[[repeat.op]]
+name = "e_f8"
+op = "cast"
+inputs = ["e"]
+dtype = "f143"
+
+[[repeat.op]]
+name = "e_back"
+op = "cast"
+inputs = ["e_f8"]
+dtype = "f16"
+
+[[repeat.op]]
+name = "h2"
+op = "add"
+inputs = ["h", "e_back"]
+dtype = "f16"
+
+[[op]]
+name = "y"
+op = "add"
+inputs = ["looped", "x"]
+dtype = "f16"
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["y", "a_f8", "c", "c_f8", "d_f32"]
+"#;
+    // `a` has a second reader, `c` is read back by the host, `d`'s cast is
+    // not to FP8, and `e` is computed once outside the repeat whose body
+    // casts it at every iteration; nothing fuses.
+    check(
+        &format!("{HEAD}{ops}"),
+        expect![[r#"
+            0 fused operations, 12 operations left
+              a = gelu(x) -> a
+              a_f8 = cast(a) -> a_f8
+              a_again = add(a, x) -> a_again
+              c = gelu(x) -> c
+              c_f8 = cast(c) -> c_f8
+              d = gelu(x) -> d
+              d_f32 = cast(d) -> d_f32
+              e = gelu(x) -> e
+              e_f8 = cast(e) -> e_f8
+              e_back = cast(e_f8) -> e_back
+              h2 = add(h, e_back) -> h2
+              y = add(looped, x) -> y
+              repeat looped body [OpId(8), OpId(9), OpId(10)]
+        "#]],
+    );
+}
+
+#[test]
+fn a_pair_inside_a_repeat_fuses_there_and_the_body_is_renumbered() {
+    let ops = r#"
+[[repeat]]
+name = "looped"
+count = 3
+input = "x"
+carry = "h"
+result = "h2"
+
+[[repeat.op]]
+name = "p"
+op = "softmax"
+inputs = ["h"]
+scale = 0.5
+dtype = "f16"
+
+[[repeat.op]]
+name = "p_f8"
+op = "cast"
+inputs = ["p"]
+dtype = "f143"
+scale = -7
+
+[[repeat.op]]
+name = "h2"
+op = "cast"
+inputs = ["p_f8"]
+dtype = "f16"
+
+[[op]]
+name = "y"
+op = "gelu"
+inputs = ["looped"]
+dtype = "f16"
+"#;
+    check(
+        &format!("{HEAD}{ops}{CHECK_Y}"),
+        expect![[r#"
+            p+p_f8: softmax -> cast, p[16, 32] not materialised, writes f143[16, 32]*2^-7
+            1 fused operations, 3 operations left
+              p+p_f8 = softmax(h) -> p_f8
+              h2 = cast(p_f8) -> h2
+              y = gelu(looped) -> y
+              repeat looped body [OpId(0), OpId(1)]
+        "#]],
+    );
+}
