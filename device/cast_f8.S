@@ -56,11 +56,7 @@ cast_f16_f152:
 // conversion and the store ride in bundles with the loads: three issues per
 // unit.
 cast_f16_f8:
-        ld32    $m6, $m0, 16
-        and     $m6, $m6, 0xff
-        shl     $m6, $m6, 8
-        or      $m10, $m10, $m6
-        put     $fp8cfg, $m10
+        fp8_config 16
         flat_split 8, 12, 3
         worker_ptr $m7, 0, 16
         worker_ptr $m9, 4, 8
@@ -131,11 +127,7 @@ cast_f152_f16:
 // Units are 8 values (8 bytes in, 16 out): one load, two conversions and
 // two stores, pipelined like the cast to FP8: three issues per unit.
 cast_f8_f16:
-        ld32    $m6, $m0, 16
-        and     $m6, $m6, 0xff
-        shl     $m6, $m6, 8
-        or      $m10, $m10, $m6
-        put     $fp8cfg, $m10
+        fp8_config 16
         flat_split 8, 12, 3
         worker_ptr $m7, 0, 8
         worker_ptr $m9, 4, 16

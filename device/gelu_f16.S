@@ -136,11 +136,7 @@ gelu_f16_f152:
 // $m10 holds the format bit; the scale goes to bits 15..8 of $fp8cfg, as
 // in `cast_f8.S`.
 gelu_f16_f8:
-        ld32    $m6, $m0, 16
-        and     $m6, $m6, 0xff
-        shl     $m6, $m6, 8
-        or      $m10, $m10, $m6
-        put     $fp8cfg, $m10
+        fp8_config 16
         set_pair $a8, $a9, RSQRT2_BITS
         set_pair $a10, $a11, ONE_BITS
         set_pair $a12, $a13, HALF_BITS

@@ -53,6 +53,17 @@
         add     \reg, \reg, $m6
 .endm
 
+// Sets the FP8 configuration from the format bit in `$m10` (0 F143, 1
+// F152) and the scale in the low byte of the state field at `off`, which
+// goes to bits 15..8 of `$fp8cfg`. Clobbers `$m6` and `$m10`.
+.macro fp8_config off
+        ld32    $m6, $m0, \off
+        and     $m6, $m6, 0xff
+        shl     $m6, $m6, 8
+        or      $m10, $m10, $m6
+        put     $fp8cfg, $m10
+.endm
+
 // Sets `reg` to the state field at `off` plus the tail unit (`$m2 *
 // unit_bytes`).
 .macro tail_ptr reg, off, unit_bytes
