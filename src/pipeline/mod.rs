@@ -82,7 +82,10 @@ pub(crate) fn legal_graph(db: &dyn Db, project: SourceFile) -> Result<Arc<Graph>
 /// intermediate does not change what fuses; the intermediates fusion
 /// removes are then simply not read back.
 #[salsa::tracked(returns(ref))]
-pub(crate) fn fusion(db: &dyn Db, project: SourceFile) -> Result<Arc<crate::fuse::Fusion>, BuildError> {
+pub(crate) fn fusion(
+    db: &dyn Db,
+    project: SourceFile,
+) -> Result<Arc<crate::fuse::Fusion>, BuildError> {
     let graph = validated_graph(db, project)?;
     let (legal, removed, inserted) = crate::legalize::legalize(&graph);
     tracing::info!(removed = removed.len(), "eliminated unread operations");
