@@ -28,6 +28,18 @@
         f32v2mul \x, \x, \t
 .endm
 
+// The constants into $a8..$a13, this worker's units of four values into
+// $m5 and its input and output cursors into $m7 and $m9, the output taking
+// `out_unit` bytes per unit (8 for f16, 4 for FP8).
+.macro gelu_setup out_unit
+        set_pair $a8, $a9, RSQRT2_BITS
+        set_pair $a10, $a11, ONE_BITS
+        set_pair $a12, $a13, HALF_BITS
+        flat_split 8, 12, 2
+        worker_ptr $m7, 0, 8
+        worker_ptr $m9, 4, \out_unit
+.endm
+
 // From the widened quad in $a2:3 and $a4:5, the f16 results in $a6:7.
 .macro gelu_rest
         gelu_pair $a2:3, $a6:7, $a6, $a7
@@ -57,12 +69,7 @@
         // launch (fitted with `tests/row_kernels/calibration.rs`).
         .ipub_cost "n = rows * row_length; units = n / 4; tail = n % 4; 196 + 6 * (20 * (units / 6) + 2 * (units > 0) + (tail != 0 ? 29 + 6 * tail : 20 * (units % 6 != 0)))"
 gelu_f16:
-        set_pair $a8, $a9, RSQRT2_BITS
-        set_pair $a10, $a11, ONE_BITS
-        set_pair $a12, $a13, HALF_BITS
-        flat_split 8, 12, 2
-        worker_ptr $m7, 0, 8
-        worker_ptr $m9, 4, 8
+        gelu_setup 8
         brz     $m5, gelu_f16_tail_check
         sub     $m5, $m5, 1
         .align  8
@@ -137,12 +144,7 @@ gelu_f16_f152:
 // in `cast_f8.S`.
 gelu_f16_f8:
         fp8_config 16
-        set_pair $a8, $a9, RSQRT2_BITS
-        set_pair $a10, $a11, ONE_BITS
-        set_pair $a12, $a13, HALF_BITS
-        flat_split 8, 12, 2
-        worker_ptr $m7, 0, 8
-        worker_ptr $m9, 4, 4
+        gelu_setup 4
         brz     $m5, gelu_f16_f8_tail_check
         sub     $m5, $m5, 1
         .align  8
