@@ -27,9 +27,8 @@ use std::fmt::Write as _;
 pub struct FusedOp {
     /// The fused operation in [`Fusion::graph`].
     pub op: OpId,
-    /// The names of the operations it merges, producer first.
-    pub merged: Vec<String>,
-    /// The tensor between them, which no operation materialises any more.
+    /// The tensor between the producer and the cast it merges, which no
+    /// operation materialises any more.
     pub intermediate: TensorId,
 }
 
@@ -41,11 +40,6 @@ pub struct Fusion {
 }
 
 impl Fusion {
-    /// The fused operation `op` is, if it is one.
-    pub fn fused_op(&self, op: OpId) -> Option<&FusedOp> {
-        self.fused.iter().find(|f| f.op == op)
-    }
-
     /// Text dump for `ipub build --emit fusion`: each fused operation with
     /// the operations it merges and the intermediate it removes, then the
     /// count.
@@ -140,7 +134,6 @@ pub fn fuse(graph: &Graph) -> Fusion {
             let cast = &graph.ops[c];
             fused.push(FusedOp {
                 op: id,
-                merged: vec![op.name.clone(), cast.name.clone()],
                 intermediate: op.output,
             });
             op.name = format!("{}+{}", op.name, cast.name);
