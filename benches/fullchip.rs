@@ -1,21 +1,68 @@
 //! The full-chip projects (1472 tiles): for each, the cold plan phase and
-//! cold build, a no-op build in a fresh process, the package size and the
-//! `ipub run` wall time. `cargo bench --bench fullchip`.
+//! cold build, a no-op build in a fresh process, one weight edit rebuilt in
+//! watch, the package size, the peak resident memory of the cold build and
+//! of the run, the `ipub run` wall time and the simulated tile-cycles per
+//! second. `cargo bench --bench fullchip`.
 //!
-//! Every build spawns the `ipub` binary with its own empty cache and output
-//! directory, so "cold" means no stored plans, tile images or kernels. A
-//! run that takes longer than `IPUB_FULLCHIP_RUN_LIMIT_S` seconds (default
-//! 300; 0 skips runs) is stopped and reported as such.
+//! Each project works on a copy of `projects/` and `device/` in its own
+//! temporary directory with its own empty cache, so "cold" means no stored
+//! plans, tile images or kernels, and the edits never touch the checkout.
+//! Fresh-process builds spawn the `ipub` binary; the watch rebuild runs in
+//! this process the way `ipub watch` does (refresh the edited file, rebuild
+//! through the same database, write the package if it changed). A run that
+//! takes longer than `IPUB_FULLCHIP_RUN_LIMIT_S` seconds (default 300; 0
+//! skips runs) is stopped and reported as such.
 
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
+use ipub::cli::build::build;
+use ipub::cli::stamp::package_path;
+use ipub::db::{Database, Db};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PROJECTS: [&str; 3] = [
-    "projects/siglip-mlp-f8.toml",
-    "projects/vit-b16-fp8.toml",
-    "projects/gemm-131072x64x64-f8.toml",
+/// A project and the weight edit rebuilt in watch: in `file` (relative to
+/// the project directory's parent), the first `from` becomes `to`.
+struct Workload {
+    project: &'static str,
+    file: &'static str,
+    from: &'static str,
+    to: &'static str,
+}
+
+const WORKLOADS: [Workload; 3] = [
+    Workload {
+        project: "projects/siglip-mlp-f8.toml",
+        file: "projects/siglip-mlp-f8.toml",
+        from: "std = 0.03 }",
+        to: "std = 0.031 }",
+    },
+    Workload {
+        project: "projects/vit-b16-fp8.toml",
+        file: "projects/layers/vit-b16-encoder.toml",
+        from: "std = 0.05 }",
+        to: "std = 0.051 }",
+    },
+    Workload {
+        project: "projects/gemm-131072x64x64-f8.toml",
+        file: "projects/gemm-131072x64x64-f8.toml",
+        from: "std = 0.125 }",
+        to: "std = 0.126 }",
+    },
 ];
+
+fn copy_dir(from: &Utf8Path, to: &Utf8Path) {
+    std::fs::create_dir_all(to).expect("create");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let path = Utf8PathBuf::from_path_buf(entry.path()).expect("utf-8");
+        let target = to.join(path.file_name().expect("name"));
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).expect("copy");
+        }
+    }
+}
 
 /// The milliseconds a phase line of `ipub build` reports (`plan ... (…, 123.4 ms)`).
 fn phase_ms(stdout: &str, phase: &str) -> Option<f64> {
@@ -26,67 +73,146 @@ fn phase_ms(stdout: &str, phase: &str) -> Option<f64> {
     line[..at].rsplit([',', '(']).next()?.trim().parse().ok()
 }
 
-struct Dirs {
-    cache: Utf8PathBuf,
-    out: Utf8PathBuf,
+/// The simulation rate `ipub run` reports (`…: 12.3 M tile-cycles/s`).
+fn tile_cycles_per_second(stdout: &str) -> Option<f64> {
+    let line = stdout.lines().find(|l| l.contains("M tile-cycles/s"))?;
+    let at = line.rfind(" M tile-cycles/s")?;
+    let millions: f64 = line[..at].rsplit(' ').next()?.parse().ok()?;
+    Some(millions * 1e6)
 }
 
-fn ipub(dirs: &Dirs, command: &str, project: &str) -> Command {
+fn ipub(root: &Utf8Path, command: &str, project: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ipub"));
-    cmd.args([
-        command,
-        "--color",
-        "never",
-        "--out",
-        dirs.out.as_str(),
-        project,
-    ])
-    .env("IPUB_CACHE_DIR", &dirs.cache)
-    .current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.args([command, "--color", "never", project])
+        .env("IPUB_CACHE_DIR", root.join("cache"))
+        .current_dir(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     cmd
 }
 
-/// One build in a new process: wall milliseconds and its stdout.
-fn build(dirs: &Dirs, project: &str) -> (f64, String) {
-    let started = Instant::now();
-    let output = ipub(dirs, "build", project).output().expect("runs ipub");
-    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{project}: {stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (elapsed, stdout)
+/// A finished child process: wall time, peak resident memory, output.
+struct Finished {
+    seconds: f64,
+    peak_rss_mb: f64,
+    stdout: String,
 }
 
-/// `ipub run` wall seconds, or why there is no figure.
-fn run(dirs: &Dirs, project: &str, limit: Duration) -> String {
-    if limit.is_zero() {
-        return "skipped".to_string();
-    }
+/// The peak resident set of a running process so far (`VmHWM` in
+/// `/proc/PID/status`), in megabytes.
+fn peak_rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Runs `cmd` to the end, or stops it after `limit`. The peak memory is
+/// the child's own high-water mark, read every few milliseconds while it
+/// runs (`getrusage` would report the parent's size at the fork when the
+/// child stays smaller, and this process holds a whole build's database).
+fn spawn_measured(mut cmd: Command, limit: Duration) -> Result<Finished, String> {
     let started = Instant::now();
-    let mut child = ipub(dirs, "run", project)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("runs ipub");
-    loop {
-        if let Some(status) = child.try_wait().expect("waits") {
-            let seconds = started.elapsed().as_secs_f64();
-            return match status.success() {
-                true => format!("{seconds:.1} s"),
-                false => format!("failed after {seconds:.1} s ({status})"),
-            };
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start ipub: {e}"))?;
+    // Read the pipes on their own threads so a chatty child never blocks.
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let stdout = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut out, &mut s).ok();
+        s
+    });
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut err, &mut s).ok();
+        s
+    });
+    let mut peak = 0.0f64;
+    let status = loop {
+        if let Some(mb) = peak_rss_mb(child.id()) {
+            peak = peak.max(mb);
+        }
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
         }
         if started.elapsed() > limit {
             // The child is this process's own; stop it by its handle.
             let _ = child.kill();
             let _ = child.wait();
-            return format!("over {} s, stopped", limit.as_secs());
+            return Err(format!("over {} s, stopped", limit.as_secs()));
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    if !status.success() {
+        return Err(format!(
+            "failed after {seconds:.1} s ({status}): {}{}",
+            stdout.trim_end(),
+            stderr.trim_end()
+        ));
     }
+    Ok(Finished {
+        seconds,
+        peak_rss_mb: peak,
+        stdout,
+    })
+}
+
+/// One watch rebuild after editing `workload`'s file: milliseconds and the
+/// queries recomputed.
+fn watch_edit(root: &Utf8Path, workload: &Workload) -> (f64, usize) {
+    std::env::set_current_dir(root).expect("cd");
+    std::env::set_var("IPUB_CACHE_DIR", root.join("cache"));
+    let mut db = Database::on_disk();
+    let file = db.file(Utf8Path::new(workload.project));
+    let first = build(&db, file, false);
+    assert!(first.ok, "{} builds in watch", workload.project);
+    let mut written = first.package.clone().expect("package");
+    if let Some(store) = db.store() {
+        store.flush();
+    }
+
+    let edited = root.join(workload.file);
+    let text = std::fs::read_to_string(&edited).expect("project file");
+    assert!(
+        text.contains(workload.from),
+        "{}: no `{}`",
+        workload.file,
+        workload.from
+    );
+    std::fs::write(&edited, text.replacen(workload.from, workload.to, 1)).expect("edit");
+    let started = Instant::now();
+    db.refresh_file(Utf8Path::new(workload.file));
+    let outcome = build(&db, file, false);
+    assert!(outcome.ok, "{} builds after the edit", workload.project);
+    let bytes = outcome.package.clone().expect("package");
+    if *bytes != *written {
+        bytes
+            .write(&root.join(package_path(None, &outcome.name)))
+            .expect("writes");
+        written = bytes;
+    }
+    drop(written);
+    (started.elapsed().as_secs_f64() * 1000.0, outcome.recomputed)
+}
+
+fn package_mb(root: &Utf8Path) -> f64 {
+    let out = root.join("target/ipub");
+    let mut bytes = 0u64;
+    for dir in std::fs::read_dir(&out).into_iter().flatten().flatten() {
+        for entry in std::fs::read_dir(dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if entry.path().extension().is_some_and(|x| x == "ipuexe") {
+                bytes += entry.metadata().map_or(0, |m| m.len());
+            }
+        }
+    }
+    bytes as f64 / 1e6
 }
 
 fn main() {
@@ -94,27 +220,46 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .map_or(Duration::from_secs(300), Duration::from_secs);
-    for project in PROJECTS {
+    let checkout = Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let build_limit = Duration::from_secs(600);
+    for workload in &WORKLOADS {
+        let project = workload.project;
         let scratch = tempfile::tempdir().expect("temporary directory");
         let root = Utf8PathBuf::from_path_buf(scratch.path().to_path_buf()).expect("utf-8");
-        let dirs = Dirs {
-            cache: root.join("cache"),
-            out: root.join("out"),
+        copy_dir(&checkout.join("projects"), &root.join("projects"));
+        copy_dir(&checkout.join("device"), &root.join("device"));
+
+        let cold = match spawn_measured(ipub(&root, "build", project), build_limit) {
+            Ok(cold) => cold,
+            Err(why) => {
+                println!("{project}: cold build {why}");
+                continue;
+            }
         };
-        let (cold, stdout) = build(&dirs, project);
-        let plan = phase_ms(&stdout, "plan").unwrap_or(f64::NAN);
-        let (noop, _) = build(&dirs, project);
-        let size: u64 = std::fs::read_dir(&dirs.out)
-            .expect("output directory")
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().extension().is_some_and(|x| x == "ipuexe"))
-            .filter_map(|e| e.metadata().ok())
-            .map(|m| m.len())
-            .sum();
-        let wall = run(&dirs, project, limit);
+        let plan = phase_ms(&cold.stdout, "plan").unwrap_or(f64::NAN);
+        let noop = spawn_measured(ipub(&root, "build", project), build_limit)
+            .map_or(f64::NAN, |f| f.seconds * 1000.0);
+        let size = package_mb(&root);
+        let (edit_ms, edit_queries) = watch_edit(&root, workload);
+        std::env::set_current_dir(&checkout).expect("cd");
+        let run = match limit.is_zero() {
+            true => "run skipped".to_string(),
+            false => match spawn_measured(ipub(&root, "run", project), limit) {
+                Ok(run) => format!(
+                    "run {:.1} s, {:.0} MB peak, {:.1} M tile-cycles/s",
+                    run.seconds,
+                    run.peak_rss_mb,
+                    tile_cycles_per_second(&run.stdout).unwrap_or(f64::NAN) / 1e6
+                ),
+                Err(why) => format!("run {why}"),
+            },
+        };
         println!(
-            "{project}: cold plan {plan:.0} ms, cold build {cold:.0} ms, fresh no-op {noop:.0} ms, package {:.1} MB, run {wall}",
-            size as f64 / 1e6
+            "{project}: cold plan {plan:.0} ms, cold build {:.0} ms ({:.0} MB peak), \
+             fresh no-op {noop:.0} ms, one weight edit in watch {edit_ms:.0} ms \
+             ({edit_queries} queries), package {size:.1} MB, {run}",
+            cold.seconds * 1000.0,
+            cold.peak_rss_mb,
         );
     }
 }
