@@ -8,9 +8,9 @@
 //! gathered by exchange, one transfer per contiguous run, with transfers of
 //! the same source bytes merged into broadcasts.
 
-use super::layout::{Layout, Piece};
+use super::layout::{flat_index, Layout, Piece};
 use super::program::*;
-use super::runs::{fill, merge_broadcasts, Gather, OwnerTable};
+use super::runs::{copy_from, fill, merge_broadcasts, Gather, OwnerTable};
 use super::view::View;
 use crate::graph::{DType, Graph, OpId, OpKind, Repeat, Role, TensorId};
 use crate::partition::{KernelId, MemoryClass, Partition};
@@ -547,20 +547,7 @@ impl Lowering<'_> {
         let rank = out.shape.len();
         let (m, n) = (out.shape[rank - 2], out.shape[rank - 1]);
         let batch: usize = out.shape[..rank - 2].iter().product();
-        let view = View::of(graph, node.output).reshaped(&[batch, m, n]);
-        let tables = partials
-            .iter()
-            .map(|buffers| {
-                OwnerTable::new(
-                    batch * m * n,
-                    buffers.iter().map(|&id| (id, self.program.buffer(id))),
-                )
-                .map_err(|element| LowerError::Uncovered {
-                    tensor: format!("{} (partials)", out.name),
-                    element,
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let coordinates = [batch, m, n];
         let slices = grid.inner as usize;
         let band = crate::partition::reduced_rows(shard.rows, grid.inner);
         let element_bytes = out.dtype.size_bytes() as u32;
@@ -604,13 +591,25 @@ impl Lowering<'_> {
                     class,
                     role: BufferRole::Operand { op, operand: 2 },
                 });
-                for (s, table) in tables.iter().enumerate() {
-                    debug_assert_eq!(
-                        self.program.buffer(partials[s][g]).tile,
-                        group_tile + s as u32
-                    );
+                // Slice `s` of the group's partial sums is one buffer on
+                // tile `group_tile + s` with the group's piece, so each band
+                // is copied from it directly.
+                for (s, slice) in partials.iter().enumerate() {
+                    let source = slice[g];
+                    debug_assert_eq!(self.program.buffer(source).tile, group_tile + s as u32);
                     let start = transfers.len();
-                    fill(&kept, &view, table, element_bytes, received, &mut transfers);
+                    copy_from(
+                        source,
+                        &self.program.buffer(source).piece,
+                        &kept,
+                        element_bytes,
+                        received,
+                        &mut transfers,
+                    )
+                    .map_err(|index| LowerError::Uncovered {
+                        tensor: format!("{} (partials)", out.name),
+                        element: flat_index(&coordinates, &index),
+                    })?;
                     for gather in &mut transfers[start..] {
                         gather.offset += (s * length) as u32 * element_bytes;
                     }

@@ -240,6 +240,62 @@ impl Piece {
         }
     }
 
+    /// The storage slot holding logical `index`, or `None` when the index
+    /// lies outside the box. The inverse of [`Piece::for_each_slot`].
+    ///
+    /// In every layout the slot grows strictly with each dimension's index
+    /// when the others are fixed, so a stretch along one dimension is
+    /// contiguous exactly when its last slot is its first plus its length
+    /// minus one.
+    pub fn slot_of(&self, index: &[usize]) -> Option<usize> {
+        let rank = self.extent.len();
+        if index.len() != rank {
+            return None;
+        }
+        let mut local = [0usize; MAX_RANK];
+        let local = local.get_mut(..rank)?;
+        for d in 0..rank {
+            local[d] = index[d].checked_sub(self.start[d])?;
+            if local[d] >= self.extent[d] {
+                return None;
+            }
+        }
+        if rank == 0 {
+            return Some(0);
+        }
+        // Row-major over the leading dimensions `..upto`.
+        let outer = |upto: usize| (0..upto).fold(0usize, |acc, d| acc * self.extent[d] + local[d]);
+        // `[last/block][rows][block]` with `rows` and `last` the given
+        // dimensions (swapped for the transposed `RowBlocks`).
+        let blocked = |block: usize, rows_dim: usize, last_dim: usize| {
+            let (rows, last) = (self.extent[rows_dim], self.extent[last_dim]);
+            let (r, j) = (local[rows_dim], local[last_dim]);
+            ((outer(rank - 2) * last.div_ceil(block) + j / block) * rows + r) * block + j % block
+        };
+        Some(match self.layout {
+            Layout::RowMajor => outer(rank),
+            Layout::PaddedRows { multiple } => {
+                let pitch = self.extent[rank - 1].div_ceil(multiple) * multiple;
+                outer(rank - 1) * pitch + local[rank - 1]
+            }
+            Layout::AmpWeights { k } if rank >= 2 && k > 0 => {
+                let (inner, cols) = (self.extent[rank - 2], self.extent[rank - 1]);
+                let (i, j) = (local[rank - 2], local[rank - 1]);
+                let block = ((outer(rank - 2) * cols.div_ceil(AMP_CHANNELS) + j / AMP_CHANNELS)
+                    * inner.div_ceil(k)
+                    + i / k)
+                    * AMP_CHANNELS
+                    + j % AMP_CHANNELS;
+                block * k + i % k
+            }
+            Layout::KBlocks { k } if rank >= 2 && k > 0 => blocked(k, rank - 2, rank - 1),
+            Layout::ChannelBlocks if rank >= 2 => blocked(AMP_CHANNELS, rank - 2, rank - 1),
+            Layout::RowBlocks if rank >= 2 => blocked(AMP_CHANNELS, rank - 1, rank - 2),
+            // Blocked layouts of rank below two hold nothing.
+            _ => return None,
+        })
+    }
+
     /// `[last/block][rows][block]` over the last two dimensions, leading
     /// dimensions row-major outside.
     fn for_each_blocked_slot(
@@ -571,6 +627,51 @@ mod tests {
         };
         assert_eq!(rows.slots(), 2 * 32 * 5);
         assert_eq!(slots(&rows), swap(slots(&channels)));
+    }
+
+    /// `slot_of` inverts `for_each_slot` in every layout, and refuses
+    /// indices outside the box.
+    #[test]
+    fn slot_of_finds_every_element_where_the_slots_put_it() {
+        let boxes = [
+            (vec![3], vec![5]),
+            (vec![1, 2], vec![3, 5]),
+            (vec![0, 4, 0], vec![2, 3, 17]),
+            (vec![1, 0, 2, 3], vec![2, 2, 9, 33]),
+        ];
+        let layouts = [
+            Layout::RowMajor,
+            Layout::PaddedRows { multiple: 8 },
+            Layout::AmpWeights { k: 4 },
+            Layout::AmpWeights { k: 16 },
+            Layout::KBlocks { k: 8 },
+            Layout::ChannelBlocks,
+            Layout::RowBlocks,
+        ];
+        for (start, extent) in boxes {
+            for layout in layouts {
+                if !matches!(layout, Layout::RowMajor | Layout::PaddedRows { .. })
+                    && extent.len() < 2
+                {
+                    continue;
+                }
+                let piece = Piece {
+                    start: start.clone(),
+                    extent: extent.clone(),
+                    layout,
+                };
+                for (slot, index) in elements_by_slot(&piece) {
+                    assert_eq!(piece.slot_of(&index), Some(slot), "{piece:?} at {index:?}");
+                }
+                let past: Vec<usize> = start.iter().zip(&extent).map(|(s, e)| s + e).collect();
+                assert_eq!(piece.slot_of(&past), None, "{piece:?}");
+                if start[0] > 0 {
+                    let mut before = start.clone();
+                    before[0] -= 1;
+                    assert_eq!(piece.slot_of(&before), None, "{piece:?}");
+                }
+            }
+        }
     }
 
     #[test]

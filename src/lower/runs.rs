@@ -133,6 +133,83 @@ pub(super) fn fill(
     });
 }
 
+/// Adds the transfers that fill `piece` of buffer `destination` from the
+/// one buffer `source`, whose `source_piece` (in the same coordinates)
+/// holds every element of `piece`: exactly the transfers [`fill`] makes
+/// with that buffer as the only home, found from the two layouts' slot
+/// arithmetic instead of an owner table over the whole tensor. An element
+/// the source does not hold is returned as the error.
+pub(super) fn copy_from(
+    source: BufferId,
+    source_piece: &Piece,
+    piece: &Piece,
+    element_bytes: u32,
+    destination: BufferId,
+    transfers: &mut Vec<Gather>,
+) -> Result<(), Vec<usize>> {
+    let start = transfers.len();
+    let mut missing = None;
+    let mut at: Vec<usize> = Vec::with_capacity(piece.extent.len());
+    piece.for_each_run(|run| {
+        if missing.is_some() {
+            return;
+        }
+        at.clear();
+        at.extend_from_slice(run.index);
+        let mut done = 0;
+        while done < run.len {
+            at[run.dim] = run.index[run.dim] + done;
+            let Some(first) = source_piece.slot_of(&at) else {
+                missing = Some(at.clone());
+                return;
+            };
+            // Slots grow strictly along a dimension, so the first `len`
+            // elements of the rest sit at consecutive source slots exactly
+            // when the last of them is at `first + len - 1`: the longest
+            // such stretch is the whole rest, or else found by bisection
+            // (a source block boundary inside the run ends it).
+            let consecutive = |at: &mut Vec<usize>, len: usize| {
+                at[run.dim] = run.index[run.dim] + done + len - 1;
+                source_piece.slot_of(at) == Some(first + len - 1)
+            };
+            let rest = run.len - done;
+            let (mut stretch, mut over) = match consecutive(&mut at, rest) {
+                true => (rest, rest + 1),
+                false => (1, rest),
+            };
+            while over - stretch > 1 {
+                let len = (stretch + over) / 2;
+                match consecutive(&mut at, len) {
+                    true => stretch = len,
+                    false => over = len,
+                }
+            }
+            let (source_offset, offset, bytes) = (
+                first as u32 * element_bytes,
+                (run.slot + done) as u32 * element_bytes,
+                stretch as u32 * element_bytes,
+            );
+            done += stretch;
+            if let Some(last) = transfers[start..].last_mut() {
+                if last.source_offset + last.bytes == source_offset
+                    && last.offset + last.bytes == offset
+                {
+                    last.bytes += bytes;
+                    continue;
+                }
+            }
+            transfers.push(Gather {
+                source: source.0,
+                source_offset,
+                bytes,
+                destination,
+                offset,
+            });
+        }
+    });
+    missing.map_or(Ok(()), Err)
+}
+
 /// Merges transfers of the same source bytes into one broadcast each,
 /// keeping first-seen order (of the transfers and of each broadcast's
 /// destinations).
@@ -326,6 +403,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// One source holding the whole tensor in any layout: the copies
+    /// equal the element-by-element walk with that source as the home.
+    #[test]
+    fn copies_from_one_buffer_equal_the_element_by_element_walk() {
+        let view = View::identity(TensorId(0), &SHAPE, &SHAPE);
+        let layouts = pieces(&SHAPE).into_iter().map(|p| p.layout);
+        for layout in layouts.chain([Layout::RowBlocks]) {
+            let whole = Piece {
+                start: vec![0, 0],
+                extent: SHAPE.to_vec(),
+                layout,
+            };
+            let mut source = home([0, 0], SHAPE);
+            source.piece = whole.clone();
+            for piece in pieces(&SHAPE) {
+                let mut copies = Vec::new();
+                copy_from(BufferId(0), &whole, &piece, 2, BufferId(99), &mut copies)
+                    .expect("the source holds the piece");
+                assert_eq!(
+                    copies,
+                    reference_fill(&piece, &view, std::slice::from_ref(&source)),
+                    "{piece:?} from {whole:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_element_the_source_lacks_is_reported() {
+        let source = Piece::row_major(vec![0, 0], vec![6, 4]);
+        let piece = Piece::row_major(vec![2, 2], vec![2, 3]);
+        let mut copies = Vec::new();
+        let missing = copy_from(BufferId(0), &source, &piece, 2, BufferId(9), &mut copies);
+        assert_eq!(missing, Err(vec![2, 4]));
     }
 
     #[test]
