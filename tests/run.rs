@@ -108,6 +108,17 @@ fn elementwise_ops_on_fewer_rows_than_tiles_pass_as_element_ranges() {
     run_passes("tests/data/ops/elements-over-tiles.toml");
 }
 
+/// The SigLIP-so400m MLP in f16 throughout places on the whole chip and
+/// passes (its GELU as element ranges over 1469 tiles). It takes minutes
+/// on the model, so it runs behind `IPUB_SLOW_TESTS=1`.
+#[test]
+fn siglip_mlp_f16_places_and_passes_on_the_whole_chip() {
+    if std::env::var_os("IPUB_SLOW_TESTS").is_none() {
+        return;
+    }
+    run_passes("tests/data/fullchip/siglip-mlp-f16.toml");
+}
+
 /// Matrix products with an f32 result: f16 x f16 with K split over eight
 /// tiles (f32 partials and their f32 reduction), FP8 x FP8 and f16 x FP8
 /// (operands read as f16), checked to f32 rounding.
