@@ -75,6 +75,21 @@ pub enum Partition {
         rows_per_tile: usize,
         kernel: KernelId,
     },
+    /// An elementwise operation over its `elements` in row-major order,
+    /// cut into consecutive ranges of `per_tile` elements (the last range
+    /// may be shorter), one range to a tile, wherever rows begin and end.
+    /// Only for kernels without a row dependency
+    /// ([`KernelId::is_elementwise`]): they read their operands as dense
+    /// arrays, so a range is presented to them as `count` rows of one
+    /// element, and the work spreads over every tile that helps even when
+    /// the tensor has fewer rows than the chip has tiles. Broadcast
+    /// operands (a bias row) are read through their view, so each tile
+    /// receives the part under its range.
+    Elements {
+        elements: usize,
+        per_tile: usize,
+        kernel: KernelId,
+    },
     /// No device work: a view of its input.
     View,
     /// The output's leading dimensions, flattened to rows, split over tiles
@@ -245,6 +260,24 @@ impl UnaryOp {
 }
 
 impl KernelId {
+    /// Whether the kernel computes each output element from the operands'
+    /// elements at the same place alone, reading its operands as dense
+    /// `rows * row_length` arrays (`device/include/rows.h`): such a kernel
+    /// may run on any contiguous range of elements, not only whole rows
+    /// ([`Partition::Elements`]). A fused cast epilogue
+    /// ([`cast_epilogue`]) is elementwise too.
+    pub fn is_elementwise(self) -> bool {
+        matches!(
+            self,
+            KernelId::Cast { .. }
+                | KernelId::Add { .. }
+                | KernelId::Gelu { .. }
+                | KernelId::GeluCast { .. }
+                | KernelId::Binary { .. }
+                | KernelId::Unary { .. }
+        )
+    }
+
     /// The GEMM variant for `input` operands in `weights` memory and a
     /// kernel shard of `shard` (swapped already when the product is).
     pub fn gemm(input: DType, weights: MemoryClass, shard: &Shard) -> KernelId {

@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: c5d24924020a876fa8400ffe0247cf234886476d73cc1398abbb58b168176f6c 68023
         projects/mlp-f16.toml: 667fac22dc6c5d9c6bb990fcdcaa2209a6e2441200a553cba3f426d861e529db 2532551
         projects/attention-f16.toml: a12b21a4583bad49143729c84ae446c9f41f257f6ca7cd03054c09660c4b6c64 931678
-        projects/vit-fp8.toml: 39b5ef9b0c271d3c7fff5885168b9fe2ad8c5e0d1c0190b08e5050cc01e47d23 7053377
+        projects/vit-fp8.toml: 1cf8a0041657856e4a4222df5a39eed2e3e6c679f146363b743f34b47eb7815d 7091752
         projects/llama-block-f16.toml: ce637b148eb5fecc92013d33b0135d7928861b3731e3c18c2880fd62ed13819c 8017225
     "#]].assert_eq(&lines);
 }

@@ -319,6 +319,13 @@ impl Lowering<'_> {
                 *kernel,
                 &mut transfers,
             )?,
+            // An elementwise kernel reads its operands as dense arrays, so
+            // a range of elements is a piece of that many rows of one.
+            Partition::Elements {
+                elements,
+                per_tile,
+                kernel,
+            } => self.rows(op, *elements, 1, *per_tile, *kernel, &mut transfers)?,
             Partition::Rows {
                 rows,
                 row_length,

@@ -178,7 +178,8 @@ pub fn kernel_source(
 ) -> Option<camino::Utf8PathBuf> {
     let kernel = match partition {
         crate::plan::Partition::Matmul { kernel, .. }
-        | crate::plan::Partition::Rows { kernel, .. } => kernel,
+        | crate::plan::Partition::Rows { kernel, .. }
+        | crate::plan::Partition::Elements { kernel, .. } => kernel,
         crate::plan::Partition::View => return None,
         crate::plan::Partition::Gathered { .. } => return None,
     };

@@ -123,6 +123,20 @@ impl OperatorPlans {
                         && rows.div_ceil(*rows_per_tile) <= signature.tiles as usize
                         && Some(*kernel) == row_kernel(signature)
                 }
+                (
+                    Partition::Elements {
+                        elements,
+                        per_tile,
+                        kernel,
+                    },
+                    kind,
+                ) if !matches!(kind, SignatureKind::Matmul { .. } | SignatureKind::View) => {
+                    *elements == shape.iter().product::<usize>()
+                        && (1..=(*elements).max(1)).contains(per_tile)
+                        && elements.div_ceil(*per_tile) <= signature.tiles as usize
+                        && kernel.is_elementwise()
+                        && Some(*kernel) == row_kernel(signature)
+                }
                 _ => false,
             };
             if !fits {
@@ -330,6 +344,93 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
             pruned: false,
         });
         tiles /= 2;
+    }
+    if kernel.is_elementwise() {
+        found.extend(element_candidates(signature, target, kernel));
+    }
+    found
+}
+
+/// The elements of a [`Partition::Elements`] range are a multiple of this,
+/// so that every range starts where a kernel's vector unit does (eight FP8
+/// values, two f16 quads, four f32 pairs) and exchange moves whole words.
+pub const ELEMENT_RANGE_QUANTUM: usize = 8;
+
+/// Candidates cutting an elementwise operation's elements into ranges,
+/// whatever its rows ([`Partition::Elements`]), on as many tiles as the
+/// operation has ranges of [`ELEMENT_RANGE_QUANTUM`] elements and on
+/// halvings of that, but not where the ranges would be whole rows (the
+/// row candidates' pieces). They are costed like [`row_candidates`]: the busiest
+/// tile's kernel (and fused cast) by the kernel's formula, the exchange of
+/// the first input's range, one phase. Tiles beyond a tensor's rows only
+/// help an operation whose compute outweighs the extra sync and the
+/// exchange, so the ranking, not this list, decides.
+fn element_candidates(
+    signature: &OpSignature,
+    target: &Target,
+    kernel: KernelId,
+) -> Vec<Candidate> {
+    let elements: usize = signature.output.shape.iter().product();
+    let row_length = signature.output.shape.last().copied().unwrap_or(1);
+    let epilogue = crate::partition::cast_epilogue(kernel, signature.output.dtype);
+    // Every operand is materialised at the range's length on its tile (a
+    // broadcast one too), besides the result and a fused cast's f16 values.
+    let element_bytes = signature.output.dtype.size_bytes()
+        + signature
+            .inputs
+            .iter()
+            .map(|input| input.dtype.size_bytes())
+            .sum::<usize>()
+        + epilogue.map_or(0, |_| DType::F16.size_bytes());
+    let mut found = Vec::new();
+    let ranges = elements.div_ceil(ELEMENT_RANGE_QUANTUM).max(1);
+    let mut tiles = signature.tiles.min(ranges as u32);
+    while tiles >= 1 {
+        let per_tile = elements
+            .div_ceil(tiles as usize)
+            .next_multiple_of(ELEMENT_RANGE_QUANTUM)
+            .max(1);
+        let used = elements.div_ceil(per_tile) as u32;
+        let count = per_tile.min(elements) as u64;
+        let tile_cycles = |kernel| row_tile_cycles(signature, kernel, elements, 1, per_tile);
+        let compute = tile_cycles(kernel).unwrap_or_else(|| {
+            cost::vector_tile_cycles(
+                target,
+                issues_per_vector(&signature.kind),
+                signature.output.dtype,
+                count,
+            )
+        }) + epilogue.and_then(tile_cycles).unwrap_or(0);
+        let received = match signature.inputs[0].host {
+            true => 0,
+            false => count * signature.inputs[0].dtype.size_bytes() as u64,
+        };
+        let phases = u32::from(!signature.inputs[0].host);
+        // Ranges of whole rows are the row candidates' pieces already.
+        let whole_rows = per_tile.is_multiple_of(row_length);
+        tiles /= 2;
+        if whole_rows {
+            continue;
+        }
+        found.push(Candidate {
+            partition: Partition::Elements {
+                elements,
+                per_tile,
+                kernel,
+            },
+            tiles_used: used,
+            estimate: Estimate {
+                compute_cycles: compute,
+                exchange_cycles: cost::exchange_cycles(target, received),
+                sync_cycles: cost::sync_cycles(target, phases),
+                exchange_phases: phases,
+                peak_standard_bytes: count * element_bytes as u64,
+                peak_interleaved_bytes: 0,
+                resident_weight_bytes: 0,
+            },
+            refined: None,
+            pruned: false,
+        });
     }
     found
 }
@@ -566,6 +667,11 @@ pub fn describe(partition: &Partition) -> String {
         } => {
             format!("rows {rows}x{row_length} per-tile {rows_per_tile} kernel {kernel}")
         }
+        Partition::Elements {
+            elements,
+            per_tile,
+            kernel,
+        } => format!("elements {elements} per-tile {per_tile} kernel {kernel}"),
         Partition::View => "view".to_string(),
         Partition::Gathered {
             rows,
@@ -648,6 +754,85 @@ mod tests {
                   finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=214702 (compute 199524 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0
             "#]],
         );
+    }
+
+    /// A ViT-B MLP's GELU (with its cast to FP8 fused) has 197 rows for
+    /// 1472 tiles: cut into ranges of elements it runs on 1455 tiles, and
+    /// the whole-row plan on 197 tiles ranks last.
+    #[test]
+    fn an_elementwise_op_with_fewer_rows_than_tiles_spreads_its_elements() {
+        check(
+            OpSignature {
+                kind: SignatureKind::Gelu,
+                inputs: vec![operand(&[197, 3072], DType::F16, false)],
+                output: operand(&[197, 3072], DType::F143, false),
+                tiles: 1472,
+                target: crate::target::TargetId::Ipu21,
+                spread: 0,
+            },
+            expect![[r#"
+                gelu(f16[197, 3072]) -> f143[197, 3072]*2^-3 on 1472 tiles
+                  candidates 18
+                 *finalist 0: elements 605184 per-tile 416 kernel gelu_f16_f143 tiles=1455 cycles=3328 (compute 2520 exchange 208 sync 600) phases=1 peak_standard=1248 peak_interleaved=0
+                  finalist 1: elements 605184 per-tile 824 kernel gelu_f16_f143 tiles=735 cycles=5674 (compute 4662 exchange 412 sync 600) phases=1 peak_standard=2472 peak_interleaved=0
+                  finalist 2: elements 605184 per-tile 1648 kernel gelu_f16_f143 tiles=368 cycles=10370 (compute 8946 exchange 824 sync 600) phases=1 peak_standard=4944 peak_interleaved=0
+                  finalist 3: rows 197x3072 per-tile 1 kernel gelu_f16_f143 tiles=197 cycles=18516 (compute 16380 exchange 1536 sync 600) phases=1 peak_standard=9216 peak_interleaved=0
+            "#]],
+        );
+    }
+
+    /// Ranges of elements are plans of elementwise kernels only: a
+    /// layernorm needs its rows whole, so such a plan read back for it is
+    /// refused.
+    #[test]
+    fn a_range_of_elements_is_no_plan_for_a_row_reduction() {
+        let signature = |kind| OpSignature {
+            kind,
+            inputs: vec![
+                operand(&[4, 64], DType::F16, false),
+                operand(&[64], DType::F16, true),
+                operand(&[64], DType::F16, true),
+            ],
+            output: operand(&[4, 64], DType::F16, false),
+            tiles: 16,
+            target: crate::target::TargetId::Ipu21,
+            spread: 0,
+        };
+        let layernorm = signature(SignatureKind::Layernorm {
+            epsilon_bits: 1e-5f32.to_bits(),
+        });
+        let plans = finalists(&layernorm, &IPU21);
+        assert!(plans
+            .finalists
+            .iter()
+            .all(|c| matches!(c.partition, Partition::Rows { .. })));
+        let forged = OperatorPlans {
+            candidates: 1,
+            finalists: vec![Candidate {
+                partition: Partition::Elements {
+                    elements: 256,
+                    per_tile: 16,
+                    kernel: KernelId::Layernorm { dtype: DType::F16 },
+                },
+                ..plans.finalists[0].clone()
+            }],
+            selected: 0,
+        };
+        assert!(forged.check_against(&layernorm).is_err());
+        let add = signature(SignatureKind::Add);
+        let ranges = OperatorPlans {
+            candidates: 1,
+            finalists: vec![Candidate {
+                partition: Partition::Elements {
+                    elements: 256,
+                    per_tile: 16,
+                    kernel: KernelId::Add { dtype: DType::F16 },
+                },
+                ..plans.finalists[0].clone()
+            }],
+            selected: 0,
+        };
+        assert_eq!(ranges.check_against(&add), Ok(()));
     }
 
     #[test]
