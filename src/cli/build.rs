@@ -349,6 +349,8 @@ pub struct Outcome {
     pub package: Option<Arc<crate::package::file::Encoded>>,
     /// What the expensive queries computed, by phase.
     pub computed: Vec<(&'static str, String)>,
+    /// What the expensive queries reused from persisted results, by phase.
+    pub reused: Vec<(&'static str, String)>,
     /// How many items each phase has.
     pub totals: super::explain::Totals,
     /// Each phase that ran, as its status line says it.
@@ -445,10 +447,12 @@ fn plan_with_progress(db: &Database, file: SourceFile, line: &PhaseLine) {
 /// [`report_outcome`]), so an editor can show them its own way.
 pub fn build(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     db.computed().take();
+    db.reused_items().take();
     let mut outcome = build_phases(db, file, verbose);
     // A phase that failed returned before counting what it recomputed.
     outcome.recomputed += db.execution_log().take().len();
     outcome.computed = db.computed().take();
+    outcome.reused = db.reused_items().take();
     // Results to persist were queued while building; write them now that
     // the build no longer needs the cores.
     if let Some(store) = db.store() {

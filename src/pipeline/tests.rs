@@ -693,3 +693,45 @@ fn a_tensor_file_edit_re_runs_only_the_weights_it_changes() {
         0.5
     );
 }
+
+/// A new process over the same store and kernel cache reuses what the first
+/// computed: plans, images and kernels come from the persistence hooks,
+/// are reported as reused and are not computed again, and the package is
+/// the same.
+#[test]
+fn a_new_process_reuses_persisted_results_through_the_hooks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = camino::Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+    let store = crate::store::Store::new(root.join("store"));
+    let kernels = crate::kernels::cache::KernelCache::new(root.clone());
+    let fs = with_kernels();
+    fs.write(PATH, PROJECT);
+    let process = || {
+        Database::new(Arc::new(fs.clone()))
+            .with_store(store.clone())
+            .with_kernel_cache(kernels.clone())
+    };
+    let build = |db: &mut Database| {
+        let file = db.file(Utf8Path::new(PATH));
+        let computed = computed_after(db, &fs, &[], file);
+        let bytes = package::package_bytes(db, file).clone().expect("builds");
+        store.flush();
+        (computed, db.reused_items().take(), bytes)
+    };
+    let (first, first_reused, first_bytes) = build(&mut process());
+    assert!(first_reused.is_empty(), "{first_reused:?}");
+    let persisted = ["emit", "kernels", "plan"];
+    for phase in persisted {
+        assert!(phases_of(&first).contains(&phase), "{first:?}");
+    }
+
+    let (second, reused, second_bytes) = build(&mut process());
+    assert_eq!(phases_of(&reused), persisted, "{reused:?}");
+    for phase in persisted {
+        let computed = first.iter().filter(|(p, _)| *p == phase).count();
+        let hits = reused.iter().filter(|(p, _)| *p == phase).count();
+        assert_eq!(hits, computed, "{phase}: {reused:?}");
+        assert!(!phases_of(&second).contains(&phase), "{second:?}");
+    }
+    assert_eq!(*first_bytes, *second_bytes);
+}
