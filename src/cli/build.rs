@@ -532,7 +532,8 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     let mut exchange_cycles = 0u64;
     let mut paired = 0;
     for phase in 0..program.phases.len() as u32 {
-        if let Some(schedule) = pipeline::phase_schedule(db, file, phase) {
+        let key = pipeline::PhaseKey::new(db, file, phase);
+        if let Some(schedule) = pipeline::phase_schedule(db, key) {
             exchange_cycles += schedule.horizon();
             paired += usize::from(schedule.use_paired);
         }
@@ -576,7 +577,8 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         emit_tiles_in_parallel(db, file)?;
         let images = pipeline::tile_images(db, file)?;
         for image in &images {
-            pipeline::tiles::tile_weights(db, file, image.tile).clone()?;
+            let key = pipeline::TileKey::new(db, file, image.tile);
+            pipeline::tiles::tile_weights(db, key).clone()?;
         }
         Ok::<_, BuildError>(images.len())
     });
@@ -637,8 +639,9 @@ fn emit_tiles_in_parallel(db: &Database, file: SourceFile) -> Result<(), BuildEr
         .copied()
         .collect();
     per_tile_in_parallel(db, &tiles, |db, tile| {
-        pipeline::tiles::tile_image(db, file, tile).clone()?;
-        pipeline::tiles::tile_weights(db, file, tile).clone()?;
+        let key = pipeline::TileKey::new(db, file, tile);
+        pipeline::tiles::tile_image(db, key).clone()?;
+        pipeline::tiles::tile_weights(db, key).clone()?;
         Ok(())
     })
 }
@@ -652,7 +655,7 @@ fn place_tiles_in_parallel(db: &Database, file: SourceFile) -> Result<(), BuildE
         .copied()
         .collect();
     per_tile_in_parallel(db, &tiles, |db, tile| {
-        pipeline::place::tile_placement(db, file, tile).clone()?;
+        pipeline::place::tile_placement(db, pipeline::TileKey::new(db, file, tile)).clone()?;
         Ok(())
     })
 }
@@ -715,7 +718,8 @@ pub fn dump(db: &Database, file: SourceFile, emit: Emit) -> String {
             };
             let mut out = String::new();
             for (i, phase) in program.phases.iter().enumerate() {
-                if let Some(s) = pipeline::phase_schedule(db, file, i as u32) {
+                let key = pipeline::PhaseKey::new(db, file, i as u32);
+                if let Some(s) = pipeline::phase_schedule(db, key) {
                     out.push_str(&format!(
                         "phase {i} ({}): {} transfers, senders={} ordinary={} paired={} chosen={}\n",
                         phase.purpose,

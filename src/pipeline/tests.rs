@@ -98,7 +98,7 @@ fn build_all(db: &Database, file: SourceFile) {
     assert!(placed.is_ok(), "{placed:?}");
     let phases = program(db, file).as_ref().map_or(0, |p| p.phases.len());
     for phase in 0..phases as u32 {
-        assert!(phase_schedule(db, file, phase).is_some());
+        assert!(phase_schedule(db, PhaseKey::new(db, file, phase)).is_some());
     }
 }
 
