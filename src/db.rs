@@ -90,10 +90,6 @@ pub trait Db: salsa::Database {
     /// The hooks through which queries reach results kept across
     /// processes (see [`Persistence`]).
     fn persistence(&self) -> &dyn Persistence;
-
-    /// Notes that an expensive query computed `item` of `phase` (rather
-    /// than reusing it), for `--explain` and the incrementality benchmark.
-    fn record_execution(&self, phase: &'static str, item: String);
 }
 
 /// The database's persistence hooks: the one way a query reaches results
@@ -155,9 +151,27 @@ impl ExecutionLog {
     }
 }
 
-/// Items of expensive queries by phase (what they computed, or what they
-/// reused from persisted results): always recorded (unlike
-/// [`ExecutionLog`]), drained by the driver after each build.
+/// Every query salsa executed, by key: always recorded (unlike
+/// [`ExecutionLog`]), drained after each build, which names the expensive
+/// ones (`pipeline::items`).
+#[derive(Clone, Default)]
+pub(crate) struct ExecutedQueries {
+    keys: Arc<Mutex<Vec<salsa::DatabaseKeyIndex>>>,
+}
+
+impl ExecutedQueries {
+    /// Everything recorded since the last call.
+    pub(crate) fn take(&self) -> Vec<salsa::DatabaseKeyIndex> {
+        std::mem::take(&mut *self.keys.lock().expect("executed lock"))
+    }
+
+    fn push(&self, key: salsa::DatabaseKeyIndex) {
+        self.keys.lock().expect("executed lock").push(key);
+    }
+}
+
+/// What expensive queries reused from persisted results, by phase and
+/// item: always recorded, drained after each build.
 #[derive(Clone, Default)]
 pub(crate) struct PhaseItems {
     items: Arc<Mutex<Vec<(&'static str, String)>>>,
@@ -184,7 +198,7 @@ pub struct Database {
     data_files: Arc<Mutex<HashMap<Utf8PathBuf, DataFile>>>,
     settings: Option<BuildSettings>,
     log: ExecutionLog,
-    computed: PhaseItems,
+    executed: ExecutedQueries,
     reused: PhaseItems,
     kernel_cache: Option<crate::kernels::cache::KernelCache>,
     store: Option<crate::store::Store>,
@@ -193,10 +207,12 @@ pub struct Database {
 impl Database {
     pub fn new(vfs: Arc<dyn Vfs>) -> Self {
         let log = ExecutionLog::default();
+        let executed = ExecutedQueries::default();
         let storage = salsa::Storage::new(Some(Box::new({
-            let log = log.clone();
+            let (log, executed) = (log.clone(), executed.clone());
             move |event: salsa::Event| {
                 if let salsa::EventKind::WillExecute { database_key } = event.kind {
+                    executed.push(database_key);
                     log.push(format!("{database_key:?}"));
                 }
             }
@@ -208,7 +224,7 @@ impl Database {
             data_files: Arc::default(),
             settings: None,
             log,
-            computed: PhaseItems::default(),
+            executed,
             reused: PhaseItems::default(),
             kernel_cache: None,
             store: None,
@@ -258,9 +274,9 @@ impl Database {
         &self.log
     }
 
-    /// What expensive queries computed (see [`PhaseItems`]).
-    pub(crate) fn computed(&self) -> &PhaseItems {
-        &self.computed
+    /// Every query executed (see [`ExecutedQueries`]).
+    pub(crate) fn executed_queries(&self) -> &ExecutedQueries {
+        &self.executed
     }
 
     /// What expensive queries reused from persisted results (see
@@ -388,10 +404,6 @@ impl Db for Database {
 
     fn persistence(&self) -> &dyn Persistence {
         self
-    }
-
-    fn record_execution(&self, phase: &'static str, item: String) {
-        self.computed.push(phase, item);
     }
 }
 

@@ -347,10 +347,9 @@ pub struct Outcome {
     pub tiles: usize,
     /// The encoded package, when every phase succeeded.
     pub package: Option<Arc<crate::package::file::Encoded>>,
-    /// What the expensive queries computed, by phase.
+    /// What the expensive queries recomputed, by phase: the ones executed
+    /// minus the results they reused from persisted results.
     pub computed: Vec<(&'static str, String)>,
-    /// What the expensive queries reused from persisted results, by phase.
-    pub reused: Vec<(&'static str, String)>,
     /// How many items each phase has.
     pub totals: super::explain::Totals,
     /// Each phase that ran, as its status line says it.
@@ -446,13 +445,12 @@ fn plan_with_progress(db: &Database, file: SourceFile, line: &PhaseLine) {
 /// Errors and warnings are not printed but returned in the outcome (see
 /// [`report_outcome`]), so an editor can show them its own way.
 pub fn build(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
-    db.computed().take();
-    db.reused_items().take();
+    // What ran before this build (an editor's hover, say) is not its work.
+    pipeline::items::forget(db);
     let mut outcome = build_phases(db, file, verbose);
     // A phase that failed returned before counting what it recomputed.
     outcome.recomputed += db.execution_log().take().len();
-    outcome.computed = db.computed().take();
-    outcome.reused = db.reused_items().take();
+    outcome.computed = pipeline::items::recomputed(db);
     // Results to persist were queued while building; write them now that
     // the build no longer needs the cores.
     if let Some(store) = db.store() {

@@ -165,9 +165,7 @@ pub(crate) fn kernel_object<'db>(
     let files = DbFiles(db);
     let compiled = match db.persistence().kernel(&files, &spec, target) {
         Some(cached) => cached.map(|c| {
-            if c.built {
-                db.record_execution("kernels", format!("kernel {name}"));
-            } else {
+            if !c.built {
                 db.persistence().reused("kernels", format!("kernel {name}"));
             }
             (c.object, c.metadata, c.sources, c.key)
@@ -178,7 +176,6 @@ pub(crate) fn kernel_object<'db>(
             let files_read = pre.files_read();
             let sources = files_read.iter().map(|(p, _)| p.clone()).collect();
             let key = crate::kernels::cache::cache_key(&files_read, &spec, target);
-            db.record_execution("kernels", format!("kernel {name}"));
             kernels::compile_preprocessed(pre, &spec, target, &key)
                 .map(|c| (c.object, c.metadata, sources, key))
         }

@@ -20,6 +20,7 @@
 
 pub mod error;
 pub(crate) mod fit;
+pub(crate) mod items;
 pub mod kernels;
 pub mod package;
 pub(crate) mod persist;
@@ -52,7 +53,7 @@ pub(crate) struct Signature<'db> {
 /// One tile of a project, interned so it can key the per-tile queries
 /// ([`place::tile_placement`], [`tiles::tile_image`],
 /// [`tiles::tile_weights`]): a salsa event then names a key whose tile can
-/// be looked up after the build, which a query keyed on
+/// be looked up after the build (see [`items`]), which a query keyed on
 /// `(project, tile)` would not, its arguments being interned inside salsa.
 #[salsa::interned(debug)]
 pub(crate) struct TileKey<'db> {
@@ -273,7 +274,6 @@ pub(crate) fn phase_schedule<'db>(db: &'db dyn Db, key: PhaseKey<'db>) -> Option
     let index = phase;
     let phase = program.phases.get(phase as usize)?;
     let schedule = crate::schedule::exchange_schedule(target, program, phase);
-    db.record_execution("schedule", format!("phase {index} ({})", phase.purpose));
     tracing::info!(
         phase = index,
         candidates = schedule.senders,

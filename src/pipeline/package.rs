@@ -149,7 +149,6 @@ pub(crate) fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, 
         file_values: file_values(db, &reference_graph)?,
         ..package
     };
-    db.record_execution("package", format!("package {}", graph.name));
     Ok(Arc::new(package))
 }
 
@@ -199,7 +198,6 @@ pub(crate) fn exchange_programs(
         })
         .collect();
     let programs = crate::emit::package::exchange_programs(&program, &placement, &schedules)?;
-    db.record_execution("package", "exchange programs".to_string());
     Ok(Arc::new(programs))
 }
 
@@ -222,6 +220,5 @@ pub fn package_bytes(db: &dyn Db, project: SourceFile) -> Result<Arc<Encoded>, B
             }
             other => BuildError::Emit(EmitBug::Encode(other.to_string())),
         })?;
-    db.record_execution("package", "encoded package".to_string());
     Ok(Arc::new(bytes))
 }

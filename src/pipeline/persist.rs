@@ -2,8 +2,9 @@
 //! the database's [`Persistence`] hooks under a blake3 key of everything it
 //! reads (and the compiler's build identity), so a fresh process reuses
 //! what an earlier one computed. The hooks do the IO; this module decodes
-//! and checks what they load and hands them what to save. Only a computed
-//! result is recorded for `--explain`; a hit is reported as reused.
+//! and checks what they load and hands them what to save. A hit is
+//! reported as reused, so `--explain` counts the query's execution as
+//! reused rather than recomputed (see [`super::items`]).
 //!
 //! The store already refuses an entry written for another key; each query
 //! also checks that a stored result fits what it asked for (a plan has the
@@ -29,7 +30,7 @@ pub(crate) fn key_of(kind: &str, parts: &[&dyn erased::Json]) -> Option<blake3::
 }
 
 /// Returns the stored result of `kind` under `key` if `check` accepts it,
-/// or computes, records and stores it. `item` is the phase and the item the
+/// (reporting it as reused), or computes and stores it. `item` is the phase and the item the
 /// result is, as `--explain` names it.
 pub(crate) fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static>(
     db: &dyn Db,
@@ -67,7 +68,6 @@ pub(crate) fn persisted_ok<T: Serialize + DeserializeOwned + Clone + Send + 'sta
         }
     }
     let value = compute()?;
-    db.record_execution(item.0, item.1);
     if let Some(key) = key {
         let stored = value.clone();
         persistence.save(kind, key, Box::new(move || serde_json::to_vec(&stored)));

@@ -132,7 +132,6 @@ pub(crate) fn tile_placement<'db>(
     .collect();
     let target = request.target.spec();
     let placed = crate::place::place_tile(target, tile, &request.buffers, &support)?;
-    db.record_execution("place", format!("placement of tile {tile}"));
     Ok(Arc::new(placed))
 }
 

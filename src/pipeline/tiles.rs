@@ -326,6 +326,5 @@ pub(crate) fn tile_weights<'db>(
             data,
         });
     }
-    db.record_execution("weights", format!("weights of tile {tile}"));
     Ok(Arc::new(segments))
 }
