@@ -48,18 +48,21 @@ pub(crate) fn recomputed(db: &Database) -> Vec<Item> {
 pub(crate) fn executed_minus_reused(
     db: &dyn Db,
     executed: Vec<DatabaseKeyIndex>,
-    mut reused: Vec<Item>,
+    reused: Vec<Item>,
 ) -> Vec<Item> {
+    // A full-chip build reuses thousands of items: count them by name.
+    let mut hits: std::collections::HashMap<Item, usize> = std::collections::HashMap::new();
+    for hit in reused {
+        *hits.entry(hit).or_default() += 1;
+    }
     let mut items = Vec::new();
     for key in executed {
         let Some(item) = item(db, key) else {
             continue;
         };
-        match reused.iter().position(|hit| *hit == item) {
-            Some(hit) => {
-                reused.swap_remove(hit);
-            }
-            None => items.push(item),
+        match hits.get_mut(&item) {
+            Some(count) if *count > 0 => *count -= 1,
+            _ => items.push(item),
         }
     }
     items
