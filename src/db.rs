@@ -87,17 +87,38 @@ pub trait Db: salsa::Database {
     /// The settings input of this database's builds.
     fn settings(&self) -> BuildSettings;
 
-    /// The on-disk kernel cache compiled kernels go through; `None` (tests)
-    /// compiles in memory only.
-    fn kernel_cache(&self) -> Option<&crate::kernels::cache::KernelCache>;
+    /// The hooks through which queries reach results kept across
+    /// processes (see [`Persistence`]).
+    fn persistence(&self) -> &dyn Persistence;
+}
 
-    /// The persistent result store expensive queries go through; `None`
-    /// (tests) keeps results in memory only.
-    fn store(&self) -> Option<&crate::store::Store>;
+/// The database's persistence hooks: the one way a query reaches results
+/// kept across processes (the result store and the kernel cache). The
+/// persisted queries go through them (`pipeline::persist`, and the kernel
+/// query for the kernel cache), so the phase code does no IO of its own,
+/// and they report each result they reuse, so what a build recomputed is
+/// what ran minus those hits. A database without a store or a kernel cache
+/// (tests) loads nothing, saves nothing and compiles kernels in memory.
+pub trait Persistence {
+    /// The verified payload (JSON) stored for `kind` under `key`, if any.
+    fn load(&self, kind: &'static str, key: &blake3::Hash) -> Option<Vec<u8>>;
 
-    /// Notes that an expensive query computed `item` of `phase` (rather
-    /// than reusing it), for `--explain` and the incrementality benchmark.
-    fn record_execution(&self, phase: &'static str, item: String);
+    /// Stores the payload `encode` returns for `kind` under `key`; the
+    /// encoding and the write are queued until the build is done.
+    fn save(&self, kind: &'static str, key: blake3::Hash, encode: crate::store::Encode);
+
+    /// The compiled `variant` from the kernel cache, compiled and cached on
+    /// a miss; `None` when there is no kernel cache.
+    fn kernel(
+        &self,
+        files: &dyn FileSource,
+        variant: &crate::kernels::Variant,
+        target: &crate::target::Target,
+    ) -> Option<Result<crate::kernels::cache::CachedKernel, crate::kernels::KernelError>>;
+
+    /// Notes that `item` of `phase` was reused from the persisted results
+    /// (a store or kernel cache hit that its query accepted).
+    fn reused(&self, phase: &'static str, item: String);
 }
 
 /// A salsa event log for incrementality tests: the names of queries that
@@ -130,14 +151,33 @@ impl ExecutionLog {
     }
 }
 
-/// What expensive queries computed, by phase and item: always recorded
-/// (unlike [`ExecutionLog`]), drained by the driver after each build.
+/// Every query salsa executed, by key: always recorded (unlike
+/// [`ExecutionLog`]), drained after each build, which names the expensive
+/// ones (`pipeline::items`).
 #[derive(Clone, Default)]
-pub(crate) struct ComputedItems {
+pub(crate) struct ExecutedQueries {
+    keys: Arc<Mutex<Vec<salsa::DatabaseKeyIndex>>>,
+}
+
+impl ExecutedQueries {
+    /// Everything recorded since the last call.
+    pub(crate) fn take(&self) -> Vec<salsa::DatabaseKeyIndex> {
+        std::mem::take(&mut *self.keys.lock().expect("executed lock"))
+    }
+
+    fn push(&self, key: salsa::DatabaseKeyIndex) {
+        self.keys.lock().expect("executed lock").push(key);
+    }
+}
+
+/// What expensive queries reused from persisted results, by phase and
+/// item: always recorded, drained after each build.
+#[derive(Clone, Default)]
+pub(crate) struct PhaseItems {
     items: Arc<Mutex<Vec<(&'static str, String)>>>,
 }
 
-impl ComputedItems {
+impl PhaseItems {
     /// Everything recorded since the last call.
     pub(crate) fn take(&self) -> Vec<(&'static str, String)> {
         std::mem::take(&mut *self.items.lock().expect("items lock"))
@@ -158,7 +198,8 @@ pub struct Database {
     data_files: Arc<Mutex<HashMap<Utf8PathBuf, DataFile>>>,
     settings: Option<BuildSettings>,
     log: ExecutionLog,
-    computed: ComputedItems,
+    executed: ExecutedQueries,
+    reused: PhaseItems,
     kernel_cache: Option<crate::kernels::cache::KernelCache>,
     store: Option<crate::store::Store>,
 }
@@ -166,10 +207,12 @@ pub struct Database {
 impl Database {
     pub fn new(vfs: Arc<dyn Vfs>) -> Self {
         let log = ExecutionLog::default();
+        let executed = ExecutedQueries::default();
         let storage = salsa::Storage::new(Some(Box::new({
-            let log = log.clone();
+            let (log, executed) = (log.clone(), executed.clone());
             move |event: salsa::Event| {
                 if let salsa::EventKind::WillExecute { database_key } = event.kind {
+                    executed.push(database_key);
                     log.push(format!("{database_key:?}"));
                 }
             }
@@ -181,7 +224,8 @@ impl Database {
             data_files: Arc::default(),
             settings: None,
             log,
-            computed: ComputedItems::default(),
+            executed,
+            reused: PhaseItems::default(),
             kernel_cache: None,
             store: None,
         };
@@ -230,9 +274,21 @@ impl Database {
         &self.log
     }
 
-    /// What expensive queries computed (see [`ComputedItems`]).
-    pub(crate) fn computed(&self) -> &ComputedItems {
-        &self.computed
+    /// Every query executed (see [`ExecutedQueries`]).
+    pub(crate) fn executed_queries(&self) -> &ExecutedQueries {
+        &self.executed
+    }
+
+    /// What expensive queries reused from persisted results (see
+    /// [`Persistence::reused`]).
+    pub(crate) fn reused_items(&self) -> &PhaseItems {
+        &self.reused
+    }
+
+    /// The persistent result store, if any: the driver flushes, evicts and
+    /// reports it; queries reach it only through [`Persistence`].
+    pub fn store(&self) -> Option<&crate::store::Store> {
+        self.store.as_ref()
     }
 
     /// Re-reads `path` and updates its input if, and only if, the contents
@@ -346,16 +402,37 @@ impl Db for Database {
             .expect("the settings input is created with the database")
     }
 
-    fn kernel_cache(&self) -> Option<&crate::kernels::cache::KernelCache> {
-        self.kernel_cache.as_ref()
+    fn persistence(&self) -> &dyn Persistence {
+        self
+    }
+}
+
+impl Persistence for Database {
+    fn load(&self, kind: &'static str, key: &blake3::Hash) -> Option<Vec<u8>> {
+        match self.store.as_ref()?.get_payload(kind, key) {
+            crate::store::Lookup::Hit(payload) => Some(payload),
+            crate::store::Lookup::Miss | crate::store::Lookup::Corrupt(_) => None,
+        }
     }
 
-    fn store(&self) -> Option<&crate::store::Store> {
-        self.store.as_ref()
+    fn save(&self, kind: &'static str, key: blake3::Hash, encode: crate::store::Encode) {
+        if let Some(store) = &self.store {
+            store.put_in_background(kind, key, encode);
+        }
     }
 
-    fn record_execution(&self, phase: &'static str, item: String) {
-        self.computed.push(phase, item);
+    fn kernel(
+        &self,
+        files: &dyn FileSource,
+        variant: &crate::kernels::Variant,
+        target: &crate::target::Target,
+    ) -> Option<Result<crate::kernels::cache::CachedKernel, crate::kernels::KernelError>> {
+        let cache = self.kernel_cache.as_ref()?;
+        Some(cache.get_or_build(files, variant, target))
+    }
+
+    fn reused(&self, phase: &'static str, item: String) {
+        self.reused.push(phase, item);
     }
 }
 

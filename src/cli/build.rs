@@ -347,7 +347,8 @@ pub struct Outcome {
     pub tiles: usize,
     /// The encoded package, when every phase succeeded.
     pub package: Option<Arc<crate::package::file::Encoded>>,
-    /// What the expensive queries computed, by phase.
+    /// What the expensive queries recomputed, by phase: the ones executed
+    /// minus the results they reused from persisted results.
     pub computed: Vec<(&'static str, String)>,
     /// How many items each phase has.
     pub totals: super::explain::Totals,
@@ -444,11 +445,12 @@ fn plan_with_progress(db: &Database, file: SourceFile, line: &PhaseLine) {
 /// Errors and warnings are not printed but returned in the outcome (see
 /// [`report_outcome`]), so an editor can show them its own way.
 pub fn build(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
-    db.computed().take();
+    // What ran before this build (an editor's hover, say) is not its work.
+    pipeline::items::forget(db);
     let mut outcome = build_phases(db, file, verbose);
     // A phase that failed returned before counting what it recomputed.
     outcome.recomputed += db.execution_log().take().len();
-    outcome.computed = db.computed().take();
+    outcome.computed = pipeline::items::recomputed(db);
     // Results to persist were queued while building; write them now that
     // the build no longer needs the cores.
     if let Some(store) = db.store() {
@@ -528,7 +530,8 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
     let mut exchange_cycles = 0u64;
     let mut paired = 0;
     for phase in 0..program.phases.len() as u32 {
-        if let Some(schedule) = pipeline::phase_schedule(db, file, phase) {
+        let key = pipeline::PhaseKey::new(db, file, phase);
+        if let Some(schedule) = pipeline::phase_schedule(db, key) {
             exchange_cycles += schedule.horizon();
             paired += usize::from(schedule.use_paired);
         }
@@ -572,7 +575,8 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         emit_tiles_in_parallel(db, file)?;
         let images = pipeline::tile_images(db, file)?;
         for image in &images {
-            pipeline::tiles::tile_weights(db, file, image.tile).clone()?;
+            let key = pipeline::TileKey::new(db, file, image.tile);
+            pipeline::tiles::tile_weights(db, key).clone()?;
         }
         Ok::<_, BuildError>(images.len())
     });
@@ -633,8 +637,9 @@ fn emit_tiles_in_parallel(db: &Database, file: SourceFile) -> Result<(), BuildEr
         .copied()
         .collect();
     per_tile_in_parallel(db, &tiles, |db, tile| {
-        pipeline::tiles::tile_image(db, file, tile).clone()?;
-        pipeline::tiles::tile_weights(db, file, tile).clone()?;
+        let key = pipeline::TileKey::new(db, file, tile);
+        pipeline::tiles::tile_image(db, key).clone()?;
+        pipeline::tiles::tile_weights(db, key).clone()?;
         Ok(())
     })
 }
@@ -648,7 +653,7 @@ fn place_tiles_in_parallel(db: &Database, file: SourceFile) -> Result<(), BuildE
         .copied()
         .collect();
     per_tile_in_parallel(db, &tiles, |db, tile| {
-        pipeline::place::tile_placement(db, file, tile).clone()?;
+        pipeline::place::tile_placement(db, pipeline::TileKey::new(db, file, tile)).clone()?;
         Ok(())
     })
 }
@@ -711,7 +716,8 @@ pub fn dump(db: &Database, file: SourceFile, emit: Emit) -> String {
             };
             let mut out = String::new();
             for (i, phase) in program.phases.iter().enumerate() {
-                if let Some(s) = pipeline::phase_schedule(db, file, i as u32) {
+                let key = pipeline::PhaseKey::new(db, file, i as u32);
+                if let Some(s) = pipeline::phase_schedule(db, key) {
                     out.push_str(&format!(
                         "phase {i} ({}): {} transfers, senders={} ordinary={} paired={} chosen={}\n",
                         phase.purpose,

@@ -1,8 +1,9 @@
 //! `--explain`: per phase, what a build recomputed and what it reused, and
 //! for each recomputed item the input change that caused it.
 //!
-//! Recomputed items are what the pipeline's expensive queries record when
-//! they really compute (a salsa hit or a store hit records nothing); input
+//! Recomputed items are the pipeline's expensive queries that salsa
+//! executed, named by phase and item, minus those whose query reused a
+//! stored result (a store or kernel cache hit; see `pipeline::items`); input
 //! changes come from the build stamp (a fresh process) or from the watcher
 //! (in one process). Causes follow the query graph: a kernel recompiles
 //! because one of its source files changed, a tile's image is re-emitted

@@ -5,7 +5,6 @@ use super::session::{is_root_text, Session};
 use super::{diagnostics, uri, LspError};
 use crate::cli::build::{build, Outcome};
 use crate::cli::stamp::package_path;
-use crate::db::Db;
 use crate::diagnostic::Diagnostic;
 use camino::{Utf8Path, Utf8PathBuf};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};

@@ -182,6 +182,5 @@ fn lowered(
     let plan_of = |op: OpId| partitions[op.0 as usize].clone();
     let program = crate::lower::lower(graph, &plan_of)?;
     crate::lower::verify::verify(graph, &program).map_err(LowerBug::from)?;
-    db.record_execution("lower", format!("program of {}", graph.name));
     Ok(program)
 }

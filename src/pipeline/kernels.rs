@@ -150,8 +150,8 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
     })
 }
 
-/// Assembles one variant (through the kernel cache when the database has
-/// one).
+/// Assembles one variant (through the database's kernel cache hook when
+/// it has a kernel cache, in memory otherwise).
 #[salsa::tracked(returns(ref))]
 pub(crate) fn kernel_object<'db>(
     db: &'db dyn Db,
@@ -163,10 +163,10 @@ pub(crate) fn kernel_object<'db>(
     let spec = variant_of(id, variant.kernel_dir(db))
         .ok_or_else(|| KernelBuildError::UnknownVariant(name.clone()))?;
     let files = DbFiles(db);
-    let compiled = match db.kernel_cache() {
-        Some(cache) => cache.get_or_build(&files, &spec, target).map(|c| {
-            if c.built {
-                db.record_execution("kernels", format!("kernel {name}"));
+    let compiled = match db.persistence().kernel(&files, &spec, target) {
+        Some(cached) => cached.map(|c| {
+            if !c.built {
+                db.persistence().reused("kernels", format!("kernel {name}"));
             }
             (c.object, c.metadata, c.sources, c.key)
         }),
@@ -176,7 +176,6 @@ pub(crate) fn kernel_object<'db>(
             let files_read = pre.files_read();
             let sources = files_read.iter().map(|(p, _)| p.clone()).collect();
             let key = crate::kernels::cache::cache_key(&files_read, &spec, target);
-            db.record_execution("kernels", format!("kernel {name}"));
             kernels::compile_preprocessed(pre, &spec, target, &key)
                 .map(|c| (c.object, c.metadata, sources, key))
         }

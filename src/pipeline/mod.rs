@@ -8,8 +8,10 @@
 //!   identical operations (the iterations of a repeat, Q/K/V projections)
 //!   share one plan and an edit to one operation re-plans only its signature;
 //! - [`program`]: the lowered program of a project;
-//! - [`phase_schedule`]: one per exchange phase;
-//! - [`place::tile_placement`]: one per tile, from its request in
+//! - [`phase_schedule`]: one per exchange phase (keyed by an interned
+//!   [`PhaseKey`]);
+//! - [`place::tile_placement`]: one per tile (keyed by an interned
+//!   [`TileKey`], as every per-tile query is), from its request in
 //!   tile-local terms, assembled by [`placement`];
 //! - [`tiles::tile_image`]: one per tile, and the package from them.
 //!
@@ -18,6 +20,7 @@
 
 pub mod error;
 pub(crate) mod fit;
+pub(crate) mod items;
 pub mod kernels;
 pub mod package;
 pub(crate) mod persist;
@@ -45,6 +48,29 @@ use std::sync::Arc;
 pub(crate) struct Signature<'db> {
     #[returns(ref)]
     pub value: OpSignature,
+}
+
+/// One tile of a project, interned so it can key the per-tile queries
+/// ([`place::tile_placement`], [`tiles::tile_image`],
+/// [`tiles::tile_weights`]): a salsa event then names a key whose tile can
+/// be looked up after the build (see [`items`]), which a query keyed on
+/// `(project, tile)` would not, its arguments being interned inside salsa.
+#[salsa::interned(debug)]
+pub(crate) struct TileKey<'db> {
+    #[returns(copy)]
+    pub project: SourceFile,
+    #[returns(copy)]
+    pub tile: u32,
+}
+
+/// One exchange phase of a project, interned to key [`phase_schedule`]
+/// (see [`TileKey`]).
+#[salsa::interned(debug)]
+pub(crate) struct PhaseKey<'db> {
+    #[returns(copy)]
+    pub project: SourceFile,
+    #[returns(copy)]
+    pub phase: u32,
 }
 
 /// The graph the compiler works on (validated, then legalized), or the
@@ -241,17 +267,13 @@ pub(crate) fn program_steps(
 /// The schedule of one exchange phase (`None` past the last phase or when
 /// the program did not build).
 #[salsa::tracked(returns(ref))]
-pub(crate) fn phase_schedule(
-    db: &dyn Db,
-    project: SourceFile,
-    phase: u32,
-) -> Option<ExchangeSchedule> {
+pub(crate) fn phase_schedule<'db>(db: &'db dyn Db, key: PhaseKey<'db>) -> Option<ExchangeSchedule> {
+    let (project, phase) = (key.project(db), key.phase(db));
     let program = program(db, project).as_ref().ok()?;
     let target = (*target_name(db, project))?.spec();
     let index = phase;
     let phase = program.phases.get(phase as usize)?;
     let schedule = crate::schedule::exchange_schedule(target, program, phase);
-    db.record_execution("schedule", format!("phase {index} ({})", phase.purpose));
     tracing::info!(
         phase = index,
         candidates = schedule.senders,
@@ -345,7 +367,7 @@ pub(crate) fn tile_images(
     let works = tiles::tile_works(db, project).clone()?;
     works
         .keys()
-        .map(|&tile| tiles::tile_image(db, project, tile).clone())
+        .map(|&tile| tiles::tile_image(db, TileKey::new(db, project, tile)).clone())
         .collect()
 }
 

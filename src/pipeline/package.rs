@@ -125,8 +125,9 @@ pub(crate) fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, 
     let mut images = Vec::with_capacity(works.len());
     let mut weights = BTreeMap::new();
     for &tile in works.keys() {
-        images.push(tile_image(db, project, tile).clone()?);
-        weights.insert(tile, tile_weights(db, project, tile).clone()?);
+        let key = super::TileKey::new(db, project, tile);
+        images.push(tile_image(db, key).clone()?);
+        weights.insert(tile, tile_weights(db, key).clone()?);
     }
     let reference_graph = super::validated_graph(db, project)?;
     let kernels = super::project_kernels(db, project).clone()?;
@@ -148,7 +149,6 @@ pub(crate) fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, 
         file_values: file_values(db, &reference_graph)?,
         ..package
     };
-    db.record_execution("package", format!("package {}", graph.name));
     Ok(Arc::new(package))
 }
 
@@ -192,10 +192,12 @@ pub(crate) fn exchange_programs(
     let program = program(db, project).clone()?;
     let placement = placement(db, project).clone()?;
     let schedules: Vec<_> = (0..program.phases.len() as u32)
-        .filter_map(|p| phase_schedule(db, project, p).as_ref().copied())
+        .filter_map(|p| {
+            let key = super::PhaseKey::new(db, project, p);
+            phase_schedule(db, key).as_ref().copied()
+        })
         .collect();
     let programs = crate::emit::package::exchange_programs(&program, &placement, &schedules)?;
-    db.record_execution("package", "exchange programs".to_string());
     Ok(Arc::new(programs))
 }
 
@@ -218,6 +220,5 @@ pub fn package_bytes(db: &dyn Db, project: SourceFile) -> Result<Arc<Encoded>, B
             }
             other => BuildError::Emit(EmitBug::Encode(other.to_string())),
         })?;
-    db.record_execution("package", "encoded package".to_string());
     Ok(Arc::new(bytes))
 }

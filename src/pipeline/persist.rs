@@ -1,8 +1,10 @@
-//! Persisted queries: an expensive query first looks its result up in the
-//! database's [`Store`](crate::store::Store) under a blake3 key of
-//! everything it reads (and the compiler's build identity), so a fresh
-//! process reuses what an earlier one computed. Only a computed result is
-//! recorded for `--explain`; a store hit counts as reused.
+//! Persisted queries: an expensive query first looks its result up through
+//! the database's [`Persistence`] hooks under a blake3 key of everything it
+//! reads (and the compiler's build identity), so a fresh process reuses
+//! what an earlier one computed. The hooks do the IO; this module decodes
+//! and checks what they load and hands them what to save. A hit is
+//! reported as reused, so `--explain` counts the query's execution as
+//! reused rather than recomputed (see [`super::items`]).
 //!
 //! The store already refuses an entry written for another key; each query
 //! also checks that a stored result fits what it asked for (a plan has the
@@ -11,8 +13,7 @@
 //! such check catches fails a later phase's verification, and the driver
 //! then builds again without reading the store.
 
-use crate::db::Db;
-use crate::store::Lookup;
+use crate::db::{Db, Persistence};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -29,16 +30,17 @@ pub(crate) fn key_of(kind: &str, parts: &[&dyn erased::Json]) -> Option<blake3::
 }
 
 /// Returns the stored result of `kind` under `key` if `check` accepts it,
-/// or computes, records and stores it.
+/// (reporting it as reused), or computes and stores it. `item` is the phase and the item the
+/// result is, as `--explain` names it.
 pub(crate) fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static>(
     db: &dyn Db,
     kind: &'static str,
     key: Option<blake3::Hash>,
-    record: (&'static str, String),
+    item: (&'static str, String),
     check: impl FnOnce(&T) -> Result<(), String>,
     compute: impl FnOnce() -> T,
 ) -> T {
-    match persisted_ok(db, kind, key, record, check, || {
+    match persisted_ok(db, kind, key, item, check, || {
         Ok::<T, std::convert::Infallible>(compute())
     }) {
         Ok(value) => value,
@@ -47,36 +49,56 @@ pub(crate) fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static
 }
 
 /// [`persisted`] for a fallible computation: only successes are stored.
-/// A stored value is used only if `check` accepts it; otherwise it is
-/// reported and recomputed (and the recomputed value replaces it).
+/// A stored value is used only if it decodes and `check` accepts it;
+/// otherwise it is reported and recomputed (and the recomputed value
+/// replaces it).
 pub(crate) fn persisted_ok<T: Serialize + DeserializeOwned + Clone + Send + 'static, E>(
     db: &dyn Db,
     kind: &'static str,
     key: Option<blake3::Hash>,
-    record: (&'static str, String),
+    item: (&'static str, String),
     check: impl FnOnce(&T) -> Result<(), String>,
     compute: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, E> {
-    let store = db.store().zip(key);
-    if let Some((store, key)) = &store {
-        if let Lookup::Hit(value) = store.get(kind, key) {
-            match check(&value) {
-                Ok(()) => return Ok(value),
-                Err(reason) => tracing::warn!(
-                    kind,
-                    item = %record.1,
-                    %reason,
-                    "a stored result does not fit what it was stored for; recomputing"
-                ),
-            }
+    let persistence = db.persistence();
+    if let Some(key) = &key {
+        if let Some(value) = load(persistence, kind, key, &item.1, check) {
+            persistence.reused(item.0, item.1);
+            return Ok(value);
         }
     }
     let value = compute()?;
-    db.record_execution(record.0, record.1);
-    if let Some((store, key)) = store {
-        store.put_in_background(kind, key, value.clone());
+    if let Some(key) = key {
+        let stored = value.clone();
+        persistence.save(kind, key, Box::new(move || serde_json::to_vec(&stored)));
     }
     Ok(value)
+}
+
+/// The stored result of `kind` under `key`, if there is one that decodes
+/// and that `check` accepts.
+fn load<T: DeserializeOwned>(
+    persistence: &dyn Persistence,
+    kind: &'static str,
+    key: &blake3::Hash,
+    item: &str,
+    check: impl FnOnce(&T) -> Result<(), String>,
+) -> Option<T> {
+    let payload = persistence.load(kind, key)?;
+    let rejected = match serde_json::from_slice::<T>(&payload) {
+        Ok(value) => match check(&value) {
+            Ok(()) => return Some(value),
+            Err(reason) => reason,
+        },
+        Err(error) => format!("unreadable payload: {error}"),
+    };
+    tracing::warn!(
+        kind,
+        item,
+        reason = %rejected,
+        "a stored result does not fit what it was stored for; recomputing"
+    );
+    None
 }
 
 /// Serialization to JSON bytes behind a trait object, so a key can mix

@@ -11,7 +11,7 @@
 use super::error::LowerBug;
 use super::kernels::{kernel_footprint, KernelObject, KernelVariant};
 use super::tiles::{kernel_dir, local_steps};
-use super::{graph, program, program_steps, project_kernel_footprints, BuildError};
+use super::{graph, program, program_steps, project_kernel_footprints, BuildError, TileKey};
 use crate::db::{Db, SourceFile};
 use crate::emit::steps::TileStep;
 use crate::lower::BufferId;
@@ -101,11 +101,11 @@ pub(crate) fn place_request(
 /// sized from the kernels' footprints (which do not change when a kernel's
 /// instructions change at the same size), then first-fit.
 #[salsa::tracked(returns(ref))]
-pub(crate) fn tile_placement(
-    db: &dyn Db,
-    project: SourceFile,
-    tile: u32,
+pub(crate) fn tile_placement<'db>(
+    db: &'db dyn Db,
+    key: TileKey<'db>,
 ) -> Result<Arc<TilePlacement>, BuildError> {
+    let (project, tile) = (key.project(db), key.tile(db));
     let request = place_request(db, project, tile)
         .clone()
         .ok_or(BuildError::Lower(LowerBug::NoBuffers(tile)))?;
@@ -132,7 +132,6 @@ pub(crate) fn tile_placement(
     .collect();
     let target = request.target.spec();
     let placed = crate::place::place_tile(target, tile, &request.buffers, &support)?;
-    db.record_execution("place", format!("placement of tile {tile}"));
     Ok(Arc::new(placed))
 }
 
@@ -144,7 +143,7 @@ pub(crate) fn placement(db: &dyn Db, project: SourceFile) -> Result<Arc<Placemen
     let requests = place_requests(db, project).clone()?;
     let mut placed = Placement::default();
     for (&tile, globals) in &requests.globals {
-        let local = tile_placement(db, project, tile)
+        let local = tile_placement(db, TileKey::new(db, project, tile))
             .clone()
             .map_err(|error| with_attempts(db, project, error))?;
         placed.tiles.insert(tile, local.globalized(globals));

@@ -98,7 +98,7 @@ fn build_all(db: &Database, file: SourceFile) {
     assert!(placed.is_ok(), "{placed:?}");
     let phases = program(db, file).as_ref().map_or(0, |p| p.phases.len());
     for phase in 0..phases as u32 {
-        assert!(phase_schedule(db, file, phase).is_some());
+        assert!(phase_schedule(db, PhaseKey::new(db, file, phase)).is_some());
     }
 }
 
@@ -241,10 +241,10 @@ fn computed_after(
         fs.write(*path, text);
         db.refresh_file(Utf8Path::new(path));
     }
-    db.computed().take();
+    items::forget(db);
     let bytes = package::package_bytes(db, file);
     assert!(bytes.is_ok(), "{bytes:?}");
-    db.computed().take()
+    items::recomputed(db)
 }
 
 fn emitted_tiles(computed: &[(&'static str, String)]) -> Vec<u32> {
@@ -695,4 +695,51 @@ fn a_tensor_file_edit_re_runs_only_the_weights_it_changes() {
         )[1],
         0.5
     );
+}
+
+/// A new process over the same store and kernel cache reuses what the first
+/// computed: plans, images and kernels come from the persistence hooks and
+/// are reported as reused, so their queries' executions do not count as
+/// recomputed, while the phases that are not persisted do; the package is
+/// the same.
+#[test]
+fn a_new_process_reuses_persisted_results_through_the_hooks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = camino::Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+    let store = crate::store::Store::new(root.join("store"));
+    let kernels = crate::kernels::cache::KernelCache::new(root.clone());
+    let fs = with_kernels();
+    fs.write(PATH, PROJECT);
+    let process = || {
+        Database::new(Arc::new(fs.clone()))
+            .with_store(store.clone())
+            .with_kernel_cache(kernels.clone())
+    };
+    let build = |db: &Database| {
+        let file = db.file(Utf8Path::new(PATH));
+        let bytes = package::package_bytes(db, file).clone().expect("builds");
+        store.flush();
+        let reused = db.reused_items().take();
+        let executed = db.executed_queries().take();
+        let computed = items::executed_minus_reused(db, executed, reused.clone());
+        (computed, reused, bytes)
+    };
+    let (first, first_reused, first_bytes) = build(&process());
+    assert!(first_reused.is_empty(), "{first_reused:?}");
+    let persisted = ["emit", "kernels", "plan"];
+    for phase in persisted {
+        assert!(phases_of(&first).contains(&phase), "{first:?}");
+    }
+
+    let (second, reused, second_bytes) = build(&process());
+    assert_eq!(phases_of(&reused), persisted, "{reused:?}");
+    for phase in persisted {
+        let computed = first.iter().filter(|(p, _)| *p == phase).count();
+        let hits = reused.iter().filter(|(p, _)| *p == phase).count();
+        assert_eq!(hits, computed, "{phase}: {reused:?}");
+    }
+    // What is not persisted runs again in a new process, and is named.
+    let again = ["lower", "package", "place", "schedule", "weights"];
+    assert_eq!(phases_of(&second), again, "{second:?}");
+    assert_eq!(*first_bytes, *second_bytes);
 }

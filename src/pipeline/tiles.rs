@@ -11,7 +11,7 @@
 
 use super::error::{EmitBug, TensorFileError};
 use super::kernels::{kernel_code, KernelObject, KernelVariant};
-use super::{graph, placement, program, program_steps, BuildError};
+use super::{graph, placement, program, program_steps, BuildError, TileKey};
 use crate::db::{Db, SourceFile};
 use crate::emit::steps::{ProgramSteps, TileStep};
 use crate::emit::tile::{KernelCode, TileImage};
@@ -213,11 +213,11 @@ pub(crate) fn local_steps(
 /// One tile's image: supervisor routines, linked kernels, kernel states.
 /// Depends only on the tile's work and the kernels it runs.
 #[salsa::tracked(returns(ref))]
-pub(crate) fn tile_image(
-    db: &dyn Db,
-    project: SourceFile,
-    tile: u32,
+pub(crate) fn tile_image<'db>(
+    db: &'db dyn Db,
+    key: TileKey<'db>,
 ) -> Result<Arc<TileImage>, BuildError> {
+    let (project, tile) = (key.project(db), key.tile(db));
     let work = tile_work(db, project, tile)
         .clone()
         .ok_or(BuildError::Emit(EmitBug::NoWork(tile)))?;
@@ -303,11 +303,11 @@ pub(crate) fn weight_bytes(
 
 /// A tile's preloaded weights as data segments.
 #[salsa::tracked(returns(ref))]
-pub(crate) fn tile_weights(
-    db: &dyn Db,
-    project: SourceFile,
-    tile: u32,
+pub(crate) fn tile_weights<'db>(
+    db: &'db dyn Db,
+    key: TileKey<'db>,
 ) -> Result<Arc<Vec<Segment>>, BuildError> {
+    let (project, tile) = (key.project(db), key.tile(db));
     let Some(work) = tile_work(db, project, tile).clone() else {
         return Ok(Arc::default());
     };
@@ -326,6 +326,5 @@ pub(crate) fn tile_weights(
             data,
         });
     }
-    db.record_execution("weights", format!("weights of tile {tile}"));
     Ok(Arc::new(segments))
 }

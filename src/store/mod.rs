@@ -117,6 +117,12 @@ pub(crate) fn installed_remote() -> Option<remote::Remote> {
 /// A queued write.
 type Job = Box<dyn FnOnce() + Send>;
 
+/// A result's payload, encoded when its queued write runs.
+pub(crate) type Encode = Box<dyn FnOnce() -> serde_json::Result<Vec<u8>> + Send>;
+
+/// How a reader turns a verified entry into its value.
+type Decode<T> = fn(&[u8], &blake3::Hash) -> Result<T, EntryError>;
+
 #[derive(Default)]
 struct Pending {
     count: std::sync::Mutex<usize>,
@@ -192,19 +198,31 @@ impl Store {
     }
 
     pub(crate) fn get<T: DeserializeOwned>(&self, kind: &str, key: &blake3::Hash) -> Lookup<T> {
+        self.get_with(kind, key, decode)
+    }
+
+    /// The verified payload (JSON) stored for `kind` under `key`, for a
+    /// reader that decodes it itself.
+    pub(crate) fn get_payload(&self, kind: &str, key: &blake3::Hash) -> Lookup<Vec<u8>> {
+        self.get_with(kind, key, |bytes, key| {
+            payload(bytes, key).map(<[u8]>::to_vec)
+        })
+    }
+
+    fn get_with<T>(&self, kind: &str, key: &blake3::Hash, decode: Decode<T>) -> Lookup<T> {
         if !self.reading {
             return Lookup::Miss;
         }
-        match self.get_local(kind, key) {
+        match self.get_local(kind, key, decode) {
             Lookup::Hit(value) => Lookup::Hit(value),
             local => match &self.remote {
-                Some(remote) => self.get_remote(remote, kind, key).unwrap_or(local),
+                Some(remote) => self.get_remote(remote, kind, key, decode).unwrap_or(local),
                 None => local,
             },
         }
     }
 
-    fn get_local<T: DeserializeOwned>(&self, kind: &str, key: &blake3::Hash) -> Lookup<T> {
+    fn get_local<T>(&self, kind: &str, key: &blake3::Hash, decode: Decode<T>) -> Lookup<T> {
         let path = self.path(kind, key);
         let bytes = match crate::fsutil::read_bytes(&path, MAX_ENTRY_BYTES) {
             Ok(bytes) => bytes,
@@ -238,11 +256,12 @@ impl Store {
 
     /// The entry from the remote tier, verified as a local one is and kept
     /// in the local store; `None` when the remote has none.
-    fn get_remote<T: DeserializeOwned>(
+    fn get_remote<T>(
         &self,
         remote: &remote::Remote,
         kind: &str,
         key: &blake3::Hash,
+        decode: Decode<T>,
     ) -> Option<Lookup<T>> {
         let name = entry_name(kind, key);
         let action = remote::ActionKey::new(kind, key.as_bytes());
@@ -295,6 +314,9 @@ impl Store {
         }
     }
 
+    /// Writes `value` at once (the build's results go through
+    /// [`Store::put_in_background`] instead).
+    #[cfg(test)]
     pub(crate) fn put<T: Serialize>(
         &self,
         kind: &str,
@@ -316,7 +338,18 @@ impl Store {
         outputs: Vec<(String, std::sync::Arc<[u8]>)>,
     ) -> std::io::Result<()> {
         let payload = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-        let bytes = entry(key, &payload);
+        self.put_payload(kind, key, &payload, outputs)
+    }
+
+    /// [`Store::put_with_outputs`] of a payload already encoded.
+    fn put_payload(
+        &self,
+        kind: &str,
+        key: &blake3::Hash,
+        payload: &[u8],
+        outputs: Vec<(String, std::sync::Arc<[u8]>)>,
+    ) -> std::io::Result<()> {
+        let bytes = entry(key, payload);
         let written = crate::fsutil::write_atomic(&self.path(kind, key), &bytes);
         if let Some(remote) = &self.remote {
             let mut all = vec![(entry_name(kind, key), std::sync::Arc::from(bytes))];
@@ -326,22 +359,21 @@ impl Store {
         written
     }
 
-    /// Queues a [`Store::put`]: it runs on a background thread once
-    /// [`Store::start_queued`] is called (the driver does so when a build
-    /// is done), so a rebuild neither waits for its results to be written
-    /// nor competes with them for the cores. [`Store::flush`] starts and
-    /// waits for every queued write. A failed write only costs a
-    /// recomputation later, so it is logged and dropped.
-    pub(crate) fn put_in_background<T: Serialize + Send + 'static>(
-        &self,
-        kind: &'static str,
-        key: blake3::Hash,
-        value: T,
-    ) {
+    /// Queues a [`Store::put`] of the payload `encode` returns: encoding
+    /// and writing run on a background thread once [`Store::start_queued`]
+    /// is called (the driver does so when a build is done), so a rebuild
+    /// neither waits for its results to be written nor competes with them
+    /// for the cores. [`Store::flush`] starts and waits for every queued
+    /// write. A failed write only costs a recomputation later, so it is
+    /// logged and dropped.
+    pub(crate) fn put_in_background(&self, kind: &'static str, key: blake3::Hash, encode: Encode) {
         *self.pending.count.lock().expect("store queue lock") += 1;
         let store = self.clone();
         let job: Job = Box::new(move || {
-            if let Err(error) = store.put(kind, &key, &value) {
+            let written = encode()
+                .map_err(std::io::Error::other)
+                .and_then(|payload| store.put_payload(kind, &key, &payload, Vec::new()));
+            if let Err(error) = written {
                 tracing::warn!(kind, %error, "could not persist a result");
             }
             let mut count = store.pending.count.lock().expect("store queue lock");
@@ -517,6 +549,13 @@ pub(crate) fn decode<T: DeserializeOwned>(
     bytes: &[u8],
     key: &blake3::Hash,
 ) -> Result<T, EntryError> {
+    let payload = payload(bytes, key)?;
+    serde_json::from_slice(payload).map_err(|e| EntryError::Payload(e.to_string()))
+}
+
+/// An entry's payload, once its header names this version and `key` and
+/// its checksum covers both.
+fn payload<'a>(bytes: &'a [u8], key: &blake3::Hash) -> Result<&'a [u8], EntryError> {
     let newline = bytes
         .iter()
         .position(|&b| b == b'\n')
@@ -534,7 +573,7 @@ pub(crate) fn decode<T: DeserializeOwned>(
     if checksum(key, payload).to_hex().as_str() != sum {
         return Err(EntryError::Checksum);
     }
-    serde_json::from_slice(payload).map_err(|e| EntryError::Payload(e.to_string()))
+    Ok(payload)
 }
 
 #[cfg(test)]
