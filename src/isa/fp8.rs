@@ -1,4 +1,8 @@
-//! The two FP8 ("quarter") formats of the IPU21 model, and `erf`.
+//! The two FP8 ("quarter") formats of the IPU21 model, and `erf`, as the
+//! simulator's instructions compute them. The host side (reference, data,
+//! readback) has its own implementation in `numerics`, kept apart on
+//! purpose so a rounding bug cannot hide in both; `numerics`' tests hold
+//! the two to the same bits.
 //!
 //! Both formats have no infinities and use the negative-zero pattern 0x80 as
 //! their only NaN. Conversions to FP8 round to nearest even and saturate to
@@ -121,7 +125,7 @@ pub fn pow2(e: i32) -> f64 {
 
 /// The error function, accurate to a few units in the last place of f64,
 /// so `f32erf` (this rounded to f32) is correctly rounded except in rare
-/// near-tie cases. The host reference uses the same function.
+/// near-tie cases. The host reference has its own (`numerics::erf`).
 pub fn erf(x: f64) -> f64 {
     if x.is_nan() {
         return x;

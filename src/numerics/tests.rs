@@ -354,3 +354,43 @@ fn erf_matches_known_values() {
     assert!(erf(f64::NAN).is_nan());
     assert_eq!(erf(f64::INFINITY), 1.0);
 }
+
+/// The simulator executes FP8 conversions and `f32erf` with its own
+/// implementation (`isa::fp8`), written apart from this module on purpose:
+/// the host reference checks what the simulator computed, and a rounding
+/// bug shared by both would pass every check. The two must agree bit for
+/// bit on every f16 value, every code and several scales.
+#[test]
+fn the_simulator_and_the_reference_convert_fp8_alike() {
+    use crate::isa::fp8::Fp8Format as Isa;
+    for (format, isa) in [(Fp8Format::F143, Isa::F143), (Fp8Format::F152, Isa::F152)] {
+        for scale in [-9i8, -3, 0, 4] {
+            for bits in 0..=u16::MAX {
+                let x = f16::from_bits(bits);
+                assert_eq!(
+                    format.encode_f16(x, scale),
+                    isa.from_f16(x, i32::from(scale)),
+                    "{format:?} encode {x} (0x{bits:04x}) at scale {scale}"
+                );
+            }
+            for code in 0..=u8::MAX {
+                let (ours, theirs) = (
+                    format.to_f16(code, scale),
+                    isa.to_f16(code, i32::from(scale)),
+                );
+                assert!(
+                    ours.to_bits() == theirs.to_bits() || (ours.is_nan() && theirs.is_nan()),
+                    "{format:?} decode 0x{code:02x} at scale {scale}: {ours} vs {theirs}"
+                );
+            }
+        }
+    }
+    for i in -800..=800 {
+        let x = f64::from(i) / 100.0;
+        let (ours, theirs) = (erf(x), crate::isa::fp8::erf(x));
+        assert!(
+            (ours - theirs).abs() <= 4.0 * f64::EPSILON,
+            "erf({x}): {ours} vs {theirs}"
+        );
+    }
+}
