@@ -24,7 +24,7 @@ pub enum Fp8Format {
 }
 
 /// The code ipub uses for NaN in both formats (the negative-zero pattern).
-pub const NAN_CODE: u8 = 0x80;
+pub(crate) const NAN_CODE: u8 = 0x80;
 
 /// The largest positive code (all exponent and mantissa bits set).
 const MAX_POSITIVE_CODE: u8 = 0x7F;
