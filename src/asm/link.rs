@@ -71,7 +71,7 @@ pub struct Linked {
 impl Linked {
     #[cfg(test)]
     /// A stable text dump: placed sections, then global symbols.
-    pub(crate) fn dump(&self) -> String {
+    pub(super) fn dump(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
         for s in &self.sections {

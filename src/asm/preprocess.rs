@@ -141,7 +141,7 @@ pub fn preprocess(
 
 /// Replaces comments with spaces, keeping newlines and string literals, so
 /// byte columns stay true.
-pub(crate) fn strip_comments(text: &str) -> String {
+pub(super) fn strip_comments(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// The phases in pipeline order, with how many items each has in total.
-pub(crate) type Totals = Vec<(&'static str, usize)>;
+pub(super) type Totals = Vec<(&'static str, usize)>;
 
 /// What the causes are computed from.
 pub(crate) struct Context<'a> {

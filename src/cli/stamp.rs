@@ -57,7 +57,7 @@ pub(crate) struct FileIdentity {
 
 impl FileIdentity {
     /// The identity of the file at `path` now, without reading it.
-    pub(crate) fn of(path: &Utf8Path) -> Option<FileIdentity> {
+    pub(super) fn of(path: &Utf8Path) -> Option<FileIdentity> {
         let metadata = std::fs::symlink_metadata(path).ok()?;
         if !metadata.is_file() {
             return None;
@@ -123,7 +123,7 @@ fn hash(contents: Option<&str>) -> Option<String> {
 const PACKAGE_OUTPUT: &str = "package.ipuexe";
 
 /// What stands for the default output directory in a stamp's key.
-pub(crate) const DEFAULT_OUT: &str = "<default>";
+pub(super) const DEFAULT_OUT: &str = "<default>";
 
 /// The store key of a project built into `out`.
 fn key(project: &Utf8Path, out: &Utf8Path) -> blake3::Hash {
@@ -161,7 +161,7 @@ impl Stamp {
 
     /// Saves the stamp of a build that wrote `package`; with a remote
     /// tier the package is uploaded with it.
-    pub(crate) fn save(
+    pub(super) fn save(
         &self,
         store: &Store,
         project: &Utf8Path,
@@ -185,7 +185,7 @@ impl Stamp {
     /// path a build of `project` into `out` writes (the stamp's project
     /// name, when `out` is the default), of the recorded length and hash,
     /// and a valid package of that name. Returns its length.
-    pub(crate) fn restore_package(
+    pub(super) fn restore_package(
         &self,
         store: &Store,
         project: &Utf8Path,
@@ -234,7 +234,7 @@ impl Stamp {
     /// The stamp of a build that read what `db` holds and wrote `bytes` to
     /// `package` just now. The hash is the one computed from the bytes in
     /// memory, so recording it reads nothing back.
-    pub(crate) fn record(
+    pub(super) fn record(
         db: &Database,
         package: &Utf8Path,
         bytes: &crate::package::file::Encoded,
@@ -277,7 +277,7 @@ impl Stamp {
     }
 
     /// How the files on disk differ from the stamp.
-    pub(crate) fn changes(&self) -> Vec<Change> {
+    pub(super) fn changes(&self) -> Vec<Change> {
         let mut changes = Vec::new();
         for (path, before) in &self.inputs {
             // Sources and tensor files alike: the hash of a text is the
@@ -311,7 +311,7 @@ impl Stamp {
     /// Whether the package file is still the one this stamp wrote, from its
     /// metadata alone: the same length, times and inode as right after the
     /// build wrote it.
-    pub(crate) fn package_intact(&self) -> bool {
+    pub(super) fn package_intact(&self) -> bool {
         self.package_file.is_some_and(|recorded| {
             recorded.len == self.package_len && FileIdentity::of(&self.package) == Some(recorded)
         })
@@ -321,7 +321,7 @@ impl Stamp {
 /// The dotted keys whose values differ between two TOML texts (operations
 /// and tensors are named by their `name`: `op.fc1.shape`); empty when
 /// either text does not parse or only comments and layout changed.
-pub(crate) fn toml_keys_changed(before: &str, after: &str) -> Vec<String> {
+pub(super) fn toml_keys_changed(before: &str, after: &str) -> Vec<String> {
     let (Ok(a), Ok(b)) = (before.parse::<toml::Table>(), after.parse::<toml::Table>()) else {
         return vec!["(not valid TOML)".to_string()];
     };

@@ -24,7 +24,7 @@ pub(crate) fn tensor_index(db: &dyn Db, file: DataFile) -> Result<Arc<TensorInde
 /// with `scale` (`book/src/numerics.md`). NaNs and values too large for
 /// the dtype are kept (a checkpoint may really hold them) with a warning.
 #[salsa::tracked(returns(ref))]
-pub(crate) fn tensor_file_bytes(
+pub(super) fn tensor_file_bytes(
     db: &dyn Db,
     file: DataFile,
     key: String,

@@ -37,7 +37,7 @@ impl DeviceLock {
 
     #[cfg(test)]
     /// Takes the lock only if nobody holds it.
-    pub(crate) fn try_acquire(path: &Utf8Path) -> io::Result<Option<DeviceLock>> {
+    pub(super) fn try_acquire(path: &Utf8Path) -> io::Result<Option<DeviceLock>> {
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)

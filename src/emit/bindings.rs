@@ -21,7 +21,7 @@ use crate::place::Placement;
 /// run, in the order a host read gathers them. Returns `None` when a
 /// buffer of the binding has no address (a bug the placement verifier
 /// reports first).
-pub(crate) fn binding_runs(
+pub(super) fn binding_runs(
     program: &Program,
     placement: &Placement,
     binding: &Binding,
@@ -112,7 +112,7 @@ impl Coalesce {
 ///
 /// Run by run: the view maps a run of slots to base indices that are affine
 /// in pieces, so the index arithmetic is paid per piece, not per element.
-pub(crate) fn for_each_element_run(
+pub(super) fn for_each_element_run(
     piece: &Piece,
     view: &View,
     mut visit: impl FnMut(usize, usize, usize),

@@ -35,12 +35,12 @@ pub(crate) struct TileStep {
 
 impl TileStep {
     /// Whether any run reads a per-iteration operand.
-    pub(crate) fn per_iteration(&self) -> bool {
+    pub(super) fn per_iteration(&self) -> bool {
         self.runs.iter().any(run_is_per_iteration)
     }
 }
 
-pub(crate) fn run_is_per_iteration(run: &KernelRun) -> bool {
+pub(super) fn run_is_per_iteration(run: &KernelRun) -> bool {
     run.operands
         .iter()
         .any(|o| matches!(o, OperandRef::PerIteration(_)))

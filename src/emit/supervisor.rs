@@ -132,12 +132,12 @@ pub fn build(steps: &[TileStep], states: &StateMap) -> Supervisor {
 impl Supervisor {
     /// The routines' bytes: every instruction is one word, so this does
     /// not depend on where the kernels or states end up.
-    pub(crate) fn size(&self) -> u32 {
+    pub(super) fn size(&self) -> u32 {
         4 * self.insts.len() as u32
     }
 
     /// Encodes the routines with each kernel's entry from `entries`.
-    pub(crate) fn encode(
+    pub(super) fn encode(
         &self,
         entries: &BTreeMap<String, u32>,
     ) -> Result<Encoded, SupervisorError> {

@@ -20,7 +20,7 @@ pub(crate) struct Memory<B = Vec<u8>> {
 }
 
 /// Memory borrowed for the execute loop.
-pub(crate) type MemoryView<'a> = Memory<&'a mut [u8]>;
+pub(super) type MemoryView<'a> = Memory<&'a mut [u8]>;
 
 impl Memory {}
 
@@ -28,7 +28,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
     /// Memory over `bytes`, whose index 0 is the target's memory base.
     /// `bytes` covers the whole tile (the device's and the owned buffer
     /// both do), so the map's end bounds every access.
-    pub(crate) fn over(target: &Target, bytes: B) -> Memory<B> {
+    pub(super) fn over(target: &Target, bytes: B) -> Memory<B> {
         let map = target.memory;
         let end = map
             .tile
@@ -44,7 +44,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
     }
 
     /// The same memory, borrowed.
-    pub(crate) fn view(&mut self) -> MemoryView<'_> {
+    pub(super) fn view(&mut self) -> MemoryView<'_> {
         Memory {
             bytes: self.bytes.as_mut(),
             base: self.base,
@@ -54,7 +54,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
     }
 
     /// The first address of tile memory.
-    pub(crate) fn base(&self) -> u32 {
+    pub(super) fn base(&self) -> u32 {
         self.base
     }
 
@@ -63,7 +63,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
         self.bytes.as_ref()
     }
 
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
         self.bytes.as_mut()
     }
 
@@ -81,7 +81,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
 
     /// Checks that a 128-bit or dual access lies in interleaved memory.
     #[inline]
-    pub(crate) fn check_interleaved(&self, addr: u32) -> Result<(), FaultCause> {
+    pub(super) fn check_interleaved(&self, addr: u32) -> Result<(), FaultCause> {
         if addr < self.interleaved_start {
             Err(FaultCause::NotInterleaved { addr })
         } else {

@@ -5,7 +5,7 @@ use crate::isa::{self, Contexts, Inst, Op, Pipe};
 
 /// One decoded word.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Slot {
+pub(super) struct Slot {
     pub inst: Inst,
     /// The word did not decode; `inst` is a `nop` placeholder and `word`
     /// holds the bits for the fault report.
@@ -20,7 +20,7 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    pub(crate) fn decode(word: u32) -> Slot {
+    pub(super) fn decode(word: u32) -> Slot {
         match isa::decode(word) {
             Ok(inst) => {
                 let info = inst.info();
@@ -89,7 +89,7 @@ impl Program {
 
     /// The slot at `pc`, when the program covers it.
     #[inline]
-    pub(crate) fn get(&self, pc: u32) -> Option<&Slot> {
+    pub(super) fn get(&self, pc: u32) -> Option<&Slot> {
         let offset = pc.wrapping_sub(self.base);
         self.slots.get((offset / 4) as usize)
     }
@@ -97,6 +97,6 @@ impl Program {
 
 /// Whether a decoded instruction is an aux-pipeline one (used when pairing
 /// words decoded outside a program).
-pub(crate) fn is_aux(inst: &Inst) -> bool {
+pub(super) fn is_aux(inst: &Inst) -> bool {
     inst.info().pipe == Pipe::Aux
 }

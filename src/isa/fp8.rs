@@ -21,17 +21,17 @@ pub enum Fp8Format {
 }
 
 /// The byte that is NaN in both formats.
-pub(crate) const NAN: u8 = 0x80;
+pub(super) const NAN: u8 = 0x80;
 
 impl Fp8Format {
-    pub(crate) const fn mantissa_bits(self) -> i32 {
+    pub(super) const fn mantissa_bits(self) -> i32 {
         match self {
             Fp8Format::F143 => 3,
             Fp8Format::F152 => 2,
         }
     }
 
-    pub(crate) const fn bias(self) -> i32 {
+    pub(super) const fn bias(self) -> i32 {
         match self {
             Fp8Format::F143 => 8,
             Fp8Format::F152 => 16,

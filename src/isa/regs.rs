@@ -1,9 +1,9 @@
 //! Register names: parsing the assembler's spelling and printing it back.
 
 /// `$m15` always reads as zero; writes to it are discarded.
-pub(crate) const MZERO: u8 = 15;
+pub(super) const MZERO: u8 = 15;
 /// `$a15` always reads as zero; writes to it are discarded.
-pub(crate) const AZERO: u8 = 15;
+pub(super) const AZERO: u8 = 15;
 
 /// Control and status registers, read with `get` and written with `put`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,7 +23,7 @@ pub enum ControlReg {
 }
 
 impl ControlReg {
-    pub(crate) const ALL: [ControlReg; 4] = [
+    pub(super) const ALL: [ControlReg; 4] = [
         ControlReg::Fp8Cfg,
         ControlReg::Wid,
         ControlReg::Tile,
@@ -39,7 +39,7 @@ impl ControlReg {
         }
     }
 
-    pub(crate) fn index(self) -> u8 {
+    pub(super) fn index(self) -> u8 {
         self as u8
     }
 
@@ -47,13 +47,13 @@ impl ControlReg {
         ControlReg::ALL.get(usize::from(index)).copied()
     }
 
-    pub(crate) fn from_name(name: &str) -> Option<ControlReg> {
+    pub(super) fn from_name(name: &str) -> Option<ControlReg> {
         ControlReg::ALL.into_iter().find(|c| c.name() == name)
     }
 }
 
 /// Parses `m3`/`mzero` (class `'m'`) or `a3`/`azero` (class `'a'`).
-pub(crate) fn parse_single(name: &str, class: char) -> Option<u8> {
+pub(super) fn parse_single(name: &str, class: char) -> Option<u8> {
     let rest = name.strip_prefix(class)?;
     if rest == "zero" {
         return Some(15);
@@ -71,14 +71,14 @@ fn parse_index(text: &str) -> Option<u8> {
 
 /// Parses a range `c<first>:<last>` and returns `first` when the range has
 /// exactly `len` registers.
-pub(crate) fn parse_range(name: &str, class: char, len: u8) -> Option<u8> {
+pub(super) fn parse_range(name: &str, class: char, len: u8) -> Option<u8> {
     let rest = name.strip_prefix(class)?;
     let (first, last) = rest.split_once(':')?;
     let (first, last) = (parse_index(first)?, parse_index(last)?);
     (last >= first && last - first + 1 == len).then_some(first)
 }
 
-pub(crate) fn m_name(n: u8) -> String {
+pub(super) fn m_name(n: u8) -> String {
     if n == MZERO {
         "$mzero".into()
     } else {
@@ -86,7 +86,7 @@ pub(crate) fn m_name(n: u8) -> String {
     }
 }
 
-pub(crate) fn a_name(n: u8) -> String {
+pub(super) fn a_name(n: u8) -> String {
     if n == AZERO {
         "$azero".into()
     } else {

@@ -34,7 +34,7 @@ use std::sync::Arc;
 /// ([`crate::store::build_identity`]: the version and a fingerprint of the
 /// compiler's sources), so a rebuilt ipub whose assembler or encoder
 /// changed never reuses an object an older build compiled.
-pub(crate) const BUILD_IDENTITY: &str = concat!("ipub-asm ", env!("CARGO_PKG_VERSION"));
+pub(super) const BUILD_IDENTITY: &str = concat!("ipub-asm ", env!("CARGO_PKG_VERSION"));
 
 /// The largest `kernel.o` or `kernel.json` read (from the cache or by
 /// `ipub kernel disasm`): an object holds at most a tile's memory.
@@ -110,7 +110,7 @@ impl KernelCache {
     }
 
     /// The same cache with `remote` behind it.
-    pub(crate) fn with_remote(
+    pub(super) fn with_remote(
         mut self,
         remote: Option<crate::store::remote::Remote>,
     ) -> KernelCache {
@@ -128,7 +128,7 @@ impl KernelCache {
         )
     }
 
-    pub(crate) fn entry_dir(&self, key: &str) -> Utf8PathBuf {
+    pub(super) fn entry_dir(&self, key: &str) -> Utf8PathBuf {
         self.root.join("kernels").join(key)
     }
 

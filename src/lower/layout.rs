@@ -40,7 +40,7 @@ pub enum Layout {
 }
 
 /// Output channels of one AMP weight block.
-pub(crate) const AMP_CHANNELS: usize = 16;
+pub(super) const AMP_CHANNELS: usize = 16;
 
 /// A box of a logical tensor in a layout.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -62,7 +62,7 @@ impl Piece {
     #[cfg(test)]
     /// Row-major rows padded to a multiple of `multiple` elements; plain
     /// row-major when no padding is needed.
-    pub(crate) fn padded_rows(start: Vec<usize>, extent: Vec<usize>, multiple: usize) -> Piece {
+    pub(super) fn padded_rows(start: Vec<usize>, extent: Vec<usize>, multiple: usize) -> Piece {
         let layout = if extent.last().is_some_and(|&n| n % multiple == 0) {
             Layout::RowMajor
         } else {
@@ -79,7 +79,7 @@ impl Piece {
     /// row-major order of `coordinates`: that run as (first flat index,
     /// length). Two such pieces hold the same elements in the same order
     /// exactly when their runs are equal, whatever their coordinates.
-    pub(crate) fn flat_run(&self, coordinates: &[usize]) -> Option<(usize, usize)> {
+    pub(super) fn flat_run(&self, coordinates: &[usize]) -> Option<(usize, usize)> {
         if self.layout != Layout::RowMajor {
             return None;
         }
@@ -96,7 +96,7 @@ impl Piece {
     }
 
     /// Logical elements in the box.
-    pub(crate) fn elements(&self) -> usize {
+    pub(super) fn elements(&self) -> usize {
         self.extent.iter().product()
     }
 
@@ -160,7 +160,7 @@ impl Piece {
 
     /// Calls `visit(slot, index)` for every storage slot in address order,
     /// with the logical index stored there (`None` for padding).
-    pub(crate) fn for_each_slot(&self, mut visit: impl FnMut(usize, Option<&[usize]>)) {
+    pub(super) fn for_each_slot(&self, mut visit: impl FnMut(usize, Option<&[usize]>)) {
         let rank = self.extent.len();
         let mut index = self.start.clone();
         match self.layout {
@@ -248,7 +248,7 @@ impl Piece {
     /// when the others are fixed, so a stretch along one dimension is
     /// contiguous exactly when its last slot is its first plus its length
     /// minus one.
-    pub(crate) fn slot_of(&self, index: &[usize]) -> Option<usize> {
+    pub(super) fn slot_of(&self, index: &[usize]) -> Option<usize> {
         let rank = self.extent.len();
         if index.len() != rank {
             return None;
@@ -504,7 +504,7 @@ pub(crate) struct SlotRun<'a> {
 }
 
 /// Row-major flat index of `index` in `shape`.
-pub(crate) fn flat_index(shape: &[usize], index: &[usize]) -> usize {
+pub(super) fn flat_index(shape: &[usize], index: &[usize]) -> usize {
     index
         .iter()
         .zip(shape)

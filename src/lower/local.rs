@@ -61,7 +61,7 @@ impl BlockCopy {
     }
 
     /// The kernel run's parameters.
-    pub(crate) fn params(&self) -> Vec<(String, i64)> {
+    pub(super) fn params(&self) -> Vec<(String, i64)> {
         PARAMS
             .iter()
             .zip(self.fields())
@@ -96,7 +96,7 @@ impl BlockCopy {
     }
 
     /// The same chunks with the roles of `outer` and `inner` exchanged.
-    pub(crate) fn transposed(&self) -> BlockCopy {
+    pub(super) fn transposed(&self) -> BlockCopy {
         BlockCopy {
             outer: self.inner,
             inner: self.outer,
@@ -110,7 +110,7 @@ impl BlockCopy {
 
     /// Every chunk as (source offset, destination offset, bytes), in the
     /// order `(o, j)`.
-    pub(crate) fn chunks(self) -> impl Iterator<Item = (u32, u32, u32)> {
+    pub(super) fn chunks(self) -> impl Iterator<Item = (u32, u32, u32)> {
         (0..self.outer).flat_map(move |o| {
             (0..self.inner).map(move |j| {
                 (

@@ -20,7 +20,7 @@ use lsp_types::{
 /// Keys whose values name tensors.
 const NAME_KEYS: &[&str] = &["inputs", "input", "result", "outputs"];
 
-pub(crate) fn completion(
+pub(super) fn completion(
     session: &Session,
     uri: &Uri,
     position: Position,

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 
 /// The variants of `roots`' programs built from `path` (as their source
 /// or one of its includes), each assembled; or `path` alone.
-pub(crate) fn assemblies(
+pub(super) fn assemblies(
     session: &Session,
     roots: &[Utf8PathBuf],
     path: &Utf8Path,
@@ -71,7 +71,7 @@ fn assemble(session: &Session, variant: &Variant) -> Assembly {
 }
 
 /// The assembler's errors for `path` across its variants, each once.
-pub(crate) fn diagnostics(
+pub(super) fn diagnostics(
     session: &Session,
     roots: &[Utf8PathBuf],
     path: &Utf8Path,
@@ -90,7 +90,7 @@ pub(crate) fn diagnostics(
 }
 
 /// The identifier around byte `offset` of `text`, with its span.
-pub(crate) fn word_at(text: &str, offset: usize) -> Option<(&str, std::ops::Range<usize>)> {
+pub(super) fn word_at(text: &str, offset: usize) -> Option<(&str, std::ops::Range<usize>)> {
     let is_word = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$');
     let offset = offset.min(text.len());
     if !text.is_char_boundary(offset) {
@@ -107,7 +107,7 @@ pub(crate) fn word_at(text: &str, offset: usize) -> Option<(&str, std::ops::Rang
 
 /// Hover text for the symbol at `offset` of a kernel source: an entry
 /// point's parameters and cost, or where a label is.
-pub(crate) fn hover(
+pub(super) fn hover(
     session: &Session,
     path: &Utf8Path,
     text: &str,

@@ -19,7 +19,7 @@ pub(crate) struct Overlay {
 
 impl Overlay {
     /// Sets an open document's text.
-    pub(crate) fn set(&self, path: &Utf8Path, text: &str) {
+    pub(super) fn set(&self, path: &Utf8Path, text: &str) {
         self.lock().insert(path.to_owned(), Arc::from(text));
     }
 
@@ -28,18 +28,18 @@ impl Overlay {
         self.lock().remove(path);
     }
 
-    pub(crate) fn is_open(&self, path: &Utf8Path) -> bool {
+    pub(super) fn is_open(&self, path: &Utf8Path) -> bool {
         self.lock().contains_key(path)
     }
 
-    pub(crate) fn open_paths(&self) -> Vec<Utf8PathBuf> {
+    pub(super) fn open_paths(&self) -> Vec<Utf8PathBuf> {
         let mut paths: Vec<Utf8PathBuf> = self.lock().keys().cloned().collect();
         paths.sort();
         paths
     }
 
     /// The text of an open document.
-    pub(crate) fn text(&self, path: &Utf8Path) -> Option<Arc<str>> {
+    pub(super) fn text(&self, path: &Utf8Path) -> Option<Arc<str>> {
         self.lock().get(path).cloned()
     }
 

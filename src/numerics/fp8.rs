@@ -24,7 +24,7 @@ pub enum Fp8Format {
 }
 
 /// The code ipub uses for NaN in both formats (the negative-zero pattern).
-pub(crate) const NAN_CODE: u8 = 0x80;
+pub(super) const NAN_CODE: u8 = 0x80;
 
 /// The largest positive code (all exponent and mantissa bits set).
 const MAX_POSITIVE_CODE: u8 = 0x7F;
@@ -98,21 +98,21 @@ impl Fp8Format {
     }
 
     #[cfg(test)]
-    pub(crate) const fn exponent_bits(self) -> u32 {
+    pub(super) const fn exponent_bits(self) -> u32 {
         match self {
             Fp8Format::F143 => 4,
             Fp8Format::F152 => 5,
         }
     }
 
-    pub(crate) const fn mantissa_bits(self) -> u32 {
+    pub(super) const fn mantissa_bits(self) -> u32 {
         match self {
             Fp8Format::F143 => 3,
             Fp8Format::F152 => 2,
         }
     }
 
-    pub(crate) const fn bias(self) -> i32 {
+    pub(super) const fn bias(self) -> i32 {
         match self {
             Fp8Format::F143 => 8,
             Fp8Format::F152 => 16,
@@ -126,12 +126,12 @@ impl Fp8Format {
 
     #[cfg(test)]
     /// The smallest positive stored value (2^-10 or 2^-17).
-    pub(crate) fn min_subnormal(self) -> f32 {
+    pub(super) fn min_subnormal(self) -> f32 {
         self.decode_table()[1]
     }
 
     /// Stored values (scale 0) of all 256 codes; `0x80` decodes to NaN.
-    pub(crate) fn decode_table(self) -> &'static [f32; 256] {
+    pub(super) fn decode_table(self) -> &'static [f32; 256] {
         match self {
             Fp8Format::F143 => &F143_TABLE,
             Fp8Format::F152 => &F152_TABLE,
@@ -141,7 +141,7 @@ impl Fp8Format {
     /// The real value of `code` in a tensor with `scale`. Exact unless the
     /// scale takes the value outside f32's range (only possible for scales
     /// near the ends of the `i8` range).
-    pub(crate) fn to_f32(self, code: u8, scale: i8) -> f32 {
+    pub(super) fn to_f32(self, code: u8, scale: i8) -> f32 {
         self.decode_table()[usize::from(code)] * pow2(i32::from(scale))
     }
 
@@ -161,7 +161,7 @@ impl Fp8Format {
     }
 
     /// The table of [`Fp8Format::encode_f16`] for `scale`, indexed by f16 bits.
-    pub(crate) fn encode_table(self, scale: i8) -> &'static EncodeTable {
+    pub(super) fn encode_table(self, scale: i8) -> &'static EncodeTable {
         let format_index = match self {
             Fp8Format::F143 => 0,
             Fp8Format::F152 => 1,
@@ -195,13 +195,13 @@ impl Fp8Format {
     /// The device's f32 → FP8 cast, which goes through f16 as the hardware
     /// does (no direct conversion exists): f32 → f16 rounds to nearest even,
     /// then [`Fp8Format::encode_f16`].
-    pub(crate) fn encode_f32(self, x: f32, scale: i8) -> u8 {
+    pub(super) fn encode_f32(self, x: f32, scale: i8) -> u8 {
         self.encode_f16(f16::from_f32(x), scale)
     }
 
     /// Rounds a real value through the device cast and back: the value an
     /// FP8 tensor with `scale` holds after casting `x` into it.
-    pub(crate) fn quantize(self, x: f32, scale: i8) -> f32 {
+    pub(super) fn quantize(self, x: f32, scale: i8) -> f32 {
         self.to_f32(self.encode_f32(x, scale), scale)
     }
 

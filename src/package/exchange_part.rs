@@ -18,7 +18,7 @@ use crate::target::Target;
 
 /// What decoding the part may produce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct DecodeLimits {
+pub(super) struct DecodeLimits {
     /// Tiles of the target: every tile named must be below this.
     pub tiles: u32,
     /// Bytes one tile can receive in one exchange program: its memory
@@ -32,7 +32,7 @@ pub(crate) struct DecodeLimits {
 
 impl DecodeLimits {
     /// The limits for a package of `target`.
-    pub(crate) fn of(target: &Target) -> DecodeLimits {
+    pub(super) fn of(target: &Target) -> DecodeLimits {
         DecodeLimits {
             tiles: target.tiles,
             tile_bytes: u64::from(target.memory.tile.len()),
@@ -142,7 +142,7 @@ fn varint(out: &mut Vec<u8>, mut value: u64) {
 /// Decodes what [`encode`] wrote; any truncation, bad flag, bad tag, bad
 /// label, out-of-range value, trailing byte or anything past `limits` is an
 /// error naming the part.
-pub(crate) fn decode(
+pub(super) fn decode(
     bytes: &[u8],
     limits: &DecodeLimits,
 ) -> Result<Vec<ExchangeProgram>, PackageError> {

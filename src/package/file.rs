@@ -19,16 +19,16 @@ use std::sync::Arc;
 
 /// The first eight bytes of every package. The high first byte and the
 /// final newline catch transfers that mangle binary files as text.
-pub(crate) const MAGIC: [u8; 8] = *b"\x89IPUEXE\n";
+pub(super) const MAGIC: [u8; 8] = *b"\x89IPUEXE\n";
 
 /// Magic, version, part count, table hash.
-pub(crate) const HEADER_BYTES: usize = 8 + 4 + 4 + 32;
+pub(super) const HEADER_BYTES: usize = 8 + 4 + 4 + 32;
 
 /// Name, offset, length, hash.
-pub(crate) const TABLE_ENTRY_BYTES: usize = 16 + 8 + 8 + 32;
+pub(super) const TABLE_ENTRY_BYTES: usize = 16 + 8 + 8 + 32;
 
 /// A bound on the part count, so a corrupt count cannot ask for a huge table.
-pub(crate) const MAX_PARTS: usize = 64;
+pub(super) const MAX_PARTS: usize = 64;
 
 /// The parts of a version 3 package, in the order the writer puts them;
 /// the `tensors` part ([`super::file_values`]) follows them when the
@@ -159,7 +159,7 @@ impl Encoded {
     }
 
     /// The file's bytes, in order.
-    pub(crate) fn chunks(&self) -> impl Iterator<Item = &[u8]> {
+    pub(super) fn chunks(&self) -> impl Iterator<Item = &[u8]> {
         std::iter::once(self.head.as_slice()).chain(self.parts.iter().map(|p| p.bytes.as_slice()))
     }
 

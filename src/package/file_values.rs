@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The part's name in the package's table.
-pub(crate) const PART: &str = "tensors";
+pub(super) const PART: &str = "tensors";
 
 fn key(values: &FileValues) -> String {
     match values.iteration {
@@ -26,7 +26,7 @@ fn key(values: &FileValues) -> String {
 }
 
 /// The part's bytes.
-pub(crate) fn encode(values: &[FileValues]) -> Result<Vec<u8>, PackageError> {
+pub(super) fn encode(values: &[FileValues]) -> Result<Vec<u8>, PackageError> {
     let views = values
         .iter()
         .map(|v| {
@@ -41,7 +41,7 @@ pub(crate) fn encode(values: &[FileValues]) -> Result<Vec<u8>, PackageError> {
 
 /// The part's entries, in key order; their agreement with the graph is
 /// checked by [`check`].
-pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<FileValues>, PackageError> {
+pub(super) fn decode(bytes: &[u8]) -> Result<Vec<FileValues>, PackageError> {
     let file = SafeTensors::deserialize(bytes).map_err(|e| {
         PackageError::invalid(
             PART,

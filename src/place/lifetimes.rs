@@ -5,7 +5,7 @@ use crate::lower::{BufferId, BufferRole, OperandRef, Program, Step};
 
 /// Inclusive range of step positions during which a buffer must keep its
 /// contents.
-pub(crate) type Lifetime = (u32, u32);
+pub(super) type Lifetime = (u32, u32);
 
 /// Computes every buffer's lifetime from the step sequence.
 pub(crate) fn lifetimes(program: &Program) -> Vec<Lifetime> {
@@ -134,6 +134,6 @@ pub(crate) fn lifetimes(program: &Program) -> Vec<Lifetime> {
 }
 
 /// Whether two lifetimes share a step.
-pub(crate) fn overlaps(a: Lifetime, b: Lifetime) -> bool {
+pub(super) fn overlaps(a: Lifetime, b: Lifetime) -> bool {
     a.0 <= b.1 && b.0 <= a.1
 }

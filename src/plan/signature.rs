@@ -155,7 +155,7 @@ impl OpSignature {
         }
     }
 
-    pub(crate) fn kind_name(&self) -> &'static str {
+    pub(super) fn kind_name(&self) -> &'static str {
         match self.kind {
             SignatureKind::Matmul { .. } => "matmul",
             SignatureKind::Cast => "cast",

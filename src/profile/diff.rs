@@ -16,14 +16,14 @@ pub(crate) struct OpDelta {
 }
 
 impl OpDelta {
-    pub(crate) fn cycles(&self) -> (u64, u64) {
+    pub(super) fn cycles(&self) -> (u64, u64) {
         (
             self.before.as_ref().map_or(0, OpRow::total),
             self.after.as_ref().map_or(0, OpRow::total),
         )
     }
 
-    pub(crate) fn delta(&self) -> i64 {
+    pub(super) fn delta(&self) -> i64 {
         let (a, b) = self.cycles();
         b as i64 - a as i64
     }
@@ -43,17 +43,17 @@ impl TileDelta {
     }
 
     /// Busy cycles (compute and exchange) before and after.
-    pub(crate) fn busy_cycles(&self) -> (u64, u64) {
+    pub(super) fn busy_cycles(&self) -> (u64, u64) {
         (Self::busy(&self.before), Self::busy(&self.after))
     }
 
-    pub(crate) fn delta(&self) -> i64 {
+    pub(super) fn delta(&self) -> i64 {
         let (a, b) = self.busy_cycles();
         b as i64 - a as i64
     }
 
     /// Whether only one run used the tile.
-    pub(crate) fn note(&self) -> Option<&'static str> {
+    pub(super) fn note(&self) -> Option<&'static str> {
         match self.busy_cycles() {
             (0, b) if b > 0 => Some("newly used"),
             (a, 0) if a > 0 => Some("no longer used"),

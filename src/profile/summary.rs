@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 /// Busy tile-cycles of one kernel over the run, with its estimate.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct KernelRow {
+pub(super) struct KernelRow {
     pub kernel: String,
     /// Tile-steps that ran it.
     pub runs: u64,
@@ -20,7 +20,7 @@ pub(crate) struct KernelRow {
 }
 
 /// Busy tile-cycles per kernel, most first.
-pub(crate) fn by_kernel(profile: &Profile) -> Vec<KernelRow> {
+pub(super) fn by_kernel(profile: &Profile) -> Vec<KernelRow> {
     let mut rows: BTreeMap<&str, KernelRow> = BTreeMap::new();
     for step in profile.steps.iter().filter(|s| s.kind == StepKind::Compute) {
         for tile in &step.tiles {
@@ -47,7 +47,7 @@ pub(crate) fn by_kernel(profile: &Profile) -> Vec<KernelRow> {
 }
 
 /// `+12.3 %`, or `-` when there is nothing to compare.
-pub(crate) fn signed_percent(ratio: Option<f64>) -> String {
+pub(super) fn signed_percent(ratio: Option<f64>) -> String {
     ratio.map_or("-".into(), |r| format!("{:+.1} %", 100.0 * r))
 }
 

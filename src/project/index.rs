@@ -124,7 +124,7 @@ pub(crate) enum IndexItem<'a> {
 }
 
 impl ProjectIndex {
-    pub(crate) fn of(loaded: &Loaded) -> ProjectIndex {
+    pub(super) fn of(loaded: &Loaded) -> ProjectIndex {
         let mut index = ProjectIndex::default();
         for file in &loaded.files {
             index.files.push(file.path.clone());
@@ -293,7 +293,7 @@ impl ProjectIndex {
     #[cfg(test)]
     /// The names visible at `offset` of `file`: everything outside repeat
     /// bodies, plus the locals of the repeat body the offset is in.
-    pub(crate) fn visible_names(&self, file: &Utf8Path, offset: usize) -> Vec<&Definition> {
+    pub(super) fn visible_names(&self, file: &Utf8Path, offset: usize) -> Vec<&Definition> {
         let scope = self
             .definitions
             .iter()

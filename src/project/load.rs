@@ -28,7 +28,7 @@ pub(crate) struct Loaded {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-pub(crate) type ReadFile<'a> = dyn Fn(&Utf8Path) -> FileText + 'a;
+pub(super) type ReadFile<'a> = dyn Fn(&Utf8Path) -> FileText + 'a;
 
 pub(crate) fn load(root: &Utf8Path, read: &ReadFile<'_>) -> Loaded {
     let mut loaded = Loaded {
@@ -159,7 +159,7 @@ pub(crate) fn resolve(from: &Utf8Path, include: &str) -> Utf8PathBuf {
 
 /// The span of the key whose value is at `value`: the text before a
 /// `key = value` pair. Falls back to the value's span.
-pub(crate) fn key_span<T>(text: &str, value: &Spanned<T>) -> std::ops::Range<usize> {
+pub(super) fn key_span<T>(text: &str, value: &Spanned<T>) -> std::ops::Range<usize> {
     let span = value.span();
     let before = &text[..span.start.min(text.len())];
     let trimmed = before.trim_end();
@@ -180,7 +180,7 @@ pub(crate) fn key_span<T>(text: &str, value: &Spanned<T>) -> std::ops::Range<usi
 
 /// An error when the project's files declare more names or repeats than
 /// the limits, before anything is validated.
-pub(crate) fn too_many_names(loaded: &Loaded) -> Option<Diagnostic> {
+pub(super) fn too_many_names(loaded: &Loaded) -> Option<Diagnostic> {
     let mut names = 0usize;
     let mut repeats = 0usize;
     for file in &loaded.files {

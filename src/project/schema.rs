@@ -72,7 +72,7 @@ const fn key(
 
 use ValueKind::*;
 
-pub(crate) const DTYPES: &[&str] = &["f32", "f16", "f143", "f152"];
+pub(super) const DTYPES: &[&str] = &["f32", "f16", "f143", "f152"];
 
 /// Keys outside any table.
 pub(crate) const ROOT_KEYS: &[Key] = &[key(

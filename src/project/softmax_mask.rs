@@ -63,7 +63,7 @@ pub(crate) fn check(site: &Site, op: &OpAst, x: &[usize], mask: Mask) -> Result<
 }
 
 /// The error for a softmax given more than its input and a mask.
-pub(crate) fn too_many_inputs(site: &Site, op: &OpAst, found: usize) -> Diagnostic {
+pub(super) fn too_many_inputs(site: &Site, op: &OpAst, found: usize) -> Diagnostic {
     site.error(
         format!("`softmax` takes 1 or 2 inputs, found {found}"),
         op.inputs.span(),

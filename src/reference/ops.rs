@@ -14,7 +14,7 @@ use rayon::prelude::*;
 const ROWS_PER_TASK: usize = 64;
 
 /// Row-major strides of `shape`.
-pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
+pub(super) fn strides(shape: &[usize]) -> Vec<usize> {
     let mut strides = vec![1; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
         strides[d] = strides[d + 1] * shape[d + 1];
@@ -24,7 +24,7 @@ pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
 
 /// The geometry of a (batched) matmul as `OpKind::Matmul` documents it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct MatmulShape {
+pub(super) struct MatmulShape {
     pub batch: usize,
     pub m: usize,
     pub k: usize,
@@ -36,7 +36,7 @@ pub(crate) struct MatmulShape {
 }
 
 impl MatmulShape {
-    pub(crate) fn new(
+    pub(super) fn new(
         lhs: &[usize],
         rhs: &[usize],
         transpose_rhs: bool,
@@ -86,7 +86,7 @@ impl MatmulShape {
         }
     }
 
-    pub(crate) fn output_len(&self) -> usize {
+    pub(super) fn output_len(&self) -> usize {
         self.batch * self.m * self.n
     }
 }
@@ -144,7 +144,7 @@ fn sgemm(
 
 /// How the products of one output row block are summed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Accumulation {
+pub(super) enum Accumulation {
     /// One f32 sum over the whole inner dimension.
     F32,
     /// Products summed in f32 within each block of `k_block` inner indices;
@@ -154,7 +154,7 @@ pub(crate) enum Accumulation {
 }
 
 /// A batched matmul; parallel over batches and blocks of output rows.
-pub(crate) fn matmul(
+pub(super) fn matmul(
     shape: MatmulShape,
     lhs: &[f32],
     rhs: &[f32],
@@ -223,7 +223,7 @@ pub(crate) fn matmul(
 /// `out[i] = src[Σ_d i_d · src_strides[d]]` over `out_shape`: the index map
 /// behind broadcasting and transposition. Parallel over rows of the last
 /// axis.
-pub(crate) fn gather(out_shape: &[usize], src_strides: &[usize], src: &[f32]) -> Vec<f32> {
+pub(super) fn gather(out_shape: &[usize], src_strides: &[usize], src: &[f32]) -> Vec<f32> {
     let count: usize = out_shape.iter().product();
     let mut out = vec![0.0f32; count];
     if count == 0 {
@@ -248,7 +248,7 @@ pub(crate) fn gather(out_shape: &[usize], src_strides: &[usize], src: &[f32]) ->
 
 /// Strides that read `shape` as if broadcast to `out_shape` (NumPy rules:
 /// align at the right, size-1 and missing axes repeat).
-pub(crate) fn broadcast_strides(
+pub(super) fn broadcast_strides(
     shape: &[usize],
     out_shape: &[usize],
 ) -> Result<Vec<usize>, String> {
@@ -269,7 +269,7 @@ pub(crate) fn broadcast_strides(
 }
 
 /// Elementwise `a + b` with NumPy broadcasting to `out_shape`.
-pub(crate) fn add(
+pub(super) fn add(
     out_shape: &[usize],
     a: (&[f32], &[usize]),
     b: (&[f32], &[usize]),
@@ -279,7 +279,7 @@ pub(crate) fn add(
 
 /// Elementwise `f(a, b)` with NumPy broadcasting to `out_shape`; `f`
 /// computes in f32, which rounds once, as IEEE `+ - * /` do.
-pub(crate) fn elementwise(
+pub(super) fn elementwise(
     out_shape: &[usize],
     (a, a_shape): (&[f32], &[usize]),
     (b, b_shape): (&[f32], &[usize]),
@@ -291,7 +291,7 @@ pub(crate) fn elementwise(
 }
 
 /// SiLU, `x / (1 + exp(-x))`, evaluated in f64.
-pub(crate) fn silu(values: &[f32]) -> Vec<f32> {
+pub(super) fn silu(values: &[f32]) -> Vec<f32> {
     values
         .par_iter()
         .map(|&x| {
@@ -305,7 +305,7 @@ pub(crate) fn silu(values: &[f32]) -> Vec<f32> {
 /// evaluated in f64. For `u < 0`, `1 + tanh(u)` would cancel (in f64 it
 /// keeps no correct digit once the result is below about 1e-16 |x|), so
 /// it is computed there as `2 e^2u / (1 + e^2u)`, the same value.
-pub(crate) fn gelu_tanh(values: &[f32]) -> Vec<f32> {
+pub(super) fn gelu_tanh(values: &[f32]) -> Vec<f32> {
     let k = (2.0 / std::f64::consts::PI).sqrt();
     values
         .par_iter()
@@ -326,7 +326,7 @@ pub(crate) fn gelu_tanh(values: &[f32]) -> Vec<f32> {
 /// RMS normalisation over the last axis (the mean square in f64):
 /// `x / sqrt(mean(x^2) + epsilon) * gamma`; `gamma` has the last axis's
 /// length.
-pub(crate) fn rmsnorm(
+pub(super) fn rmsnorm(
     shape: &[usize],
     x: &[f32],
     gamma: &[f32],
@@ -354,7 +354,7 @@ pub(crate) fn rmsnorm(
 }
 
 /// The axis permutation `out.shape[i] = in.shape[perm[i]]`.
-pub(crate) fn transpose(
+pub(super) fn transpose(
     shape: &[usize],
     perm: &[usize],
     values: &[f32],
@@ -377,7 +377,7 @@ pub(crate) fn transpose(
 
 /// Indices `start..start + len` of `axis`: the input seen as
 /// `[outer, extent, inner]`, each outer block keeps `len` rows of `inner`.
-pub(crate) fn slice(
+pub(super) fn slice(
     shape: &[usize],
     axis: usize,
     start: usize,
@@ -403,7 +403,7 @@ pub(crate) fn slice(
 
 /// The parts joined along `axis`: each seen as `[outer, extent, inner]`,
 /// every outer block of the output is the parts' blocks one after another.
-pub(crate) fn concat(axis: usize, parts: &[(&[f32], &[usize])]) -> Result<Vec<f32>, String> {
+pub(super) fn concat(axis: usize, parts: &[(&[f32], &[usize])]) -> Result<Vec<f32>, String> {
     let Some(&(_, first)) = parts.first() else {
         return Err("concat of no inputs".into());
     };
@@ -435,7 +435,7 @@ pub(crate) fn concat(axis: usize, parts: &[(&[f32], &[usize])]) -> Result<Vec<f3
 }
 
 /// Exact GELU, `x · Φ(x)`, evaluated in f64.
-pub(crate) fn gelu(values: &[f32]) -> Vec<f32> {
+pub(super) fn gelu(values: &[f32]) -> Vec<f32> {
     values
         .par_iter()
         .map(|&x| {
@@ -448,7 +448,7 @@ pub(crate) fn gelu(values: &[f32]) -> Vec<f32> {
 /// Softmax of `x · scale` over the last axis; with `causal`, entries whose
 /// column exceeds their row (the last two axes) are excluded and read 0.
 /// Exponentials in f32 after subtracting the row maximum; sums in f64.
-pub(crate) fn softmax(shape: &[usize], values: &[f32], scale: f32, causal: bool) -> Vec<f32> {
+pub(super) fn softmax(shape: &[usize], values: &[f32], scale: f32, causal: bool) -> Vec<f32> {
     let rank = shape.len();
     let last = shape.last().copied().unwrap_or(1).max(1);
     let rows_per_matrix = if rank >= 2 { shape[rank - 2].max(1) } else { 1 };
@@ -479,7 +479,7 @@ pub(crate) fn softmax(shape: &[usize], values: &[f32], scale: f32, causal: bool)
 
 /// Layer normalisation over the last axis with biased variance (mean and
 /// variance in f64); `gamma` and `beta` have the last axis's length or 1.
-pub(crate) fn layernorm(
+pub(super) fn layernorm(
     shape: &[usize],
     x: &[f32],
     gamma: &[f32],

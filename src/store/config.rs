@@ -24,7 +24,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::Deserialize;
 
 /// The largest configuration file read.
-pub(crate) const MAX_CONFIG_BYTES: u64 = 64 << 10;
+pub(super) const MAX_CONFIG_BYTES: u64 = 64 << 10;
 
 /// What the command line says.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

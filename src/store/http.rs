@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The most bytes of a response's status line and headers.
-pub(crate) const MAX_HEAD_BYTES: usize = 64 << 10;
+pub(super) const MAX_HEAD_BYTES: usize = 64 << 10;
 
 /// The most bytes of an error response's body read to keep its connection.
 const MAX_ERROR_BODY_BYTES: u64 = 64 << 10;
@@ -42,7 +42,7 @@ pub(crate) struct Endpoint {
 
 /// How requests authenticate.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) enum Credentials {
+pub(super) enum Credentials {
     Bearer(String),
     Basic { user: String, password: String },
 }
@@ -95,7 +95,7 @@ impl Endpoint {
     /// Parses `http://[user[:password]@]host[:port][/prefix]`. Credentials
     /// in the URL are percent-decoded; `auth` (from the environment)
     /// replaces them when given.
-    pub(crate) fn parse(url: &str, auth: Option<Credentials>) -> Result<Endpoint, UrlError> {
+    pub(super) fn parse(url: &str, auth: Option<Credentials>) -> Result<Endpoint, UrlError> {
         let url = url.trim();
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(UrlError::NotAUrl);
@@ -225,7 +225,7 @@ fn percent_decode(text: &str) -> String {
 }
 
 /// Standard base64 with padding (RFC 4648), for basic authentication.
-pub(crate) fn base64(bytes: &[u8]) -> String {
+pub(super) fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
@@ -267,7 +267,7 @@ impl Default for Timeouts {
 
 /// Why a request failed. None of them names the request's headers.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum HttpError {
+pub(super) enum HttpError {
     #[error("cannot resolve the host: {0}")]
     Resolve(String),
     #[error("resolving the host took longer than {0:?}")]
@@ -286,7 +286,7 @@ pub(crate) enum HttpError {
 
 /// A response: its status and body.
 #[derive(Debug)]
-pub(crate) struct Response {
+pub(super) struct Response {
     pub status: u16,
     pub body: Vec<u8>,
 }
@@ -321,12 +321,12 @@ impl Client {
 
     /// `GET prefix/path`, reading a body of at most `limit` bytes when the
     /// status is 200.
-    pub(crate) fn get(&self, path: &str, limit: u64) -> Result<Response, HttpError> {
+    pub(super) fn get(&self, path: &str, limit: u64) -> Result<Response, HttpError> {
         self.request("GET", path, &[], limit)
     }
 
     /// `PUT prefix/path` with `body`.
-    pub(crate) fn put(&self, path: &str, body: &[u8]) -> Result<Response, HttpError> {
+    pub(super) fn put(&self, path: &str, body: &[u8]) -> Result<Response, HttpError> {
         self.request("PUT", path, body, MAX_ERROR_BODY_BYTES)
     }
 

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 const UPLOADERS: usize = 4;
 
 /// The largest action result read: ipub's list one or two outputs.
-pub(crate) const MAX_ACTION_BYTES: u64 = 64 << 10;
+pub(super) const MAX_ACTION_BYTES: u64 = 64 << 10;
 
 /// The key of an action in the protocol's `/ac/` namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,7 +167,7 @@ impl Remote {
         self.inner.client.endpoint()
     }
 
-    pub(crate) fn is_down(&self) -> bool {
+    pub(super) fn is_down(&self) -> bool {
         self.inner.down.load(Ordering::Relaxed)
     }
 

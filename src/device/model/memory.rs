@@ -17,7 +17,7 @@ pub(crate) struct TileMemories {
 impl TileMemories {
     /// Zeroed memories for `tiles` (ids must be below the target's count;
     /// others are ignored, since validation has already refused them).
-    pub(crate) fn new(target: &Target, tiles: impl IntoIterator<Item = u32>) -> TileMemories {
+    pub(super) fn new(target: &Target, tiles: impl IntoIterator<Item = u32>) -> TileMemories {
         let size = target.tile_memory_bytes();
         let mut slots: Vec<Option<Box<[u8]>>> = (0..target.tiles).map(|_| None).collect();
         for tile in tiles {
@@ -39,14 +39,14 @@ impl TileMemories {
 
     /// Offsets of `[address, address + bytes)` in a tile's memory, when the
     /// range lies inside it.
-    pub(crate) fn span(&self, address: u32, bytes: u32) -> Option<Range<usize>> {
+    pub(super) fn span(&self, address: u32, bytes: u32) -> Option<Range<usize>> {
         let start = address.checked_sub(self.base)?;
         let end = start.checked_add(bytes)?;
         (end <= self.size).then_some(start as usize..end as usize)
     }
 
     /// Writes a segment: its data, then zeros up to its memory size.
-    pub(crate) fn load_segment(&mut self, tile: u32, segment: &Segment) -> Result<(), Fault> {
+    pub(super) fn load_segment(&mut self, tile: u32, segment: &Segment) -> Result<(), Fault> {
         let range = self.checked(tile, segment.address, segment.memory_size)?;
         let memory = self.tile_mut(tile)?;
         let (data, zeros) = memory[range].split_at_mut(segment.data.len());
