@@ -18,7 +18,7 @@
 use std::fmt::Write as _;
 
 /// How many mismatches a failure message lists.
-pub const LISTED_MISMATCHES: usize = 16;
+pub(crate) const LISTED_MISMATCHES: usize = 16;
 
 /// One value that differs by more than the allowed error (or is NaN).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -124,7 +124,7 @@ pub fn compare(device: &[f32], reference: &[f32], min_cos: f64, max_abs: f64) ->
 
 /// A cosine similarity as the check prints it: nine decimals, or
 /// `undefined` when non-finite values made it so.
-pub fn format_cosine(cosine: f64) -> String {
+pub(crate) fn format_cosine(cosine: f64) -> String {
     if cosine.is_nan() {
         "undefined".to_string()
     } else {
@@ -145,7 +145,8 @@ fn cosine(dot: f64, a: f64, b: f64) -> f64 {
 }
 
 impl Comparison {
-    pub fn passed(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn passed(&self) -> bool {
         self.count > 0
             && self.device_len == self.reference_len
             && self.mismatch_count == 0
@@ -163,7 +164,7 @@ impl Comparison {
     /// similarity because they say where to look: they are listed as a
     /// table with named columns, each index as coordinates of `shape` when
     /// it is given (a flat index otherwise).
-    pub fn failure_report(&self, shape: Option<&[usize]>) -> Option<String> {
+    pub(crate) fn failure_report(&self, shape: Option<&[usize]>) -> Option<String> {
         if self.device_len != self.reference_len {
             return Some(format!(
                 "numerical comparison failed: the device produced {} values and the reference {}",

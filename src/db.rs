@@ -13,7 +13,7 @@
 //! project can discover its includes) and are only updated by the driver,
 //! through [`Database::refresh_file`], when their contents really changed.
 
-pub use crate::vfs::{FileBytes, FileText, ReadError};
+pub(crate) use crate::vfs::{FileBytes, FileText, ReadError};
 use crate::vfs::{FileSource, OsFs, Vfs};
 use camino::{Utf8Path, Utf8PathBuf};
 use salsa::Setter;

@@ -41,7 +41,7 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub fn error(message: impl Into<String>) -> Diagnostic {
+    pub(crate) fn error(message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             severity: Severity::Error,
             message: message.into(),
@@ -52,19 +52,19 @@ impl Diagnostic {
         }
     }
 
-    pub fn warning(message: impl Into<String>) -> Diagnostic {
+    pub(crate) fn warning(message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             severity: Severity::Warning,
             ..Diagnostic::error(message)
         }
     }
 
-    pub fn code(mut self, code: impl Into<String>) -> Diagnostic {
+    pub(crate) fn code(mut self, code: impl Into<String>) -> Diagnostic {
         self.code = Some(code.into());
         self
     }
 
-    pub fn at(mut self, file: &Utf8Path, span: Range<usize>) -> Diagnostic {
+    pub(crate) fn at(mut self, file: &Utf8Path, span: Range<usize>) -> Diagnostic {
         self.location = Some(Box::new(Location {
             file: file.to_owned(),
             span,
@@ -72,17 +72,17 @@ impl Diagnostic {
         self
     }
 
-    pub fn label(mut self, label: impl Into<String>) -> Diagnostic {
+    pub(crate) fn label(mut self, label: impl Into<String>) -> Diagnostic {
         self.label = label.into();
         self
     }
 
-    pub fn note(mut self, note: impl Into<String>) -> Diagnostic {
+    pub(crate) fn note(mut self, note: impl Into<String>) -> Diagnostic {
         self.notes.push(format!("note: {}", note.into()));
         self
     }
 
-    pub fn help(mut self, help: impl Into<String>) -> Diagnostic {
+    pub(crate) fn help(mut self, help: impl Into<String>) -> Diagnostic {
         self.notes.push(format!("help: {}", help.into()));
         self
     }
@@ -93,7 +93,7 @@ impl Diagnostic {
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.
-pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = floor_char_boundary(text, offset.min(text.len()));
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
@@ -111,7 +111,7 @@ fn floor_char_boundary(text: &str, mut offset: usize) -> usize {
 
 /// The styles a rendering uses; [`Palette::plain`] renders no escape codes.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Palette {
+pub(crate) struct Palette {
     pub error: anstyle::Style,
     pub warning: anstyle::Style,
     /// The message after `error:`.
@@ -123,7 +123,7 @@ pub struct Palette {
 }
 
 impl Palette {
-    pub const fn plain() -> Palette {
+    pub(crate) const fn plain() -> Palette {
         let none = anstyle::Style::new();
         Palette {
             error: none,
@@ -136,7 +136,7 @@ impl Palette {
 
     /// rustc's colours: red errors, yellow warnings, blue gutter, bold
     /// messages (stripped again when the stream is not a terminal).
-    pub const fn terminal() -> Palette {
+    pub(crate) const fn terminal() -> Palette {
         use anstyle::AnsiColor;
         Palette {
             error: AnsiColor::BrightRed.on_default().bold(),
@@ -156,7 +156,7 @@ pub fn render(diagnostic: &Diagnostic, source: &dyn Fn(&Utf8Path) -> Option<Stri
 }
 
 /// [`render`] with styles.
-pub fn render_with(
+pub(crate) fn render_with(
     diagnostic: &Diagnostic,
     source: &dyn Fn(&Utf8Path) -> Option<String>,
     palette: &Palette,

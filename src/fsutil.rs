@@ -25,12 +25,12 @@ pub enum ReadError {
 }
 
 /// How [`ReadError::NotAFile`] names a directory.
-pub const DIRECTORY: &str = "a directory";
+pub(crate) const DIRECTORY: &str = "a directory";
 
 impl ReadError {
     /// Whether the path is a directory (which is what a kernel directory
     /// should be).
-    pub fn is_directory(&self) -> bool {
+    pub(crate) fn is_directory(&self) -> bool {
         matches!(self, ReadError::NotAFile { kind } if *kind == DIRECTORY)
     }
 
@@ -44,7 +44,7 @@ impl ReadError {
 
 /// A byte count in the largest binary unit that divides it, for limits
 /// (`16 MiB`).
-pub fn size_text(bytes: u64) -> String {
+pub(crate) fn size_text(bytes: u64) -> String {
     for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
         if bytes >= size && bytes.is_multiple_of(size) {
             return format!("{} {unit}", bytes / size);
@@ -117,7 +117,7 @@ pub fn read_bytes(path: &Utf8Path, limit: u64) -> Result<Vec<u8>, ReadError> {
 }
 
 /// [`read_bytes`] of a file that must be UTF-8 text.
-pub fn read_text(path: &Utf8Path, limit: u64) -> Result<String, ReadError> {
+pub(crate) fn read_text(path: &Utf8Path, limit: u64) -> Result<String, ReadError> {
     String::from_utf8(read_bytes(path, limit)?).map_err(|_| ReadError::NotUtf8)
 }
 
@@ -131,13 +131,13 @@ pub fn read_text(path: &Utf8Path, limit: u64) -> Result<String, ReadError> {
 /// (packages, store entries and kernel cache entries carry checksums, and
 /// the build stamp re-hashes the package), so durability is not worth a
 /// sync on every build (tens of milliseconds for a vit-fp8 package).
-pub fn write_atomic(path: &Utf8Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Utf8Path, bytes: &[u8]) -> std::io::Result<()> {
     write_atomic_chunks(path, &[bytes])
 }
 
 /// [`write_atomic`] of the concatenation of `chunks`, without gathering
 /// them into one buffer first.
-pub fn write_atomic_chunks(path: &Utf8Path, chunks: &[&[u8]]) -> std::io::Result<()> {
+pub(crate) fn write_atomic_chunks(path: &Utf8Path, chunks: &[&[u8]]) -> std::io::Result<()> {
     let directory = match path.parent() {
         Some(parent) if !parent.as_str().is_empty() => parent,
         _ => Utf8Path::new("."),
@@ -161,12 +161,12 @@ pub fn write_atomic_chunks(path: &Utf8Path, chunks: &[&[u8]]) -> std::io::Result
 }
 
 /// Serde for byte vectors as one lowercase hex string.
-pub mod hex_bytes {
+pub(crate) mod hex_bytes {
     use serde::{Deserialize, Deserializer, Serializer};
 
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
 
-    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
         let mut text = Vec::with_capacity(bytes.len() * 2);
         for &b in bytes {
             text.push(DIGITS[usize::from(b >> 4)]);
@@ -176,7 +176,9 @@ pub mod hex_bytes {
         serializer.serialize_str(std::str::from_utf8(&text).unwrap_or_default())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<u8>, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
         let digit = |c: u8| match c {
             b'0'..=b'9' => Ok(c - b'0'),

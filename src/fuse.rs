@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 
 /// One fused operation of the fused graph.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FusedOp {
+pub(crate) struct FusedOp {
     /// The fused operation in [`Fusion::graph`].
     pub op: OpId,
     /// The tensor between the producer and the cast it merges, which no
@@ -34,7 +34,7 @@ pub struct FusedOp {
 
 /// The fused graph and what fusion merged.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Fusion {
+pub(crate) struct Fusion {
     pub graph: Graph,
     pub fused: Vec<FusedOp>,
 }
@@ -43,7 +43,7 @@ impl Fusion {
     /// Text dump for `ipub build --emit fusion`: each fused operation with
     /// the operations it merges and the intermediate it removes, then the
     /// count.
-    pub fn dump(&self) -> String {
+    pub(crate) fn dump(&self) -> String {
         let mut out = String::new();
         for fused in &self.fused {
             let op = self.graph.op(fused.op);
@@ -87,7 +87,7 @@ fn casts_fold_into(kind: &OpKind) -> bool {
 /// Fuses `graph`: every producer/cast pair that may fuse becomes one
 /// operation at the producer's place. A graph with nothing to fuse comes
 /// back equal.
-pub fn fuse(graph: &Graph) -> Fusion {
+pub(crate) fn fuse(graph: &Graph) -> Fusion {
     let readers = reader_counts(graph);
     let scope = scopes(graph);
     // The producer of each tensor, by op index.

@@ -19,7 +19,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use std::sync::Arc;
 
 /// A fuzz target: bytes in, nothing out but a panic when it finds one.
-pub type Target = fn(&[u8]);
+pub(crate) type Target = fn(&[u8]);
 
 /// The targets by name (as `fuzz/` and `tests/data/fuzz/` name them).
 pub const TARGETS: [(&str, Target); 6] = [
@@ -33,7 +33,7 @@ pub const TARGETS: [(&str, Target); 6] = [
 
 /// The files a project input holds, in order: the input is split at NUL
 /// bytes, one piece per file (TOML text never holds a NUL).
-pub const PROJECT_FILES: [&str; 4] = [
+pub(crate) const PROJECT_FILES: [&str; 4] = [
     "p/root.toml",
     "p/layers/a.toml",
     "p/b.toml",
@@ -42,7 +42,7 @@ pub const PROJECT_FILES: [&str; 4] = [
 
 /// The files an assembler input holds, split the same way: a kernel, the
 /// header the device kernels include, and two more includes.
-pub const ASSEMBLER_FILES: [&str; 4] = ["k.S", "include/rows.h", "inc/a.inc", "inc/b.inc"];
+pub(crate) const ASSEMBLER_FILES: [&str; 4] = ["k.S", "include/rows.h", "inc/a.inc", "inc/b.inc"];
 
 /// Splits `data` at NUL bytes into the texts of `names` (missing pieces
 /// are absent files, extra ones join the last).

@@ -21,7 +21,7 @@ use std::fmt;
 
 /// The largest tensor rank the compiler handles: validation refuses more,
 /// and index arithmetic downstream uses fixed arrays of this size.
-pub const MAX_RANK: usize = 8;
+pub(crate) const MAX_RANK: usize = 8;
 
 /// Element type of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -36,7 +36,7 @@ pub enum DType {
 }
 
 impl DType {
-    pub const fn size_bytes(self) -> usize {
+    pub(crate) const fn size_bytes(self) -> usize {
         match self {
             DType::F32 => 4,
             DType::F16 => 2,
@@ -44,11 +44,11 @@ impl DType {
         }
     }
 
-    pub const fn is_fp8(self) -> bool {
+    pub(crate) const fn is_fp8(self) -> bool {
         matches!(self, DType::F143 | DType::F152)
     }
 
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
             DType::F16 => "f16",
@@ -57,7 +57,7 @@ impl DType {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<DType> {
+    pub(crate) fn from_name(name: &str) -> Option<DType> {
         Some(match name {
             "f32" => DType::F32,
             "f16" => DType::F16,
@@ -153,11 +153,11 @@ pub struct Tensor {
 impl Tensor {
     /// The product of the dimensions; validated graphs keep it far below
     /// `usize::MAX`, and it saturates rather than wraps for any other.
-    pub fn element_count(&self) -> usize {
+    pub(crate) fn element_count(&self) -> usize {
         self.shape.iter().fold(1usize, |n, &d| n.saturating_mul(d))
     }
 
-    pub fn size_bytes(&self) -> usize {
+    pub(crate) fn size_bytes(&self) -> usize {
         self.element_count().saturating_mul(self.dtype.size_bytes())
     }
 }
@@ -229,7 +229,7 @@ pub enum Reduction {
 
 impl Reduction {
     /// The op's name in a project.
-    pub fn op_name(self) -> &'static str {
+    pub(crate) fn op_name(self) -> &'static str {
         match self {
             Reduction::Sum => "reduce_sum",
             Reduction::Mean => "reduce_mean",
@@ -305,7 +305,7 @@ impl PartialEq for Check {
 }
 
 impl OpKind {
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             OpKind::Matmul { .. } => "matmul",
             OpKind::Cast => "cast",
@@ -402,15 +402,8 @@ impl Graph {
         &self.ops[id.0 as usize]
     }
 
-    pub fn tensor_by_name(&self, name: &str) -> Option<TensorId> {
-        self.tensors
-            .iter()
-            .position(|t| t.name == name)
-            .map(|i| TensorId(i as u32))
-    }
-
     /// The repeat whose body contains `op`, if any.
-    pub fn repeat_of(&self, op: OpId) -> Option<&Repeat> {
+    pub(crate) fn repeat_of(&self, op: OpId) -> Option<&Repeat> {
         self.repeats.iter().find(|r| r.body.contains(&op))
     }
 
@@ -435,7 +428,7 @@ impl Graph {
 
 impl Graph {
     /// The stable text dump of a graph (`ipub build --emit graph`, tests).
-    pub fn dump(&self) -> String {
+    pub(crate) fn dump(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
         let _ = writeln!(

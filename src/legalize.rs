@@ -27,7 +27,7 @@ use crate::graph::{DType, Graph, Op, OpId, OpKind, Role, Tensor, TensorId};
 
 /// Unread operations removed, then implicit casts inserted: the graph every
 /// phase after validation works on, with what changed for the log.
-pub fn legalize(graph: &Graph) -> (Graph, Vec<String>, Vec<String>) {
+pub(crate) fn legalize(graph: &Graph) -> (Graph, Vec<String>, Vec<String>) {
     let (without_unread, removed) = eliminate_unread(graph);
     let (legal, inserted) = insert_casts(&without_unread);
     (legal, removed, inserted)
@@ -35,7 +35,7 @@ pub fn legalize(graph: &Graph) -> (Graph, Vec<String>, Vec<String>) {
 
 /// Inserts the cast of every mixed f16/FP8 matmul; returns the new graph
 /// and the inserted operations' names.
-pub fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
+pub(crate) fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
     let mut legal = graph.clone();
     legal.ops.clear();
     let mut renumbered: Vec<Vec<OpId>> = vec![Vec::new(); graph.ops.len()];
@@ -96,7 +96,7 @@ pub fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
 
 /// The graph without unread operations, and the removed operations' names
 /// in op order. A graph with nothing to remove comes back equal.
-pub fn eliminate_unread(graph: &Graph) -> (Graph, Vec<String>) {
+pub(crate) fn eliminate_unread(graph: &Graph) -> (Graph, Vec<String>) {
     let mut read = vec![false; graph.tensors.len()];
     let mark = |read: &mut Vec<bool>, id: crate::graph::TensorId| {
         if let Some(slot) = read.get_mut(id.0 as usize) {

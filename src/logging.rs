@@ -33,28 +33,6 @@ pub struct LogOptions<'a> {
     pub terminal: bool,
 }
 
-/// Installs the global subscriber: timestamps, level, spans, fields, on
-/// stderr. `default_level` applies when no filter variable is set.
-pub fn init(default_level: &str) {
-    init_with(None, default_level)
-}
-
-/// Like [`init`], with an explicit filter that takes precedence.
-pub fn init_with(explicit: Option<&str>, default_level: &str) {
-    let spec = explicit
-        .map(str::to_string)
-        .or_else(|| std::env::var("IPUB_LOG").ok())
-        .or_else(|| std::env::var("RUST_LOG").ok())
-        .unwrap_or_else(|| default_level.to_string());
-    let filter = filter_of(&spec, default_level);
-    // A second initialisation (tests) is harmless, so its error is ignored.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
-}
-
 /// The command line's logging: by default warnings only, on stderr,
 /// without timestamps or colour unless stderr is a terminal; more with
 /// `-v` or a filter; also to a file when asked. Returns an error when the
@@ -125,14 +103,17 @@ fn filter_of(spec: &str, fallback: &str) -> EnvFilter {
 }
 
 /// The span of one package build.
-pub fn build_span(tile_count: u32, operations: usize) -> tracing::Span {
+pub(crate) fn build_span(tile_count: u32, operations: usize) -> tracing::Span {
     tracing::info_span!("package.build", tile_count, operations)
 }
 
 /// Runs `work` as the build phase `phase`, inside its span, and logs the
 /// seed's `package build phase finished` event with the elapsed time and
 /// whether it succeeded.
-pub fn phase<T, E>(phase: &'static str, work: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+pub(crate) fn phase<T, E>(
+    phase: &'static str,
+    work: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
     let span = tracing::info_span!("package.phase", phase);
     let _entered = span.enter();
     let start = Instant::now();

@@ -32,7 +32,7 @@ pub struct Grid {
 }
 
 impl Grid {
-    pub fn tiles(&self) -> u32 {
+    pub(crate) fn tiles(&self) -> u32 {
         self.batch * self.rows * self.cols * self.inner
     }
 }
@@ -48,7 +48,7 @@ pub struct Shard {
 
 /// Rows of an output shard of `rows` rows each tile of a reduction group
 /// of `inner` tiles sums and keeps.
-pub fn reduced_rows(rows: usize, inner: u32) -> usize {
+pub(crate) fn reduced_rows(rows: usize, inner: u32) -> usize {
     rows.div_ceil(inner as usize)
 }
 
@@ -207,7 +207,7 @@ pub enum KernelId {
 /// cast converts them, in the same compute step. `None` for every other
 /// kernel and result, among them the GELU and layernorm variants that store
 /// FP8 themselves.
-pub fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelId> {
+pub(crate) fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelId> {
     let writes_f16 = matches!(
         producer,
         KernelId::Softmax {
@@ -234,7 +234,7 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             BinaryOp::Mul => "mul",
             BinaryOp::Sub => "sub",
@@ -251,7 +251,7 @@ pub enum UnaryOp {
 }
 
 impl UnaryOp {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             UnaryOp::Silu => "silu",
             UnaryOp::GeluTanh => "gelu_tanh",
@@ -266,7 +266,7 @@ impl KernelId {
     /// may run on any contiguous range of elements, not only whole rows
     /// ([`Partition::Elements`]). A fused cast epilogue
     /// ([`cast_epilogue`]) is elementwise too.
-    pub fn is_elementwise(self) -> bool {
+    pub(crate) fn is_elementwise(self) -> bool {
         matches!(
             self,
             KernelId::Cast { .. }
@@ -280,7 +280,7 @@ impl KernelId {
 
     /// The GEMM variant for `input` operands in `weights` memory and a
     /// kernel shard of `shard` (swapped already when the product is).
-    pub fn gemm(input: DType, weights: MemoryClass, shard: &Shard) -> KernelId {
+    pub(crate) fn gemm(input: DType, weights: MemoryClass, shard: &Shard) -> KernelId {
         KernelId::Gemm {
             fp8: input.is_fp8(),
             interleaved: weights == MemoryClass::Interleaved,
@@ -293,7 +293,12 @@ impl KernelId {
     /// The GEMM variant of a product whose result is `output`: the f16
     /// (or FP8) output kernel, or for an f32 result the kernel that
     /// carries f32 partials (its inputs are f16, legalization casts FP8).
-    pub fn gemm_for(input: DType, output: DType, weights: MemoryClass, shard: &Shard) -> KernelId {
+    pub(crate) fn gemm_for(
+        input: DType,
+        output: DType,
+        weights: MemoryClass,
+        shard: &Shard,
+    ) -> KernelId {
         if output != DType::F32 {
             return KernelId::gemm(input, weights, shard);
         }
@@ -307,7 +312,7 @@ impl KernelId {
 
     /// The kernel summing the partials of a split inner dimension into a
     /// result of `output`.
-    pub fn reduce_add_for(output: DType) -> KernelId {
+    pub(crate) fn reduce_add_for(output: DType) -> KernelId {
         match output {
             DType::F32 => KernelId::ReduceAddF32,
             _ => KernelId::ReduceAdd,

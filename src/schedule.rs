@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ExchangeSchedule {
+pub(crate) struct ExchangeSchedule {
     /// Tiles that send anything.
     pub senders: u32,
     pub ordinary_horizon: u64,
@@ -24,7 +24,7 @@ pub struct ExchangeSchedule {
 }
 
 impl ExchangeSchedule {
-    pub fn horizon(&self) -> u64 {
+    pub(crate) fn horizon(&self) -> u64 {
         if self.use_paired {
             self.paired_horizon
         } else {
@@ -38,7 +38,7 @@ impl ExchangeSchedule {
 /// with it too (`device::model::exchange`), so it measures what the
 /// compiler estimated.
 #[derive(Default, Clone, Copy, Debug)]
-pub struct TileLoad {
+pub(crate) struct TileLoad {
     pub sent: u64,
     pub received: u64,
     /// Transfers sent: each costs its sender one issue cycle.
@@ -50,7 +50,7 @@ pub struct TileLoad {
 impl TileLoad {
     /// Cycles of this load when the tile moves `rate` bytes a cycle each
     /// way and copies locally at `copy_rate`.
-    pub fn cycles(&self, rate: u64, copy_rate: u64) -> u64 {
+    pub(crate) fn cycles(&self, rate: u64, copy_rate: u64) -> u64 {
         (self.sent.div_ceil(rate) + self.issues).max(self.received.div_ceil(rate))
             + self.local.div_ceil(copy_rate)
     }
@@ -59,7 +59,7 @@ impl TileLoad {
 /// Every tile's load from transfers given as `(source tile, bytes,
 /// destination tiles)`. One send reaches every destination in the same
 /// cycle; a destination on the source tile is a local copy.
-pub fn tile_loads<D: IntoIterator<Item = u32>>(
+pub(crate) fn tile_loads<D: IntoIterator<Item = u32>>(
     transfers: impl IntoIterator<Item = (u32, u64, D)>,
 ) -> BTreeMap<u32, TileLoad> {
     let mut loads: BTreeMap<u32, TileLoad> = BTreeMap::new();
@@ -86,7 +86,7 @@ pub fn tile_loads<D: IntoIterator<Item = u32>>(
 /// The loads of the pairs of tiles paired exchange joins (physical ids
 /// differing in bit 1), by the pair's lower id: traffic and issues add up,
 /// local copies run on each tile at once.
-pub fn pair_loads(loads: &BTreeMap<u32, TileLoad>) -> BTreeMap<u32, TileLoad> {
+pub(crate) fn pair_loads(loads: &BTreeMap<u32, TileLoad>) -> BTreeMap<u32, TileLoad> {
     let mut pairs: BTreeMap<u32, TileLoad> = BTreeMap::new();
     for (&tile, load) in loads {
         let pair = pairs.entry(tile & !2).or_default();
@@ -99,7 +99,7 @@ pub fn pair_loads(loads: &BTreeMap<u32, TileLoad>) -> BTreeMap<u32, TileLoad> {
 }
 
 /// Schedules one phase of `program`.
-pub fn exchange_schedule(
+pub(crate) fn exchange_schedule(
     target: &Target,
     program: &Program,
     phase: &ExchangePhase,

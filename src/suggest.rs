@@ -9,7 +9,7 @@
 /// The known name closest to `name` by edit distance, if close enough.
 /// Ties go to the candidate that sorts first, so the answer does not depend
 /// on the order the candidates come in.
-pub fn closest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     known
         .into_iter()
         .filter(|k| *k != name)
@@ -20,14 +20,17 @@ pub fn closest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Opti
 }
 
 /// The help line of a suggestion: ``did you mean `x`?``.
-pub fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub(crate) fn did_you_mean<'a>(
+    name: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     closest(name, known).map(|k| format!("did you mean `{k}`?"))
 }
 
 /// Edit distance in characters, counting an insertion, a deletion, a
 /// substitution or a swap of two neighbours as one edit (the optimal string
 /// alignment distance), since swapped letters are the commonest typo.
-pub fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
     let width = b.len() + 1;

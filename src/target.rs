@@ -14,24 +14,20 @@ pub struct AddressRange {
 }
 
 impl AddressRange {
-    pub const fn new(start: u32, end: u32) -> Self {
+    pub(crate) const fn new(start: u32, end: u32) -> Self {
         Self { start, end }
     }
 
-    pub const fn len(&self) -> u32 {
+    pub(crate) const fn len(&self) -> u32 {
         self.end - self.start
     }
 
-    pub const fn is_empty(&self) -> bool {
-        self.end <= self.start
-    }
-
-    pub const fn contains(&self, addr: u32) -> bool {
+    pub(crate) const fn contains(&self, addr: u32) -> bool {
         addr >= self.start && addr < self.end
     }
 
     /// True when `[addr, addr + len)` lies entirely inside the range.
-    pub const fn contains_span(&self, addr: u32, len: u32) -> bool {
+    pub(crate) const fn contains_span(&self, addr: u32, len: u32) -> bool {
         addr >= self.start && (addr as u64 + len as u64) <= self.end as u64
     }
 }
@@ -156,22 +152,22 @@ pub enum TargetId {
 
 impl TargetId {
     /// Every target this ipub knows, for messages that list them.
-    pub const ALL: [TargetId; 1] = [TargetId::Ipu21];
+    pub(crate) const ALL: [TargetId; 1] = [TargetId::Ipu21];
 
     /// The target a project names, if this ipub knows it.
-    pub fn from_name(name: &str) -> Option<TargetId> {
+    pub(crate) fn from_name(name: &str) -> Option<TargetId> {
         TargetId::ALL.into_iter().find(|id| id.name() == name)
     }
 
     /// The machine's facts.
-    pub fn spec(self) -> &'static Target {
+    pub(crate) fn spec(self) -> &'static Target {
         match self {
             TargetId::Ipu21 => &IPU21,
         }
     }
 
     /// The name a project uses for it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         self.spec().name
     }
 }
@@ -183,24 +179,20 @@ impl std::fmt::Display for TargetId {
 }
 
 /// Looks a target up by the name a project or package gives.
-pub fn target_by_name(name: &str) -> Option<&'static Target> {
+pub(crate) fn target_by_name(name: &str) -> Option<&'static Target> {
     TargetId::from_name(name).map(TargetId::spec)
 }
 
 impl Target {
     /// Bytes of memory per tile.
-    pub const fn tile_memory_bytes(&self) -> u32 {
+    pub(crate) const fn tile_memory_bytes(&self) -> u32 {
         self.memory.tile.len()
     }
 
+    #[cfg(test)]
     /// The tile whose physical id differs in bit 1: the partner for paired exchange.
-    pub const fn paired_tile(&self, physical: u32) -> u32 {
+    pub(crate) const fn paired_tile(&self, physical: u32) -> u32 {
         physical ^ 2
-    }
-
-    /// Converts cycles to nanoseconds at the target clock.
-    pub fn cycles_to_ns(&self, cycles: u64) -> f64 {
-        cycles as f64 * 1e9 / self.clock_hz as f64
     }
 }
 

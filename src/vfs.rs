@@ -5,7 +5,7 @@
 //! or the database, and [`normalize`], the one way a path is spelled so
 //! that one file has one name.
 
-pub use crate::fsutil::ReadError;
+pub(crate) use crate::fsutil::ReadError;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -13,19 +13,19 @@ use std::sync::{Arc, Mutex};
 /// The largest project, include or kernel source file read: far beyond
 /// any real source, small enough that a mistaken path (a log, an image)
 /// is refused at once.
-pub const MAX_SOURCE_FILE_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_SOURCE_FILE_BYTES: u64 = 16 << 20;
 
 /// The largest tensor file (`.safetensors`, `.npy`) read: a checkpoint
 /// of a few hundred million parameters, far more than the 900 MB of tile
 /// memory of a whole chip can use, so one file can hold every layer a
 /// project reads.
-pub const MAX_DATA_FILE_BYTES: u64 = 4 << 30;
+pub(crate) const MAX_DATA_FILE_BYTES: u64 = 4 << 30;
 
 /// A file's text, or why it could not be read.
-pub type FileText = Result<Arc<str>, ReadError>;
+pub(crate) type FileText = Result<Arc<str>, ReadError>;
 
 /// A binary file's bytes, or why it could not be read.
-pub type FileBytes = Result<Arc<Contents>, ReadError>;
+pub(crate) type FileBytes = Result<Arc<Contents>, ReadError>;
 
 /// The bytes of a binary file with their blake3 hash, computed once when
 /// the file is read: contents compare by length and hash, so deciding
@@ -38,16 +38,16 @@ pub struct Contents {
 }
 
 impl Contents {
-    pub fn new(bytes: Vec<u8>) -> Contents {
+    pub(crate) fn new(bytes: Vec<u8>) -> Contents {
         let hash = blake3::hash(&bytes);
         Contents { bytes, hash }
     }
 
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
-    pub fn hash(&self) -> blake3::Hash {
+    pub(crate) fn hash(&self) -> blake3::Hash {
         self.hash
     }
 }
@@ -173,7 +173,7 @@ impl Vfs for MemoryFs {
 /// file always has the same name (an include, a kernel's `#include`, a
 /// path typed on the command line and a file watcher's event all meet
 /// here). A leading `..` that cannot be resolved stays.
-pub fn normalize(path: &Utf8Path) -> Utf8PathBuf {
+pub(crate) fn normalize(path: &Utf8Path) -> Utf8PathBuf {
     use camino::Utf8Component;
     let mut out = Utf8PathBuf::new();
     for component in path.components() {
@@ -201,7 +201,7 @@ pub fn normalize(path: &Utf8Path) -> Utf8PathBuf {
 
 /// `path` made absolute against the current directory, then normalized:
 /// what a path typed relative to one directory is from any other.
-pub fn absolute(path: &Utf8Path) -> Utf8PathBuf {
+pub(crate) fn absolute(path: &Utf8Path) -> Utf8PathBuf {
     if path.is_absolute() {
         return normalize(path);
     }

@@ -101,7 +101,7 @@ pub(super) struct Assembler {
 }
 
 impl Assembler {
-    pub fn new(sources: Sources, encoder: &'static dyn super::Encoder) -> Assembler {
+    pub(super) fn new(sources: Sources, encoder: &'static dyn super::Encoder) -> Assembler {
         Assembler {
             encoder,
             sources,
@@ -127,7 +127,7 @@ impl Assembler {
 
     /// Records an error; past [`MAX_ERRORS`] the assembly stops, with a
     /// last error saying so.
-    pub fn push_error(&mut self, error: AsmError) {
+    pub(super) fn push_error(&mut self, error: AsmError) {
         if self.stopped {
             return;
         }
@@ -142,7 +142,7 @@ impl Assembler {
         self.errors.push(error);
     }
 
-    pub fn error(
+    pub(crate) fn error(
         &mut self,
         kind: ErrorKind,
         message: impl Into<String>,
@@ -154,7 +154,7 @@ impl Assembler {
         self.push_error(error);
     }
 
-    pub fn error_labelled(
+    pub(super) fn error_labelled(
         &mut self,
         kind: ErrorKind,
         message: impl Into<String>,
@@ -171,7 +171,7 @@ impl Assembler {
         }
     }
 
-    pub fn eval_error(&mut self, error: EvalError, line: &Line) {
+    pub(super) fn eval_error(&mut self, error: EvalError, line: &Line) {
         let kind = match error.kind {
             EvalErrorKind::Bad => ErrorKind::BadExpression,
             EvalErrorKind::Undefined => ErrorKind::UndefinedSymbol,
@@ -195,12 +195,12 @@ impl Assembler {
         }
     }
 
-    pub fn dot(&self) -> (usize, u32) {
+    pub(super) fn dot(&self) -> (usize, u32) {
         (self.current, self.sections[self.current].size)
     }
 
     /// The symbol's entry, created (and remembered in order) on first use.
-    pub fn symbol_mut(&mut self, name: &str) -> &mut SymInfo {
+    pub(super) fn symbol_mut(&mut self, name: &str) -> &mut SymInfo {
         if !self.symbols.contains_key(name) {
             self.symbol_order.push(name.to_string());
         }
@@ -209,7 +209,7 @@ impl Assembler {
 
     /// Evaluates `expr` with `.` at `dot`. Labels defined so far resolve to
     /// section offsets; `.set` values resolve recursively.
-    pub fn eval(&self, expr: &Expr, dot: (usize, u32)) -> Result<Val, EvalError> {
+    pub(super) fn eval(&self, expr: &Expr, dot: (usize, u32)) -> Result<Val, EvalError> {
         self.eval_depth(expr, dot, 0)
     }
 
@@ -278,7 +278,12 @@ impl Assembler {
     }
 
     /// Evaluates an expression that must be a constant now (pass one).
-    pub fn eval_now(&mut self, tokens: &[Token], line: &Arc<Line>, what: &str) -> Option<i64> {
+    pub(super) fn eval_now(
+        &mut self,
+        tokens: &[Token],
+        line: &Arc<Line>,
+        what: &str,
+    ) -> Option<i64> {
         let eol = parse::end_of(tokens, line.text.len());
         let result = expr::parse_all(tokens, eol).and_then(|e| {
             let value = self.eval(&e, self.dot())?;
@@ -298,7 +303,7 @@ impl Assembler {
         }
     }
 
-    pub fn define_label(&mut self, name: &str, line: &Arc<Line>, span: Range<usize>) {
+    pub(super) fn define_label(&mut self, name: &str, line: &Arc<Line>, span: Range<usize>) {
         let (section, offset) = self.dot();
         if let Some(previous) = self.symbols.get(name).filter(|s| s.def.is_some()) {
             let note = previous
@@ -324,7 +329,7 @@ impl Assembler {
     }
 
     /// Runs pass one over `lines`.
-    pub fn run(&mut self, lines: &[Arc<Line>]) {
+    pub(super) fn run(&mut self, lines: &[Arc<Line>]) {
         let mut conds: Vec<Cond> = Vec::new();
         let mut i = 0;
         while i < lines.len() && !self.stopped {
@@ -608,7 +613,7 @@ impl Assembler {
 
     /// Whether `size` more bytes fit in the object beside everything laid
     /// out so far; reports the line that asks for too much.
-    pub fn room_for(&mut self, size: u64, line: &Line, span: Range<usize>) -> bool {
+    pub(super) fn room_for(&mut self, size: u64, line: &Line, span: Range<usize>) -> bool {
         let laid_out: u64 = self.sections.iter().map(|s| u64::from(s.size)).sum();
         if laid_out + size <= u64::from(MAX_OBJECT_BYTES) {
             return true;
@@ -717,7 +722,7 @@ impl Assembler {
         section.align = section.align.max(size);
     }
 
-    pub fn push_item(&mut self, kind: ItemKind, size: u32, line: &Arc<Line>) {
+    pub(super) fn push_item(&mut self, kind: ItemKind, size: u32, line: &Arc<Line>) {
         let (section, offset) = self.dot();
         self.items.push(Item {
             line: line.clone(),
@@ -730,7 +735,13 @@ impl Assembler {
     }
 
     /// `.set name, expr` / `name = expr`.
-    pub fn set(&mut self, name: &str, span: Range<usize>, value: &[Token], line: &Arc<Line>) {
+    pub(super) fn set(
+        &mut self,
+        name: &str,
+        span: Range<usize>,
+        value: &[Token],
+        line: &Arc<Line>,
+    ) {
         if self
             .symbols
             .get(name)

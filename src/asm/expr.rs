@@ -11,7 +11,7 @@ use super::limits::MAX_EXPRESSION_DEPTH;
 use std::ops::Range;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Expr {
+pub(super) enum Expr {
     Int(i64, Range<usize>),
     Sym(String, Range<usize>),
     Unary(&'static str, Box<Expr>, Range<usize>),
@@ -20,7 +20,7 @@ pub enum Expr {
 }
 
 impl Expr {
-    pub fn span(&self) -> Range<usize> {
+    pub(super) fn span(&self) -> Range<usize> {
         match self {
             Expr::Int(_, s)
             | Expr::Sym(_, s)
@@ -32,7 +32,7 @@ impl Expr {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EvalErrorKind {
+pub(super) enum EvalErrorKind {
     /// Malformed, non-constant where a constant is needed, division by
     /// zero, a result that does not fit 64 bits.
     Bad,
@@ -42,14 +42,14 @@ pub enum EvalErrorKind {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EvalError {
+pub(super) struct EvalError {
     pub kind: EvalErrorKind,
     pub message: String,
     pub span: Range<usize>,
 }
 
 impl EvalError {
-    pub fn bad(message: impl Into<String>, span: Range<usize>) -> EvalError {
+    pub(super) fn bad(message: impl Into<String>, span: Range<usize>) -> EvalError {
         EvalError {
             kind: EvalErrorKind::Bad,
             message: message.into(),
@@ -60,7 +60,7 @@ impl EvalError {
 
 /// A symbol a value is relative to.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Base {
+pub(super) struct Base {
     pub symbol: String,
     /// The section of a label defined in this assembly; `None` for an
     /// external symbol.
@@ -71,26 +71,26 @@ pub struct Base {
 
 /// A value: `base + addend`, or just `addend`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Val {
+pub(super) struct Val {
     pub base: Option<Base>,
     pub addend: i64,
 }
 
 impl Val {
-    pub fn constant(value: i64) -> Val {
+    pub(super) fn constant(value: i64) -> Val {
         Val {
             base: None,
             addend: value,
         }
     }
 
-    pub fn as_const(&self) -> Option<i64> {
+    pub(super) fn as_const(&self) -> Option<i64> {
         self.base.is_none().then_some(self.addend)
     }
 }
 
 /// Parses tokens as one expression; returns it and the number of tokens used.
-pub fn parse(tokens: &[Token], end_of_line: usize) -> Result<(Expr, usize), EvalError> {
+pub(super) fn parse(tokens: &[Token], end_of_line: usize) -> Result<(Expr, usize), EvalError> {
     let mut parser = Parser {
         tokens,
         at: 0,
@@ -102,7 +102,7 @@ pub fn parse(tokens: &[Token], end_of_line: usize) -> Result<(Expr, usize), Eval
 }
 
 /// Parses exactly the given tokens as one expression.
-pub fn parse_all(tokens: &[Token], end_of_line: usize) -> Result<Expr, EvalError> {
+pub(super) fn parse_all(tokens: &[Token], end_of_line: usize) -> Result<Expr, EvalError> {
     let (expr, used) = parse(tokens, end_of_line)?;
     match tokens.get(used) {
         None => Ok(expr),
@@ -279,10 +279,10 @@ impl Parser<'_> {
 }
 
 /// Gives the value of a symbol named at a span.
-pub type Resolver<'a> = dyn FnMut(&str, Range<usize>) -> Result<Val, EvalError> + 'a;
+pub(super) type Resolver<'a> = dyn FnMut(&str, Range<usize>) -> Result<Val, EvalError> + 'a;
 
 /// Evaluates `expr`, asking `resolve` for the value of each symbol.
-pub fn eval(expr: &Expr, resolve: &mut Resolver<'_>) -> Result<Val, EvalError> {
+pub(super) fn eval(expr: &Expr, resolve: &mut Resolver<'_>) -> Result<Val, EvalError> {
     match expr {
         Expr::Int(v, _) => Ok(Val::constant(*v)),
         Expr::Sym(name, span) => resolve(name, span.clone()),
@@ -413,7 +413,7 @@ fn binary(op: &str, l: Val, r: Val, span: &Range<usize>) -> Result<Val, EvalErro
 /// Checks that every part of `expr` that names no symbol evaluates: a
 /// cost formula like `"K / 0"` is refused when it is assembled, not when
 /// some variant is costed.
-pub fn check_constant_parts(expr: &Expr) -> Result<(), EvalError> {
+pub(super) fn check_constant_parts(expr: &Expr) -> Result<(), EvalError> {
     fn walk(expr: &Expr) -> Result<bool, EvalError> {
         let names_a_symbol = match expr {
             Expr::Int(..) => false,
@@ -434,7 +434,10 @@ pub fn check_constant_parts(expr: &Expr) -> Result<(), EvalError> {
 
 /// Evaluates a constant expression where every symbol comes from `lookup`
 /// (used for `#if` and for cost formulas).
-pub fn eval_const(expr: &Expr, lookup: &dyn Fn(&str) -> Option<i64>) -> Result<i64, EvalError> {
+pub(super) fn eval_const(
+    expr: &Expr,
+    lookup: &dyn Fn(&str) -> Option<i64>,
+) -> Result<i64, EvalError> {
     let value = eval(expr, &mut |name, span| {
         lookup(name).map(Val::constant).ok_or(EvalError {
             kind: EvalErrorKind::Undefined,

@@ -7,7 +7,7 @@
 use std::ops::Range;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Tok {
+pub(super) enum Tok {
     /// Names, directives (`.text`) and the location counter (`.`).
     Ident(String),
     Int(i64),
@@ -20,17 +20,17 @@ pub enum Tok {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Token {
+pub(super) struct Token {
     pub tok: Tok,
     pub span: Range<usize>,
 }
 
 impl Token {
-    pub fn is(&self, punct: &str) -> bool {
+    pub(super) fn is(&self, punct: &str) -> bool {
         matches!(&self.tok, Tok::Punct(p) if *p == punct)
     }
 
-    pub fn ident(&self) -> Option<&str> {
+    pub(super) fn ident(&self) -> Option<&str> {
         match &self.tok {
             Tok::Ident(name) => Some(name),
             _ => None,
@@ -40,7 +40,7 @@ impl Token {
 
 /// A lexical error: message and byte range.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LexError {
+pub(super) struct LexError {
     pub message: String,
     pub span: Range<usize>,
 }
@@ -48,16 +48,16 @@ pub struct LexError {
 const PUNCT2: [&str; 9] = ["<<", ">>", "==", "!=", "<=", ">=", "&&", "||", "+="];
 const PUNCT1: &str = "+-*/%&|^~!(),:;{}#@=<>?[]\\";
 
-pub fn is_ident_start(c: char) -> bool {
+pub(super) fn is_ident_start(c: char) -> bool {
     c.is_ascii_alphabetic() || c == '_' || c == '.'
 }
 
-pub fn is_ident_char(c: char) -> bool {
+pub(super) fn is_ident_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '.'
 }
 
 /// Splits `text` into tokens.
-pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
+pub(super) fn lex(text: &str) -> Result<Vec<Token>, LexError> {
     let bytes = text.as_bytes();
     let mut tokens = Vec::new();
     let mut i = 0;
@@ -196,7 +196,7 @@ fn escape(c: char) -> Option<char> {
 
 /// Lexes a string literal starting at `start` (the opening quote); returns
 /// its value and the byte after the closing quote.
-pub fn lex_string(text: &str, start: usize) -> Result<(String, usize), LexError> {
+pub(super) fn lex_string(text: &str, start: usize) -> Result<(String, usize), LexError> {
     let mut value = String::new();
     let mut chars = text[start + 1..].char_indices();
     while let Some((offset, c)) = chars.next() {
@@ -222,7 +222,7 @@ pub fn lex_string(text: &str, start: usize) -> Result<(String, usize), LexError>
 
 /// Parses `123`, `0x7f`, `0b101`, `0o17`, with an optional C suffix
 /// (`u`, `l`, `ul`) so `#define` values written for C work too.
-pub fn parse_int(text: &str) -> Option<i64> {
+pub(crate) fn parse_int(text: &str) -> Option<i64> {
     let lower = text.to_ascii_lowercase();
     let (digits, radix) = if let Some(hex) = lower.strip_prefix("0x") {
         (hex, 16)

@@ -11,7 +11,6 @@ use super::object::Object;
 use crate::isa;
 use crate::target::Target;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 /// Where one section of one object goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,8 +69,10 @@ pub struct Linked {
 }
 
 impl Linked {
+    #[cfg(test)]
     /// A stable text dump: placed sections, then global symbols.
-    pub fn dump(&self) -> String {
+    pub(super) fn dump(&self) -> String {
+        use std::fmt::Write as _;
         let mut out = String::new();
         for s in &self.sections {
             let end = s.address as u64 + s.bytes.len() as u64;

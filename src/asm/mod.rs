@@ -13,14 +13,14 @@
 mod assembler;
 mod directives;
 mod encode;
-pub mod expr;
-pub mod lex;
-pub mod limits;
+pub(crate) mod expr;
+pub(crate) mod lex;
+pub(crate) mod limits;
 pub mod link;
-pub mod object;
-pub mod parse;
+pub(crate) mod object;
+pub(crate) mod parse;
 pub mod preprocess;
-pub mod source;
+pub(crate) mod source;
 
 #[cfg(test)]
 mod tests;
@@ -58,7 +58,7 @@ pub struct Assembly {
 
 impl Assembly {
     /// Every distinct file read, with its contents (the cache hashes these).
-    pub fn files_read(&self) -> Vec<(Utf8PathBuf, Arc<str>)> {
+    pub(crate) fn files_read(&self) -> Vec<(Utf8PathBuf, Arc<str>)> {
         let mut seen = std::collections::HashSet::new();
         self.sources
             .files
@@ -88,7 +88,7 @@ pub fn assemble_file(fs: &dyn FileSource, path: &Utf8Path, options: &AssembleOpt
 /// instruction set); the seam exists so the assembler's handling of
 /// instructions (operand columns, bundles, fixups, padding) is tested
 /// against a small fixed encoding of its own.
-pub trait Encoder: Sync {
+pub(crate) trait Encoder: Sync {
     fn assemble(
         &self,
         mnemonic: &str,
@@ -98,7 +98,7 @@ pub trait Encoder: Sync {
 }
 
 /// The real instruction set, [`crate::isa`].
-pub struct Isa;
+pub(crate) struct Isa;
 
 impl Encoder for Isa {
     fn assemble(
@@ -116,12 +116,12 @@ impl Encoder for Isa {
 
 /// Assembles already preprocessed lines (the cache preprocesses first to
 /// learn the included files, then assembles without reading them again).
-pub fn assemble_preprocessed(pre: Preprocessed) -> Assembly {
+pub(crate) fn assemble_preprocessed(pre: Preprocessed) -> Assembly {
     assemble_with(pre, &Isa)
 }
 
 /// Like [`assemble_preprocessed`] with another instruction encoder.
-pub fn assemble_with(pre: Preprocessed, encoder: &'static dyn Encoder) -> Assembly {
+pub(crate) fn assemble_with(pre: Preprocessed, encoder: &'static dyn Encoder) -> Assembly {
     let Preprocessed {
         lines,
         sources,
@@ -179,18 +179,18 @@ impl From<lex::LexError> for FormulaError {
 /// evaluating many times is what the planner does with the kernels'
 /// formulas.
 #[derive(Clone, Debug)]
-pub struct CostFormula {
+pub(crate) struct CostFormula {
     bindings: Vec<(String, expr::Expr)>,
     result: expr::Expr,
 }
 
 impl CostFormula {
-    pub fn parse(formula: &str) -> Result<CostFormula, FormulaError> {
+    pub(crate) fn parse(formula: &str) -> Result<CostFormula, FormulaError> {
         parse_cost_formula(formula)
     }
 
     /// The formula's value with `lookup` giving each free name's value.
-    pub fn eval(&self, lookup: &dyn Fn(&str) -> Option<i64>) -> Result<i64, FormulaError> {
+    pub(crate) fn eval(&self, lookup: &dyn Fn(&str) -> Option<i64>) -> Result<i64, FormulaError> {
         let mut bound: Vec<(&str, i64)> = Vec::new();
         // The latest binding of a name wins; free names go to `lookup`.
         let value_of = |bound: &[(&str, i64)], name: &str| {
@@ -238,7 +238,7 @@ fn parse_cost_formula(formula: &str) -> Result<CostFormula, FormulaError> {
 /// run's parameters, bound when the formula is evaluated).
 /// Constant parts must evaluate (`1/0` is refused here, not when the
 /// planner first evaluates the formula).
-pub fn check_cost_formula(formula: &str) -> Result<(), FormulaError> {
+pub(crate) fn check_cost_formula(formula: &str) -> Result<(), FormulaError> {
     let parsed = parse_cost_formula(formula)?;
     for expr in parsed
         .bindings
@@ -252,7 +252,7 @@ pub fn check_cost_formula(formula: &str) -> Result<(), FormulaError> {
 }
 
 /// Evaluates a cost formula with `lookup` giving each free name's value.
-pub fn eval_cost_formula(
+pub(crate) fn eval_cost_formula(
     formula: &str,
     lookup: &dyn Fn(&str) -> Option<i64>,
 ) -> Result<i64, FormulaError> {

@@ -11,9 +11,9 @@ use crate::isa::RelocKind;
 use std::fmt::Write as _;
 
 /// `kernel.o` magic bytes.
-pub const MAGIC: [u8; 8] = *b"IPUBOBJ\0";
+pub(super) const MAGIC: [u8; 8] = *b"IPUBOBJ\0";
 /// Bumped whenever the layout changes; older files are rejected.
-pub const VERSION: u32 = 1;
+pub(super) const VERSION: u32 = 1;
 const CHECKSUM_BYTES: usize = 16;
 /// Magic, version and total length.
 const HEADER_BYTES: usize = 16;
@@ -90,7 +90,7 @@ pub enum ParamKind {
 }
 
 impl ParamKind {
-    pub const ALL: [ParamKind; 6] = [
+    pub(super) const ALL: [ParamKind; 6] = [
         ParamKind::Ptr,
         ParamKind::U32,
         ParamKind::I32,
@@ -99,7 +99,7 @@ impl ParamKind {
         ParamKind::F16,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ParamKind::Ptr => "ptr",
             ParamKind::U32 => "u32",
@@ -110,11 +110,11 @@ impl ParamKind {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<ParamKind> {
+    pub(super) fn from_name(name: &str) -> Option<ParamKind> {
         ParamKind::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    pub fn size(self) -> u32 {
+    pub(super) fn size(self) -> u32 {
         match self {
             ParamKind::U16 | ParamKind::F16 => 2,
             _ => 4,
@@ -138,16 +138,16 @@ pub enum ObjectError {
 }
 
 impl Object {
-    pub fn section_index(&self, name: &str) -> Option<usize> {
+    pub(super) fn section_index(&self, name: &str) -> Option<usize> {
         self.sections.iter().position(|s| s.name == name)
     }
 
-    pub fn symbol(&self, name: &str) -> Option<&Symbol> {
+    pub(super) fn symbol(&self, name: &str) -> Option<&Symbol> {
         self.symbols.iter().find(|s| s.name == name)
     }
 
     /// Serializes to the documented binary form.
-    pub fn write(&self) -> Vec<u8> {
+    pub(crate) fn write(&self) -> Vec<u8> {
         let mut w = Writer(Vec::new());
         w.0.extend_from_slice(&MAGIC);
         w.u32(VERSION);
@@ -196,7 +196,7 @@ impl Object {
     }
 
     /// Parses and validates the binary form.
-    pub fn read(bytes: &[u8]) -> Result<Object, ObjectError> {
+    pub(crate) fn read(bytes: &[u8]) -> Result<Object, ObjectError> {
         if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
             return Err(if MAGIC.starts_with(bytes) {
                 ObjectError::Truncated
@@ -313,7 +313,7 @@ impl Object {
     }
 
     /// Checks the cross-references a reader must be able to trust.
-    pub fn validate(&self) -> Result<(), ObjectError> {
+    pub(super) fn validate(&self) -> Result<(), ObjectError> {
         for (i, s) in self.sections.iter().enumerate() {
             if !s.align.is_power_of_two() {
                 return Err(invalid(format!(

@@ -9,14 +9,14 @@ use std::ops::Range;
 
 /// A parsed instruction: `mnemonic op, op, ...`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InstSyntax {
+pub(super) struct InstSyntax {
     pub mnemonic: String,
     pub span: Range<usize>,
     pub operands: Vec<OperandSyntax>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OperandSyntax {
+pub(super) enum OperandSyntax {
     /// `$m1`, `$a0:1`; a post-increment `$m1+=` keeps its `+=`.
     Reg {
         name: String,
@@ -26,7 +26,7 @@ pub enum OperandSyntax {
 }
 
 impl OperandSyntax {
-    pub fn span(&self) -> Range<usize> {
+    pub(super) fn span(&self) -> Range<usize> {
         match self {
             OperandSyntax::Reg { span, .. } => span.clone(),
             OperandSyntax::Expr(e) => e.span(),
@@ -35,7 +35,7 @@ impl OperandSyntax {
 }
 
 /// Splits a line's tokens into statements at `;` outside braces.
-pub fn split_statements(tokens: &[Token]) -> Vec<&[Token]> {
+pub(super) fn split_statements(tokens: &[Token]) -> Vec<&[Token]> {
     let mut statements = Vec::new();
     let mut depth = 0usize;
     let mut start = 0;
@@ -56,7 +56,7 @@ pub fn split_statements(tokens: &[Token]) -> Vec<&[Token]> {
 }
 
 /// Splits arguments at commas outside parentheses.
-pub fn split_args(tokens: &[Token]) -> Vec<&[Token]> {
+pub(super) fn split_args(tokens: &[Token]) -> Vec<&[Token]> {
     if tokens.is_empty() {
         return Vec::new();
     }
@@ -79,12 +79,12 @@ pub fn split_args(tokens: &[Token]) -> Vec<&[Token]> {
 }
 
 /// The byte just after a statement, for errors about something missing.
-pub fn end_of(tokens: &[Token], fallback: usize) -> usize {
+pub(super) fn end_of(tokens: &[Token], fallback: usize) -> usize {
     tokens.last().map_or(fallback, |t| t.span.end)
 }
 
 /// Parses `mnemonic operands...` (the tokens of one instruction).
-pub fn parse_inst(tokens: &[Token], eol: usize) -> Result<InstSyntax, EvalError> {
+pub(super) fn parse_inst(tokens: &[Token], eol: usize) -> Result<InstSyntax, EvalError> {
     let Some(first) = tokens.first() else {
         return Err(EvalError::bad("expected an instruction", eol..eol + 1));
     };
@@ -132,7 +132,7 @@ fn parse_operand(tokens: &[Token], eol: usize) -> Result<OperandSyntax, EvalErro
 }
 
 /// Parses a bundle `{ main ; aux }` (the tokens including the braces).
-pub fn parse_bundle(tokens: &[Token]) -> Result<(InstSyntax, InstSyntax), EvalError> {
+pub(super) fn parse_bundle(tokens: &[Token]) -> Result<(InstSyntax, InstSyntax), EvalError> {
     let open = &tokens[0];
     let Some(close) = tokens.iter().rposition(|t| t.is("}")) else {
         return Err(EvalError::bad(

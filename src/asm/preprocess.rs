@@ -34,7 +34,7 @@ pub struct Preprocessed {
 
 impl Preprocessed {
     /// Every distinct file read, in first-read order, with its contents.
-    pub fn files_read(&self) -> Vec<(Utf8PathBuf, Arc<str>)> {
+    pub(crate) fn files_read(&self) -> Vec<(Utf8PathBuf, Arc<str>)> {
         let mut seen = HashSet::new();
         self.sources
             .files
@@ -141,7 +141,7 @@ pub fn preprocess(
 
 /// Replaces comments with spaces, keeping newlines and string literals, so
 /// byte columns stay true.
-pub fn strip_comments(text: &str) -> String {
+pub(super) fn strip_comments(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

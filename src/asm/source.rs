@@ -30,7 +30,7 @@ pub struct SourceText {
 }
 
 impl SourceText {
-    pub fn new(path: Utf8PathBuf, text: Arc<str>, included_from: Option<Pos>) -> SourceText {
+    pub(super) fn new(path: Utf8PathBuf, text: Arc<str>, included_from: Option<Pos>) -> SourceText {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
@@ -43,7 +43,7 @@ impl SourceText {
     }
 
     /// Byte offset of a 1-based line and a byte column, clamped to the text.
-    pub fn offset(&self, line: u32, col: u32) -> usize {
+    pub(super) fn offset(&self, line: u32, col: u32) -> usize {
         let start = self
             .line_starts
             .get((line as usize).saturating_sub(1))
@@ -85,7 +85,7 @@ pub struct Line {
 
 impl Line {
     /// A line copied unchanged from `file` at 1-based `line`.
-    pub fn original(text: String, file: u32, line: u32) -> Line {
+    pub(super) fn original(text: String, file: u32, line: u32) -> Line {
         Line {
             text,
             segments: vec![Segment {
@@ -99,7 +99,7 @@ impl Line {
 
     /// Whether output byte `offset` was produced by a `#define` expansion
     /// (its position is then the macro's use, one column wide).
-    pub fn is_expanded(&self, offset: usize) -> bool {
+    pub(super) fn is_expanded(&self, offset: usize) -> bool {
         let offset = offset.min(self.text.len()) as u32;
         let index = self
             .segments
@@ -112,7 +112,7 @@ impl Line {
 
     /// The source position of output byte `offset`, and the expansion that
     /// produced it.
-    pub fn origin(&self, offset: usize) -> (Pos, Option<Arc<Expansion>>) {
+    pub(super) fn origin(&self, offset: usize) -> (Pos, Option<Arc<Expansion>>) {
         let offset = offset.min(self.text.len()) as u32;
         let index = self
             .segments
@@ -139,26 +139,22 @@ impl Line {
 
 /// Builds a rewritten line piece by piece, keeping origins.
 #[derive(Default)]
-pub struct LineBuilder {
+pub(super) struct LineBuilder {
     line: Line,
 }
 
 impl LineBuilder {
-    pub fn new() -> LineBuilder {
+    pub(super) fn new() -> LineBuilder {
         LineBuilder::default()
     }
 
     /// Bytes of text so far.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.line.text.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.line.text.is_empty()
-    }
-
     /// Appends `source.text[range]` with its own origins.
-    pub fn push_original(&mut self, source: &Line, range: std::ops::Range<usize>) {
+    pub(super) fn push_original(&mut self, source: &Line, range: std::ops::Range<usize>) {
         if range.is_empty() {
             return;
         }
@@ -182,7 +178,7 @@ impl LineBuilder {
     }
 
     /// Appends text produced by a macro expansion used at `site`.
-    pub fn push_expanded(&mut self, text: &str, expansion: Arc<Expansion>) {
+    pub(super) fn push_expanded(&mut self, text: &str, expansion: Arc<Expansion>) {
         if text.is_empty() {
             return;
         }
@@ -200,12 +196,12 @@ impl LineBuilder {
     }
 
     /// Marks the whole line as part of a `.macro` expansion.
-    pub fn context(&mut self, context: Option<Arc<Expansion>>) {
+    pub(super) fn context(&mut self, context: Option<Arc<Expansion>>) {
         self.line.context = context;
     }
 
     /// The finished line; `fallback` is its origin when nothing was pushed.
-    pub fn finish(mut self, fallback: Pos) -> Line {
+    pub(super) fn finish(mut self, fallback: Pos) -> Line {
         if self.line.segments.is_empty() {
             self.line.segments.push(Segment {
                 out: 0,
@@ -322,7 +318,7 @@ impl std::error::Error for AsmError {}
 
 impl AsmError {
     /// The shared diagnostic form (for the terminal and editors).
-    pub fn to_diagnostic(&self) -> Diagnostic {
+    pub(crate) fn to_diagnostic(&self) -> Diagnostic {
         let mut diagnostic = Diagnostic::error(&self.message)
             .label(&self.label)
             .code(self.kind.name());
@@ -346,20 +342,20 @@ pub struct Sources {
 }
 
 impl Sources {
-    pub fn path(&self, file: u32) -> &Utf8Path {
+    pub(super) fn path(&self, file: u32) -> &Utf8Path {
         self.files
             .get(file as usize)
             .map_or(Utf8Path::new("<unknown>"), |f| f.path.as_path())
     }
 
     /// Formats `pos` as `path:line:column` (1-based column).
-    pub fn describe(&self, pos: Pos) -> String {
+    pub(crate) fn describe(&self, pos: Pos) -> String {
         format!("{}:{}:{}", self.path(pos.file), pos.line, pos.col + 1)
     }
 
     /// An error at `pos`, `len` bytes wide, with notes for the expansions
     /// and includes that led there.
-    pub fn error(
+    pub(crate) fn error(
         &self,
         kind: ErrorKind,
         message: impl Into<String>,
@@ -414,7 +410,7 @@ impl Sources {
     }
 
     /// An error at byte `offset` of `line`, `len` bytes wide.
-    pub fn error_in(
+    pub(super) fn error_in(
         &self,
         kind: ErrorKind,
         message: impl Into<String>,
@@ -428,7 +424,7 @@ impl Sources {
     }
 
     /// An error about a whole file (no position).
-    pub fn error_nowhere(&self, kind: ErrorKind, message: impl Into<String>) -> AsmError {
+    pub(super) fn error_nowhere(&self, kind: ErrorKind, message: impl Into<String>) -> AsmError {
         AsmError {
             kind,
             message: message.into(),
@@ -440,7 +436,7 @@ impl Sources {
     }
 
     /// Renders errors rustc-style with source excerpts and carets.
-    pub fn render(&self, errors: &[AsmError]) -> String {
+    pub(crate) fn render(&self, errors: &[AsmError]) -> String {
         let lookup = |path: &Utf8Path| {
             self.files
                 .iter()

@@ -124,7 +124,7 @@ pub fn run_explain(args: &ExplainArgs) -> anyhow::Result<i32> {
 /// Builds `project` into its package file, printing one line per phase, or
 /// finds it up to date from the build stamp without building. Returns the
 /// package's path, or `None` when the build failed (errors are printed).
-pub fn build_to_file(
+pub(super) fn build_to_file(
     db: &mut Database,
     project: &Utf8Path,
     out: Option<&Utf8Path>,
@@ -242,7 +242,7 @@ pub fn build_to_file(
 
 /// Prints what a build found: its warnings, and its errors as located
 /// diagnostics with a closing line, as rustc ends a failed compilation.
-pub fn report_outcome(db: &Database, file: SourceFile, outcome: &Outcome) {
+pub(super) fn report_outcome(db: &Database, file: SourceFile, outcome: &Outcome) {
     let project = file.path(db);
     output::diagnostics(db, project, &outcome.warnings);
     let Some(error) = &outcome.error else {
@@ -272,7 +272,7 @@ fn previous_errors(n: usize) -> String {
 }
 
 /// The JSON message of a finished build.
-pub fn finished_message(
+pub(super) fn finished_message(
     project: &Utf8Path,
     outcome: &Outcome,
     package: Option<&Utf8Path>,
@@ -295,7 +295,7 @@ pub fn finished_message(
 }
 
 /// The `--explain` report of a finished build.
-pub fn explain_build(
+pub(super) fn explain_build(
     db: &Database,
     file: SourceFile,
     changes: &[Change],
@@ -367,7 +367,7 @@ impl Outcome {
     /// lowering and emission verify what they produce (and a stored plan or
     /// image feeds them); the other errors are the project's or its
     /// kernels'.
-    pub fn internal_error(&self) -> bool {
+    pub(super) fn internal_error(&self) -> bool {
         matches!(self.error, Some(BuildError::Lower(_) | BuildError::Emit(_)))
     }
 }

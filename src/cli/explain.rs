@@ -16,10 +16,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// The phases in pipeline order, with how many items each has in total.
-pub type Totals = Vec<(&'static str, usize)>;
+pub(super) type Totals = Vec<(&'static str, usize)>;
 
 /// What the causes are computed from.
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     pub changes: &'a [Change],
     pub computed: &'a [(&'static str, String)],
     pub totals: &'a Totals,
@@ -37,7 +37,7 @@ pub struct Context<'a> {
 /// How many items of one cause are named before "and N more".
 const NAMED: usize = 6;
 
-pub fn render(context: &Context) -> String {
+pub(crate) fn render(context: &Context) -> String {
     let mut out = String::new();
     if context.first {
         out.push_str("explain: no earlier build of this project into this directory is recorded\n");

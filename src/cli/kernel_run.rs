@@ -66,7 +66,7 @@ impl Layout {
     }
 }
 
-pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+pub(super) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let target = args.target.spec();
     let layout = Layout::of(target);
     let mut variant = Variant::new("run", args.source.clone()).entry(args.entry.clone());

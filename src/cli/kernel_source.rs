@@ -4,7 +4,7 @@
 use crate::kernels::Variant;
 
 /// Prints assembler errors as diagnostics (coloured on a terminal).
-pub fn print_asm_errors(source: &camino::Utf8Path, errors: &[crate::asm::AsmError]) {
+pub(super) fn print_asm_errors(source: &camino::Utf8Path, errors: &[crate::asm::AsmError]) {
     let diagnostics: Vec<crate::diagnostic::Diagnostic> = errors
         .iter()
         .map(crate::asm::AsmError::to_diagnostic)
@@ -17,7 +17,7 @@ pub fn print_asm_errors(source: &camino::Utf8Path, errors: &[crate::asm::AsmErro
 }
 
 /// Adds `-D NAME=VALUE` (or `-D NAME`, meaning 1) arguments to a variant.
-pub fn add_defines(variant: &mut Variant, defines: &[String]) -> anyhow::Result<()> {
+pub(super) fn add_defines(variant: &mut Variant, defines: &[String]) -> anyhow::Result<()> {
     for define in defines {
         let (key, value) = define.split_once('=').unwrap_or((define, "1"));
         if key.is_empty() {
@@ -29,7 +29,7 @@ pub fn add_defines(variant: &mut Variant, defines: &[String]) -> anyhow::Result<
 }
 
 /// `--target NAME`: one of the machines this ipub knows.
-pub fn parse_target(name: &str) -> Result<crate::target::TargetId, String> {
+pub(super) fn parse_target(name: &str) -> Result<crate::target::TargetId, String> {
     crate::target::TargetId::from_name(name).ok_or_else(|| {
         let known: Vec<&str> = crate::target::TargetId::ALL.map(|t| t.name()).to_vec();
         format!("unknown target `{name}` (known: {})", known.join(", "))

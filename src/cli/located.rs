@@ -16,7 +16,7 @@ use crate::place::PlacementError;
 use camino::Utf8Path;
 
 /// The diagnostics of a failed build of `project`.
-pub fn build_error_diagnostics(
+pub(crate) fn build_error_diagnostics(
     db: &dyn Db,
     project: SourceFile,
     error: &BuildError,

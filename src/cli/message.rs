@@ -15,7 +15,10 @@ use serde::Serialize;
 /// One line of JSON output.
 #[derive(Debug, Serialize)]
 #[serde(tag = "reason", rename_all = "kebab-case")]
-pub enum Message<'a> {
+// The variants' names are the `reason` values the JSON carries
+// (`compiler-message` among them), so one ends with the enum's name.
+#[allow(clippy::enum_variant_names)]
+pub(super) enum Message<'a> {
     /// An error or a warning.
     CompilerMessage {
         /// The project the diagnostic belongs to.
@@ -34,7 +37,7 @@ pub enum Message<'a> {
 
 /// A diagnostic in cargo's shape.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DiagnosticMessage {
+pub(super) struct DiagnosticMessage {
     pub message: String,
     pub code: Option<DiagnosticCode>,
     /// `error`, `warning`, `note` or `help`.
@@ -48,7 +51,7 @@ pub struct DiagnosticMessage {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DiagnosticCode {
+pub(super) struct DiagnosticCode {
     pub code: String,
     pub explanation: Option<String>,
 }
@@ -56,7 +59,7 @@ pub struct DiagnosticCode {
 /// Where a diagnostic points. Lines and columns are 1-based, columns count
 /// characters; all are 0 when the file could not be read.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DiagnosticSpan {
+pub(super) struct DiagnosticSpan {
     pub file_name: String,
     pub byte_start: usize,
     pub byte_end: usize,
@@ -74,7 +77,7 @@ pub struct DiagnosticSpan {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SpanLine {
+pub(super) struct SpanLine {
     pub text: String,
     pub highlight_start: usize,
     pub highlight_end: usize,
@@ -82,7 +85,7 @@ pub struct SpanLine {
 
 impl DiagnosticMessage {
     /// The message of `diagnostic`, with `source` giving its file's text.
-    pub fn of(
+    pub(super) fn of(
         diagnostic: &Diagnostic,
         source: &dyn Fn(&Utf8Path) -> Option<String>,
     ) -> DiagnosticMessage {
@@ -169,7 +172,7 @@ impl DiagnosticMessage {
 
 /// What a validated project holds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct GraphSummary {
+pub(super) struct GraphSummary {
     pub name: String,
     pub tensors: usize,
     pub ops: usize,
@@ -178,7 +181,7 @@ pub struct GraphSummary {
 }
 
 impl GraphSummary {
-    pub fn of(graph: &crate::graph::Graph) -> GraphSummary {
+    pub(super) fn of(graph: &crate::graph::Graph) -> GraphSummary {
         GraphSummary {
             name: graph.name.clone(),
             tensors: graph.tensors.len(),
@@ -190,7 +193,7 @@ impl GraphSummary {
 }
 
 #[derive(Debug, Serialize)]
-pub struct CheckFinished<'a> {
+pub(super) struct CheckFinished<'a> {
     pub project: &'a str,
     pub success: bool,
     pub errors: usize,
@@ -212,7 +215,7 @@ pub struct PhaseRecord {
 }
 
 #[derive(Debug, Serialize)]
-pub struct BuildFinished<'a> {
+pub(super) struct BuildFinished<'a> {
     pub project: &'a str,
     pub success: bool,
     /// True when the build stamp showed nothing changed, so nothing ran.
@@ -232,7 +235,7 @@ pub struct BuildFinished<'a> {
 
 /// One checked output of a run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct OutputCheck {
+pub(super) struct OutputCheck {
     pub name: String,
     /// `null` when undefined (a NaN or an unmatched infinity).
     pub cosine_similarity: Option<f64>,
@@ -243,7 +246,7 @@ pub struct OutputCheck {
 }
 
 #[derive(Debug, Serialize)]
-pub struct RunFinished<'a> {
+pub(super) struct RunFinished<'a> {
     pub package: &'a str,
     /// The project's name (a package may be run without its project file).
     pub name: &'a str,
@@ -263,7 +266,7 @@ pub struct RunFinished<'a> {
 }
 
 #[derive(Debug, Serialize)]
-pub struct RebuildFinished<'a> {
+pub(super) struct RebuildFinished<'a> {
     /// The changed files, with the TOML keys an edit touched.
     pub changes: &'a [String],
     pub success: bool,
@@ -272,7 +275,7 @@ pub struct RebuildFinished<'a> {
 }
 
 /// A message as one line of JSON.
-pub fn to_line(message: &Message<'_>) -> String {
+pub(super) fn to_line(message: &Message<'_>) -> String {
     let mut line = serde_json::to_string(message).unwrap_or_else(|error| {
         // Every field is a plain value, so this would be a bug in the shapes.
         format!(r#"{{"reason":"internal-error","message":"{error}"}}"#)

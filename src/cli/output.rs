@@ -96,18 +96,18 @@ pub fn configure(verbosity: Verbosity, color: ColorWhen) {
 }
 
 /// Sets what stdout carries (commands with `--message-format`).
-pub fn set_format(format: MessageFormat) {
+pub(super) fn set_format(format: MessageFormat) {
     SETTINGS
         .write()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .format = format;
 }
 
-pub fn verbosity() -> Verbosity {
+pub(super) fn verbosity() -> Verbosity {
     settings().verbosity
 }
 
-pub fn is_json() -> bool {
+pub(super) fn is_json() -> bool {
     settings().format == MessageFormat::Json
 }
 
@@ -131,7 +131,7 @@ const WARNED: Style = AnsiColor::Yellow.on_default().bold();
 static STATUS_LINE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
 
 /// Draws a live status line over the current one on stderr.
-pub fn draw_status_line(line: &str) {
+pub(super) fn draw_status_line(line: &str) {
     let mut drawn = STATUS_LINE.lock().unwrap_or_else(|p| p.into_inner());
     let mut stderr = std::io::stderr();
     let _ = stderr.write_all(line.as_bytes());
@@ -141,7 +141,7 @@ pub fn draw_status_line(line: &str) {
 
 /// Clears the status line, if one is drawn, so other output starts on a
 /// clean line (the line comes back at the next tick).
-pub fn clear_status_line() {
+pub(super) fn clear_status_line() {
     let mut drawn = STATUS_LINE.lock().unwrap_or_else(|p| p.into_inner());
     if *drawn {
         let mut stderr = std::io::stderr();
@@ -168,7 +168,7 @@ fn to_stderr(text: &str) {
 }
 
 /// A status line: a right-aligned verb in the cargo style, then `text`.
-pub fn status(verb: &str, text: impl std::fmt::Display) {
+pub(super) fn status(verb: &str, text: impl std::fmt::Display) {
     if verbosity() == Verbosity::Quiet {
         return;
     }
@@ -187,7 +187,7 @@ fn status_style(verb: &str) -> Style {
 }
 
 /// A line of results (already formatted, styles allowed).
-pub fn result_line(text: impl std::fmt::Display) {
+pub(super) fn result_line(text: impl std::fmt::Display) {
     if verbosity() == Verbosity::Quiet {
         return;
     }
@@ -195,7 +195,7 @@ pub fn result_line(text: impl std::fmt::Display) {
 }
 
 /// Text as it is (dumps, reports), for people.
-pub fn text(text: &str) {
+pub(super) fn text(text: &str) {
     if verbosity() == Verbosity::Quiet || text.is_empty() {
         return;
     }
@@ -208,12 +208,12 @@ pub fn error(message: impl std::fmt::Display) {
 }
 
 /// `  = help: message` under an error on stderr, whatever the verbosity.
-pub fn help(message: impl std::fmt::Display) {
+pub(super) fn help(message: impl std::fmt::Display) {
     to_stderr(&format!("  = help: {message}\n"));
 }
 
 /// `warning: message` on stderr, unless quiet.
-pub fn warning(message: impl std::fmt::Display) {
+pub(super) fn warning(message: impl std::fmt::Display) {
     if verbosity() == Verbosity::Quiet {
         return;
     }
@@ -221,13 +221,13 @@ pub fn warning(message: impl std::fmt::Display) {
 }
 
 /// A coloured verdict word (`PASS` green, anything else red).
-pub fn verdict(word: &str) -> String {
+pub(super) fn verdict(word: &str) -> String {
     let style = if word == "PASS" { STATUS } else { FAILED };
     format!("{style}{word}{style:#}")
 }
 
 /// A JSON message on stdout, when the format is JSON.
-pub fn message(message: &Message<'_>) {
+pub(super) fn message(message: &Message<'_>) {
     if !is_json() {
         return;
     }
@@ -237,7 +237,7 @@ pub fn message(message: &Message<'_>) {
 
 /// Diagnostics with the database's view of their files: rendered on
 /// stderr (warnings not when quiet), or as JSON messages of `project`.
-pub fn diagnostics(db: &Database, project: &Utf8Path, diagnostics: &[Diagnostic]) {
+pub(super) fn diagnostics(db: &Database, project: &Utf8Path, diagnostics: &[Diagnostic]) {
     use crate::db::Db as _;
     let source = |path: &Utf8Path| {
         db.file(path)
@@ -250,7 +250,7 @@ pub fn diagnostics(db: &Database, project: &Utf8Path, diagnostics: &[Diagnostic]
 }
 
 /// [`diagnostics`] with any way of reading a file's text.
-pub fn diagnostics_with(
+pub(super) fn diagnostics_with(
     source: &dyn Fn(&Utf8Path) -> Option<String>,
     project: &Utf8Path,
     diagnostics: &[Diagnostic],
@@ -272,13 +272,13 @@ pub fn diagnostics_with(
 }
 
 /// `N warnings` / `1 warning` / `N errors`.
-pub fn count(n: usize, what: &str) -> String {
+pub(super) fn count(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 /// The summary line after a project's warnings: `warning: `x` generated 2
 /// warnings`, as cargo says it.
-pub fn warning_summary(name: &str, warnings: usize) {
+pub(super) fn warning_summary(name: &str, warnings: usize) {
     if warnings > 0 && !is_json() {
         warning(format!("`{name}` generated {}", count(warnings, "warning")));
     }

@@ -20,7 +20,7 @@ const TICK: Duration = Duration::from_millis(100);
 const BAR_WIDTH: usize = 30;
 
 /// A running piece of work with a status line.
-pub struct Progress {
+pub(super) struct Progress {
     shared: Option<Arc<Shared>>,
     ticker: Option<std::thread::JoinHandle<()>>,
 }
@@ -35,14 +35,14 @@ struct Shared {
 }
 
 /// Whether status lines are drawn in this process.
-pub fn enabled() -> bool {
+pub(super) fn enabled() -> bool {
     output::verbosity() == Verbosity::Normal && !output::is_json() && output::stderr_is_terminal()
 }
 
 impl Progress {
     /// Starts a status line `verb text`, drawn once the work has taken a
     /// moment; nothing at all when status lines are off.
-    pub fn start(verb: &str, text: impl Into<String>) -> Progress {
+    pub(super) fn start(verb: &str, text: impl Into<String>) -> Progress {
         if !enabled() {
             return Progress {
                 shared: None,
@@ -79,7 +79,7 @@ impl Progress {
     }
 
     /// Reports `done` of `total` units (a bar instead of a spinner).
-    pub fn set(&self, done: u64, total: u64) {
+    pub(super) fn set(&self, done: u64, total: u64) {
         if let Some(shared) = &self.shared {
             shared.done.store(done, Ordering::Relaxed);
             shared.total.store(total, Ordering::Relaxed);
@@ -87,7 +87,7 @@ impl Progress {
     }
 
     /// A handle that reports progress from other threads.
-    pub fn reporter(&self) -> impl Fn(u64, u64) + Send + Sync + 'static {
+    pub(super) fn reporter(&self) -> impl Fn(u64, u64) + Send + Sync + 'static {
         let shared = self.shared.clone();
         move |done, total| {
             if let Some(shared) = &shared {
@@ -98,14 +98,14 @@ impl Progress {
     }
 
     /// Replaces the text after the verb.
-    pub fn set_text(&self, text: impl Into<String>) {
+    pub(super) fn set_text(&self, text: impl Into<String>) {
         if let Some(shared) = &self.shared {
             *shared.text.lock().unwrap_or_else(|p| p.into_inner()) = text.into();
         }
     }
 
     /// Stops and clears the line.
-    pub fn finish(mut self) {
+    pub(super) fn finish(mut self) {
         self.stop();
     }
 

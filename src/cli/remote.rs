@@ -32,7 +32,7 @@ impl RemoteArgs {
     /// user's configuration file ask for, and installs it for the process.
     /// The returned guard waits for queued uploads (up to a bound) and
     /// prints what crossed the wire when it is dropped.
-    pub fn install(&self) -> anyhow::Result<RemoteGuard> {
+    pub(super) fn install(&self) -> anyhow::Result<RemoteGuard> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let flags = Flags {
             url: self.remote_cache.clone(),
@@ -54,7 +54,7 @@ impl RemoteArgs {
 }
 
 /// Flushes the remote tier's uploads when the command ends.
-pub struct RemoteGuard {
+pub(super) struct RemoteGuard {
     remote: Option<Remote>,
 }
 
@@ -72,7 +72,7 @@ impl Drop for RemoteGuard {
 
 /// What a build moved to and from the remote cache, or `None` when it
 /// asked for nothing.
-pub fn summary_line(endpoint: &str, summary: &Summary) -> Option<String> {
+pub(super) fn summary_line(endpoint: &str, summary: &Summary) -> Option<String> {
     let asked =
         summary.fetched + summary.misses + summary.corrupt + summary.uploaded + summary.dropped;
     if asked == 0 && !summary.down {

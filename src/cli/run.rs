@@ -49,7 +49,7 @@ pub struct RunArgs {
 
 /// What a run does besides running and checking.
 #[derive(Clone, Debug, Default)]
-pub struct RunOptions {
+pub(super) struct RunOptions {
     pub watchdog: Option<u64>,
     /// `--dump DIR`.
     pub dump: Option<Utf8PathBuf>,
@@ -117,7 +117,7 @@ pub fn package(db: &Database, file: SourceFile) -> Result<Package, BuildError> {
 /// Runs a package on the model and checks its numerics. Exit code 0 when
 /// every checked output passes. `watchdog` (cycles of one host call)
 /// defaults to one derived from the package's estimate.
-pub fn run_package(
+pub(super) fn run_package(
     package: &Package,
     out: &Utf8Path,
     watchdog: Option<u64>,
@@ -131,7 +131,7 @@ pub fn run_package(
 }
 
 /// [`run_package`] with inputs given at run time and dumps.
-pub fn run_package_with(
+pub(super) fn run_package_with(
     package: &Package,
     out: &Utf8Path,
     options: &RunOptions,

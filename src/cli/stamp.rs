@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stamp {
+pub(crate) struct Stamp {
     /// Every file the build read, with the blake3 hash of its contents
     /// (`None`: the file did not exist).
     pub inputs: BTreeMap<Utf8PathBuf, Option<String>>,
@@ -45,7 +45,7 @@ pub struct Stamp {
 /// since: a write moves the modification and change times, a replacement
 /// gives a new inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileIdentity {
+pub(crate) struct FileIdentity {
     pub len: u64,
     /// Nanoseconds since the Unix epoch.
     pub modified_ns: u128,
@@ -57,7 +57,7 @@ pub struct FileIdentity {
 
 impl FileIdentity {
     /// The identity of the file at `path` now, without reading it.
-    pub fn of(path: &Utf8Path) -> Option<FileIdentity> {
+    pub(super) fn of(path: &Utf8Path) -> Option<FileIdentity> {
         let metadata = std::fs::symlink_metadata(path).ok()?;
         if !metadata.is_file() {
             return None;
@@ -89,13 +89,13 @@ impl FileIdentity {
 
 /// How one input differs from the stamp.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Change {
+pub(crate) struct Change {
     pub path: Utf8PathBuf,
     pub what: ChangeKind,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ChangeKind {
+pub(crate) enum ChangeKind {
     Created,
     Deleted,
     /// Edited; for a TOML file, the keys whose values differ.
@@ -123,7 +123,7 @@ fn hash(contents: Option<&str>) -> Option<String> {
 const PACKAGE_OUTPUT: &str = "package.ipuexe";
 
 /// What stands for the default output directory in a stamp's key.
-pub const DEFAULT_OUT: &str = "<default>";
+pub(super) const DEFAULT_OUT: &str = "<default>";
 
 /// The store key of a project built into `out`.
 fn key(project: &Utf8Path, out: &Utf8Path) -> blake3::Hash {
@@ -152,7 +152,7 @@ fn shown(path: &Utf8Path) -> Utf8PathBuf {
 
 impl Stamp {
     /// The stamp of the last build of `project` into `out`, if any.
-    pub fn load(store: &Store, project: &Utf8Path, out: &Utf8Path) -> Option<Stamp> {
+    pub(crate) fn load(store: &Store, project: &Utf8Path, out: &Utf8Path) -> Option<Stamp> {
         match store.get("stamps", &key(project, out)) {
             Lookup::Hit(stamp) => Some(stamp),
             _ => None,
@@ -161,7 +161,7 @@ impl Stamp {
 
     /// Saves the stamp of a build that wrote `package`; with a remote
     /// tier the package is uploaded with it.
-    pub fn save(
+    pub(super) fn save(
         &self,
         store: &Store,
         project: &Utf8Path,
@@ -185,7 +185,7 @@ impl Stamp {
     /// path a build of `project` into `out` writes (the stamp's project
     /// name, when `out` is the default), of the recorded length and hash,
     /// and a valid package of that name. Returns its length.
-    pub fn restore_package(
+    pub(super) fn restore_package(
         &self,
         store: &Store,
         project: &Utf8Path,
@@ -234,7 +234,7 @@ impl Stamp {
     /// The stamp of a build that read what `db` holds and wrote `bytes` to
     /// `package` just now. The hash is the one computed from the bytes in
     /// memory, so recording it reads nothing back.
-    pub fn record(
+    pub(super) fn record(
         db: &Database,
         package: &Utf8Path,
         bytes: &crate::package::file::Encoded,
@@ -277,7 +277,7 @@ impl Stamp {
     }
 
     /// How the files on disk differ from the stamp.
-    pub fn changes(&self) -> Vec<Change> {
+    pub(super) fn changes(&self) -> Vec<Change> {
         let mut changes = Vec::new();
         for (path, before) in &self.inputs {
             // Sources and tensor files alike: the hash of a text is the
@@ -311,7 +311,7 @@ impl Stamp {
     /// Whether the package file is still the one this stamp wrote, from its
     /// metadata alone: the same length, times and inode as right after the
     /// build wrote it.
-    pub fn package_intact(&self) -> bool {
+    pub(super) fn package_intact(&self) -> bool {
         self.package_file.is_some_and(|recorded| {
             recorded.len == self.package_len && FileIdentity::of(&self.package) == Some(recorded)
         })
@@ -321,7 +321,7 @@ impl Stamp {
 /// The dotted keys whose values differ between two TOML texts (operations
 /// and tensors are named by their `name`: `op.fc1.shape`); empty when
 /// either text does not parse or only comments and layout changed.
-pub fn toml_keys_changed(before: &str, after: &str) -> Vec<String> {
+pub(super) fn toml_keys_changed(before: &str, after: &str) -> Vec<String> {
     let (Ok(a), Ok(b)) = (before.parse::<toml::Table>(), after.parse::<toml::Table>()) else {
         return vec!["(not valid TOML)".to_string()];
     };

@@ -18,15 +18,15 @@ use std::collections::BTreeMap;
 
 /// Input values given at run time, as device bytes by tensor.
 #[derive(Clone, Debug, Default)]
-pub struct Overrides(BTreeMap<TensorId, Vec<u8>>);
+pub(super) struct Overrides(BTreeMap<TensorId, Vec<u8>>);
 
 impl Overrides {
     /// How many inputs are overridden.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 }
@@ -34,7 +34,7 @@ impl Overrides {
 /// Reads `--inputs FILE.safetensors`: each key names an input of the
 /// package's graph, with its shape; values are converted to the input's
 /// dtype as inits from files are.
-pub fn read_overrides(package: &Package, path: &Utf8Path) -> anyhow::Result<Overrides> {
+pub(super) fn read_overrides(package: &Package, path: &Utf8Path) -> anyhow::Result<Overrides> {
     if FileFormat::of(path.as_str()) != Some(FileFormat::Safetensors) {
         bail!("`--inputs` takes a `.safetensors` file whose keys are the project's input names, not {path}");
     }
@@ -90,7 +90,7 @@ pub fn read_overrides(package: &Package, path: &Utf8Path) -> anyhow::Result<Over
 /// The device bytes of an input or weight (one iteration of a repeat's
 /// weight) for a run: overridden at run time, from a tensor file (the
 /// package carries those), or seeded.
-pub fn leaf_bytes(
+pub(super) fn leaf_bytes(
     package: &Package,
     overrides: &Overrides,
     tensor: TensorId,
@@ -106,7 +106,7 @@ pub fn leaf_bytes(
 }
 
 /// Host buffers holding every streamed input of `package`'s run call.
-pub fn host_inputs(package: &Package, overrides: &Overrides) -> HostBuffers {
+pub(super) fn host_inputs(package: &Package, overrides: &Overrides) -> HostBuffers {
     let mut host = HostBuffers::default();
     for step in &package.run.steps {
         if let Step::HostWrite { binding } = step {
@@ -122,7 +122,7 @@ pub fn host_inputs(package: &Package, overrides: &Overrides) -> HostBuffers {
 
 /// The host reference of `package`'s graph on the run's inputs and
 /// weights.
-pub fn reference(package: &Package, overrides: &Overrides) -> anyhow::Result<Evaluation> {
+pub(super) fn reference(package: &Package, overrides: &Overrides) -> anyhow::Result<Evaluation> {
     let graph = &package.graph;
     let generated = overrides.is_empty() && package.file_values.is_empty();
     let result = if generated {
@@ -178,7 +178,7 @@ fn body_repeat(graph: &crate::graph::Graph, tensor: TensorId) -> Option<&str> {
 /// `dir`: `device/NAME.npy` and `reference/NAME.npy` (f32), the same in
 /// `device.safetensors` and `reference.safetensors`, and `index.json`.
 /// Returns how many tensors were written.
-pub fn write_dump(
+pub(super) fn write_dump(
     dir: &Utf8Path,
     package: &Package,
     host: &HostBuffers,

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 /// Converted values and what the conversion met.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Converted {
+pub(crate) struct Converted {
     /// The device bytes: row-major, little-endian f32 or f16, or FP8 codes.
     pub bytes: Vec<u8>,
     /// Elements that were NaN in the file.
@@ -31,7 +31,12 @@ const CHUNK: usize = 1 << 14;
 /// The device bytes of `entry` (read from `file`, the whole file's bytes)
 /// as a tensor of `dtype` with `scale`; `None` when the entry's element
 /// type is unsupported or its bytes are not in `file`.
-pub fn device_bytes(entry: &Entry, file: &[u8], dtype: DType, scale: i8) -> Option<Converted> {
+pub(crate) fn device_bytes(
+    entry: &Entry,
+    file: &[u8],
+    dtype: DType,
+    scale: i8,
+) -> Option<Converted> {
     let width = entry.dtype.size_bytes();
     if width == 0 {
         return None;

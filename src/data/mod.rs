@@ -16,13 +16,13 @@
 
 mod convert;
 pub mod npy;
-pub mod query;
+pub(crate) mod query;
 pub mod safetensors;
 
 #[cfg(test)]
 mod tests;
 
-pub use convert::{device_bytes, Converted};
+pub(crate) use convert::device_bytes;
 
 use crate::vfs::ReadError;
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ pub enum FileFormat {
 
 impl FileFormat {
     /// The format of a file named `path`, from its extension.
-    pub fn of(path: &str) -> Option<FileFormat> {
+    pub(crate) fn of(path: &str) -> Option<FileFormat> {
         let extension = path.rsplit_once('.').map(|(_, e)| e)?;
         match extension {
             "safetensors" => Some(FileFormat::Safetensors),
@@ -63,7 +63,7 @@ pub enum ElementType {
 
 impl ElementType {
     /// Bytes of one element (0 for an unsupported type).
-    pub fn size_bytes(&self) -> usize {
+    pub(crate) fn size_bytes(&self) -> usize {
         match self {
             ElementType::F64 => 8,
             ElementType::F32 => 4,
@@ -72,7 +72,7 @@ impl ElementType {
         }
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             ElementType::F64 => "f64",
             ElementType::F32 => "f32",
@@ -93,7 +93,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn element_count(&self) -> usize {
+    pub(crate) fn element_count(&self) -> usize {
         self.shape.iter().product()
     }
 }
@@ -107,7 +107,7 @@ pub struct TensorIndex {
 }
 
 /// The key of the one array of an `.npy` file.
-pub const NPY_KEY: &str = "";
+pub(crate) const NPY_KEY: &str = "";
 
 /// Why a tensor file could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
@@ -127,7 +127,7 @@ pub enum DataError {
 }
 
 /// Reads the index of a tensor file named `path` from its bytes.
-pub fn index(path: &str, bytes: &[u8]) -> Result<TensorIndex, DataError> {
+pub(crate) fn index(path: &str, bytes: &[u8]) -> Result<TensorIndex, DataError> {
     match FileFormat::of(path) {
         Some(FileFormat::Safetensors) => safetensors::index(bytes),
         Some(FileFormat::Npy) => npy::index(bytes),
@@ -137,13 +137,13 @@ pub fn index(path: &str, bytes: &[u8]) -> Result<TensorIndex, DataError> {
 
 impl TensorIndex {
     /// The entry of `key` (an `.npy` file's array for [`NPY_KEY`]).
-    pub fn get(&self, key: &str) -> Option<&Entry> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Entry> {
         self.entries.get(key)
     }
 
     /// The keys closest to `key`, for a message about a missing one: those
     /// sharing its longest prefix of dotted components, at most `count`.
-    pub fn near_keys(&self, key: &str, count: usize) -> Vec<&str> {
+    pub(crate) fn near_keys(&self, key: &str, count: usize) -> Vec<&str> {
         let shared = |k: &str| {
             k.split('.')
                 .zip(key.split('.'))
@@ -162,7 +162,7 @@ impl TensorIndex {
 
 /// The key of iteration `iteration` of a repeat weight: `{i}` in `pattern`
 /// replaced by the iteration number.
-pub fn iteration_key(pattern: &str, iteration: Option<u32>) -> String {
+pub(crate) fn iteration_key(pattern: &str, iteration: Option<u32>) -> String {
     match iteration {
         Some(i) => pattern.replace(ITERATION, &i.to_string()),
         None => pattern.to_string(),
@@ -170,7 +170,7 @@ pub fn iteration_key(pattern: &str, iteration: Option<u32>) -> String {
 }
 
 /// What a key pattern writes for the repeat iteration.
-pub const ITERATION: &str = "{i}";
+pub(crate) const ITERATION: &str = "{i}";
 
 /// Arrays in f32 as a dump writes them: a name, a shape and row-major
 /// values.

@@ -14,21 +14,21 @@ use super::{Array, DataError, ElementType, Entry, FileFormat, TensorIndex, NPY_K
 use std::collections::BTreeMap;
 
 /// The first six bytes of every `.npy` file.
-pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
+pub(super) const MAGIC: &[u8; 6] = b"\x93NUMPY";
 
 /// The largest header read. NumPy writes a few hundred bytes; version 1.0
 /// cannot declare more than 65535.
-pub const MAX_HEADER_BYTES: usize = 1 << 20;
+pub(super) const MAX_HEADER_BYTES: usize = 1 << 20;
 
 /// Most dimensions an array may declare (ipub's tensors have at most 8).
-pub const MAX_DIMENSIONS: usize = 32;
+pub(super) const MAX_DIMENSIONS: usize = 32;
 
 fn bad(message: impl Into<String>) -> DataError {
     DataError::Npy(message.into())
 }
 
 /// The index of an `.npy` file's bytes: one entry under [`NPY_KEY`].
-pub fn index(bytes: &[u8]) -> Result<TensorIndex, DataError> {
+pub(super) fn index(bytes: &[u8]) -> Result<TensorIndex, DataError> {
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
         return Err(bad("it does not start with the .npy magic bytes"));
     }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 /// The index of a tensor file, or why it cannot be read.
 #[salsa::tracked(returns(ref))]
-pub fn tensor_index(db: &dyn Db, file: DataFile) -> Result<Arc<TensorIndex>, DataError> {
+pub(crate) fn tensor_index(db: &dyn Db, file: DataFile) -> Result<Arc<TensorIndex>, DataError> {
     let contents = file.contents(db).clone().map_err(DataError::Unreadable)?;
     super::index(file.path(db).as_str(), contents.bytes()).map(Arc::new)
 }
@@ -24,7 +24,7 @@ pub fn tensor_index(db: &dyn Db, file: DataFile) -> Result<Arc<TensorIndex>, Dat
 /// with `scale` (`book/src/numerics.md`). NaNs and values too large for
 /// the dtype are kept (a checkpoint may really hold them) with a warning.
 #[salsa::tracked(returns(ref))]
-pub fn tensor_file_bytes(
+pub(super) fn tensor_file_bytes(
     db: &dyn Db,
     file: DataFile,
     key: String,
@@ -61,7 +61,7 @@ pub fn tensor_file_bytes(
 /// The device bytes of one instance of `tensor`, an input or weight
 /// initialised from a file (`iteration` picks the key of a repeat's
 /// weight); `None` when its values do not come from a file.
-pub fn file_tensor_bytes(
+pub(crate) fn file_tensor_bytes(
     db: &dyn Db,
     tensor: &crate::graph::Tensor,
     iteration: Option<u32>,

@@ -12,7 +12,7 @@ use super::{Array, DataError, ElementType, Entry, FileFormat, TensorIndex};
 use ::safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
 /// The index of a safetensors file's bytes.
-pub fn index(bytes: &[u8]) -> Result<TensorIndex, DataError> {
+pub(super) fn index(bytes: &[u8]) -> Result<TensorIndex, DataError> {
     let (header, metadata) = SafeTensors::read_metadata(bytes)
         .map_err(|error| DataError::Safetensors(error.to_string()))?;
     // The data follows the 8-byte length and the header.

@@ -41,14 +41,14 @@ impl EmbeddedModel {
 
     /// Reports every step of a host call to `hook` (see
     /// [`ModelDevice::progress`]).
-    pub fn with_progress(mut self, hook: ProgressHook) -> EmbeddedModel {
+    pub(crate) fn with_progress(mut self, hook: ProgressHook) -> EmbeddedModel {
         self.progress = Some(hook);
         self
     }
 
     /// Loads packages without validating them again: for a caller whose
     /// packages come from `package::file::read`, which validates them.
-    pub fn with_validated_packages(mut self) -> EmbeddedModel {
+    pub(crate) fn with_validated_packages(mut self) -> EmbeddedModel {
         self.validated = true;
         self
     }

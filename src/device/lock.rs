@@ -10,15 +10,14 @@ use std::io;
 
 /// Held while a run owns the device; dropping it releases the device.
 #[derive(Debug)]
-pub struct DeviceLock {
-    path: Utf8PathBuf,
+pub(crate) struct DeviceLock {
     _file: File,
 }
 
 impl DeviceLock {
     /// Waits until the lock at `path` is free and takes it. Errors name
     /// the lock file.
-    pub fn acquire(path: &Utf8Path) -> io::Result<DeviceLock> {
+    pub(crate) fn acquire(path: &Utf8Path) -> io::Result<DeviceLock> {
         let named =
             |error: io::Error| io::Error::new(error.kind(), format!("device lock {path}: {error}"));
         if let Some(parent) = path.parent().filter(|p| !p.as_str().is_empty()) {
@@ -33,37 +32,28 @@ impl DeviceLock {
         tracing::info!(path = %path, "waiting for hardware ownership");
         file.lock().map_err(named)?;
         tracing::info!(path = %path, "acquired hardware ownership");
-        Ok(DeviceLock {
-            path: path.to_owned(),
-            _file: file,
-        })
+        Ok(DeviceLock { _file: file })
     }
 
+    #[cfg(test)]
     /// Takes the lock only if nobody holds it.
-    pub fn try_acquire(path: &Utf8Path) -> io::Result<Option<DeviceLock>> {
+    pub(super) fn try_acquire(path: &Utf8Path) -> io::Result<Option<DeviceLock>> {
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(path)?;
         match file.try_lock() {
-            Ok(()) => Ok(Some(DeviceLock {
-                path: path.to_owned(),
-                _file: file,
-            })),
+            Ok(()) => Ok(Some(DeviceLock { _file: file })),
             Err(std::fs::TryLockError::WouldBlock) => Ok(None),
             Err(std::fs::TryLockError::Error(error)) => Err(error),
         }
-    }
-
-    pub fn path(&self) -> &Utf8Path {
-        &self.path
     }
 }
 
 /// The default lock path: `$IPUB_DEVICE_LOCK`, or `ipub-device.lock` in the
 /// system's temporary directory.
-pub fn default_lock_path() -> Utf8PathBuf {
+pub(crate) fn default_lock_path() -> Utf8PathBuf {
     if let Ok(path) = std::env::var("IPUB_DEVICE_LOCK") {
         return Utf8PathBuf::from(path);
     }

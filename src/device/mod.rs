@@ -3,5 +3,5 @@
 
 pub mod embedded;
 pub mod engine;
-pub mod lock;
+pub(crate) mod lock;
 pub mod model;

@@ -21,7 +21,7 @@ use crate::place::Placement;
 /// run, in the order a host read gathers them. Returns `None` when a
 /// buffer of the binding has no address (a bug the placement verifier
 /// reports first).
-pub fn binding_runs(
+pub(super) fn binding_runs(
     program: &Program,
     placement: &Placement,
     binding: &Binding,
@@ -112,7 +112,7 @@ impl Coalesce {
 ///
 /// Run by run: the view maps a run of slots to base indices that are affine
 /// in pieces, so the index arithmetic is paid per piece, not per element.
-pub fn for_each_element_run(
+pub(super) fn for_each_element_run(
     piece: &Piece,
     view: &View,
     mut visit: impl FnMut(usize, usize, usize),
@@ -140,7 +140,12 @@ pub fn for_each_element_run(
 
 /// A buffer's initial bytes from its tensor's row-major bytes: what the
 /// loader writes for a preloaded weight. Padding slots stay zero.
-pub fn fill_buffer(piece: &Piece, view: &View, element_bytes: u32, tensor: &[u8]) -> Vec<u8> {
+pub(crate) fn fill_buffer(
+    piece: &Piece,
+    view: &View,
+    element_bytes: u32,
+    tensor: &[u8],
+) -> Vec<u8> {
     let element = element_bytes as usize;
     let mut data = vec![0u8; piece.slots() * element];
     for_each_element_run(piece, view, |first, slot, count| {

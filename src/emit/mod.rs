@@ -9,9 +9,9 @@
 //! - [`profile_layout`]: estimates, exchange operations and placements for
 //!   the package's profile layout.
 
-pub mod bindings;
-pub mod package;
-pub mod profile_layout;
-pub mod steps;
-pub mod supervisor;
-pub mod tile;
+pub(crate) mod bindings;
+pub(crate) mod package;
+pub(crate) mod profile_layout;
+pub(crate) mod steps;
+pub(crate) mod supervisor;
+pub(crate) mod tile;

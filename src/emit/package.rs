@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Everything the package is made of.
-pub struct PackageInputs<'a> {
+pub(crate) struct PackageInputs<'a> {
     /// The graph the program was compiled from (legalized).
     pub graph: &'a Graph,
     /// The project as written, which the package carries for the host
@@ -54,7 +54,7 @@ pub enum Unaddressed {
     ExchangeDestination,
 }
 
-pub fn package(inputs: &PackageInputs) -> Result<Package, Unaddressed> {
+pub(crate) fn package(inputs: &PackageInputs) -> Result<Package, Unaddressed> {
     let PackageInputs {
         graph,
         reference_graph,
@@ -210,7 +210,7 @@ pub fn package(inputs: &PackageInputs) -> Result<Package, Unaddressed> {
 
 /// The exchange programs of a placed program: each phase's transfers at
 /// tile addresses, with its schedule's choice and horizon.
-pub fn exchange_programs(
+pub(crate) fn exchange_programs(
     program: &Program,
     placement: &Placement,
     schedules: &[ExchangeSchedule],

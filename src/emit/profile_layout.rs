@@ -21,7 +21,7 @@ use crate::place::Placement;
 use std::collections::BTreeMap;
 
 /// A kernel run's estimated cycles, when its cost formula evaluates.
-pub type RunEstimate<'a> = &'a dyn Fn(&KernelRun) -> Option<u64>;
+pub(super) type RunEstimate<'a> = &'a dyn Fn(&KernelRun) -> Option<u64>;
 
 /// The `run` call's pre-order index of every program position.
 fn position_steps(run: &HostCall) -> Vec<u32> {
@@ -41,7 +41,7 @@ fn position_steps(run: &HostCall) -> Vec<u32> {
 
 /// Per compute step (by its id in `steps`), each tile's estimate;
 /// `compute_preorder[id]` is the step's pre-order index in the `run` call.
-pub fn step_estimates(
+pub(super) fn step_estimates(
     steps: &ProgramSteps,
     compute_preorder: &[u32],
     estimate: RunEstimate<'_>,
@@ -74,7 +74,7 @@ pub fn step_estimates(
 }
 
 /// The pre-order index of each compute step of `run`, in order.
-pub fn compute_preorder(run: &HostCall) -> Vec<u32> {
+pub(super) fn compute_preorder(run: &HostCall) -> Vec<u32> {
     run.preorder()
         .iter()
         .enumerate()
@@ -88,7 +88,7 @@ pub fn compute_preorder(run: &HostCall) -> Vec<u32> {
 /// reduction); a phase before a repeat or at the end of its body carries a
 /// value and serves no one operation. An operation without a kernel (a
 /// `concat`) is its phase alone, named by the phase's purpose.
-pub fn exchange_ops(graph: &Graph, program: &Program, run: &HostCall) -> Vec<ExchangeOp> {
+pub(super) fn exchange_ops(graph: &Graph, program: &Program, run: &HostCall) -> Vec<ExchangeOp> {
     fn walk(
         graph: &Graph,
         program: &Program,
@@ -140,7 +140,7 @@ fn gathered_op(graph: &Graph, phase: &crate::lower::ExchangePhase) -> Option<Str
 
 /// Every tile's placement: support blocks and buffers with what they hold,
 /// who writes them and when they are alive.
-pub fn tile_memories(
+pub(super) fn tile_memories(
     graph: &Graph,
     program: &Program,
     placement: &Placement,

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 /// One compute step of the program.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ComputeStep {
+pub(crate) struct ComputeStep {
     pub id: u32,
     pub op: OpId,
     /// The repeat the step is inside, with its iteration count.
@@ -24,7 +24,7 @@ pub struct ComputeStep {
 
 /// A tile's part in one compute step: its kernel runs, in program order.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct TileStep {
+pub(crate) struct TileStep {
     pub step: u32,
     pub runs: Vec<KernelRun>,
     pub repeat: Option<(u32, u32)>,
@@ -35,12 +35,12 @@ pub struct TileStep {
 
 impl TileStep {
     /// Whether any run reads a per-iteration operand.
-    pub fn per_iteration(&self) -> bool {
+    pub(super) fn per_iteration(&self) -> bool {
         self.runs.iter().any(run_is_per_iteration)
     }
 }
 
-pub fn run_is_per_iteration(run: &KernelRun) -> bool {
+pub(super) fn run_is_per_iteration(run: &KernelRun) -> bool {
     run.operands
         .iter()
         .any(|o| matches!(o, OperandRef::PerIteration(_)))
@@ -48,7 +48,7 @@ pub fn run_is_per_iteration(run: &KernelRun) -> bool {
 
 /// The program's compute steps and every tile's part in them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProgramSteps {
+pub(crate) struct ProgramSteps {
     /// Indexed by id.
     pub steps: Vec<ComputeStep>,
     /// Every tile's steps, in step order.
@@ -57,7 +57,7 @@ pub struct ProgramSteps {
 
 impl ProgramSteps {
     /// Numbers the compute steps of `program`.
-    pub fn of(program: &Program) -> ProgramSteps {
+    pub(crate) fn of(program: &Program) -> ProgramSteps {
         let mut numbered = ProgramSteps::default();
         numbered.walk(&program.steps, None);
         numbered.mark_counter_advances();
@@ -121,7 +121,7 @@ impl ProgramSteps {
     }
 
     /// A tile's steps (none for a tile that runs no kernel).
-    pub fn tile(&self, tile: u32) -> &[TileStep] {
+    pub(crate) fn tile(&self, tile: u32) -> &[TileStep] {
         self.tiles.get(&tile).map_or(&[], Vec::as_slice)
     }
 }

@@ -19,7 +19,7 @@ use crate::isa::{self, Inst, Op};
 use std::collections::BTreeMap;
 
 /// Where a tile's runs keep their states, as the supervisor reads them.
-pub struct StateMap {
+pub(crate) struct StateMap {
     /// (step, run index) to (first state address, stride between
     /// iterations, iterations).
     pub states: BTreeMap<(u32, usize), (u32, u32, u32)>,
@@ -30,7 +30,7 @@ pub struct StateMap {
 
 /// A tile's supervisor routines, not yet encoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     insts: Vec<Inst>,
     /// Compute step id to the index of its routine's first instruction.
     steps: Vec<(u32, usize)>,
@@ -132,12 +132,15 @@ pub fn build(steps: &[TileStep], states: &StateMap) -> Supervisor {
 impl Supervisor {
     /// The routines' bytes: every instruction is one word, so this does
     /// not depend on where the kernels or states end up.
-    pub fn size(&self) -> u32 {
+    pub(super) fn size(&self) -> u32 {
         4 * self.insts.len() as u32
     }
 
     /// Encodes the routines with each kernel's entry from `entries`.
-    pub fn encode(&self, entries: &BTreeMap<String, u32>) -> Result<Encoded, SupervisorError> {
+    pub(super) fn encode(
+        &self,
+        entries: &BTreeMap<String, u32>,
+    ) -> Result<Encoded, SupervisorError> {
         let mut insts = self.insts.clone();
         for (index, kernel) in &self.kernel_entries {
             let entry = entries

@@ -21,14 +21,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A compiled kernel as the emitter needs it.
-pub struct KernelCode<'a> {
+pub(crate) struct KernelCode<'a> {
     pub object: &'a Object,
     pub entry: &'a EntryMetadata,
 }
 
 /// Bytes to load at an address.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Segment {
+pub(crate) struct Segment {
     pub address: u32,
     /// Hex in the result store: a JSON array of numbers is several times
     /// slower to write and read.
@@ -39,7 +39,7 @@ pub struct Segment {
 
 /// A tile's loadable image and the supervisor entry of each step.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct TileImage {
+pub(crate) struct TileImage {
     pub tile: u32,
     pub segments: Vec<Segment>,
     /// Compute step id to the supervisor routine's address.
@@ -142,7 +142,7 @@ fn code_size(object: &Object) -> u32 {
 
 /// The sizes a tile's support blocks need, for placement.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SupportSizes {
+pub(crate) struct SupportSizes {
     /// The supervisor's routines.
     pub supervisor: u32,
     /// The kernel variants, each at an 8-byte boundary.
@@ -153,7 +153,7 @@ pub struct SupportSizes {
 /// The sizes of a tile's supervisor, kernel code and kernel-state blocks.
 /// The supervisor's size is exact without any kernel or state address:
 /// its instructions are one word each (see [`supervisor::Supervisor::size`]).
-pub fn support_sizes(
+pub(crate) fn support_sizes(
     tile: u32,
     steps: &[TileStep],
     kernels: &BTreeMap<String, KernelCode>,
@@ -183,7 +183,7 @@ fn used_kernels(steps: &[TileStep]) -> Vec<String> {
 }
 
 /// Everything `tile_image` reads besides the tile's own steps.
-pub struct TileInputs<'a> {
+pub(crate) struct TileInputs<'a> {
     pub target: &'a Target,
     pub placement: &'a Placement,
     pub kernels: &'a BTreeMap<String, KernelCode<'a>>,
@@ -197,7 +197,7 @@ pub struct TileInputs<'a> {
 
 /// Builds a tile's image (weights are added by the caller, which owns the
 /// generator).
-pub fn tile_image(
+pub(crate) fn tile_image(
     tile: u32,
     steps: &[TileStep],
     inputs: &TileInputs,

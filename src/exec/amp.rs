@@ -5,7 +5,7 @@ use crate::isa::fp8::{pow2, Fp8Format};
 use half::f16;
 
 /// Bytes of weight storage: 16 channels × 16 f16 or 32 FP8 inputs.
-pub const CWEI_BYTES: usize = 512;
+pub(super) const CWEI_BYTES: usize = 512;
 
 /// Which decoding the cached f32 weights hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,7 +17,7 @@ enum Decoded {
 }
 
 #[derive(Clone)]
-pub struct Amp {
+pub(super) struct Amp {
     pub cwei: [u8; CWEI_BYTES],
     pub slot: u8,
     pub current: [f32; 16],
@@ -49,14 +49,14 @@ impl Default for Amp {
 /// f16 bits to f32 through a 65536-entry table: the AMP converts 8 to 12
 /// halves per issue, and a table lookup beats the bit manipulation.
 #[inline]
-pub fn f16_to_f32(bits: u16) -> f32 {
+pub(super) fn f16_to_f32(bits: u16) -> f32 {
     static TABLE: std::sync::OnceLock<Box<[f32]>> = std::sync::OnceLock::new();
     let table = TABLE.get_or_init(|| (0..=u16::MAX).map(|b| f16::from_bits(b).to_f32()).collect());
     table[usize::from(bits)]
 }
 
 /// The FP8 decode of every code with a scale, as f32 (NaN for 0x80).
-pub fn fp8_table(format: Fp8Format, scale: i32) -> [f32; 256] {
+pub(super) fn fp8_table(format: Fp8Format, scale: i32) -> [f32; 256] {
     let mut t = [0.0; 256];
     for (code, v) in t.iter_mut().enumerate() {
         *v = (format.to_f64(code as u8) * pow2(scale)) as f32;
@@ -65,11 +65,11 @@ pub fn fp8_table(format: Fp8Format, scale: i32) -> [f32; 256] {
 }
 
 /// `$fp8cfg` fields.
-pub fn input_format(cfg: u32) -> Fp8Format {
+pub(super) fn input_format(cfg: u32) -> Fp8Format {
     Fp8Format::from_bit(cfg)
 }
 
-pub fn input_scale(cfg: u32) -> i32 {
+pub(crate) fn input_scale(cfg: u32) -> i32 {
     i32::from((cfg >> 8) as u8 as i8)
 }
 
@@ -83,7 +83,7 @@ fn weight_scale(cfg: u32) -> i32 {
 
 impl Amp {
     /// `ampclr`.
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.current = [0.0; 16];
         self.drain = [0.0; 16];
         self.phase = 0;
@@ -91,7 +91,7 @@ impl Amp {
     }
 
     /// `ldcwei`: 8 bytes into the write slot.
-    pub fn load_weights(&mut self, bytes: [u8; 8]) {
+    pub(super) fn load_weights(&mut self, bytes: [u8; 8]) {
         let at = usize::from(self.slot) * 8;
         self.cwei[at..at + 8].copy_from_slice(&bytes);
         self.slot = (self.slot + 1) % 64;
@@ -152,7 +152,7 @@ impl Amp {
     }
 
     /// `f16v4amp`: returns the four f16 partials out.
-    pub fn step_f16(&mut self, inputs: u64, partials_in: u64) -> u64 {
+    pub(super) fn step_f16(&mut self, inputs: u64, partials_in: u64) -> u64 {
         self.weights_f16();
         let out = self.finish(partials_in);
         self.accumulate_f16(inputs);
@@ -175,7 +175,7 @@ impl Amp {
     /// four f32 values each: `d[j] = drain[4p + j] + partials_in[j]`, added
     /// and rounded in f32, so a sum carried from one K block to the next
     /// through memory is never rounded to f16.
-    pub fn step_f16_f32_partials(&mut self, inputs: u64, partials_in: [f32; 4]) -> [f32; 4] {
+    pub(super) fn step_f16_f32_partials(&mut self, inputs: u64, partials_in: [f32; 4]) -> [f32; 4] {
         self.weights_f16();
         let base = 4 * usize::from(self.phase);
         let out = std::array::from_fn(|j| self.drain[base + j] + partials_in[j]);
@@ -184,7 +184,7 @@ impl Amp {
     }
 
     /// `f8v8amp`: returns the four f16 partials out.
-    pub fn step_f8(&mut self, inputs: u64, partials_in: u64, cfg: u32) -> u64 {
+    pub(super) fn step_f8(&mut self, inputs: u64, partials_in: u64, cfg: u32) -> u64 {
         self.weights_f8(cfg);
         let key = cfg & 0xFF01;
         if self.input_key != Some(key) {

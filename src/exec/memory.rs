@@ -12,7 +12,7 @@ use crate::target::Target;
 /// One tile's memory over the bytes `B`: a `Vec<u8>` it owns or a
 /// `&mut [u8]` it borrows.
 #[derive(Clone)]
-pub struct Memory<B = Vec<u8>> {
+pub(crate) struct Memory<B = Vec<u8>> {
     bytes: B,
     base: u32,
     end: u32,
@@ -20,19 +20,15 @@ pub struct Memory<B = Vec<u8>> {
 }
 
 /// Memory borrowed for the execute loop.
-pub type MemoryView<'a> = Memory<&'a mut [u8]>;
+pub(super) type MemoryView<'a> = Memory<&'a mut [u8]>;
 
-impl Memory {
-    pub fn new(target: &Target) -> Memory {
-        Memory::over(target, vec![0; target.memory.tile.len() as usize])
-    }
-}
+impl Memory {}
 
 impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
     /// Memory over `bytes`, whose index 0 is the target's memory base.
     /// `bytes` covers the whole tile (the device's and the owned buffer
     /// both do), so the map's end bounds every access.
-    pub fn over(target: &Target, bytes: B) -> Memory<B> {
+    pub(super) fn over(target: &Target, bytes: B) -> Memory<B> {
         let map = target.memory;
         let end = map
             .tile
@@ -48,7 +44,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
     }
 
     /// The same memory, borrowed.
-    pub fn view(&mut self) -> MemoryView<'_> {
+    pub(super) fn view(&mut self) -> MemoryView<'_> {
         Memory {
             bytes: self.bytes.as_mut(),
             base: self.base,
@@ -58,16 +54,16 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
     }
 
     /// The first address of tile memory.
-    pub fn base(&self) -> u32 {
+    pub(super) fn base(&self) -> u32 {
         self.base
     }
 
     /// All of tile memory; index 0 is address [`Memory::base`].
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         self.bytes.as_ref()
     }
 
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
         self.bytes.as_mut()
     }
 
@@ -85,7 +81,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
 
     /// Checks that a 128-bit or dual access lies in interleaved memory.
     #[inline]
-    pub fn check_interleaved(&self, addr: u32) -> Result<(), FaultCause> {
+    pub(super) fn check_interleaved(&self, addr: u32) -> Result<(), FaultCause> {
         if addr < self.interleaved_start {
             Err(FaultCause::NotInterleaved { addr })
         } else {
@@ -96,7 +92,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
     /// Reads `N` bytes at `addr`, naturally aligned (at most 8-byte
     /// alignment: 128-bit accesses need 8, see `book/src/isa.md`).
     #[inline]
-    pub fn read<const N: usize>(&self, addr: u32) -> Result<[u8; N], FaultCause> {
+    pub(crate) fn read<const N: usize>(&self, addr: u32) -> Result<[u8; N], FaultCause> {
         let at = self.span(addr, N as u32, N.min(8) as u32)?;
         let mut out = [0; N];
         out.copy_from_slice(&self.bytes.as_ref()[at..at + N]);
@@ -104,7 +100,11 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
     }
 
     #[inline]
-    pub fn write<const N: usize>(&mut self, addr: u32, value: [u8; N]) -> Result<(), FaultCause> {
+    pub(crate) fn write<const N: usize>(
+        &mut self,
+        addr: u32,
+        value: [u8; N],
+    ) -> Result<(), FaultCause> {
         let at = self.span(addr, N as u32, N.min(8) as u32)?;
         self.bytes.as_mut()[at..at + N].copy_from_slice(&value);
         Ok(())
@@ -112,7 +112,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Memory<B> {
 
     /// Reads a word for instruction fetch (no fault kind of its own: the
     /// caller has already checked region 0 and alignment).
-    pub fn fetch(&self, addr: u32) -> Option<u32> {
+    pub(crate) fn fetch(&self, addr: u32) -> Option<u32> {
         let at = addr.checked_sub(self.base)? as usize;
         let b = self.bytes.as_ref().get(at..at + 4)?;
         Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))

@@ -18,10 +18,9 @@ mod program;
 mod tests;
 mod thread;
 
-pub use amp::{Amp, CWEI_BYTES};
-pub use memory::{Memory, MemoryView};
-pub use program::Program;
-pub use thread::{Counts, Regs};
+pub(crate) use memory::Memory;
+pub(crate) use program::Program;
+pub(crate) use thread::Counts;
 
 use crate::target::Target;
 use std::fmt;
@@ -29,7 +28,7 @@ use std::sync::Arc;
 use thread::{Env, Event, Thread};
 
 /// The six worker contexts of a tile.
-pub const WORKERS: usize = 6;
+pub(crate) const WORKERS: usize = 6;
 
 /// Which context faulted or ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -101,8 +100,9 @@ pub struct StepStats {
 }
 
 /// What a directly run worker function did.
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WorkerStats {
+pub(crate) struct WorkerStats {
     pub counts: Counts,
     /// Its issue slots × 6: the cycles it takes with the barrel full.
     pub cycles: u64,
@@ -135,7 +135,7 @@ impl Tile {
 impl<B: AsRef<[u8]> + AsMut<[u8]>> Tile<B> {
     /// A tile whose memory is `bytes` (index 0 at the target's memory
     /// base), with fresh contexts.
-    pub fn over(target: &Target, id: u32, bytes: B) -> Tile<B> {
+    pub(crate) fn over(target: &Target, id: u32, bytes: B) -> Tile<B> {
         Tile {
             target: *target,
             id,
@@ -150,24 +150,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Tile<B> {
         }
     }
 
-    pub fn id(&self) -> u32 {
-        self.id
-    }
-
-    pub fn memory(&self) -> &Memory<B> {
-        &self.memory
-    }
-
-    /// Memory for loading images and exchange. Code the program already
-    /// decoded is not re-read: see [`Tile::set_program`].
-    pub fn memory_mut(&mut self) -> &mut Memory<B> {
-        &mut self.memory
-    }
-
     /// Installs decoded code. Instructions inside it run from the decoded
     /// form; anywhere else in region 0 they are decoded from memory as they
     /// run (slower, same result unless the code was overwritten).
-    pub fn set_program(&mut self, program: Arc<Program>) {
+    pub(crate) fn set_program(&mut self, program: Arc<Program>) {
         self.program = program;
     }
 
@@ -200,22 +186,15 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Tile<B> {
         Ok(&self.memory.bytes()[at as usize..(at + len) as usize])
     }
 
-    pub fn supervisor_regs(&self) -> &Regs {
+    #[cfg(test)]
+    pub(crate) fn supervisor_regs(&self) -> &thread::Regs {
         &self.supervisor.regs
     }
 
-    pub fn supervisor_regs_mut(&mut self) -> &mut Regs {
-        &mut self.supervisor.regs
-    }
-
+    #[cfg(test)]
     /// A worker's registers as it left them.
-    pub fn worker_regs(&self, worker: usize) -> Option<&Regs> {
+    pub(crate) fn worker_regs(&self, worker: usize) -> Option<&thread::Regs> {
         self.workers.get(worker).map(|w| &w.regs)
-    }
-
-    /// A worker's AMP state as it left it.
-    pub fn worker_amp(&self, worker: usize) -> Option<&Amp> {
-        self.workers.get(worker).map(|w| &*w.amp)
     }
 
     fn env(&mut self) -> (Env<'_>, &mut Thread, &mut [Thread]) {
@@ -242,9 +221,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Tile<B> {
         }
     }
 
+    #[cfg(test)]
     /// Runs worker context `worker` from `entry` with `$m0 = state` until it
     /// exits, as a kernel test harness: no supervisor is involved.
-    pub fn run_worker(
+    pub(crate) fn run_worker(
         &mut self,
         worker: usize,
         entry: u32,

@@ -5,7 +5,7 @@ use crate::isa::{self, Contexts, Inst, Op, Pipe};
 
 /// One decoded word.
 #[derive(Clone, Copy, Debug)]
-pub struct Slot {
+pub(super) struct Slot {
     pub inst: Inst,
     /// The word did not decode; `inst` is a `nop` placeholder and `word`
     /// holds the bits for the fault report.
@@ -20,7 +20,7 @@ pub struct Slot {
 }
 
 impl Slot {
-    pub fn decode(word: u32) -> Slot {
+    pub(super) fn decode(word: u32) -> Slot {
         match isa::decode(word) {
             Ok(inst) => {
                 let info = inst.info();
@@ -56,7 +56,7 @@ impl Slot {
 /// The decoded code of `[base, base + 4 * slots.len())`. Identical images
 /// on many tiles share one `Arc<Program>`.
 #[derive(Clone, Debug)]
-pub struct Program {
+pub(crate) struct Program {
     base: u32,
     slots: Vec<Slot>,
 }
@@ -64,7 +64,7 @@ pub struct Program {
 impl Program {
     /// Decodes little-endian code bytes that will sit at `base` (4-byte
     /// aligned); a trailing partial word is ignored.
-    pub fn decode(code: &[u8], base: u32) -> Program {
+    pub(crate) fn decode(code: &[u8], base: u32) -> Program {
         let mut slots: Vec<Slot> = code
             .chunks_exact(4)
             .map(|c| Slot::decode(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
@@ -80,7 +80,7 @@ impl Program {
         Program { base, slots }
     }
 
-    pub fn empty() -> Program {
+    pub(crate) fn empty() -> Program {
         Program {
             base: 0,
             slots: Vec::new(),
@@ -89,22 +89,14 @@ impl Program {
 
     /// The slot at `pc`, when the program covers it.
     #[inline]
-    pub fn get(&self, pc: u32) -> Option<&Slot> {
+    pub(super) fn get(&self, pc: u32) -> Option<&Slot> {
         let offset = pc.wrapping_sub(self.base);
         self.slots.get((offset / 4) as usize)
-    }
-
-    pub fn base(&self) -> u32 {
-        self.base
-    }
-
-    pub fn len_bytes(&self) -> u32 {
-        4 * self.slots.len() as u32
     }
 }
 
 /// Whether a decoded instruction is an aux-pipeline one (used when pairing
 /// words decoded outside a program).
-pub fn is_aux(inst: &Inst) -> bool {
+pub(super) fn is_aux(inst: &Inst) -> bool {
     inst.info().pipe == Pipe::Aux
 }

@@ -10,7 +10,7 @@ use half::f16;
 
 /// The register files of one context.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Regs {
+pub(crate) struct Regs {
     /// `$m0..$m15`; `m[15]` stays zero.
     pub m: [u32; 16],
     /// `$a0..$a15` as raw bits; `a[15]` stays zero.
@@ -59,7 +59,7 @@ impl Regs {
 
 /// What a context asks of the tile when it stops without a fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
+pub(super) enum Event {
     Exit,
     Run { entry: u32, state: u32 },
     Runall { entry: u32, state: u32 },
@@ -69,7 +69,7 @@ pub enum Event {
 
 /// Counters of one context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Issue slots used (each is six tile cycles).
     pub issues: u64,
     /// Instruction words executed (a bundle is two).
@@ -85,7 +85,7 @@ struct Repeat {
 }
 
 /// What the tile lends a context while it runs.
-pub struct Env<'a> {
+pub(super) struct Env<'a> {
     pub memory: MemoryView<'a>,
     pub program: &'a Program,
     pub tile: u32,
@@ -95,7 +95,7 @@ pub struct Env<'a> {
 
 /// A supervisor or worker context.
 #[derive(Clone)]
-pub struct Thread {
+pub(super) struct Thread {
     pub context: Context,
     pub regs: Regs,
     pub pc: u32,
@@ -117,7 +117,7 @@ enum Flow {
 type Step<T> = Result<T, FaultCause>;
 
 impl Thread {
-    pub fn new(context: Context) -> Thread {
+    pub(super) fn new(context: Context) -> Thread {
         Thread {
             context,
             regs: Regs::default(),
@@ -131,7 +131,7 @@ impl Thread {
     }
 
     /// Resets the context to start a worker function.
-    pub fn start(&mut self, entry: u32, state: u32) {
+    pub(super) fn start(&mut self, entry: u32, state: u32) {
         self.regs = Regs::default();
         self.regs.m[0] = state;
         self.pc = entry;
@@ -204,7 +204,7 @@ impl Thread {
     /// Runs until an event, a fault, or `max_issues` issue slots in all
     /// (then a watchdog fault). On a fault `pc` is the faulting
     /// instruction's address.
-    pub fn run(&mut self, env: &mut Env, max_issues: u64) -> Step<Event> {
+    pub(super) fn run(&mut self, env: &mut Env, max_issues: u64) -> Step<Event> {
         loop {
             if self.counts.issues >= max_issues {
                 return Err(FaultCause::Watchdog);

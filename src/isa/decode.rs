@@ -14,14 +14,14 @@ pub struct Inst {
 }
 
 impl Inst {
-    pub fn info(&self) -> &'static OpInfo {
+    pub(crate) fn info(&self) -> &'static OpInfo {
         table::info(self.op)
     }
 }
 
 /// Why a word is not an instruction.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
+pub(crate) enum DecodeError {
     #[error("no instruction has opcode bits {word:#010x}")]
     UnknownOpcode { word: u32 },
     #[error("`{mnemonic}` word {word:#010x} sets reserved bits {bits:#010x}")]
@@ -38,7 +38,7 @@ pub enum DecodeError {
     },
 }
 
-pub fn decode(word: u32) -> Result<Inst, DecodeError> {
+pub(crate) fn decode(word: u32) -> Result<Inst, DecodeError> {
     let rows = &table::lookup().by_major[MAJOR.get(word) as usize];
     let row = rows
         .iter()

@@ -25,17 +25,17 @@ pub enum Fp8Format {
 }
 
 /// The byte that is NaN in both formats.
-pub const NAN: u8 = 0x80;
+pub(super) const NAN: u8 = 0x80;
 
 impl Fp8Format {
-    pub const fn mantissa_bits(self) -> i32 {
+    pub(super) const fn mantissa_bits(self) -> i32 {
         match self {
             Fp8Format::F143 => 3,
             Fp8Format::F152 => 2,
         }
     }
 
-    pub const fn bias(self) -> i32 {
+    pub(super) const fn bias(self) -> i32 {
         match self {
             Fp8Format::F143 => 8,
             Fp8Format::F152 => 16,
@@ -43,7 +43,7 @@ impl Fp8Format {
     }
 
     /// The format selected by a `$fp8cfg` format bit.
-    pub const fn from_bit(bit: u32) -> Fp8Format {
+    pub(crate) const fn from_bit(bit: u32) -> Fp8Format {
         if bit & 1 == 0 {
             Fp8Format::F143
         } else {
@@ -51,7 +51,7 @@ impl Fp8Format {
         }
     }
 
-    pub fn max_finite(self) -> f64 {
+    pub(crate) fn max_finite(self) -> f64 {
         self.to_f64(0x7F)
     }
 
@@ -119,7 +119,7 @@ impl Fp8Format {
 }
 
 /// 2^e for any exponent an i8 scale and the formats can produce.
-pub fn pow2(e: i32) -> f64 {
+pub(crate) fn pow2(e: i32) -> f64 {
     2f64.powi(e)
 }
 

@@ -23,13 +23,13 @@ mod decode;
 mod disasm;
 mod encode;
 pub mod fp8;
-pub mod regs;
-pub mod table;
+pub(crate) mod regs;
+pub(crate) mod table;
 #[cfg(test)]
 mod tests;
 pub mod text;
 
-pub use decode::{decode, DecodeError, Inst};
+pub(crate) use decode::{decode, Inst};
 pub use disasm::{disassemble, pairs, DisasmLine};
 pub use fp8::{erf, Fp8Format};
 pub use regs::ControlReg;
@@ -77,14 +77,14 @@ pub enum RelocKind {
 }
 
 impl RelocKind {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             RelocKind::Abs32 => "abs32",
             RelocKind::Abs21 => "abs21",
         }
     }
 
-    pub fn from_name(name: &str) -> Option<RelocKind> {
+    pub(crate) fn from_name(name: &str) -> Option<RelocKind> {
         match name {
             "abs32" => Some(RelocKind::Abs32),
             "abs21" => Some(RelocKind::Abs21),
@@ -93,7 +93,7 @@ impl RelocKind {
     }
 
     /// Whether the patched field holds `S + A - P` (P = the word's address).
-    pub fn is_pc_relative(self) -> bool {
+    pub(crate) fn is_pc_relative(self) -> bool {
         false
     }
 }
@@ -114,14 +114,14 @@ pub fn assemble(mnemonic: &str, operands: &[Operand]) -> Result<Encoded, InstErr
 
 /// Encodes a typed instruction, checking its operands as [`assemble`]
 /// does; the inverse of [`decode`].
-pub fn encode(inst: &Inst) -> Result<u32, InstError> {
+pub(crate) fn encode(inst: &Inst) -> Result<u32, InstError> {
     encode::encode(inst)
 }
 
 /// Checks that two encoded words may issue together as `{ main ; aux }`:
 /// the first must be a main-pipeline instruction that does not change
 /// control flow, the second an aux-pipeline one.
-pub fn check_bundle(main: u32, aux: u32) -> Result<(), InstError> {
+pub(crate) fn check_bundle(main: u32, aux: u32) -> Result<(), InstError> {
     let bad = |message: String| InstError {
         operand: None,
         message,
@@ -160,7 +160,12 @@ pub enum RelocError {
 }
 
 /// Patches `word` (at address `place`) with `value` = S + A.
-pub fn apply_reloc(kind: RelocKind, word: u32, value: i64, place: u32) -> Result<u32, RelocError> {
+pub(crate) fn apply_reloc(
+    kind: RelocKind,
+    word: u32,
+    value: i64,
+    place: u32,
+) -> Result<u32, RelocError> {
     let _ = place;
     match kind {
         RelocKind::Abs32 => u32::try_from(value)

@@ -1,9 +1,9 @@
 //! Register names: parsing the assembler's spelling and printing it back.
 
 /// `$m15` always reads as zero; writes to it are discarded.
-pub const MZERO: u8 = 15;
+pub(super) const MZERO: u8 = 15;
 /// `$a15` always reads as zero; writes to it are discarded.
-pub const AZERO: u8 = 15;
+pub(super) const AZERO: u8 = 15;
 
 /// Control and status registers, read with `get` and written with `put`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,14 +23,14 @@ pub enum ControlReg {
 }
 
 impl ControlReg {
-    pub const ALL: [ControlReg; 4] = [
+    pub(super) const ALL: [ControlReg; 4] = [
         ControlReg::Fp8Cfg,
         ControlReg::Wid,
         ControlReg::Tile,
         ControlReg::WStatus,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ControlReg::Fp8Cfg => "fp8cfg",
             ControlReg::Wid => "wid",
@@ -39,25 +39,21 @@ impl ControlReg {
         }
     }
 
-    pub fn index(self) -> u8 {
+    pub(super) fn index(self) -> u8 {
         self as u8
     }
 
-    pub fn from_index(index: u8) -> Option<ControlReg> {
+    pub(crate) fn from_index(index: u8) -> Option<ControlReg> {
         ControlReg::ALL.get(usize::from(index)).copied()
     }
 
-    pub fn from_name(name: &str) -> Option<ControlReg> {
+    pub(super) fn from_name(name: &str) -> Option<ControlReg> {
         ControlReg::ALL.into_iter().find(|c| c.name() == name)
-    }
-
-    pub fn writable(self) -> bool {
-        matches!(self, ControlReg::Fp8Cfg)
     }
 }
 
 /// Parses `m3`/`mzero` (class `'m'`) or `a3`/`azero` (class `'a'`).
-pub fn parse_single(name: &str, class: char) -> Option<u8> {
+pub(super) fn parse_single(name: &str, class: char) -> Option<u8> {
     let rest = name.strip_prefix(class)?;
     if rest == "zero" {
         return Some(15);
@@ -75,14 +71,14 @@ fn parse_index(text: &str) -> Option<u8> {
 
 /// Parses a range `c<first>:<last>` and returns `first` when the range has
 /// exactly `len` registers.
-pub fn parse_range(name: &str, class: char, len: u8) -> Option<u8> {
+pub(super) fn parse_range(name: &str, class: char, len: u8) -> Option<u8> {
     let rest = name.strip_prefix(class)?;
     let (first, last) = rest.split_once(':')?;
     let (first, last) = (parse_index(first)?, parse_index(last)?);
     (last >= first && last - first + 1 == len).then_some(first)
 }
 
-pub fn m_name(n: u8) -> String {
+pub(super) fn m_name(n: u8) -> String {
     if n == MZERO {
         "$mzero".into()
     } else {
@@ -90,7 +86,7 @@ pub fn m_name(n: u8) -> String {
     }
 }
 
-pub fn a_name(n: u8) -> String {
+pub(super) fn a_name(n: u8) -> String {
     if n == AZERO {
         "$azero".into()
     } else {

@@ -217,7 +217,7 @@ pub enum Kind {
 impl Kind {
     /// Immediates land in [`super::Inst::imm`]; everything else in the next
     /// register slot.
-    pub const fn is_immediate(self) -> bool {
+    pub(super) const fn is_immediate(self) -> bool {
         matches!(
             self,
             Kind::SImm16
@@ -229,8 +229,9 @@ impl Kind {
         )
     }
 
+    #[cfg(test)]
     /// How the operand is described in the book table.
-    pub const fn syntax(self) -> &'static str {
+    pub(super) const fn syntax(self) -> &'static str {
         match self {
             Kind::M => "$m",
             Kind::MInc => "$m+=",
@@ -258,48 +259,48 @@ pub struct Field {
 }
 
 impl Field {
-    pub const fn mask(self) -> u32 {
+    pub(super) const fn mask(self) -> u32 {
         (((1u64 << self.width) - 1) as u32) << self.shift
     }
 
-    pub const fn get(self, word: u32) -> u32 {
+    pub(super) const fn get(self, word: u32) -> u32 {
         (word & self.mask()) >> self.shift
     }
 }
 
-pub const FD: Field = Field {
+pub(super) const FD: Field = Field {
     shift: 21,
     width: 4,
 };
-pub const FA: Field = Field {
+pub(super) const FA: Field = Field {
     shift: 17,
     width: 4,
 };
-pub const FB: Field = Field {
+pub(super) const FB: Field = Field {
     shift: 13,
     width: 4,
 };
-pub const FC: Field = Field { shift: 9, width: 4 };
-pub const FI16: Field = Field {
+pub(super) const FC: Field = Field { shift: 9, width: 4 };
+pub(super) const FI16: Field = Field {
     shift: 0,
     width: 16,
 };
-pub const FI21: Field = Field {
+pub(super) const FI21: Field = Field {
     shift: 0,
     width: 21,
 };
-pub const FCOUNT: Field = Field {
+pub(super) const FCOUNT: Field = Field {
     shift: 8,
     width: 16,
 };
-pub const FLEN: Field = Field { shift: 0, width: 8 };
-pub const FFUNC: Field = Field { shift: 0, width: 8 };
-pub const MAJOR: Field = Field {
+pub(super) const FLEN: Field = Field { shift: 0, width: 8 };
+pub(super) const FFUNC: Field = Field { shift: 0, width: 8 };
+pub(super) const MAJOR: Field = Field {
     shift: 25,
     width: 7,
 };
 /// The post-increment flag of immediate-offset loads and stores.
-pub const STEP_BIT: u32 = 1 << 16;
+pub(super) const STEP_BIT: u32 = 1 << 16;
 
 /// Which pipeline an instruction issues in; a bundle pairs one of each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -342,7 +343,7 @@ pub struct OpInfo {
 impl OpInfo {
     /// Every bit an operand or the fixed pattern may set; any other set bit
     /// makes the word invalid.
-    pub fn used_mask(&self) -> u32 {
+    pub(super) fn used_mask(&self) -> u32 {
         self.operands
             .iter()
             .fold(self.fixed_mask, |m, (_, f)| m | f.mask())
@@ -491,7 +492,7 @@ const PACE: &[(Kind, Field)] = &[(APair, FD), (APair, FA), (APair, FB), (MTriple
 
 /// The instruction table.
 #[rustfmt::skip]
-pub static TABLE: &[OpInfo] = &[
+pub(super) static TABLE: &[OpInfo] = &[
     // System group.
     grouped(Op::Nop, "nop", G_SYS, 0, NONE, Main, Both, "Does nothing for one issue slot."),
     control(grouped(Op::Exitz, "exitz", G_SYS, 1, R_M, Main, Worker, "Ends the worker; its exit flag is set when the register is zero.")),
@@ -620,7 +621,7 @@ pub static TABLE: &[OpInfo] = &[
 /// Immediate-offset and post-incrementing memory forms: each shares a major
 /// opcode with its twin and differs in the step bit.
 #[rustfmt::skip]
-pub static MEM_TABLE: &[OpInfo] = &[
+pub(super) static MEM_TABLE: &[OpInfo] = &[
     mem(Op::Ldz8, "ldz8", 0x20, false, MI_M, Both, "d = zext(byte at a + imm)."),
     mem(Op::Lds8, "lds8", 0x21, false, MI_M, Both, "d = sext(byte at a + imm)."),
     mem(Op::Ldz16, "ldz16", 0x22, false, MI_M, Both, "d = zext(16 bits at a + imm)."),
@@ -654,12 +655,12 @@ pub static MEM_TABLE: &[OpInfo] = &[
 ];
 
 /// Every row, in table order.
-pub fn all() -> impl Iterator<Item = &'static OpInfo> {
+pub(super) fn all() -> impl Iterator<Item = &'static OpInfo> {
     TABLE.iter().chain(MEM_TABLE.iter())
 }
 
 /// The row of an op.
-pub fn info(op: Op) -> &'static OpInfo {
+pub(crate) fn info(op: Op) -> &'static OpInfo {
     &lookup().by_op[op as usize]
 }
 
@@ -684,9 +685,10 @@ pub(crate) fn lookup() -> &'static Lookup {
     })
 }
 
+#[cfg(test)]
 /// The reference table of `book/src/isa.md`, generated so the book cannot
 /// drift from the encoder (a test checks the book contains it verbatim).
-pub fn markdown_table() -> String {
+pub(super) fn markdown_table() -> String {
     let mut out = String::from(
         "| syntax | semantics | encoding | pipe | contexts | issues |\n|---|---|---|---|---|---|\n",
     );

@@ -34,11 +34,11 @@ use std::sync::Arc;
 /// ([`crate::store::build_identity`]: the version and a fingerprint of the
 /// compiler's sources), so a rebuilt ipub whose assembler or encoder
 /// changed never reuses an object an older build compiled.
-pub const BUILD_IDENTITY: &str = concat!("ipub-asm ", env!("CARGO_PKG_VERSION"));
+pub(super) const BUILD_IDENTITY: &str = concat!("ipub-asm ", env!("CARGO_PKG_VERSION"));
 
 /// The largest `kernel.o` or `kernel.json` read (from the cache or by
 /// `ipub kernel disasm`): an object holds at most a tile's memory.
-pub const MAX_ENTRY_FILE_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_ENTRY_FILE_BYTES: u64 = 16 << 20;
 
 /// A kernel in the cache.
 #[derive(Clone, Debug)]
@@ -55,7 +55,11 @@ pub struct CachedKernel {
 }
 
 /// The cache key of `variant` given the files its preprocessing read.
-pub fn cache_key(files: &[(Utf8PathBuf, Arc<str>)], variant: &Variant, target: &Target) -> String {
+pub(crate) fn cache_key(
+    files: &[(Utf8PathBuf, Arc<str>)],
+    variant: &Variant,
+    target: &Target,
+) -> String {
     key_for_build(crate::store::build_identity(), files, variant, target)
 }
 
@@ -106,7 +110,10 @@ impl KernelCache {
     }
 
     /// The same cache with `remote` behind it.
-    pub fn with_remote(mut self, remote: Option<crate::store::remote::Remote>) -> KernelCache {
+    pub(super) fn with_remote(
+        mut self,
+        remote: Option<crate::store::remote::Remote>,
+    ) -> KernelCache {
         self.remote = remote;
         self
     }
@@ -114,20 +121,20 @@ impl KernelCache {
     /// The cache at `$IPUB_CACHE_DIR`, `$XDG_CACHE_HOME/ipub` or
     /// `~/.cache/ipub`, with the installed remote tier
     /// ([`crate::store::install_remote`]).
-    pub fn from_env() -> Option<KernelCache> {
+    pub(crate) fn from_env() -> Option<KernelCache> {
         Some(
             KernelCache::new(crate::store::cache_root())
                 .with_remote(crate::store::installed_remote()),
         )
     }
 
-    pub fn entry_dir(&self, key: &str) -> Utf8PathBuf {
+    pub(super) fn entry_dir(&self, key: &str) -> Utf8PathBuf {
         self.root.join("kernels").join(key)
     }
 
     /// Returns the compiled `variant`, from the cache when a valid entry
     /// exists, else assembling it and storing the result.
-    pub fn get_or_build(
+    pub(crate) fn get_or_build(
         &self,
         fs: &dyn FileSource,
         variant: &Variant,

@@ -29,7 +29,7 @@ pub struct Variant {
 }
 
 impl Variant {
-    pub fn new(name: impl Into<String>, source: impl Into<Utf8PathBuf>) -> Variant {
+    pub(crate) fn new(name: impl Into<String>, source: impl Into<Utf8PathBuf>) -> Variant {
         Variant {
             name: name.into(),
             source: source.into(),
@@ -39,7 +39,7 @@ impl Variant {
         }
     }
 
-    pub fn define(mut self, name: impl Into<String>, value: impl ToString) -> Variant {
+    pub(crate) fn define(mut self, name: impl Into<String>, value: impl ToString) -> Variant {
         self.defines.insert(name.into(), value.to_string());
         self
     }
@@ -51,7 +51,7 @@ impl Variant {
 }
 
 /// Version of the `kernel.json` layout.
-pub const METADATA_FORMAT: u32 = 1;
+pub(crate) const METADATA_FORMAT: u32 = 1;
 
 /// `kernel.json`: what the planner, placer and emitter need to know about a
 /// compiled variant without reading its object.

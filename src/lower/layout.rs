@@ -40,7 +40,7 @@ pub enum Layout {
 }
 
 /// Output channels of one AMP weight block.
-pub const AMP_CHANNELS: usize = 16;
+pub(super) const AMP_CHANNELS: usize = 16;
 
 /// A box of a logical tensor in a layout.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -51,7 +51,7 @@ pub struct Piece {
 }
 
 impl Piece {
-    pub fn row_major(start: Vec<usize>, extent: Vec<usize>) -> Piece {
+    pub(crate) fn row_major(start: Vec<usize>, extent: Vec<usize>) -> Piece {
         Piece {
             start,
             extent,
@@ -59,9 +59,10 @@ impl Piece {
         }
     }
 
+    #[cfg(test)]
     /// Row-major rows padded to a multiple of `multiple` elements; plain
     /// row-major when no padding is needed.
-    pub fn padded_rows(start: Vec<usize>, extent: Vec<usize>, multiple: usize) -> Piece {
+    pub(super) fn padded_rows(start: Vec<usize>, extent: Vec<usize>, multiple: usize) -> Piece {
         let layout = if extent.last().is_some_and(|&n| n % multiple == 0) {
             Layout::RowMajor
         } else {
@@ -78,7 +79,7 @@ impl Piece {
     /// row-major order of `coordinates`: that run as (first flat index,
     /// length). Two such pieces hold the same elements in the same order
     /// exactly when their runs are equal, whatever their coordinates.
-    pub fn flat_run(&self, coordinates: &[usize]) -> Option<(usize, usize)> {
+    pub(super) fn flat_run(&self, coordinates: &[usize]) -> Option<(usize, usize)> {
         if self.layout != Layout::RowMajor {
             return None;
         }
@@ -95,12 +96,12 @@ impl Piece {
     }
 
     /// Logical elements in the box.
-    pub fn elements(&self) -> usize {
+    pub(super) fn elements(&self) -> usize {
         self.extent.iter().product()
     }
 
     /// Storage slots, padding included.
-    pub fn slots(&self) -> usize {
+    pub(crate) fn slots(&self) -> usize {
         match self.layout {
             Layout::RowMajor => self.elements(),
             Layout::PaddedRows { multiple } => {
@@ -153,13 +154,13 @@ impl Piece {
         outer * self.extent[rank - 1].div_ceil(block) * block
     }
 
-    pub fn has_padding(&self) -> bool {
+    pub(crate) fn has_padding(&self) -> bool {
         self.slots() != self.elements()
     }
 
     /// Calls `visit(slot, index)` for every storage slot in address order,
     /// with the logical index stored there (`None` for padding).
-    pub fn for_each_slot(&self, mut visit: impl FnMut(usize, Option<&[usize]>)) {
+    pub(super) fn for_each_slot(&self, mut visit: impl FnMut(usize, Option<&[usize]>)) {
         let rank = self.extent.len();
         let mut index = self.start.clone();
         match self.layout {
@@ -247,7 +248,7 @@ impl Piece {
     /// when the others are fixed, so a stretch along one dimension is
     /// contiguous exactly when its last slot is its first plus its length
     /// minus one.
-    pub fn slot_of(&self, index: &[usize]) -> Option<usize> {
+    pub(super) fn slot_of(&self, index: &[usize]) -> Option<usize> {
         let rank = self.extent.len();
         if index.len() != rank {
             return None;
@@ -338,7 +339,7 @@ impl Piece {
     ///
     /// Exchange lowering and the verifier work run by run: the index
     /// arithmetic is paid once per run instead of once per element.
-    pub fn for_each_run(&self, mut visit: impl FnMut(&SlotRun<'_>)) {
+    pub(crate) fn for_each_run(&self, mut visit: impl FnMut(&SlotRun<'_>)) {
         let rank = self.extent.len();
         let mut index = [0usize; MAX_RANK];
         let Some(index) = index.get_mut(..rank) else {
@@ -495,7 +496,7 @@ impl Piece {
 /// `index + e(dim)`, ..., `index + (len - 1) e(dim)`, where `e(dim)` steps
 /// dimension `dim` by one.
 #[derive(Debug)]
-pub struct SlotRun<'a> {
+pub(crate) struct SlotRun<'a> {
     pub slot: usize,
     pub index: &'a [usize],
     pub dim: usize,
@@ -503,7 +504,7 @@ pub struct SlotRun<'a> {
 }
 
 /// Row-major flat index of `index` in `shape`.
-pub fn flat_index(shape: &[usize], index: &[usize]) -> usize {
+pub(super) fn flat_index(shape: &[usize], index: &[usize]) -> usize {
     index
         .iter()
         .zip(shape)

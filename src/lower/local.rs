@@ -15,13 +15,13 @@ use crate::partition::KernelId;
 use std::collections::BTreeMap;
 
 /// The kernel that performs a [`BlockCopy`].
-pub const KERNEL: KernelId = KernelId::RearrangeBlocks;
+pub(crate) const KERNEL: KernelId = KernelId::RearrangeBlocks;
 
 /// `outer * inner` chunks of `words` 64-bit words: chunk `(o, j)` goes from
 /// byte `src_offset + o * src_outer + j * src_inner` of the source buffer to
 /// byte `dst_offset + o * dst_outer + j * dst_inner` of the destination.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BlockCopy {
+pub(crate) struct BlockCopy {
     pub outer: u32,
     pub inner: u32,
     pub words: u32,
@@ -61,7 +61,7 @@ impl BlockCopy {
     }
 
     /// The kernel run's parameters.
-    pub fn params(&self) -> Vec<(String, i64)> {
+    pub(super) fn params(&self) -> Vec<(String, i64)> {
         PARAMS
             .iter()
             .zip(self.fields())
@@ -70,7 +70,7 @@ impl BlockCopy {
     }
 
     /// The copy a run of [`KERNEL`] performs, from its parameters.
-    pub fn from_params(params: &[(String, i64)]) -> Option<BlockCopy> {
+    pub(crate) fn from_params(params: &[(String, i64)]) -> Option<BlockCopy> {
         let get = |name: &str| {
             params
                 .iter()
@@ -91,12 +91,12 @@ impl BlockCopy {
     }
 
     /// Bytes the copy moves.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         u64::from(self.outer) * u64::from(self.inner) * u64::from(self.words) * 8
     }
 
     /// The same chunks with the roles of `outer` and `inner` exchanged.
-    pub fn transposed(&self) -> BlockCopy {
+    pub(super) fn transposed(&self) -> BlockCopy {
         BlockCopy {
             outer: self.inner,
             inner: self.outer,
@@ -110,7 +110,7 @@ impl BlockCopy {
 
     /// Every chunk as (source offset, destination offset, bytes), in the
     /// order `(o, j)`.
-    pub fn chunks(self) -> impl Iterator<Item = (u32, u32, u32)> {
+    pub(super) fn chunks(self) -> impl Iterator<Item = (u32, u32, u32)> {
         (0..self.outer).flat_map(move |o| {
             (0..self.inner).map(move |j| {
                 (

@@ -5,12 +5,12 @@
 //! block-major rearranges of what a tile already holds).
 
 mod build;
-pub mod layout;
-pub mod local;
-pub mod program;
+pub(crate) mod layout;
+pub(crate) mod local;
+pub(crate) mod program;
 mod runs;
 pub mod verify;
-pub mod view;
+pub(crate) mod view;
 
 pub use build::{lower, LowerError};
 pub use program::*;

@@ -53,7 +53,7 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    pub fn bytes(&self) -> u32 {
+    pub(crate) fn bytes(&self) -> u32 {
         (self.piece.slots() * self.dtype.size_bytes()) as u32
     }
 }
@@ -96,13 +96,13 @@ pub struct ExchangePhase {
 
 impl ExchangePhase {
     /// The purpose of the phase gathering operation `op`'s operands.
-    pub fn gather_purpose(op: &str) -> String {
+    pub(crate) fn gather_purpose(op: &str) -> String {
         format!("op {op}")
     }
 
     /// The purpose of the phase bringing the partials of a split matrix
     /// product `op` to the tiles that sum them.
-    pub fn reduction_purpose(op: &str) -> String {
+    pub(crate) fn reduction_purpose(op: &str) -> String {
         format!("op {op} reduction")
     }
 }
@@ -144,16 +144,16 @@ pub struct Program {
 }
 
 impl Program {
-    pub fn buffer(&self, id: BufferId) -> &Buffer {
+    pub(crate) fn buffer(&self, id: BufferId) -> &Buffer {
         &self.buffers[id.0 as usize]
     }
 
-    pub fn phase(&self, id: PhaseId) -> &ExchangePhase {
+    pub(crate) fn phase(&self, id: PhaseId) -> &ExchangePhase {
         &self.phases[id.0 as usize]
     }
 
     /// Tiles that hold any buffer, ascending.
-    pub fn tiles(&self) -> Vec<u32> {
+    pub(crate) fn tiles(&self) -> Vec<u32> {
         let mut tiles: Vec<u32> = self.buffers.iter().map(|b| b.tile).collect();
         tiles.sort_unstable();
         tiles.dedup();
@@ -161,7 +161,7 @@ impl Program {
     }
 
     /// Every kernel run, with repeat bodies once.
-    pub fn kernel_runs(&self) -> Vec<&KernelRun> {
+    pub(crate) fn kernel_runs(&self) -> Vec<&KernelRun> {
         fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a KernelRun>) {
             for step in steps {
                 match step {

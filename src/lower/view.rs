@@ -45,7 +45,7 @@ pub struct View {
 impl View {
     /// Follows transposes, reshapes and slices from `tensor` back to the tensor that
     /// holds the data.
-    pub fn of(graph: &Graph, tensor: TensorId) -> View {
+    pub(super) fn of(graph: &Graph, tensor: TensorId) -> View {
         let shape = graph.tensor(tensor).shape.clone();
         let mut steps = Vec::new();
         let mut current = tensor;
@@ -77,7 +77,7 @@ impl View {
 
     /// The tensor `base` itself, indexed in `shape` (which must have the
     /// same element count; it is read in the same flat order).
-    pub fn identity(base: TensorId, base_shape: &[usize], shape: &[usize]) -> View {
+    pub(super) fn identity(base: TensorId, base_shape: &[usize], shape: &[usize]) -> View {
         let steps = if base_shape == shape {
             Vec::new()
         } else {
@@ -99,7 +99,7 @@ impl View {
     /// buffers of the tensor under it. `None` for a broadcast or a slice,
     /// which have no inverse (validation keeps slices out of the checked
     /// outputs).
-    pub fn inverse(&self, tensor: TensorId) -> Option<View> {
+    pub(super) fn inverse(&self, tensor: TensorId) -> Option<View> {
         let mut steps = Vec::with_capacity(self.steps.len());
         // Walk from the base outwards; each step's inverse maps the step's
         // output back to its input, so the chain of inverses runs outermost
@@ -139,7 +139,7 @@ impl View {
     }
 
     /// Views this view reshaped to `shape` (same element count).
-    pub fn reshaped(mut self, shape: &[usize]) -> View {
+    pub(super) fn reshaped(mut self, shape: &[usize]) -> View {
         if self.shape != shape {
             let in_shape = std::mem::replace(&mut self.shape, shape.to_vec());
             self.steps.insert(0, Step::Reshape { in_shape });
@@ -149,7 +149,7 @@ impl View {
 
     /// Views this view with its last two dimensions swapped (a transposed
     /// right operand read as `[.., inner, cols]`).
-    pub fn transposed_last_two(mut self) -> View {
+    pub(super) fn transposed_last_two(mut self) -> View {
         let rank = self.shape.len();
         let mut perm: Vec<usize> = (0..rank).collect();
         perm.swap(rank - 2, rank - 1);
@@ -160,7 +160,7 @@ impl View {
     }
 
     /// Views this view broadcast to `shape`.
-    pub fn broadcast_to(mut self, shape: &[usize]) -> View {
+    pub(super) fn broadcast_to(mut self, shape: &[usize]) -> View {
         if self.shape != shape {
             let in_shape = std::mem::replace(&mut self.shape, shape.to_vec());
             self.steps.insert(0, Step::Broadcast { in_shape });
@@ -170,7 +170,7 @@ impl View {
 
     /// Whether indices map to the same flat index in the base (no data
     /// movement between the view and its base).
-    pub fn is_identity(&self) -> bool {
+    pub(super) fn is_identity(&self) -> bool {
         self.steps
             .iter()
             .all(|step| matches!(step, Step::Reshape { .. }))
@@ -181,7 +181,7 @@ impl View {
     /// This runs once per element of every gathered operand, so it works on
     /// fixed-size arrays instead of allocating (ranks are at most
     /// [`MAX_RANK`], which the project validator enforces).
-    pub fn base_flat_index(&self, index: &[usize]) -> usize {
+    pub(super) fn base_flat_index(&self, index: &[usize]) -> usize {
         if self.steps.is_empty() {
             return flat_index(&self.shape, index);
         }
@@ -242,7 +242,12 @@ impl View {
     /// affine until a coordinate of its input shape wraps, which ends the
     /// affine prefix there. Callers ask again from where it stopped, so a
     /// run costs one call per affine piece instead of one per element.
-    pub fn base_run(&self, index: &[usize], dim: usize, len: usize) -> (usize, usize, usize) {
+    pub(crate) fn base_run(
+        &self,
+        index: &[usize],
+        dim: usize,
+        len: usize,
+    ) -> (usize, usize, usize) {
         let rank = index.len();
         if len <= 1 || dim >= rank || rank > MAX_RANK {
             return (self.base_flat_index(index), 0, len.min(1));

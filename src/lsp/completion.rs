@@ -20,7 +20,11 @@ use lsp_types::{
 /// Keys whose values name tensors.
 const NAME_KEYS: &[&str] = &["inputs", "input", "result", "outputs"];
 
-pub fn completion(session: &Session, uri: &Uri, position: Position) -> Option<CompletionResponse> {
+pub(super) fn completion(
+    session: &Session,
+    uri: &Uri,
+    position: Position,
+) -> Option<CompletionResponse> {
     let (path, text) = session.document(uri)?;
     if path.extension() != Some("toml") {
         return None;

@@ -12,7 +12,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use lsp_types::{GotoDefinitionResponse, Location, Position, Uri};
 use std::ops::Range;
 
-pub fn definition(
+pub(crate) fn definition(
     session: &Session,
     uri: &Uri,
     position: Position,

@@ -13,7 +13,7 @@ const UNNECESSARY: &[&str] = &["unused-tensor", "unread-result", "unused-include
 /// `diagnostic` with its span converted against `text`, its file's
 /// current contents. The label and the notes follow the message on lines
 /// of their own, as most editors show one message per diagnostic.
-pub fn to_lsp(diagnostic: &Diagnostic, text: &str) -> lsp_types::Diagnostic {
+pub(super) fn to_lsp(diagnostic: &Diagnostic, text: &str) -> lsp_types::Diagnostic {
     let index = LineIndex::new(text);
     let range = diagnostic
         .location
@@ -50,7 +50,7 @@ pub fn to_lsp(diagnostic: &Diagnostic, text: &str) -> lsp_types::Diagnostic {
 /// were a project of its own but without the project-level checks (it
 /// has no `[project]` or `[check]` of its own): syntax, unknown keys,
 /// includes that cannot be found or that cycle.
-pub fn orphan_diagnostics(db: &Database, path: &Utf8Path) -> Vec<Diagnostic> {
+pub(super) fn orphan_diagnostics(db: &Database, path: &Utf8Path) -> Vec<Diagnostic> {
     use crate::db::Db as _;
     let read = |p: &Utf8Path| db.file(p).contents(db).clone();
     crate::project::load::load(path, &read).diagnostics

@@ -17,7 +17,7 @@ use camino::Utf8Path;
 use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind, Position, Uri};
 use std::fmt::Write as _;
 
-pub fn hover(session: &Session, uri: &Uri, position: Position) -> Option<Hover> {
+pub(super) fn hover(session: &Session, uri: &Uri, position: Position) -> Option<Hover> {
     let (path, text) = session.document(uri)?;
     let index = LineIndex::new(&text);
     let offset = index.offset(position);
@@ -171,7 +171,7 @@ fn plan_section(session: &Session, root: &Utf8Path, graph: &Graph, name: &str, o
 }
 
 /// The kernel source a partition's kernel is assembled from.
-pub fn kernel_source(
+pub(super) fn kernel_source(
     session: &Session,
     root: &Utf8Path,
     partition: &crate::plan::Partition,
@@ -188,7 +188,7 @@ pub fn kernel_source(
 }
 
 /// The chosen partition of op `name` of the project `root`.
-pub fn chosen_partition(
+pub(super) fn chosen_partition(
     session: &Session,
     root: &Utf8Path,
     name: &str,

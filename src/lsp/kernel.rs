@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 
 /// The variants of `roots`' programs built from `path` (as their source
 /// or one of its includes), each assembled; or `path` alone.
-pub fn assemblies(
+pub(super) fn assemblies(
     session: &Session,
     roots: &[Utf8PathBuf],
     path: &Utf8Path,
@@ -71,7 +71,11 @@ fn assemble(session: &Session, variant: &Variant) -> Assembly {
 }
 
 /// The assembler's errors for `path` across its variants, each once.
-pub fn diagnostics(session: &Session, roots: &[Utf8PathBuf], path: &Utf8Path) -> Vec<Diagnostic> {
+pub(super) fn diagnostics(
+    session: &Session,
+    roots: &[Utf8PathBuf],
+    path: &Utf8Path,
+) -> Vec<Diagnostic> {
     let mut found: Vec<Diagnostic> = Vec::new();
     for (_, assembly) in assemblies(session, roots, path) {
         for error in &assembly.errors {
@@ -86,7 +90,7 @@ pub fn diagnostics(session: &Session, roots: &[Utf8PathBuf], path: &Utf8Path) ->
 }
 
 /// The identifier around byte `offset` of `text`, with its span.
-pub fn word_at(text: &str, offset: usize) -> Option<(&str, std::ops::Range<usize>)> {
+pub(super) fn word_at(text: &str, offset: usize) -> Option<(&str, std::ops::Range<usize>)> {
     let is_word = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$');
     let offset = offset.min(text.len());
     if !text.is_char_boundary(offset) {
@@ -103,7 +107,12 @@ pub fn word_at(text: &str, offset: usize) -> Option<(&str, std::ops::Range<usize
 
 /// Hover text for the symbol at `offset` of a kernel source: an entry
 /// point's parameters and cost, or where a label is.
-pub fn hover(session: &Session, path: &Utf8Path, text: &str, offset: usize) -> Option<String> {
+pub(super) fn hover(
+    session: &Session,
+    path: &Utf8Path,
+    text: &str,
+    offset: usize,
+) -> Option<String> {
     let (word, _) = word_at(text, offset)?;
     let roots = session.roots_of(path);
     let mut assemblies = assemblies(session, &roots, path);
@@ -202,7 +211,7 @@ fn describe_symbol(object: &Object, symbol: &crate::asm::Symbol) -> String {
 
 /// Where the symbol at `offset` is defined (a label, `.set`/`.equ`, a
 /// `.macro` or a `#define`), or the file an `#include` on that line reads.
-pub fn definition(
+pub(crate) fn definition(
     session: &Session,
     path: &Utf8Path,
     text: &str,

@@ -32,21 +32,21 @@
 //! Requests are answered on the server's one thread, in order: a rebuild
 //! on save delays the requests that arrive during it.
 
-pub mod completion;
-pub mod definition;
-pub mod diagnostics;
-pub mod hover;
+pub(crate) mod completion;
+pub(crate) mod definition;
+pub(crate) mod diagnostics;
+pub(crate) mod hover;
 pub mod kernel;
-pub mod overlay;
-pub mod position;
-pub mod server;
-pub mod session;
-pub mod symbols;
-pub mod uri;
+pub(crate) mod overlay;
+pub(crate) mod position;
+pub(crate) mod server;
+pub(crate) mod session;
+pub(crate) mod symbols;
+pub(crate) mod uri;
 
 /// Why the server stopped other than by `shutdown` and `exit`.
 #[derive(Debug, thiserror::Error)]
-pub enum LspError {
+pub(crate) enum LspError {
     #[error("language server protocol: {0}")]
     Protocol(#[from] lsp_server::ProtocolError),
     #[error("the client went away")]
@@ -75,7 +75,7 @@ pub fn run(_args: &LspArgs) -> anyhow::Result<i32> {
 }
 
 /// Serves one client on stdin and stdout until it says `exit`.
-pub fn run_stdio() -> Result<(), LspError> {
+pub(crate) fn run_stdio() -> Result<(), LspError> {
     let (connection, io_threads) = lsp_server::Connection::stdio();
     server::serve(&connection)?;
     // The writer thread must see the channel close before it can finish.

@@ -13,13 +13,13 @@ use std::sync::{Arc, Mutex};
 
 /// Open documents over the real file system.
 #[derive(Clone, Default)]
-pub struct Overlay {
+pub(crate) struct Overlay {
     open: Arc<Mutex<HashMap<Utf8PathBuf, Arc<str>>>>,
 }
 
 impl Overlay {
     /// Sets an open document's text.
-    pub fn set(&self, path: &Utf8Path, text: &str) {
+    pub(super) fn set(&self, path: &Utf8Path, text: &str) {
         self.lock().insert(path.to_owned(), Arc::from(text));
     }
 
@@ -28,18 +28,18 @@ impl Overlay {
         self.lock().remove(path);
     }
 
-    pub fn is_open(&self, path: &Utf8Path) -> bool {
+    pub(super) fn is_open(&self, path: &Utf8Path) -> bool {
         self.lock().contains_key(path)
     }
 
-    pub fn open_paths(&self) -> Vec<Utf8PathBuf> {
+    pub(super) fn open_paths(&self) -> Vec<Utf8PathBuf> {
         let mut paths: Vec<Utf8PathBuf> = self.lock().keys().cloned().collect();
         paths.sort();
         paths
     }
 
     /// The text of an open document.
-    pub fn text(&self, path: &Utf8Path) -> Option<Arc<str>> {
+    pub(super) fn text(&self, path: &Utf8Path) -> Option<Arc<str>> {
         self.lock().get(path).cloned()
     }
 

@@ -10,13 +10,13 @@ use lsp_types::{Position, Range};
 
 /// Line starts of one text, for conversions.
 #[derive(Clone, Debug)]
-pub struct LineIndex<'a> {
+pub(super) struct LineIndex<'a> {
     text: &'a str,
     starts: Vec<usize>,
 }
 
 impl<'a> LineIndex<'a> {
-    pub fn new(text: &'a str) -> LineIndex<'a> {
+    pub(super) fn new(text: &'a str) -> LineIndex<'a> {
         let starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
@@ -25,7 +25,7 @@ impl<'a> LineIndex<'a> {
 
     /// The position of byte `offset` (clamped, and moved back to a
     /// character boundary).
-    pub fn position(&self, offset: usize) -> Position {
+    pub(super) fn position(&self, offset: usize) -> Position {
         let mut offset = offset.min(self.text.len());
         while !self.text.is_char_boundary(offset) {
             offset -= 1;
@@ -36,13 +36,13 @@ impl<'a> LineIndex<'a> {
         Position::new(line as u32, character as u32)
     }
 
-    pub fn range(&self, span: std::ops::Range<usize>) -> Range {
+    pub(super) fn range(&self, span: std::ops::Range<usize>) -> Range {
         Range::new(self.position(span.start), self.position(span.end))
     }
 
     /// The byte offset of `position` (a column past the end of its line is
     /// the line's end; a line past the end is the text's end).
-    pub fn offset(&self, position: Position) -> usize {
+    pub(super) fn offset(&self, position: Position) -> usize {
         let Some(&start) = self.starts.get(position.line as usize) else {
             return self.text.len();
         };

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The custom notification sent after every rebuild on save.
-pub const BUILD_FINISHED: &str = "ipub/buildFinished";
+pub(super) const BUILD_FINISHED: &str = "ipub/buildFinished";
 
 /// Runs the server on `connection` until `shutdown` and `exit`.
-pub fn serve(connection: &Connection) -> Result<(), LspError> {
+pub(super) fn serve(connection: &Connection) -> Result<(), LspError> {
     let (id, params) = connection.initialize_start()?;
     let params: InitializeParams = serde_json::from_value(params).unwrap_or_default();
     connection.initialize_finish(id, initialize_result())?;

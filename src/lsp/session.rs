@@ -18,7 +18,7 @@ const SCAN_DEPTH: usize = 4;
 const SCAN_FILES: usize = 5000;
 
 /// Everything the server knows.
-pub struct Session {
+pub(crate) struct Session {
     pub db: Database,
     pub overlay: Overlay,
     /// Where packages go (`<workspace>/target/ipub/<project>`).
@@ -39,7 +39,7 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(workspace: Option<Utf8PathBuf>) -> Session {
+    pub(super) fn new(workspace: Option<Utf8PathBuf>) -> Session {
         let overlay = Overlay::default();
         let db = Database::on_disk_with(Arc::new(overlay.clone()));
         let mut session = Session {
@@ -96,7 +96,7 @@ impl Session {
     /// The files of a root project: the root, the files it parsed and the
     /// files it includes (parsed or not).
     /// While the root does not parse, the files it had when it last did.
-    pub fn project_files(&self, root: &Utf8Path) -> BTreeSet<Utf8PathBuf> {
+    pub(super) fn project_files(&self, root: &Utf8Path) -> BTreeSet<Utf8PathBuf> {
         let (mut files, _) = self.current_files(root);
         files.extend(self.last_files.get(root).into_iter().flatten().cloned());
         files
@@ -113,7 +113,7 @@ impl Session {
     }
 
     /// The kernel directory of a root project.
-    pub fn kernel_dir(&self, root: &Utf8Path) -> Utf8PathBuf {
+    pub(super) fn kernel_dir(&self, root: &Utf8Path) -> Utf8PathBuf {
         crate::project::project_graph(&self.db, self.file(root))
             .kernel_dir
             .clone()
@@ -121,7 +121,7 @@ impl Session {
 
     /// The root projects `path` belongs to: as a project file, or as a
     /// kernel source under a project's kernel directory.
-    pub fn roots_of(&self, path: &Utf8Path) -> Vec<Utf8PathBuf> {
+    pub(super) fn roots_of(&self, path: &Utf8Path) -> Vec<Utf8PathBuf> {
         self.roots
             .iter()
             .filter(|root| {
@@ -144,12 +144,12 @@ impl Session {
     }
 
     /// A file's current text (the editor's when open).
-    pub fn text(&self, path: &Utf8Path) -> Option<Arc<str>> {
+    pub(super) fn text(&self, path: &Utf8Path) -> Option<Arc<str>> {
         self.file(path).contents(&self.db).clone().ok()
     }
 
     /// The first root project `path` belongs to.
-    pub fn root_of(&self, path: &Utf8Path) -> Option<Utf8PathBuf> {
+    pub(super) fn root_of(&self, path: &Utf8Path) -> Option<Utf8PathBuf> {
         if self.roots.contains(path) {
             return Some(path.to_owned());
         }
@@ -157,19 +157,14 @@ impl Session {
     }
 
     /// The path and text of a document the client names.
-    pub fn document(&self, uri: &Uri) -> Option<(Utf8PathBuf, Arc<str>)> {
+    pub(super) fn document(&self, uri: &Uri) -> Option<(Utf8PathBuf, Arc<str>)> {
         let path = uri::path_of(uri)?;
         let text = self.text(&path)?;
         Some((path, text))
     }
-
-    /// Every known root project.
-    pub fn roots(&self) -> impl Iterator<Item = &Utf8PathBuf> {
-        self.roots.iter()
-    }
 }
 
 /// Whether a TOML text is a root project: it has a `[project]` table.
-pub fn is_root_text(text: &str) -> bool {
+pub(super) fn is_root_text(text: &str) -> bool {
     text.lines().any(|line| line.trim() == "[project]")
 }

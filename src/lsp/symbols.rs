@@ -7,7 +7,7 @@ use crate::db::Db as _;
 use crate::project::index::{Definition, DefinitionKind};
 use lsp_types::{DocumentSymbol, DocumentSymbolResponse, SymbolKind, Uri};
 
-pub fn document_symbols(session: &Session, uri: &Uri) -> Option<DocumentSymbolResponse> {
+pub(crate) fn document_symbols(session: &Session, uri: &Uri) -> Option<DocumentSymbolResponse> {
     let (path, text) = session.document(uri)?;
     let lines = LineIndex::new(&text);
     let symbols = if path.extension() == Some("toml") {

@@ -9,7 +9,7 @@ use lsp_types::Uri;
 use std::str::FromStr as _;
 
 /// The path of a `file:` URI.
-pub fn path_of(uri: &Uri) -> Option<Utf8PathBuf> {
+pub(super) fn path_of(uri: &Uri) -> Option<Utf8PathBuf> {
     let text = uri.as_str();
     let rest = text.strip_prefix("file://")?;
     // `file:///x` has an empty authority; `file://localhost/x` names this
@@ -21,7 +21,7 @@ pub fn path_of(uri: &Uri) -> Option<Utf8PathBuf> {
 }
 
 /// The `file:` URI of an absolute path.
-pub fn uri_of(path: &Utf8Path) -> Uri {
+pub(super) fn uri_of(path: &Utf8Path) -> Uri {
     let mut text = String::from("file://");
     for byte in path.as_str().bytes() {
         match byte {

@@ -15,7 +15,7 @@ const FRAC_2_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
 const CONTINUED_FRACTION_TERMS: u32 = 120;
 
 /// `erf(x)`; odd, NaN for NaN, ±1 for ±infinity.
-pub fn erf(x: f64) -> f64 {
+pub(crate) fn erf(x: f64) -> f64 {
     if x.is_nan() {
         return f64::NAN;
     }

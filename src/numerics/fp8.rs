@@ -24,7 +24,7 @@ pub enum Fp8Format {
 }
 
 /// The code ipub uses for NaN in both formats (the negative-zero pattern).
-pub const NAN_CODE: u8 = 0x80;
+pub(super) const NAN_CODE: u8 = 0x80;
 
 /// The largest positive code (all exponent and mantissa bits set).
 const MAX_POSITIVE_CODE: u8 = 0x7F;
@@ -89,7 +89,7 @@ fn pow2_f64(exponent: i32) -> f64 {
 }
 
 impl Fp8Format {
-    pub fn from_dtype(dtype: crate::graph::DType) -> Option<Fp8Format> {
+    pub(crate) fn from_dtype(dtype: crate::graph::DType) -> Option<Fp8Format> {
         match dtype {
             crate::graph::DType::F143 => Some(Fp8Format::F143),
             crate::graph::DType::F152 => Some(Fp8Format::F152),
@@ -97,21 +97,22 @@ impl Fp8Format {
         }
     }
 
-    pub const fn exponent_bits(self) -> u32 {
+    #[cfg(test)]
+    pub(super) const fn exponent_bits(self) -> u32 {
         match self {
             Fp8Format::F143 => 4,
             Fp8Format::F152 => 5,
         }
     }
 
-    pub const fn mantissa_bits(self) -> u32 {
+    pub(super) const fn mantissa_bits(self) -> u32 {
         match self {
             Fp8Format::F143 => 3,
             Fp8Format::F152 => 2,
         }
     }
 
-    pub const fn bias(self) -> i32 {
+    pub(super) const fn bias(self) -> i32 {
         match self {
             Fp8Format::F143 => 8,
             Fp8Format::F152 => 16,
@@ -119,17 +120,18 @@ impl Fp8Format {
     }
 
     /// The largest finite stored value (240 or 57344).
-    pub fn max_finite(self) -> f32 {
+    pub(crate) fn max_finite(self) -> f32 {
         self.decode_table()[usize::from(MAX_POSITIVE_CODE)]
     }
 
+    #[cfg(test)]
     /// The smallest positive stored value (2^-10 or 2^-17).
-    pub fn min_subnormal(self) -> f32 {
+    pub(super) fn min_subnormal(self) -> f32 {
         self.decode_table()[1]
     }
 
     /// Stored values (scale 0) of all 256 codes; `0x80` decodes to NaN.
-    pub fn decode_table(self) -> &'static [f32; 256] {
+    pub(super) fn decode_table(self) -> &'static [f32; 256] {
         match self {
             Fp8Format::F143 => &F143_TABLE,
             Fp8Format::F152 => &F152_TABLE,
@@ -139,10 +141,11 @@ impl Fp8Format {
     /// The real value of `code` in a tensor with `scale`. Exact unless the
     /// scale takes the value outside f32's range (only possible for scales
     /// near the ends of the `i8` range).
-    pub fn to_f32(self, code: u8, scale: i8) -> f32 {
+    pub(super) fn to_f32(self, code: u8, scale: i8) -> f32 {
         self.decode_table()[usize::from(code)] * pow2(i32::from(scale))
     }
 
+    #[cfg(test)]
     /// The real value of `code` as f16: exact whenever f16 can represent it,
     /// otherwise rounded as IEEE conversion rounds (to infinity on overflow).
     pub fn to_f16(self, code: u8, scale: i8) -> f16 {
@@ -153,12 +156,12 @@ impl Fp8Format {
     /// to the even code, saturating to ± the largest finite value (infinities
     /// included); NaN becomes [`NAN_CODE`]; a negative value that rounds to
     /// zero gives `+0` because `-0`'s pattern is NaN.
-    pub fn encode_f16(self, x: f16, scale: i8) -> u8 {
+    pub(crate) fn encode_f16(self, x: f16, scale: i8) -> u8 {
         self.encode_table(scale)[usize::from(x.to_bits())]
     }
 
     /// The table of [`Fp8Format::encode_f16`] for `scale`, indexed by f16 bits.
-    pub fn encode_table(self, scale: i8) -> &'static EncodeTable {
+    pub(super) fn encode_table(self, scale: i8) -> &'static EncodeTable {
         let format_index = match self {
             Fp8Format::F143 => 0,
             Fp8Format::F152 => 1,
@@ -192,13 +195,13 @@ impl Fp8Format {
     /// The device's f32 → FP8 cast, which goes through f16 as the hardware
     /// does (no direct conversion exists): f32 → f16 rounds to nearest even,
     /// then [`Fp8Format::encode_f16`].
-    pub fn encode_f32(self, x: f32, scale: i8) -> u8 {
+    pub(super) fn encode_f32(self, x: f32, scale: i8) -> u8 {
         self.encode_f16(f16::from_f32(x), scale)
     }
 
     /// Rounds a real value through the device cast and back: the value an
     /// FP8 tensor with `scale` holds after casting `x` into it.
-    pub fn quantize(self, x: f32, scale: i8) -> f32 {
+    pub(super) fn quantize(self, x: f32, scale: i8) -> f32 {
         self.to_f32(self.encode_f32(x, scale), scale)
     }
 

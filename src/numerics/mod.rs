@@ -19,15 +19,15 @@ mod fp8;
 #[cfg(test)]
 mod tests;
 
-pub use erf::erf;
-pub use fp8::{Fp8Format, NAN_CODE};
+pub(crate) use erf::erf;
+pub use fp8::Fp8Format;
 
 use crate::graph::DType;
 use half::f16;
 
 /// Rounds an f32 to the nearest f16 (ties to even, overflow to infinity, as
 /// IEEE conversion does) and returns it widened back to f32, which is exact.
-pub fn round_f16(x: f32) -> f32 {
+pub(crate) fn round_f16(x: f32) -> f32 {
     f16::from_f32(x).to_f32()
 }
 
@@ -35,7 +35,7 @@ pub fn round_f16(x: f32) -> f32 {
 /// returns the held real value: identity for f32, f16 rounding for f16, and
 /// for FP8 the device's cast path f32 → f16 → FP8 (both steps round to
 /// nearest even; FP8 saturates, NaN stays NaN).
-pub fn round_to_dtype(x: f32, dtype: DType, scale: i8) -> f32 {
+pub(crate) fn round_to_dtype(x: f32, dtype: DType, scale: i8) -> f32 {
     match dtype {
         DType::F32 => x,
         DType::F16 => round_f16(x),
@@ -47,7 +47,7 @@ pub fn round_to_dtype(x: f32, dtype: DType, scale: i8) -> f32 {
 /// Encodes real values as the device stores a tensor of `dtype` with
 /// `scale`: little-endian f32 (4 bytes) or f16 (2 bytes) per element, or one
 /// FP8 code per element. Values are rounded as [`round_to_dtype`] rounds.
-pub fn encode(values: &[f32], dtype: DType, scale: i8) -> Vec<u8> {
+pub(crate) fn encode(values: &[f32], dtype: DType, scale: i8) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(values.len() * dtype.size_bytes());
     match dtype {
         DType::F32 => values
@@ -65,7 +65,7 @@ pub fn encode(values: &[f32], dtype: DType, scale: i8) -> Vec<u8> {
 /// Decodes device bytes of a tensor of `dtype` with `scale` into real values
 /// (exact for every format). A trailing partial element is ignored, since a
 /// device buffer is always a whole number of elements.
-pub fn decode(bytes: &[u8], dtype: DType, scale: i8) -> Vec<f32> {
+pub(crate) fn decode(bytes: &[u8], dtype: DType, scale: i8) -> Vec<f32> {
     match dtype {
         DType::F32 => bytes
             .chunks_exact(4)

@@ -18,7 +18,7 @@ use crate::target::Target;
 
 /// What decoding the part may produce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DecodeLimits {
+pub(super) struct DecodeLimits {
     /// Tiles of the target: every tile named must be below this.
     pub tiles: u32,
     /// Bytes one tile can receive in one exchange program: its memory
@@ -32,7 +32,7 @@ pub struct DecodeLimits {
 
 impl DecodeLimits {
     /// The limits for a package of `target`.
-    pub fn of(target: &Target) -> DecodeLimits {
+    pub(super) fn of(target: &Target) -> DecodeLimits {
         DecodeLimits {
             tiles: target.tiles,
             tile_bytes: u64::from(target.memory.tile.len()),
@@ -53,7 +53,7 @@ const SAME_BYTES: u8 = 4;
 const KNOWN_TAGS: u8 = SHIFTED_DESTINATIONS | SAME_SOURCE_TILE | SAME_BYTES;
 
 /// Encodes exchange programs.
-pub fn encode(programs: &[ExchangeProgram]) -> Vec<u8> {
+pub(crate) fn encode(programs: &[ExchangeProgram]) -> Vec<u8> {
     let transfers: usize = programs.iter().map(|p| p.transfers.len()).sum();
     let mut out = Vec::with_capacity(16 + transfers * 6);
     out.extend_from_slice(&(programs.len() as u32).to_le_bytes());
@@ -142,7 +142,10 @@ fn varint(out: &mut Vec<u8>, mut value: u64) {
 /// Decodes what [`encode`] wrote; any truncation, bad flag, bad tag, bad
 /// label, out-of-range value, trailing byte or anything past `limits` is an
 /// error naming the part.
-pub fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<Vec<ExchangeProgram>, PackageError> {
+pub(super) fn decode(
+    bytes: &[u8],
+    limits: &DecodeLimits,
+) -> Result<Vec<ExchangeProgram>, PackageError> {
     let mut reader = Reader { bytes, at: 0 };
     let count = reader.count(4 + 1 + 8 + 4)?;
     let mut programs = Vec::with_capacity(count);

@@ -19,21 +19,21 @@ use std::sync::Arc;
 
 /// The first eight bytes of every package. The high first byte and the
 /// final newline catch transfers that mangle binary files as text.
-pub const MAGIC: [u8; 8] = *b"\x89IPUEXE\n";
+pub(super) const MAGIC: [u8; 8] = *b"\x89IPUEXE\n";
 
 /// Magic, version, part count, table hash.
-pub const HEADER_BYTES: usize = 8 + 4 + 4 + 32;
+pub(super) const HEADER_BYTES: usize = 8 + 4 + 4 + 32;
 
 /// Name, offset, length, hash.
-pub const TABLE_ENTRY_BYTES: usize = 16 + 8 + 8 + 32;
+pub(super) const TABLE_ENTRY_BYTES: usize = 16 + 8 + 8 + 32;
 
 /// A bound on the part count, so a corrupt count cannot ask for a huge table.
-pub const MAX_PARTS: usize = 64;
+pub(super) const MAX_PARTS: usize = 64;
 
 /// The parts of a version 3 package, in the order the writer puts them;
 /// the `tensors` part ([`super::file_values`]) follows them when the
 /// project reads tensor files.
-pub const PART_NAMES: [&str; 8] = [
+pub(crate) const PART_NAMES: [&str; 8] = [
     "meta", "graph", "tiles", "segments", "exchange", "calls", "bindings", "profile",
 ];
 
@@ -103,7 +103,7 @@ pub fn read(path: &Utf8Path) -> Result<Package, PackageError> {
 }
 
 /// Validates `package` and encodes it as a `.ipuexe` file's bytes.
-pub fn encode(package: &Package) -> Result<Vec<u8>, PackageError> {
+pub(crate) fn encode(package: &Package) -> Result<Vec<u8>, PackageError> {
     let exchange = Part::new(super::exchange_part::encode(&package.exchanges));
     Ok(encode_with_exchange(package, &exchange)?.to_vec())
 }
@@ -116,7 +116,7 @@ pub struct Part {
 }
 
 impl Part {
-    pub fn new(bytes: Vec<u8>) -> Part {
+    pub(crate) fn new(bytes: Vec<u8>) -> Part {
         Part {
             hash: blake3::hash(&bytes),
             bytes: Arc::new(bytes),
@@ -136,12 +136,8 @@ pub struct Encoded {
 
 impl Encoded {
     /// The file's length in bytes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.head.len() + self.parts.iter().map(|p| p.bytes.len()).sum::<usize>()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The file's bytes in one buffer.
@@ -154,7 +150,7 @@ impl Encoded {
     }
 
     /// The blake3 hash of the whole file.
-    pub fn file_hash(&self) -> blake3::Hash {
+    pub(crate) fn file_hash(&self) -> blake3::Hash {
         let mut hasher = blake3::Hasher::new();
         for chunk in self.chunks() {
             hasher.update(chunk);
@@ -163,7 +159,7 @@ impl Encoded {
     }
 
     /// The file's bytes, in order.
-    pub fn chunks(&self) -> impl Iterator<Item = &[u8]> {
+    pub(super) fn chunks(&self) -> impl Iterator<Item = &[u8]> {
         std::iter::once(self.head.as_slice()).chain(self.parts.iter().map(|p| p.bytes.as_slice()))
     }
 
@@ -180,7 +176,10 @@ impl Encoded {
 /// [`encode`] with the `exchange` part already encoded (by
 /// [`super::exchange_part::encode`] of the package's exchange programs) and
 /// hashed, so a caller that keeps it across builds does neither again.
-pub fn encode_with_exchange(package: &Package, exchange: &Part) -> Result<Encoded, PackageError> {
+pub(crate) fn encode_with_exchange(
+    package: &Package,
+    exchange: &Part,
+) -> Result<Encoded, PackageError> {
     // Validation and encoding read the package independently: run them on
     // both cores, and drop the bytes if validation fails.
     let (valid, encoded) = rayon::join(|| package.validate(), || encode_parts(package, exchange));

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The part's name in the package's table.
-pub const PART: &str = "tensors";
+pub(super) const PART: &str = "tensors";
 
 fn key(values: &FileValues) -> String {
     match values.iteration {
@@ -26,7 +26,7 @@ fn key(values: &FileValues) -> String {
 }
 
 /// The part's bytes.
-pub fn encode(values: &[FileValues]) -> Result<Vec<u8>, PackageError> {
+pub(super) fn encode(values: &[FileValues]) -> Result<Vec<u8>, PackageError> {
     let views = values
         .iter()
         .map(|v| {
@@ -41,7 +41,7 @@ pub fn encode(values: &[FileValues]) -> Result<Vec<u8>, PackageError> {
 
 /// The part's entries, in key order; their agreement with the graph is
 /// checked by [`check`].
-pub fn decode(bytes: &[u8]) -> Result<Vec<FileValues>, PackageError> {
+pub(super) fn decode(bytes: &[u8]) -> Result<Vec<FileValues>, PackageError> {
     let file = SafeTensors::deserialize(bytes).map_err(|e| {
         PackageError::invalid(
             PART,
@@ -77,7 +77,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<FileValues>, PackageError> {
 
 /// Every instance of every tensor initialised from a file has one entry of
 /// its byte size, and nothing else has one.
-pub fn check(package: &Package) -> Result<(), PackageError> {
+pub(crate) fn check(package: &Package) -> Result<(), PackageError> {
     let graph = &package.graph;
     let mut expected = BTreeSet::new();
     for (id, t) in graph.tensors.iter().enumerate() {
@@ -134,7 +134,7 @@ pub fn check(package: &Package) -> Result<(), PackageError> {
 impl Package {
     /// The device bytes of `tensor` (iteration `iteration`) when they come
     /// from a file.
-    pub fn file_bytes(&self, tensor: TensorId, iteration: Option<u32>) -> Option<&[u8]> {
+    pub(crate) fn file_bytes(&self, tensor: TensorId, iteration: Option<u32>) -> Option<&[u8]> {
         self.file_values
             .iter()
             .find(|v| v.tensor == tensor && v.iteration == iteration)

@@ -27,7 +27,7 @@ const ROOT: &str = "package-graph.toml";
 const INCLUDE_DIR: &str = "graph";
 
 /// Checks `graph`: it must be exactly what validating its own project gives.
-pub fn check(graph: &Graph) -> Result<(), PackageError> {
+pub(crate) fn check(graph: &Graph) -> Result<(), PackageError> {
     let files = project_files(graph).map_err(|message| PackageError::invalid("graph", message))?;
     let read = |path: &Utf8Path| -> FileText {
         files

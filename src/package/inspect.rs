@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// Renders `package` as text.
-pub fn render(package: &Package) -> String {
+pub(crate) fn render(package: &Package) -> String {
     let mut out = String::new();
     let header = &package.header;
     let _ = writeln!(

@@ -11,27 +11,27 @@
 
 /// The largest package file read: all of the chip's memory (1472 tiles of
 /// 624 KiB) is under a gibibyte, so twice that leaves room for the rest.
-pub const MAX_PACKAGE_FILE_BYTES: u64 = 2 << 30;
+pub(super) const MAX_PACKAGE_FILE_BYTES: u64 = 2 << 30;
 
 /// Exchange transfers in all programs of a package, decoded.
-pub const MAX_TRANSFERS: usize = 1 << 23;
+pub(super) const MAX_TRANSFERS: usize = 1 << 23;
 
 /// Exchange transfer destinations in all programs of a package, decoded.
-pub const MAX_DESTINATIONS: usize = 1 << 25;
+pub(super) const MAX_DESTINATIONS: usize = 1 << 25;
 
 /// Blocks of all host binding runs of a package (a run's `count`, summed):
 /// what host streams copy one by one and validation sweeps. A compiled
 /// package stores few runs, but a transposed output still has one block
 /// per element; this is eight times the outputs of a full-chip GEMM.
-pub const MAX_BINDING_BLOCKS: u64 = 1 << 26;
+pub(super) const MAX_BINDING_BLOCKS: u64 = 1 << 26;
 
 /// Deepest nesting of `repeat` steps; devices walk them recursively.
-pub const MAX_REPEAT_DEPTH: usize = 16;
+pub(super) const MAX_REPEAT_DEPTH: usize = 16;
 
 /// Steps one host call may execute, a repeat's body counted once per
 /// iteration: each leaves a record in the cycle profile.
-pub const MAX_EXECUTED_STEPS: u64 = 1 << 20;
+pub(super) const MAX_EXECUTED_STEPS: u64 = 1 << 20;
 
 /// Tile records one host call may leave in the cycle profile (the tiles of
 /// every executed compute and exchange step).
-pub const MAX_EXECUTED_TILE_RECORDS: u64 = 1 << 23;
+pub(super) const MAX_EXECUTED_TILE_RECORDS: u64 = 1 << 23;

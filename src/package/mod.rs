@@ -26,13 +26,13 @@
 //! code they stand for, they are checked by the device when they run, which
 //! reports a bad one as a fault of the tile and step.
 
-pub mod exchange_part;
+pub(crate) mod exchange_part;
 pub mod file;
-pub mod file_values;
+pub(crate) mod file_values;
 pub(crate) mod graph_check;
 pub mod inspect;
-pub mod limits;
-pub mod profile_layout;
+pub(crate) mod limits;
+pub(crate) mod profile_layout;
 pub(crate) mod validate;
 
 #[cfg(test)]
@@ -51,7 +51,7 @@ pub use profile_layout::{
 pub const FORMAT_VERSION: u32 = 4;
 
 /// Identifies the producing compiler in every package it writes.
-pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What produced the package and what it runs on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,7 +65,7 @@ pub struct Header {
 
 impl Header {
     /// The header this build of ipub writes for `target`.
-    pub fn current(target: &str) -> Header {
+    pub(crate) fn current(target: &str) -> Header {
         Header {
             format_version: FORMAT_VERSION,
             compiler_version: COMPILER_VERSION.to_string(),
@@ -87,7 +87,7 @@ pub enum SegmentKind {
 }
 
 impl SegmentKind {
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             SegmentKind::Code => "code",
             SegmentKind::Data => "data",
@@ -110,12 +110,12 @@ pub struct Segment {
 
 impl Segment {
     /// Bytes of payload stored in the file.
-    pub fn bytes(&self) -> u32 {
+    pub(crate) fn bytes(&self) -> u32 {
         self.data.len() as u32
     }
 
     /// Exclusive end address in tile memory.
-    pub fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         u64::from(self.address) + u64::from(self.memory_size)
     }
 }
@@ -130,7 +130,7 @@ pub struct TileImage {
 
 impl TileImage {
     /// Memory the tile's segments occupy, for one category.
-    pub fn bytes_of(&self, kind: SegmentKind) -> u64 {
+    pub(crate) fn bytes_of(&self, kind: SegmentKind) -> u64 {
         self.segments
             .iter()
             .filter(|s| s.kind == kind)
@@ -166,12 +166,12 @@ pub struct ExchangeProgram {
 
 impl ExchangeProgram {
     /// Bytes read out of source tiles (a broadcast counts once).
-    pub fn bytes_sent(&self) -> u64 {
+    pub(crate) fn bytes_sent(&self) -> u64 {
         self.transfers.iter().map(|t| u64::from(t.bytes)).sum()
     }
 
     /// Bytes written into destination tiles (a broadcast counts per copy).
-    pub fn bytes_delivered(&self) -> u64 {
+    pub(crate) fn bytes_delivered(&self) -> u64 {
         self.transfers
             .iter()
             .map(|t| u64::from(t.bytes) * t.destinations.len() as u64)
@@ -190,9 +190,9 @@ pub enum Call {
 }
 
 impl Call {
-    pub const ALL: [Call; 2] = [Call::Initialize, Call::Run];
+    pub(crate) const ALL: [Call; 2] = [Call::Initialize, Call::Run];
 
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             Call::Initialize => "initialize",
             Call::Run => "run",
@@ -233,7 +233,7 @@ pub struct HostCall {
 impl HostCall {
     /// Exchange phases in the call as stored (a repeat's body once); the
     /// figure the seeds log as `phases=`.
-    pub fn phase_count(&self) -> u64 {
+    pub(crate) fn phase_count(&self) -> u64 {
         fn count(steps: &[Step]) -> u64 {
             steps
                 .iter()
@@ -248,7 +248,7 @@ impl HostCall {
     }
 
     /// Exchange phases the call executes (a repeat's body `count` times).
-    pub fn executed_phase_count(&self) -> u64 {
+    pub(crate) fn executed_phase_count(&self) -> u64 {
         fn count(steps: &[Step]) -> u64 {
             steps
                 .iter()
@@ -323,7 +323,7 @@ fn is_zero<T: Default + PartialEq>(value: &T) -> bool {
 
 impl Piece {
     /// A contiguous piece: one block.
-    pub fn contiguous(logical_offset: u64, bytes: u32, tile: u32, address: u32) -> Piece {
+    pub(crate) fn contiguous(logical_offset: u64, bytes: u32, tile: u32, address: u32) -> Piece {
         Piece {
             logical_offset,
             bytes,
@@ -337,18 +337,13 @@ impl Piece {
 
     /// Each block as `(logical offset, tile address)`, in order. Only for a
     /// validated piece: validation keeps every block's arithmetic in range.
-    pub fn blocks(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         (0..self.count).map(move |i| {
             (
                 self.logical_offset + u64::from(i) * self.logical_stride,
                 self.address + i * self.address_stride,
             )
         })
-    }
-
-    /// Bytes the run holds in tile memory (all its blocks).
-    pub fn held_bytes(&self) -> u64 {
-        u64::from(self.count) * u64::from(self.bytes)
     }
 }
 
@@ -369,7 +364,7 @@ pub struct Binding {
 
 impl Binding {
     /// Bytes of the whole logical tensor.
-    pub fn byte_len(&self) -> u64 {
+    pub(crate) fn byte_len(&self) -> u64 {
         self.element_count * self.dtype.size_bytes() as u64
     }
 }
@@ -423,7 +418,7 @@ impl ProfileLayout {
     }
 
     /// Each tile's estimated cycles in compute step `step` of `call`.
-    pub fn estimates(&self, call: Call, step: u32) -> Option<&[(u32, u64)]> {
+    pub(crate) fn estimates(&self, call: Call, step: u32) -> Option<&[(u32, u64)]> {
         self.estimates
             .iter()
             .find(|s| s.call == call && s.step == step)
@@ -431,7 +426,7 @@ impl ProfileLayout {
     }
 
     /// The operation exchange step `step` of `call` serves, if recorded.
-    pub fn exchange_op(&self, call: Call, step: u32) -> Option<&str> {
+    pub(crate) fn exchange_op(&self, call: Call, step: u32) -> Option<&str> {
         self.exchange_ops
             .iter()
             .find(|e| e.call == call && e.step == step)
@@ -468,7 +463,7 @@ pub struct FileValues {
 }
 
 impl Package {
-    pub fn call(&self, call: Call) -> &HostCall {
+    pub(crate) fn call(&self, call: Call) -> &HostCall {
         match call {
             Call::Initialize => &self.initialize,
             Call::Run => &self.run,
@@ -476,7 +471,7 @@ impl Package {
     }
 
     /// The image of `tile`, when the package uses it.
-    pub fn tile(&self, tile: u32) -> Option<&TileImage> {
+    pub(crate) fn tile(&self, tile: u32) -> Option<&TileImage> {
         self.tiles
             .binary_search_by_key(&tile, |t| t.tile)
             .ok()
@@ -484,7 +479,7 @@ impl Package {
     }
 
     /// Checks every invariant listed in the module documentation.
-    pub fn validate(&self) -> Result<(), PackageError> {
+    pub(crate) fn validate(&self) -> Result<(), PackageError> {
         validate::package(self)
     }
 }

@@ -36,7 +36,7 @@ pub struct OpEstimate {
 }
 
 impl OpEstimate {
-    pub fn total_cycles(&self) -> u64 {
+    pub(crate) fn total_cycles(&self) -> u64 {
         self.compute_cycles + self.exchange_cycles + self.sync_cycles
     }
 }
@@ -79,7 +79,7 @@ pub enum BufferKind {
 }
 
 impl BufferKind {
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             BufferKind::Input => "input",
             BufferKind::Weight => "weight",

@@ -18,7 +18,7 @@
 //! Results are cheap to clone (`Arc`) and compare by value, so a phase whose
 //! output did not change stops the recomputation there (early cutoff).
 
-pub mod error;
+pub(crate) mod error;
 pub(crate) mod fit;
 pub(crate) mod items;
 pub mod kernels;

@@ -104,7 +104,7 @@ fn load<T: DeserializeOwned>(
 /// Serialization to JSON bytes behind a trait object, so a key can mix
 /// inputs of different types.
 pub(crate) mod erased {
-    pub trait Json {
+    pub(crate) trait Json {
         fn json(&self) -> Option<Vec<u8>>;
     }
 

@@ -5,10 +5,10 @@ use crate::lower::{BufferId, BufferRole, OperandRef, Program, Step};
 
 /// Inclusive range of step positions during which a buffer must keep its
 /// contents.
-pub type Lifetime = (u32, u32);
+pub(super) type Lifetime = (u32, u32);
 
 /// Computes every buffer's lifetime from the step sequence.
-pub fn lifetimes(program: &Program) -> Vec<Lifetime> {
+pub(crate) fn lifetimes(program: &Program) -> Vec<Lifetime> {
     #[derive(Clone, Copy)]
     struct Touches {
         first: u32,
@@ -134,6 +134,6 @@ pub fn lifetimes(program: &Program) -> Vec<Lifetime> {
 }
 
 /// Whether two lifetimes share a step.
-pub fn overlaps(a: Lifetime, b: Lifetime) -> bool {
+pub(super) fn overlaps(a: Lifetime, b: Lifetime) -> bool {
     a.0 <= b.1 && b.0 <= a.1
 }

@@ -20,25 +20,25 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
 mod lifetimes;
-pub mod pressure;
+pub(crate) mod pressure;
 mod tile;
 
-pub use lifetimes::lifetimes;
+pub(crate) use lifetimes::lifetimes;
 use lifetimes::{overlaps, Lifetime};
-pub use tile::{place_tile, tile_requests, BufferRequest, TileRequest};
+pub(crate) use tile::{place_tile, tile_requests, TileRequest};
 
 /// Alignment of every buffer: the widest load, 128 bits.
-pub const BUFFER_ALIGN: u32 = 16;
+pub(crate) const BUFFER_ALIGN: u32 = 16;
 
 /// A block of per-tile runtime data the emitter needs, sized before placement.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct SupportBlock {
+pub(crate) struct SupportBlock {
     pub kind: SupportKind,
     pub bytes: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum SupportKind {
+pub(crate) enum SupportKind {
     /// The supervisor's routines.
     Code,
     /// The kernel variants the tile runs, linked one after another.
@@ -61,7 +61,7 @@ impl fmt::Display for SupportKind {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct TilePlacement {
+pub(crate) struct TilePlacement {
     pub support: Vec<(SupportKind, u32, u32)>,
     pub buffers: Vec<(BufferId, u32)>,
     /// Highest address used in each region, for reports.
@@ -75,7 +75,7 @@ pub struct Placement {
 }
 
 impl Placement {
-    pub fn address(&self, tile: u32, buffer: BufferId) -> Option<u32> {
+    pub(crate) fn address(&self, tile: u32, buffer: BufferId) -> Option<u32> {
         self.tiles
             .get(&tile)?
             .buffers
@@ -85,7 +85,7 @@ impl Placement {
     }
 
     /// Stable text dump (used by tests and `--emit placement`).
-    pub fn dump(&self, program: &Program) -> String {
+    pub(crate) fn dump(&self, program: &Program) -> String {
         let mut out = String::new();
         for (tile, placement) in &self.tiles {
             let _ = writeln!(
@@ -149,10 +149,11 @@ impl PlacementError {
     }
 }
 
+#[cfg(test)]
 /// Places every tile of `program`; `support(tile)` gives the support blocks
 /// each tile needs, which go first in region 0. Each tile is placed on its
 /// own ([`place_tile`]) from its [`TileRequest`].
-pub fn placement(
+pub(crate) fn placement(
     target: &Target,
     graph: &Graph,
     program: &Program,

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 /// A tile whose live buffers exceed what it can hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Overfull {
+pub(crate) struct Overfull {
     pub tile: u32,
     pub needed: u64,
     pub available: u64,
@@ -29,7 +29,7 @@ pub struct Overfull {
 
 /// Every tile `program` overfills, with `reserve` bytes kept for code and
 /// runtime tables, in tile order.
-pub fn overfull_tiles(
+pub(crate) fn overfull_tiles(
     target: &Target,
     graph: &Graph,
     program: &Program,

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 /// One buffer a tile needs room for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct BufferRequest {
+pub(crate) struct BufferRequest {
     pub bytes: u32,
     pub class: MemoryClass,
     /// Ranks among the tile's lifetime bounds (see the module docs).
@@ -30,13 +30,13 @@ pub struct BufferRequest {
 
 /// Everything placing one tile needs besides its support blocks.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct TileRequest {
+pub(crate) struct TileRequest {
     /// Local buffer `i` is `buffers[i]`.
     pub buffers: Vec<BufferRequest>,
 }
 
 /// Every tile's request, with the program's id of each local buffer.
-pub fn tile_requests(
+pub(crate) fn tile_requests(
     graph: &Graph,
     program: &Program,
 ) -> BTreeMap<u32, (TileRequest, Vec<BufferId>)> {
@@ -81,7 +81,7 @@ pub fn tile_requests(
 
 impl TilePlacement {
     /// This placement with local buffer `i` renamed `globals[i]`.
-    pub fn globalized(&self, globals: &[BufferId]) -> TilePlacement {
+    pub(crate) fn globalized(&self, globals: &[BufferId]) -> TilePlacement {
         let mut buffers: Vec<(BufferId, u32)> = self
             .buffers
             .iter()
@@ -100,7 +100,7 @@ impl TilePlacement {
 /// the same time. Interleaved buffers go in region 1; the others in region
 /// 0 after the support blocks, overflowing into region 1. Buffers are
 /// numbered as in `request`.
-pub fn place_tile(
+pub(crate) fn place_tile(
     target: &Target,
     tile: u32,
     request: &TileRequest,

@@ -12,7 +12,7 @@ use crate::target::Target;
 /// tiles as there are rows (or the signature allows), then half as many,
 /// and so on. More tiles receive fewer bytes each, so the widest split wins
 /// unless it does not fit.
-pub fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
+pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     let SignatureKind::Concat { axis } = signature.kind else {
         return Vec::new();
     };
@@ -61,7 +61,7 @@ pub fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
 
 /// Whether `partition` is a gathered plan of `signature`'s output: its
 /// rows and row length, a row count per tile in range, within the tiles.
-pub fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
+pub(super) fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
     let Partition::Gathered {
         rows,
         row_length,

@@ -48,7 +48,7 @@ const REDUCE_MAX_F32: &str =
 
 /// The `.ipub_cost` text of `kernel`'s shipped source, if this module
 /// knows it.
-pub fn formula(kernel: KernelId) -> Option<&'static str> {
+pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
     use DType::{F143, F152, F16, F32};
     Some(match kernel {
         KernelId::Gemm { .. } => GEMM,
@@ -181,7 +181,7 @@ const ALL: [&str; 25] = [
 /// by name, as lowering gives them), by its shipped formula; `None` when
 /// this module has no formula for the kernel or the formula cannot be
 /// evaluated with these names (a negative result included).
-pub fn cycles(kernel: KernelId, params: &[(&str, i64)]) -> Option<u64> {
+pub(super) fn cycles(kernel: KernelId, params: &[(&str, i64)]) -> Option<u64> {
     let formula = parsed(formula(kernel)?)?;
     let defines = defines(kernel);
     let value = formula

@@ -12,13 +12,13 @@ use super::cost::{self, Estimate, MemoryClass, AMP_OUTPUT_CHANNELS};
 use super::{Candidate, Partition};
 use crate::graph::DType;
 use crate::partition::KernelId;
-pub use crate::partition::{reduced_rows, Grid, Shard};
+pub(crate) use crate::partition::{reduced_rows, Grid, Shard};
 use crate::plan::signature::{OpSignature, Operand};
 use crate::target::Target;
 
 /// The logical problem: `batch` products of `[rows, inner] x [inner, cols]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MatmulShape {
+pub(super) struct MatmulShape {
     pub batch: usize,
     pub rows: usize,
     pub inner: usize,
@@ -26,7 +26,7 @@ pub struct MatmulShape {
 }
 
 impl MatmulShape {
-    pub fn of(signature: &OpSignature) -> MatmulShape {
+    pub(super) fn of(signature: &OpSignature) -> MatmulShape {
         let lhs = &signature.inputs[0].shape;
         let out = &signature.output.shape;
         let rank = out.len();
@@ -244,7 +244,7 @@ fn estimate(
 /// tiles, the shard the planner derives from that grid for this product
 /// (so the grid covers it), every slice of the inner dimension holding
 /// some of it, and the kernel the shard names.
-pub fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
+pub(super) fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
     let Partition::Matmul {
         grid,
         shard,

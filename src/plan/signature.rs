@@ -15,7 +15,7 @@ use std::fmt;
 /// What kind of work an operation is, with its attributes; floats are kept
 /// as bit patterns so signatures are `Eq` and `Hash`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum SignatureKind {
+pub(crate) enum SignatureKind {
     Matmul {
         transpose_rhs: bool,
     },
@@ -82,7 +82,7 @@ impl fmt::Display for Operand {
 
 /// Everything the planner may look at.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct OpSignature {
+pub(crate) struct OpSignature {
     pub kind: SignatureKind,
     pub inputs: Vec<Operand>,
     pub output: Operand,
@@ -100,7 +100,7 @@ pub struct OpSignature {
 }
 
 impl OpSignature {
-    pub fn of(graph: &Graph, op: &Op) -> OpSignature {
+    pub(crate) fn of(graph: &Graph, op: &Op) -> OpSignature {
         let operand = |id| {
             let t = graph.tensor(id);
             Operand {
@@ -155,7 +155,7 @@ impl OpSignature {
         }
     }
 
-    pub fn kind_name(&self) -> &'static str {
+    pub(super) fn kind_name(&self) -> &'static str {
         match self.kind {
             SignatureKind::Matmul { .. } => "matmul",
             SignatureKind::Cast => "cast",

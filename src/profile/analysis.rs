@@ -16,11 +16,11 @@ pub struct KindCycles {
 }
 
 impl KindCycles {
-    pub fn add(&mut self, kind: StepKind, cycles: u64) {
+    pub(super) fn add(&mut self, kind: StepKind, cycles: u64) {
         *self.get_mut(kind) += cycles;
     }
 
-    pub fn get(&self, kind: StepKind) -> u64 {
+    pub(super) fn get(&self, kind: StepKind) -> u64 {
         match kind {
             StepKind::Compute => self.compute,
             StepKind::Exchange => self.exchange,
@@ -44,7 +44,7 @@ impl KindCycles {
 }
 
 /// Step cycles per kind over the whole run.
-pub fn by_kind(profile: &Profile) -> KindCycles {
+pub(super) fn by_kind(profile: &Profile) -> KindCycles {
     let mut cycles = KindCycles::default();
     for step in &profile.steps {
         cycles.add(step.kind, step.cycles);
@@ -54,7 +54,7 @@ pub fn by_kind(profile: &Profile) -> KindCycles {
 
 /// The operation each step belongs to: its own, or for a sync the
 /// operation of the exchange it precedes.
-pub fn step_ops(profile: &Profile) -> Vec<Option<&str>> {
+pub(super) fn step_ops(profile: &Profile) -> Vec<Option<&str>> {
     let steps = &profile.steps;
     (0..steps.len())
         .map(|i| {
@@ -99,19 +99,19 @@ impl OpRow {
     }
 
     /// Measured over estimated, minus one (positive: slower than expected).
-    pub fn error(&self) -> Option<f64> {
+    pub(crate) fn error(&self) -> Option<f64> {
         let estimated = self.estimated?.total();
         (estimated > 0).then(|| self.total() as f64 / estimated as f64 - 1.0)
     }
 
     /// The AMP roofline over the measured cycles (matrix products).
-    pub fn amp_utilisation(&self) -> Option<f64> {
+    pub(super) fn amp_utilisation(&self) -> Option<f64> {
         (self.roofline_cycles > 0 && self.total() > 0)
             .then(|| self.roofline_cycles as f64 / self.total() as f64)
     }
 
     /// Exchange and sync over all of the operation's cycles.
-    pub fn exchange_share(&self) -> f64 {
+    pub(super) fn exchange_share(&self) -> f64 {
         let total = self.total().max(1) as f64;
         (self.measured.exchange + self.measured.sync) as f64 / total
     }
@@ -192,7 +192,7 @@ fn add_shares(into: &mut BTreeMap<u32, u64>, tiles: &[u32], cycles: u64) {
 
 /// One used tile's totals over the run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TileTotals {
+pub(crate) struct TileTotals {
     pub tile: u32,
     /// Busy cycles in compute steps.
     pub compute_cycles: u64,
@@ -209,7 +209,7 @@ pub struct TileTotals {
 
 /// Totals for every tile that took part in a step or holds memory,
 /// ascending by tile.
-pub fn tile_totals(profile: &Profile) -> Vec<TileTotals> {
+pub(super) fn tile_totals(profile: &Profile) -> Vec<TileTotals> {
     fn totals(tiles: &mut BTreeMap<u32, TileTotals>, tile: u32) -> &mut TileTotals {
         tiles.entry(tile).or_insert_with(|| TileTotals {
             tile,
@@ -242,7 +242,7 @@ pub fn tile_totals(profile: &Profile) -> Vec<TileTotals> {
 
 /// A tile's peak memory (support blocks plus the most buffer bytes alive
 /// in one step) and the step where it peaks.
-pub fn peak_memory(tile: &TileProfile) -> (u64, u32) {
+pub(super) fn peak_memory(tile: &TileProfile) -> (u64, u32) {
     let support: u64 = tile.support.iter().map(|s| u64::from(s.bytes)).sum();
     let mut events: Vec<(u32, i64)> = Vec::with_capacity(2 * tile.buffers.len());
     for buffer in &tile.buffers {
@@ -268,7 +268,7 @@ pub fn peak_memory(tile: &TileProfile) -> (u64, u32) {
 
 /// Something worth changing, with the cycles it could save at most.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Opportunity {
+pub(super) struct Opportunity {
     pub saving_cycles: u64,
     pub title: String,
     pub detail: String,
@@ -278,7 +278,7 @@ pub struct Opportunity {
 /// compute, an operation's exchange and syncs, matrix products far from
 /// the AMP roofline, and operations far slower than the planner estimated
 /// (at least one and a half times), ranked by the cycles each could save.
-pub fn opportunities(profile: &Profile, ops: &[OpRow]) -> Vec<Opportunity> {
+pub(super) fn opportunities(profile: &Profile, ops: &[OpRow]) -> Vec<Opportunity> {
     let total = profile.total_cycles.max(1) as f64;
     let share = |cycles: u64| 100.0 * cycles as f64 / total;
     let mut found = Vec::new();
@@ -352,7 +352,7 @@ pub fn opportunities(profile: &Profile, ops: &[OpRow]) -> Vec<Opportunity> {
 }
 
 /// Distinct tiles that took part in any step.
-pub fn used_tiles(profile: &Profile) -> usize {
+pub(super) fn used_tiles(profile: &Profile) -> usize {
     let mut tiles: Vec<u32> = profile
         .steps
         .iter()
@@ -365,7 +365,7 @@ pub fn used_tiles(profile: &Profile) -> usize {
 }
 
 /// The tile that set the pace for the most cycles, with those cycles.
-pub fn bottleneck_tile(tiles: &[TileTotals]) -> Option<(u32, u64)> {
+pub(super) fn bottleneck_tile(tiles: &[TileTotals]) -> Option<(u32, u64)> {
     tiles
         .iter()
         .filter(|t| t.critical_cycles > 0)

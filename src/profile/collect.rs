@@ -9,7 +9,7 @@ use crate::package::{Call, Package, SegmentKind, Step, TileImage};
 
 /// Where the package came from: its path as the profile should name it
 /// and the blake3 hash of its file.
-pub struct PackageFile<'a> {
+pub(crate) struct PackageFile<'a> {
     pub path: &'a str,
     pub hash: &'a str,
 }

@@ -9,21 +9,21 @@ use std::fmt::Write as _;
 
 /// One operation in either run.
 #[derive(Clone, Debug, PartialEq)]
-pub struct OpDelta {
+pub(crate) struct OpDelta {
     pub name: String,
     pub before: Option<OpRow>,
     pub after: Option<OpRow>,
 }
 
 impl OpDelta {
-    pub fn cycles(&self) -> (u64, u64) {
+    pub(super) fn cycles(&self) -> (u64, u64) {
         (
             self.before.as_ref().map_or(0, OpRow::total),
             self.after.as_ref().map_or(0, OpRow::total),
         )
     }
 
-    pub fn delta(&self) -> i64 {
+    pub(super) fn delta(&self) -> i64 {
         let (a, b) = self.cycles();
         b as i64 - a as i64
     }
@@ -31,7 +31,7 @@ impl OpDelta {
 
 /// One tile's busy cycles and memory in both runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TileDelta {
+pub(crate) struct TileDelta {
     pub tile: u32,
     pub before: TileTotals,
     pub after: TileTotals,
@@ -43,17 +43,17 @@ impl TileDelta {
     }
 
     /// Busy cycles (compute and exchange) before and after.
-    pub fn busy_cycles(&self) -> (u64, u64) {
+    pub(super) fn busy_cycles(&self) -> (u64, u64) {
         (Self::busy(&self.before), Self::busy(&self.after))
     }
 
-    pub fn delta(&self) -> i64 {
+    pub(super) fn delta(&self) -> i64 {
         let (a, b) = self.busy_cycles();
         b as i64 - a as i64
     }
 
     /// Whether only one run used the tile.
-    pub fn note(&self) -> Option<&'static str> {
+    pub(super) fn note(&self) -> Option<&'static str> {
         match self.busy_cycles() {
             (0, b) if b > 0 => Some("newly used"),
             (a, 0) if a > 0 => Some("no longer used"),
@@ -64,7 +64,7 @@ impl TileDelta {
 
 /// Everything `ipub profile diff` reports.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Diff {
+pub(crate) struct Diff {
     pub before_name: String,
     pub after_name: String,
     pub total: (u64, u64),
@@ -79,7 +79,7 @@ pub struct Diff {
 }
 
 /// `before` and `after` compared; `names` label them in the output.
-pub fn diff(before: &Profile, after: &Profile, names: (&str, &str)) -> Diff {
+pub(crate) fn diff(before: &Profile, after: &Profile, names: (&str, &str)) -> Diff {
     let rows_before = analysis::op_rows(before);
     let rows_after = analysis::op_rows(after);
     let mut names_in_order: Vec<String> = rows_after.iter().map(|r| r.name.clone()).collect();
@@ -337,7 +337,7 @@ fn cell(value: Option<u64>) -> String {
 }
 
 /// The text `ipub profile diff` prints.
-pub fn text(diff: &Diff, top: usize) -> String {
+pub(crate) fn text(diff: &Diff, top: usize) -> String {
     let mut out = String::new();
     let (a, b) = diff.total;
     let _ = writeln!(

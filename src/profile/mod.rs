@@ -17,11 +17,11 @@
 //! too, and bumps [`FORMAT_VERSION`].
 
 pub mod analysis;
-pub mod collect;
-pub mod diff;
-pub mod html;
-pub mod summary;
-pub mod trace;
+pub(crate) mod collect;
+pub(crate) mod diff;
+pub(crate) mod html;
+pub(crate) mod summary;
+pub(crate) mod trace;
 
 use crate::target::{Target, TargetId};
 use camino::Utf8Path;
@@ -34,12 +34,12 @@ pub const FORMAT_VERSION: u32 = 2;
 
 /// The oldest version this ipub reads: version 1 lacks everything but the
 /// steps, which reports then leave out.
-pub const OLDEST_READABLE_VERSION: u32 = 1;
+pub(crate) const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// The largest profile file read: a run records at most
 /// [`MAX_EXECUTED_TILE_RECORDS`](crate::package::limits::MAX_EXECUTED_TILE_RECORDS)
 /// tile activities, about a hundred bytes each.
-pub const MAX_PROFILE_FILE_BYTES: u64 = 1 << 30;
+pub(crate) const MAX_PROFILE_FILE_BYTES: u64 = 1 << 30;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -51,14 +51,14 @@ pub enum StepKind {
 }
 
 impl StepKind {
-    pub const ALL: [StepKind; 4] = [
+    pub(crate) const ALL: [StepKind; 4] = [
         StepKind::Compute,
         StepKind::Exchange,
         StepKind::Sync,
         StepKind::Host,
     ];
 
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             StepKind::Compute => "compute",
             StepKind::Exchange => "exchange",
@@ -99,7 +99,12 @@ pub struct TileActivity {
 
 impl TileActivity {
     /// A tile's part with no estimate and no exchange traffic.
-    pub fn busy(tile: u32, kernel: Option<String>, busy_cycles: u64, instructions: u64) -> Self {
+    pub(crate) fn busy(
+        tile: u32,
+        kernel: Option<String>,
+        busy_cycles: u64,
+        instructions: u64,
+    ) -> Self {
         TileActivity {
             tile,
             kernel,
@@ -140,7 +145,7 @@ pub struct StepProfile {
 impl StepProfile {
     /// The tiles that set the step's length: every tile as busy as the
     /// busiest (none when no tile was busy).
-    pub fn slowest_tiles(&self) -> Vec<u32> {
+    pub(crate) fn slowest_tiles(&self) -> Vec<u32> {
         let max = self.tiles.iter().map(|t| t.busy_cycles).max().unwrap_or(0);
         if max == 0 {
             return Vec::new();
@@ -243,7 +248,7 @@ impl Profile {
     }
 
     /// Parses and validates profile JSON.
-    pub fn parse(text: &str) -> Result<Profile, String> {
+    pub(crate) fn parse(text: &str) -> Result<Profile, String> {
         let profile: Profile = serde_json::from_str(text).map_err(|e| e.to_string())?;
         profile.validate()?;
         Ok(profile)
@@ -326,12 +331,12 @@ impl Profile {
 
     /// The profile as JSON, compact: a 1472-tile run has tens of thousands
     /// of tile entries.
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         serde_json::to_string(self).expect("profiles serialise")
     }
 
     /// Cycles converted to microseconds at the profile's clock.
-    pub fn micros(&self, cycles: u64) -> f64 {
+    pub(crate) fn micros(&self, cycles: u64) -> f64 {
         cycles as f64 * 1e6 / self.clock_hz as f64
     }
 
@@ -352,7 +357,7 @@ fn known_target<'de, D: serde::Deserializer<'de>>(names: D) -> Result<TargetId, 
 }
 
 /// `1234567` as `1,234,567`.
-pub fn thousands(value: u64) -> String {
+pub(crate) fn thousands(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
@@ -365,7 +370,7 @@ pub fn thousands(value: u64) -> String {
 }
 
 /// A signed count with thousands separators (`+1,200`, `-35`).
-pub fn signed_thousands(value: i64) -> String {
+pub(crate) fn signed_thousands(value: i64) -> String {
     let sign = if value < 0 { "-" } else { "+" };
     format!("{sign}{}", thousands(value.unsigned_abs()))
 }

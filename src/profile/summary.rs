@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 /// Busy tile-cycles of one kernel over the run, with its estimate.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KernelRow {
+pub(super) struct KernelRow {
     pub kernel: String,
     /// Tile-steps that ran it.
     pub runs: u64,
@@ -20,7 +20,7 @@ pub struct KernelRow {
 }
 
 /// Busy tile-cycles per kernel, most first.
-pub fn by_kernel(profile: &Profile) -> Vec<KernelRow> {
+pub(super) fn by_kernel(profile: &Profile) -> Vec<KernelRow> {
     let mut rows: BTreeMap<&str, KernelRow> = BTreeMap::new();
     for step in profile.steps.iter().filter(|s| s.kind == StepKind::Compute) {
         for tile in &step.tiles {
@@ -47,7 +47,7 @@ pub fn by_kernel(profile: &Profile) -> Vec<KernelRow> {
 }
 
 /// `+12.3 %`, or `-` when there is nothing to compare.
-pub fn signed_percent(ratio: Option<f64>) -> String {
+pub(super) fn signed_percent(ratio: Option<f64>) -> String {
     ratio.map_or("-".into(), |r| format!("{:+.1} %", 100.0 * r))
 }
 
@@ -56,7 +56,7 @@ fn error_of(measured: u64, estimated: u64) -> Option<f64> {
 }
 
 /// The text summary, with `top` rows per table.
-pub fn summary(profile: &Profile, top: usize) -> String {
+pub(crate) fn summary(profile: &Profile, top: usize) -> String {
     let mut out = String::new();
     let total = profile.total_cycles.max(1) as f64;
     let _ = writeln!(

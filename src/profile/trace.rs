@@ -36,7 +36,7 @@ fn live_memory(profile: &Profile, steps: u32) -> Vec<(u64, u64)> {
 /// per busy tile per step on the tile's track (a compute slice is named
 /// `operation: kernel`), and counters `exchange bytes` (delivered in each
 /// exchange step) and `live memory` (all tiles and the fullest tile).
-pub fn chrome_trace(profile: &Profile) -> String {
+pub(crate) fn chrome_trace(profile: &Profile) -> String {
     let mut events: Vec<Value> = vec![
         json!({"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "steps"}}),
         json!({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "tiles"}}),

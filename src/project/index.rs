@@ -17,7 +17,7 @@ use toml::Spanned;
 
 /// What a name names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DefinitionKind {
+pub(crate) enum DefinitionKind {
     /// A `[[tensor]]`: an input or a weight.
     Tensor,
     /// An `[[op]]`, whose name is also its output tensor's.
@@ -33,7 +33,7 @@ pub enum DefinitionKind {
 }
 
 impl DefinitionKind {
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             DefinitionKind::Tensor => "tensor",
             DefinitionKind::Op => "op",
@@ -47,7 +47,7 @@ impl DefinitionKind {
 
 /// A name's definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Definition {
+pub(crate) struct Definition {
     pub name: String,
     pub kind: DefinitionKind,
     pub file: Utf8PathBuf,
@@ -62,7 +62,7 @@ pub struct Definition {
 
 /// Where a name is read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReferenceSite {
+pub(crate) enum ReferenceSite {
     /// An entry of an op's `inputs`.
     OpInput { op: String },
     /// A repeat's `input`.
@@ -75,7 +75,7 @@ pub enum ReferenceSite {
 
 /// One use of a name.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reference {
+pub(crate) struct Reference {
     pub name: String,
     pub file: Utf8PathBuf,
     pub span: Range<usize>,
@@ -84,7 +84,7 @@ pub struct Reference {
 
 /// One `include` entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Include {
+pub(crate) struct Include {
     /// The including file.
     pub file: Utf8PathBuf,
     pub span: Range<usize>,
@@ -96,7 +96,7 @@ pub struct Include {
 
 /// An op's `op = "kind"` value.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OpKindSite {
+pub(crate) struct OpKindSite {
     pub op: String,
     pub kind: String,
     pub file: Utf8PathBuf,
@@ -105,7 +105,7 @@ pub struct OpKindSite {
 
 /// Everything with a position in a project's files.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProjectIndex {
+pub(crate) struct ProjectIndex {
     /// The files parsed, includes before their includer.
     pub files: Vec<Utf8PathBuf>,
     pub definitions: Vec<Definition>,
@@ -116,7 +116,7 @@ pub struct ProjectIndex {
 
 /// What is at a position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IndexItem<'a> {
+pub(crate) enum IndexItem<'a> {
     Definition(&'a Definition),
     Reference(&'a Reference),
     Include(&'a Include),
@@ -124,7 +124,7 @@ pub enum IndexItem<'a> {
 }
 
 impl ProjectIndex {
-    pub fn of(loaded: &Loaded) -> ProjectIndex {
+    pub(super) fn of(loaded: &Loaded) -> ProjectIndex {
         let mut index = ProjectIndex::default();
         for file in &loaded.files {
             index.files.push(file.path.clone());
@@ -286,18 +286,14 @@ impl ProjectIndex {
     }
 
     /// The (first) definition of `name`.
-    pub fn definition(&self, name: &str) -> Option<&Definition> {
+    pub(crate) fn definition(&self, name: &str) -> Option<&Definition> {
         self.definitions.iter().find(|d| d.name == name)
     }
 
-    /// Every use of `name`.
-    pub fn references_to<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Reference> {
-        self.references.iter().filter(move |r| r.name == name)
-    }
-
+    #[cfg(test)]
     /// The names visible at `offset` of `file`: everything outside repeat
     /// bodies, plus the locals of the repeat body the offset is in.
-    pub fn visible_names(&self, file: &Utf8Path, offset: usize) -> Vec<&Definition> {
+    pub(super) fn visible_names(&self, file: &Utf8Path, offset: usize) -> Vec<&Definition> {
         let scope = self
             .definitions
             .iter()
@@ -310,6 +306,7 @@ impl ProjectIndex {
             .collect()
     }
 
+    #[cfg(test)]
     /// The text a repeat spans: its own table and its body's tables, which
     /// follow it as `[[repeat.tensor]]` and `[[repeat.op]]` (the end is
     /// inclusive, for a cursor at the very end).
@@ -325,7 +322,7 @@ impl ProjectIndex {
 
     /// The name, include or op kind under `offset` in `file` (a position
     /// right after a value still counts, as editors place the cursor there).
-    pub fn at(&self, file: &Utf8Path, offset: usize) -> Option<IndexItem<'_>> {
+    pub(crate) fn at(&self, file: &Utf8Path, offset: usize) -> Option<IndexItem<'_>> {
         let inside = |f: &Utf8Path, span: &Range<usize>| {
             f == file && span.start <= offset && offset <= span.end
         };

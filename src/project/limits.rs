@@ -7,36 +7,36 @@ use crate::graph::{DType, Graph, Role};
 use crate::target::Target;
 
 /// Deepest chain of includes (a file including a file including ...).
-pub const MAX_INCLUDE_DEPTH: usize = 32;
+pub(super) const MAX_INCLUDE_DEPTH: usize = 32;
 
 /// Most files one project may read, the root and its includes.
-pub const MAX_FILES: usize = 1024;
+pub(super) const MAX_FILES: usize = 1024;
 
 /// Longest project name: packages and profiles are named after it.
-pub const MAX_NAME_LENGTH: usize = 64;
+pub(super) const MAX_NAME_LENGTH: usize = 64;
 
 /// Most names (tensors, operations, repeats and what their bodies
 /// declare) one project may declare: validation, planning and lowering
 /// work per name, so this bounds them all.
-pub const MAX_NAMES: usize = 1 << 16;
+pub(super) const MAX_NAMES: usize = 1 << 16;
 
 /// Most repeats one project may declare (each is validated with its own
 /// view of the names outside it).
-pub const MAX_REPEATS: usize = 1024;
+pub(super) const MAX_REPEATS: usize = 1024;
 
 /// Diagnostics after which an unknown name gets no "similar name"
 /// suggestion.
-pub const MAX_SUGGESTIONS: usize = 20;
+pub(super) const MAX_SUGGESTIONS: usize = 20;
 
 /// Bytes that `tiles` tiles of `target` can hold: the memory the loader may
 /// write on each. Nothing a project declares can be larger.
-pub fn capacity(target: &Target, tiles: u32) -> u64 {
+pub(super) fn capacity(target: &Target, tiles: u32) -> u64 {
     u64::from(tiles) * u64::from(target.memory.loadable.len())
 }
 
 /// The bytes of a tensor of `shape` and `dtype`, or `None` when they do not
 /// fit in 64 bits.
-pub fn tensor_bytes(shape: &[usize], dtype: DType) -> Option<u64> {
+pub(super) fn tensor_bytes(shape: &[usize], dtype: DType) -> Option<u64> {
     shape
         .iter()
         .try_fold(dtype.size_bytes() as u64, |bytes, &d| {
@@ -45,7 +45,12 @@ pub fn tensor_bytes(shape: &[usize], dtype: DType) -> Option<u64> {
 }
 
 /// Why one tensor cannot fit the tiles a project may use, if it cannot.
-pub fn tensor_problem(shape: &[usize], dtype: DType, capacity: u64, tiles: u32) -> Option<String> {
+pub(super) fn tensor_problem(
+    shape: &[usize],
+    dtype: DType,
+    capacity: u64,
+    tiles: u32,
+) -> Option<String> {
     match tensor_bytes(shape, dtype) {
         Some(bytes) if bytes <= capacity => None,
         Some(bytes) => Some(format!(
@@ -60,7 +65,7 @@ pub fn tensor_problem(shape: &[usize], dtype: DType, capacity: u64, tiles: u32) 
 /// The bytes a graph keeps in tile memory for the whole run (inputs and
 /// weights, a repeat's weights once per iteration), with the largest
 /// contributors first, for the message when they do not fit.
-pub fn resident_bytes(graph: &Graph) -> (u64, Vec<(String, u64)>) {
+pub(super) fn resident_bytes(graph: &Graph) -> (u64, Vec<(String, u64)>) {
     let mut parts: Vec<(String, u64)> = graph
         .tensors
         .iter()
@@ -90,7 +95,7 @@ pub fn resident_bytes(graph: &Graph) -> (u64, Vec<(String, u64)>) {
 /// Why `name` cannot name the files ipub writes after it (`NAME.ipuexe`,
 /// `NAME.profile.json`), if it cannot: it must be one path segment of
 /// letters, digits, `_`, `-` and `.`, not starting with `.` or `-`.
-pub fn file_name_problem(name: &str) -> Option<String> {
+pub(crate) fn file_name_problem(name: &str) -> Option<String> {
     let bad = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));

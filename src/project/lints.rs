@@ -21,7 +21,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// The warnings of a valid project, in file order and then by position.
-pub fn warnings(index: &ProjectIndex, graph: &Graph) -> Vec<Diagnostic> {
+pub(super) fn warnings(index: &ProjectIndex, graph: &Graph) -> Vec<Diagnostic> {
     let mut warnings = Vec::new();
     let read: HashSet<&str> = index
         .references

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use toml::Spanned;
 
 /// One parsed file.
-pub struct LoadedFile {
+pub(crate) struct LoadedFile {
     pub path: Utf8PathBuf,
     pub text: Arc<str>,
     pub ast: FileAst,
@@ -23,14 +23,14 @@ pub struct LoadedFile {
 
 /// The files of a project in load order (includes before their includer),
 /// and the problems met while reading them.
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub files: Vec<LoadedFile>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
-pub type ReadFile<'a> = dyn Fn(&Utf8Path) -> FileText + 'a;
+pub(super) type ReadFile<'a> = dyn Fn(&Utf8Path) -> FileText + 'a;
 
-pub fn load(root: &Utf8Path, read: &ReadFile<'_>) -> Loaded {
+pub(crate) fn load(root: &Utf8Path, read: &ReadFile<'_>) -> Loaded {
     let mut loaded = Loaded {
         files: Vec::new(),
         diagnostics: Vec::new(),
@@ -149,7 +149,7 @@ fn unknown_key_suggestion(message: &str) -> Option<String> {
 
 /// `include` relative to the directory of `from`, with `.` and `..`
 /// resolved lexically so the same file always has the same path.
-pub fn resolve(from: &Utf8Path, include: &str) -> Utf8PathBuf {
+pub(crate) fn resolve(from: &Utf8Path, include: &str) -> Utf8PathBuf {
     let joined = match from.parent() {
         Some(dir) => dir.join(include),
         None => Utf8PathBuf::from(include),
@@ -159,7 +159,7 @@ pub fn resolve(from: &Utf8Path, include: &str) -> Utf8PathBuf {
 
 /// The span of the key whose value is at `value`: the text before a
 /// `key = value` pair. Falls back to the value's span.
-pub fn key_span<T>(text: &str, value: &Spanned<T>) -> std::ops::Range<usize> {
+pub(super) fn key_span<T>(text: &str, value: &Spanned<T>) -> std::ops::Range<usize> {
     let span = value.span();
     let before = &text[..span.start.min(text.len())];
     let trimmed = before.trim_end();
@@ -180,7 +180,7 @@ pub fn key_span<T>(text: &str, value: &Spanned<T>) -> std::ops::Range<usize> {
 
 /// An error when the project's files declare more names or repeats than
 /// the limits, before anything is validated.
-pub fn too_many_names(loaded: &Loaded) -> Option<Diagnostic> {
+pub(super) fn too_many_names(loaded: &Loaded) -> Option<Diagnostic> {
     let mut names = 0usize;
     let mut repeats = 0usize;
     for file in &loaded.files {

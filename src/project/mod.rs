@@ -11,15 +11,15 @@
 //! moves text (a comment, whitespace) produces an equal result and nothing
 //! downstream re-runs.
 
-pub mod index;
-pub mod limits;
-pub mod lints;
-pub mod load;
+pub(crate) mod index;
+pub(crate) mod limits;
+pub(crate) mod lints;
+pub(crate) mod load;
 pub mod schema;
 pub mod shapes;
-pub mod softmax_mask;
-pub mod syntax;
-pub mod validate;
+pub(crate) mod softmax_mask;
+pub(crate) mod syntax;
+pub(crate) mod validate;
 
 use crate::db::{Db, SourceFile};
 use crate::diagnostic::Diagnostic;
@@ -29,13 +29,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 /// A file being validated, for making located diagnostics.
-pub struct Site<'a> {
+pub(crate) struct Site<'a> {
     pub path: &'a Utf8Path,
-    pub text: &'a str,
 }
 
 impl Site<'_> {
-    pub fn error(&self, message: impl Into<String>, span: Range<usize>) -> Diagnostic {
+    pub(crate) fn error(&self, message: impl Into<String>, span: Range<usize>) -> Diagnostic {
         Diagnostic::error(message).at(self.path, span)
     }
 }
@@ -54,7 +53,7 @@ pub struct ProjectResult {
 }
 
 /// The kernel directory when `[project] kernels` is not given.
-pub const DEFAULT_KERNEL_DIR: &str = "../device";
+pub(crate) const DEFAULT_KERNEL_DIR: &str = "../device";
 
 /// The validated graph of the project whose root file is `root`.
 ///
@@ -74,7 +73,7 @@ pub fn project_graph(db: &dyn Db, root: SourceFile) -> ProjectResult {
 
 /// The parsed files of the project whose root file is `root`, read through
 /// the database (so an editor's unsaved text is what is parsed).
-pub fn loaded_files(db: &dyn Db, root: SourceFile) -> load::Loaded {
+pub(crate) fn loaded_files(db: &dyn Db, root: SourceFile) -> load::Loaded {
     let read = |path: &Utf8Path| -> crate::vfs::FileText {
         if path == root.path(db) {
             return root.contents(db).clone();
@@ -85,7 +84,7 @@ pub fn loaded_files(db: &dyn Db, root: SourceFile) -> load::Loaded {
 }
 
 /// Where every name, include and op kind of the project is written.
-pub fn project_index(db: &dyn Db, root: SourceFile) -> index::ProjectIndex {
+pub(crate) fn project_index(db: &dyn Db, root: SourceFile) -> index::ProjectIndex {
     index::ProjectIndex::of(&loaded_files(db, root))
 }
 
@@ -93,7 +92,7 @@ pub fn project_index(db: &dyn Db, root: SourceFile) -> index::ProjectIndex {
 ///
 /// Not a query: warnings carry positions, and re-parsing a project's few
 /// small files costs less than keeping positions in anything memoized.
-pub fn project_warnings(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
+pub(crate) fn project_warnings(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
     let Some(graph) = project_graph(db, root).graph.clone() else {
         return Vec::new();
     };
@@ -101,7 +100,7 @@ pub fn project_warnings(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
 }
 
 /// Errors and warnings of the project, errors first.
-pub fn project_diagnostics(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
+pub(crate) fn project_diagnostics(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
     let mut diagnostics = project_graph(db, root).diagnostics.clone();
     diagnostics.extend(project_warnings(db, root));
     diagnostics

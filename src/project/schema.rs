@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 /// What a key's value is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValueKind {
+pub(crate) enum ValueKind {
     String,
     Integer,
     Number,
@@ -23,7 +23,7 @@ pub enum ValueKind {
 
 /// One key of a table.
 #[derive(Clone, Copy, Debug)]
-pub struct Key {
+pub(crate) struct Key {
     pub name: &'static str,
     pub kind: ValueKind,
     pub required: bool,
@@ -34,7 +34,7 @@ pub struct Key {
 
 /// One table of the format.
 #[derive(Clone, Copy, Debug)]
-pub struct Table {
+pub(crate) struct Table {
     /// As written in a header: `project`, `tensor`, `repeat.op`.
     pub header: &'static str,
     /// `[[header]]` (an array of tables) rather than `[header]`.
@@ -45,7 +45,7 @@ pub struct Table {
 
 impl Table {
     /// The header as written: `[project]` or `[[tensor]]`.
-    pub fn written(&self) -> std::string::String {
+    pub(crate) fn written(&self) -> std::string::String {
         if self.array {
             format!("[[{}]]", self.header)
         } else {
@@ -72,10 +72,10 @@ const fn key(
 
 use ValueKind::*;
 
-pub const DTYPES: &[&str] = &["f32", "f16", "f143", "f152"];
+pub(super) const DTYPES: &[&str] = &["f32", "f16", "f143", "f152"];
 
 /// Keys outside any table.
-pub const ROOT_KEYS: &[Key] = &[key(
+pub(crate) const ROOT_KEYS: &[Key] = &[key(
     "include",
     Strings,
     false,
@@ -224,7 +224,7 @@ const OP_KEYS: &[Key] = &[
 ];
 
 /// Every table, in the order the format chapter describes them.
-pub const TABLES: &[Table] = &[
+pub(crate) const TABLES: &[Table] = &[
     Table {
         header: "project",
         array: false,
@@ -359,7 +359,7 @@ pub const TABLES: &[Table] = &[
 ];
 
 /// The keys of `init`.
-pub const INIT_KEYS: &[Key] = &[
+pub(crate) const INIT_KEYS: &[Key] = &[
     key(
         "dist",
         String,
@@ -392,7 +392,7 @@ pub const INIT_KEYS: &[Key] = &[
 ];
 
 /// The table a header names (`tensor`, `repeat.op`).
-pub fn table(header: &str) -> Option<&'static Table> {
+pub(crate) fn table(header: &str) -> Option<&'static Table> {
     TABLES.iter().find(|t| t.header == header)
 }
 
@@ -443,7 +443,7 @@ fn table_schema(table: &Table, nested: &[(&str, Value)]) -> Value {
 /// The JSON Schema (draft 07) of a project file. Every key of an included
 /// file is optional at the top level, since included files have no
 /// `[project]` or `[check]`.
-pub fn json_schema() -> Value {
+pub(crate) fn json_schema() -> Value {
     let get = |header: &str| table(header).expect("a table of the format");
     let repeat = table_schema(
         get("repeat"),

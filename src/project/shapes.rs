@@ -13,7 +13,7 @@ use toml::Spanned;
 mod reduce;
 
 /// An input as the rules see it.
-pub struct Input<'a> {
+pub(super) struct Input<'a> {
     pub name: &'a Spanned<String>,
     pub shape: &'a [usize],
     pub dtype: DType,
@@ -21,7 +21,7 @@ pub struct Input<'a> {
     pub scale: i8,
 }
 
-pub struct Inferred {
+pub(super) struct Inferred {
     pub kind: OpKind,
     pub shape: Vec<usize>,
     pub dtype: DType,
@@ -29,9 +29,9 @@ pub struct Inferred {
 }
 
 /// The FP8 scales the device's cast instructions accept.
-pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=31;
+pub(super) const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=31;
 
-pub const OP_NAMES: &[&str] = &[
+pub(super) const OP_NAMES: &[&str] = &[
     "matmul",
     "cast",
     "add",
@@ -54,7 +54,7 @@ pub const OP_NAMES: &[&str] = &[
     "reduce_max",
 ];
 
-pub fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diagnostic> {
+pub(super) fn infer(site: &Site, op: &OpAst, inputs: &[Input]) -> Result<Inferred, Diagnostic> {
     let kind = op.op.get_ref().as_str();
     if !OP_NAMES.contains(&kind) {
         return Err(suggest(
@@ -442,7 +442,11 @@ fn cast(
 }
 
 /// Checks an FP8 scale value.
-pub fn fp8_scale(site: &Site, value: f64, span: std::ops::Range<usize>) -> Result<i8, Diagnostic> {
+pub(super) fn fp8_scale(
+    site: &Site,
+    value: f64,
+    span: std::ops::Range<usize>,
+) -> Result<i8, Diagnostic> {
     if value.fract() != 0.0 || !FP8_SCALE_RANGE.contains(&(value as i64)) {
         return Err(site
             .error(format!("FP8 scale {value} is out of range"), span)
@@ -744,11 +748,11 @@ fn rearrange(
     ))
 }
 /// Every dtype name, for suggestions.
-pub const DTYPE_NAMES: &[&str] = &["f32", "f16", "f143", "f152"];
+pub(super) const DTYPE_NAMES: &[&str] = &["f32", "f16", "f143", "f152"];
 
 /// Adds a "did you mean" help to `diagnostic` when one of `known` is close
 /// to `name`.
-pub fn suggest(diagnostic: Diagnostic, name: &str, known: &[&str]) -> Diagnostic {
+pub(super) fn suggest(diagnostic: Diagnostic, name: &str, known: &[&str]) -> Diagnostic {
     match crate::suggest::did_you_mean(name, known.iter().copied()) {
         Some(help) => diagnostic.help(help),
         None => diagnostic,

@@ -16,7 +16,7 @@ use toml::Spanned;
 
 /// A mask input as these rules see it (the shape rules' view of an input,
 /// without depending on them).
-pub struct Mask<'a> {
+pub(crate) struct Mask<'a> {
     pub name: &'a Spanned<String>,
     pub shape: &'a [usize],
     pub dtype: DType,
@@ -24,7 +24,7 @@ pub struct Mask<'a> {
 
 /// Checks `mask` against the softmax input's shape `x` and the op's
 /// `causal` key.
-pub fn check(site: &Site, op: &OpAst, x: &[usize], mask: Mask) -> Result<(), Diagnostic> {
+pub(crate) fn check(site: &Site, op: &OpAst, x: &[usize], mask: Mask) -> Result<(), Diagnostic> {
     let name = mask.name.get_ref();
     if !matches!(mask.dtype, DType::F16 | DType::F32) {
         return Err(site
@@ -63,7 +63,7 @@ pub fn check(site: &Site, op: &OpAst, x: &[usize], mask: Mask) -> Result<(), Dia
 }
 
 /// The error for a softmax given more than its input and a mask.
-pub fn too_many_inputs(site: &Site, op: &OpAst, found: usize) -> Diagnostic {
+pub(super) fn too_many_inputs(site: &Site, op: &OpAst, found: usize) -> Diagnostic {
     site.error(
         format!("`softmax` takes 1 or 2 inputs, found {found}"),
         op.inputs.span(),

@@ -10,7 +10,7 @@ use toml::Spanned;
 /// One TOML file: the root project or an included file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileAst {
+pub(crate) struct FileAst {
     pub project: Option<Spanned<ProjectAst>>,
     #[serde(default)]
     pub include: Vec<Spanned<String>>,
@@ -25,7 +25,7 @@ pub struct FileAst {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProjectAst {
+pub(crate) struct ProjectAst {
     pub name: Spanned<String>,
     pub target: Spanned<String>,
     pub tiles: Spanned<i64>,
@@ -38,7 +38,7 @@ pub struct ProjectAst {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TensorAst {
+pub(crate) struct TensorAst {
     pub name: Spanned<String>,
     pub shape: Spanned<Vec<Spanned<i64>>>,
     pub dtype: Spanned<String>,
@@ -49,7 +49,7 @@ pub struct TensorAst {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct InitAst {
+pub(crate) struct InitAst {
     /// The seeded distribution; absent when `file` gives the values.
     pub dist: Option<Spanned<String>>,
     pub std: Option<Spanned<f64>>,
@@ -64,7 +64,7 @@ pub struct InitAst {
 /// An operation; which of the optional keys are allowed depends on `op`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OpAst {
+pub(crate) struct OpAst {
     pub name: Spanned<String>,
     pub op: Spanned<String>,
     pub inputs: Spanned<Vec<Spanned<String>>>,
@@ -87,7 +87,7 @@ pub struct OpAst {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RepeatAst {
+pub(crate) struct RepeatAst {
     /// Also the name of the tensor that receives the last iteration's result.
     pub name: Spanned<String>,
     pub count: Spanned<i64>,
@@ -106,7 +106,7 @@ pub struct RepeatAst {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CheckAst {
+pub(crate) struct CheckAst {
     pub reference_precision: Spanned<String>,
     pub min_cosine_similarity: Spanned<f64>,
     pub max_abs_error: Spanned<f64>,

@@ -20,13 +20,13 @@ use std::ops::Range;
 use toml::Spanned;
 
 /// Reads the index of a tensor file, for checking inits from files.
-pub type TensorFiles<'a> =
+pub(super) type TensorFiles<'a> =
     dyn Fn(&camino::Utf8Path) -> Result<std::sync::Arc<TensorIndex>, crate::data::DataError> + 'a;
 
 /// Validates `loaded`. With `files`, every init from a tensor file is
 /// checked against the file; without (a package's graph, whose values
 /// travel with it), only its form is.
-pub fn validate(
+pub(super) fn validate(
     loaded: &Loaded,
     files: Option<&TensorFiles<'_>>,
 ) -> (Option<Graph>, Vec<Diagnostic>) {
@@ -132,10 +132,7 @@ enum Node<'a> {
 impl<'a> Validator<'a> {
     fn site(&self, file: usize) -> Site<'a> {
         let f = &self.files[file];
-        Site {
-            path: &f.path,
-            text: &f.text,
-        }
+        Site { path: &f.path }
     }
 
     fn root(&self) -> usize {

@@ -29,18 +29,18 @@ const KEY_PREFIX: &[u8; 12] = b"ipub.init.v1";
 /// xoshiro256** (Blackman and Vigna, 2018): small, fast and statistically
 /// strong; implemented here so its definition is fixed with the project.
 #[derive(Clone, Debug)]
-pub struct Xoshiro256StarStar {
+pub(super) struct Xoshiro256StarStar {
     state: [u64; 4],
 }
 
 impl Xoshiro256StarStar {
-    pub fn from_state(state: [u64; 4]) -> Xoshiro256StarStar {
+    pub(super) fn from_state(state: [u64; 4]) -> Xoshiro256StarStar {
         let state = if state == [0; 4] { [1, 0, 0, 0] } else { state };
         Xoshiro256StarStar { state }
     }
 
     /// The generator for one tensor (steps 1 and 2 of the module docs).
-    pub fn for_tensor(seed: u64, name: &str, iteration: Option<u32>) -> Xoshiro256StarStar {
+    pub(super) fn for_tensor(seed: u64, name: &str, iteration: Option<u32>) -> Xoshiro256StarStar {
         let mut key = Vec::with_capacity(KEY_PREFIX.len() + 8 + 4 + name.len() + 5);
         key.extend_from_slice(KEY_PREFIX);
         key.extend_from_slice(&seed.to_le_bytes());
@@ -64,7 +64,7 @@ impl Xoshiro256StarStar {
         Xoshiro256StarStar::from_state(state)
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(super) fn next_u64(&mut self) -> u64 {
         let s = &mut self.state;
         let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = s[1] << 17;
@@ -85,7 +85,7 @@ impl Xoshiro256StarStar {
 /// read themselves (the pipeline into the package, the runtime from it).
 /// Asked for one anyway, this gives NaNs, so that a caller that forgot
 /// fails every check instead of passing on made-up values.
-pub fn generate(
+pub(super) fn generate(
     seed: u64,
     name: &str,
     iteration: Option<u32>,
@@ -155,7 +155,7 @@ pub fn tensor_bytes(graph: &Graph, tensor: TensorId, iteration: Option<u32>) -> 
 
 /// [`tensor_bytes`] from a tensor's declaration and the graph's seed alone,
 /// so a caller can regenerate one weight without the rest of the graph.
-pub fn declared_tensor_bytes(seed: u64, t: &Tensor, iteration: Option<u32>) -> Vec<u8> {
+pub(crate) fn declared_tensor_bytes(seed: u64, t: &Tensor, iteration: Option<u32>) -> Vec<u8> {
     let init = t.init.clone().unwrap_or(Init::Zeros);
     let values = generate(seed, &t.name, iteration, &init, t.element_count());
     encode(&values, t.dtype, t.scale)

@@ -26,10 +26,10 @@
 //! is an approximation of it, documented in `book/src/numerics.md`.
 
 mod eval;
-pub mod init;
-pub mod ops;
-pub mod reduce;
-pub mod softmax_mask;
+pub(crate) mod init;
+pub(crate) mod ops;
+pub(crate) mod reduce;
+pub(crate) mod softmax_mask;
 
 #[cfg(test)]
 mod tests;
@@ -42,7 +42,7 @@ use crate::graph::TensorId;
 
 /// Inner-dimension block after which the FP8 matmul model rounds its running
 /// sum to f16: the K of one AMP weight block on the IPU21 (32 FP8 inputs).
-pub const AMP_K_BLOCK: usize = 32;
+pub(crate) const AMP_K_BLOCK: usize = 32;
 
 /// Why the reference could not evaluate a graph. The validator rules these
 /// out for graphs built from projects, so each one names a malformed graph.

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 const ROWS_PER_TASK: usize = 64;
 
 /// Row-major strides of `shape`.
-pub fn strides(shape: &[usize]) -> Vec<usize> {
+pub(super) fn strides(shape: &[usize]) -> Vec<usize> {
     let mut strides = vec![1; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
         strides[d] = strides[d + 1] * shape[d + 1];
@@ -24,7 +24,7 @@ pub fn strides(shape: &[usize]) -> Vec<usize> {
 
 /// The geometry of a (batched) matmul as `OpKind::Matmul` documents it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MatmulShape {
+pub(super) struct MatmulShape {
     pub batch: usize,
     pub m: usize,
     pub k: usize,
@@ -36,7 +36,11 @@ pub struct MatmulShape {
 }
 
 impl MatmulShape {
-    pub fn new(lhs: &[usize], rhs: &[usize], transpose_rhs: bool) -> Result<MatmulShape, String> {
+    pub(super) fn new(
+        lhs: &[usize],
+        rhs: &[usize],
+        transpose_rhs: bool,
+    ) -> Result<MatmulShape, String> {
         if lhs.len() < 2 || rhs.len() < 2 {
             return Err(format!(
                 "matmul operands must have rank 2 or more, got {lhs:?} and {rhs:?}"
@@ -82,7 +86,7 @@ impl MatmulShape {
         }
     }
 
-    pub fn output_len(&self) -> usize {
+    pub(super) fn output_len(&self) -> usize {
         self.batch * self.m * self.n
     }
 }
@@ -140,7 +144,7 @@ fn sgemm(
 
 /// How the products of one output row block are summed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Accumulation {
+pub(super) enum Accumulation {
     /// One f32 sum over the whole inner dimension.
     F32,
     /// Products summed in f32 within each block of `k_block` inner indices;
@@ -150,7 +154,7 @@ pub enum Accumulation {
 }
 
 /// A batched matmul; parallel over batches and blocks of output rows.
-pub fn matmul(
+pub(super) fn matmul(
     shape: MatmulShape,
     lhs: &[f32],
     rhs: &[f32],
@@ -219,7 +223,7 @@ pub fn matmul(
 /// `out[i] = src[Σ_d i_d · src_strides[d]]` over `out_shape`: the index map
 /// behind broadcasting and transposition. Parallel over rows of the last
 /// axis.
-pub fn gather(out_shape: &[usize], src_strides: &[usize], src: &[f32]) -> Vec<f32> {
+pub(super) fn gather(out_shape: &[usize], src_strides: &[usize], src: &[f32]) -> Vec<f32> {
     let count: usize = out_shape.iter().product();
     let mut out = vec![0.0f32; count];
     if count == 0 {
@@ -244,7 +248,10 @@ pub fn gather(out_shape: &[usize], src_strides: &[usize], src: &[f32]) -> Vec<f3
 
 /// Strides that read `shape` as if broadcast to `out_shape` (NumPy rules:
 /// align at the right, size-1 and missing axes repeat).
-pub fn broadcast_strides(shape: &[usize], out_shape: &[usize]) -> Result<Vec<usize>, String> {
+pub(super) fn broadcast_strides(
+    shape: &[usize],
+    out_shape: &[usize],
+) -> Result<Vec<usize>, String> {
     if shape.len() > out_shape.len() {
         return Err(format!("cannot broadcast {shape:?} to {out_shape:?}"));
     }
@@ -262,7 +269,7 @@ pub fn broadcast_strides(shape: &[usize], out_shape: &[usize]) -> Result<Vec<usi
 }
 
 /// Elementwise `a + b` with NumPy broadcasting to `out_shape`.
-pub fn add(
+pub(super) fn add(
     out_shape: &[usize],
     a: (&[f32], &[usize]),
     b: (&[f32], &[usize]),
@@ -272,7 +279,7 @@ pub fn add(
 
 /// Elementwise `f(a, b)` with NumPy broadcasting to `out_shape`; `f`
 /// computes in f32, which rounds once, as IEEE `+ - * /` do.
-pub fn elementwise(
+pub(super) fn elementwise(
     out_shape: &[usize],
     (a, a_shape): (&[f32], &[usize]),
     (b, b_shape): (&[f32], &[usize]),
@@ -284,7 +291,7 @@ pub fn elementwise(
 }
 
 /// SiLU, `x / (1 + exp(-x))`, evaluated in f64.
-pub fn silu(values: &[f32]) -> Vec<f32> {
+pub(super) fn silu(values: &[f32]) -> Vec<f32> {
     values
         .par_iter()
         .map(|&x| {
@@ -298,7 +305,7 @@ pub fn silu(values: &[f32]) -> Vec<f32> {
 /// evaluated in f64. For `u < 0`, `1 + tanh(u)` would cancel (in f64 it
 /// keeps no correct digit once the result is below about 1e-16 |x|), so
 /// it is computed there as `2 e^2u / (1 + e^2u)`, the same value.
-pub fn gelu_tanh(values: &[f32]) -> Vec<f32> {
+pub(super) fn gelu_tanh(values: &[f32]) -> Vec<f32> {
     let k = (2.0 / std::f64::consts::PI).sqrt();
     values
         .par_iter()
@@ -319,7 +326,7 @@ pub fn gelu_tanh(values: &[f32]) -> Vec<f32> {
 /// RMS normalisation over the last axis (the mean square in f64):
 /// `x / sqrt(mean(x^2) + epsilon) * gamma`; `gamma` has the last axis's
 /// length.
-pub fn rmsnorm(
+pub(super) fn rmsnorm(
     shape: &[usize],
     x: &[f32],
     gamma: &[f32],
@@ -347,7 +354,11 @@ pub fn rmsnorm(
 }
 
 /// The axis permutation `out.shape[i] = in.shape[perm[i]]`.
-pub fn transpose(shape: &[usize], perm: &[usize], values: &[f32]) -> Result<Vec<f32>, String> {
+pub(super) fn transpose(
+    shape: &[usize],
+    perm: &[usize],
+    values: &[f32],
+) -> Result<Vec<f32>, String> {
     let mut seen = vec![false; shape.len()];
     if perm.len() != shape.len()
         || perm
@@ -366,7 +377,7 @@ pub fn transpose(shape: &[usize], perm: &[usize], values: &[f32]) -> Result<Vec<
 
 /// Indices `start..start + len` of `axis`: the input seen as
 /// `[outer, extent, inner]`, each outer block keeps `len` rows of `inner`.
-pub fn slice(
+pub(super) fn slice(
     shape: &[usize],
     axis: usize,
     start: usize,
@@ -392,7 +403,7 @@ pub fn slice(
 
 /// The parts joined along `axis`: each seen as `[outer, extent, inner]`,
 /// every outer block of the output is the parts' blocks one after another.
-pub fn concat(axis: usize, parts: &[(&[f32], &[usize])]) -> Result<Vec<f32>, String> {
+pub(super) fn concat(axis: usize, parts: &[(&[f32], &[usize])]) -> Result<Vec<f32>, String> {
     let Some(&(_, first)) = parts.first() else {
         return Err("concat of no inputs".into());
     };
@@ -424,7 +435,7 @@ pub fn concat(axis: usize, parts: &[(&[f32], &[usize])]) -> Result<Vec<f32>, Str
 }
 
 /// Exact GELU, `x · Φ(x)`, evaluated in f64.
-pub fn gelu(values: &[f32]) -> Vec<f32> {
+pub(super) fn gelu(values: &[f32]) -> Vec<f32> {
     values
         .par_iter()
         .map(|&x| {
@@ -437,7 +448,7 @@ pub fn gelu(values: &[f32]) -> Vec<f32> {
 /// Softmax of `x · scale` over the last axis; with `causal`, entries whose
 /// column exceeds their row (the last two axes) are excluded and read 0.
 /// Exponentials in f32 after subtracting the row maximum; sums in f64.
-pub fn softmax(shape: &[usize], values: &[f32], scale: f32, causal: bool) -> Vec<f32> {
+pub(super) fn softmax(shape: &[usize], values: &[f32], scale: f32, causal: bool) -> Vec<f32> {
     let rank = shape.len();
     let last = shape.last().copied().unwrap_or(1).max(1);
     let rows_per_matrix = if rank >= 2 { shape[rank - 2].max(1) } else { 1 };
@@ -468,7 +479,7 @@ pub fn softmax(shape: &[usize], values: &[f32], scale: f32, causal: bool) -> Vec
 
 /// Layer normalisation over the last axis with biased variance (mean and
 /// variance in f64); `gamma` and `beta` have the last axis's length or 1.
-pub fn layernorm(
+pub(super) fn layernorm(
     shape: &[usize],
     x: &[f32],
     gamma: &[f32],

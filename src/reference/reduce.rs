@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 /// How a row's f64 result becomes a stored value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rounding {
+pub(super) enum Rounding {
     /// To f32, the reference's storage.
     F32,
     /// To f16 directly (not through f32, which could round twice).
@@ -21,7 +21,7 @@ pub enum Rounding {
 /// maximum exactly. A NaN element is ignored by the maximum (IEEE maxNum,
 /// as the device's maximum instructions do), so a row holds NaN only when
 /// every element is NaN; sums propagate NaN and infinities as f64 does.
-pub fn reduce(
+pub(super) fn reduce(
     x: &[f32],
     row_length: usize,
     reduction: Reduction,

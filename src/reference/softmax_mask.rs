@@ -8,7 +8,7 @@ use rayon::prelude::*;
 /// broadcast to `shape`: exponentials in f32 after subtracting the row
 /// maximum, sums in f64. A row whose every `y` is -inf (every element
 /// removed) has no defined softmax and reads as zeros.
-pub fn softmax_masked(
+pub(super) fn softmax_masked(
     shape: &[usize],
     x: &[f32],
     (mask, mask_shape): (&[f32], &[usize]),

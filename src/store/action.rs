@@ -11,11 +11,11 @@
 //! [`MAX_OUTPUTS`] output files are read.
 
 /// The most output files an action result may list (ipub writes two).
-pub const MAX_OUTPUTS: usize = 16;
+pub(super) const MAX_OUTPUTS: usize = 16;
 
 /// One output file: its name in the action and its blob's digest.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OutputFile {
+pub(super) struct OutputFile {
     pub path: String,
     /// 64 lowercase hex digits.
     pub sha256: String,
@@ -24,7 +24,7 @@ pub struct OutputFile {
 
 /// Why an action result could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ActionError {
+pub(super) enum ActionError {
     #[error("the action result is truncated")]
     Truncated,
     #[error("the action result uses protobuf wire type {0}, which no field of it has")]
@@ -48,7 +48,7 @@ const LENGTH_DELIMITED: u64 = 2;
 const FIXED32: u64 = 5;
 
 /// The `ActionResult` listing `outputs`.
-pub fn encode(outputs: &[OutputFile]) -> Vec<u8> {
+pub(super) fn encode(outputs: &[OutputFile]) -> Vec<u8> {
     let mut message = Vec::new();
     for output in outputs {
         let mut digest = Vec::new();
@@ -63,7 +63,7 @@ pub fn encode(outputs: &[OutputFile]) -> Vec<u8> {
 }
 
 /// The output files an `ActionResult` lists; other fields are skipped.
-pub fn decode(bytes: &[u8]) -> Result<Vec<OutputFile>, ActionError> {
+pub(super) fn decode(bytes: &[u8]) -> Result<Vec<OutputFile>, ActionError> {
     let mut outputs = Vec::new();
     for field in Fields(bytes) {
         let (number, value) = field?;

@@ -24,11 +24,11 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::Deserialize;
 
 /// The largest configuration file read.
-pub const MAX_CONFIG_BYTES: u64 = 64 << 10;
+pub(super) const MAX_CONFIG_BYTES: u64 = 64 << 10;
 
 /// What the command line says.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Flags {
+pub(crate) struct Flags {
     pub url: Option<String>,
     pub read_only: bool,
     pub disabled: bool,
@@ -36,7 +36,7 @@ pub struct Flags {
 
 /// A remote cache to use.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub endpoint: Endpoint,
     pub read_only: bool,
     /// Where the URL came from, for messages.
@@ -44,7 +44,7 @@ pub struct Settings {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     Flag,
     Environment,
     File(Utf8PathBuf),
@@ -61,7 +61,7 @@ impl std::fmt::Display for Source {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     #[error("the remote cache URL from {from} is not usable: {problem}")]
     Url { from: Source, problem: UrlError },
     #[error("cannot read {path}: {problem}")]
@@ -94,7 +94,7 @@ struct CacheTable {
 
 /// Where the user's configuration file is: `$XDG_CONFIG_HOME/ipub`, else
 /// `~/.config/ipub`, plus `config.toml`.
-pub fn config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<Utf8PathBuf> {
+pub(crate) fn config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<Utf8PathBuf> {
     let base = env("XDG_CONFIG_HOME")
         .map(Utf8PathBuf::from)
         .or_else(|| env("HOME").map(|home| Utf8PathBuf::from(home).join(".config")))?;
@@ -103,7 +103,7 @@ pub fn config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<Utf8PathBuf> 
 
 /// The remote cache `flags`, the environment (`env`, where unset and empty
 /// variables are alike) and the file at `file` ask for, if any.
-pub fn resolve(
+pub(crate) fn resolve(
     flags: &Flags,
     env: &dyn Fn(&str) -> Option<String>,
     file: Option<&Utf8Path>,

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The most bytes of a response's status line and headers.
-pub const MAX_HEAD_BYTES: usize = 64 << 10;
+pub(super) const MAX_HEAD_BYTES: usize = 64 << 10;
 
 /// The most bytes of an error response's body read to keep its connection.
 const MAX_ERROR_BODY_BYTES: u64 = 64 << 10;
@@ -31,7 +31,7 @@ const MAX_IDLE: usize = 8;
 
 /// Where the cache is: host, port, a path prefix, and credentials.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     host: String,
     port: u16,
     /// The path every request starts with: empty, or `/` plus segments
@@ -42,7 +42,7 @@ pub struct Endpoint {
 
 /// How requests authenticate.
 #[derive(Clone, PartialEq, Eq)]
-pub enum Credentials {
+pub(super) enum Credentials {
     Bearer(String),
     Basic { user: String, password: String },
 }
@@ -72,7 +72,7 @@ impl Credentials {
 
 /// Why a cache URL is not usable.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum UrlError {
+pub(crate) enum UrlError {
     #[error("`{scheme}://` is not supported: use an `http://` URL (a TLS proxy on this machine can reach an `https://` cache)")]
     Scheme { scheme: String },
     #[error("it is not a URL: it must start with `http://`")]
@@ -95,7 +95,7 @@ impl Endpoint {
     /// Parses `http://[user[:password]@]host[:port][/prefix]`. Credentials
     /// in the URL are percent-decoded; `auth` (from the environment)
     /// replaces them when given.
-    pub fn parse(url: &str, auth: Option<Credentials>) -> Result<Endpoint, UrlError> {
+    pub(super) fn parse(url: &str, auth: Option<Credentials>) -> Result<Endpoint, UrlError> {
         let url = url.trim();
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(UrlError::NotAUrl);
@@ -139,11 +139,6 @@ impl Endpoint {
             prefix: prefix.to_string(),
             auth,
         })
-    }
-
-    /// Whether requests carry credentials.
-    pub fn has_credentials(&self) -> bool {
-        self.auth.is_some()
     }
 
     fn host_header(&self) -> String {
@@ -230,7 +225,7 @@ fn percent_decode(text: &str) -> String {
 }
 
 /// Standard base64 with padding (RFC 4648), for basic authentication.
-pub fn base64(bytes: &[u8]) -> String {
+pub(super) fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
@@ -251,7 +246,7 @@ pub fn base64(bytes: &[u8]) -> String {
 
 /// How long to wait.
 #[derive(Clone, Copy, Debug)]
-pub struct Timeouts {
+pub(crate) struct Timeouts {
     /// For name resolution and for connecting.
     pub connect: Duration,
     /// For a whole request with a small body.
@@ -272,7 +267,7 @@ impl Default for Timeouts {
 
 /// Why a request failed. None of them names the request's headers.
 #[derive(Debug, thiserror::Error)]
-pub enum HttpError {
+pub(super) enum HttpError {
     #[error("cannot resolve the host: {0}")]
     Resolve(String),
     #[error("resolving the host took longer than {0:?}")]
@@ -291,14 +286,14 @@ pub enum HttpError {
 
 /// A response: its status and body.
 #[derive(Debug)]
-pub struct Response {
+pub(super) struct Response {
     pub status: u16,
     pub body: Vec<u8>,
 }
 
 /// A client for one endpoint, shared by every thread of the process.
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     endpoint: Endpoint,
     timeouts: Timeouts,
     addresses: Mutex<Option<Arc<[SocketAddr]>>>,
@@ -311,7 +306,7 @@ struct Connection {
 }
 
 impl Client {
-    pub fn new(endpoint: Endpoint, timeouts: Timeouts) -> Client {
+    pub(crate) fn new(endpoint: Endpoint, timeouts: Timeouts) -> Client {
         Client {
             endpoint,
             timeouts,
@@ -320,18 +315,18 @@ impl Client {
         }
     }
 
-    pub fn endpoint(&self) -> &Endpoint {
+    pub(crate) fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
 
     /// `GET prefix/path`, reading a body of at most `limit` bytes when the
     /// status is 200.
-    pub fn get(&self, path: &str, limit: u64) -> Result<Response, HttpError> {
+    pub(super) fn get(&self, path: &str, limit: u64) -> Result<Response, HttpError> {
         self.request("GET", path, &[], limit)
     }
 
     /// `PUT prefix/path` with `body`.
-    pub fn put(&self, path: &str, body: &[u8]) -> Result<Response, HttpError> {
+    pub(super) fn put(&self, path: &str, body: &[u8]) -> Result<Response, HttpError> {
         self.request("PUT", path, body, MAX_ERROR_BODY_BYTES)
     }
 

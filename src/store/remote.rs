@@ -47,16 +47,16 @@ use std::time::{Duration, Instant};
 const UPLOADERS: usize = 4;
 
 /// The largest action result read: ipub's list one or two outputs.
-pub const MAX_ACTION_BYTES: u64 = 64 << 10;
+pub(super) const MAX_ACTION_BYTES: u64 = 64 << 10;
 
 /// The key of an action in the protocol's `/ac/` namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ActionKey(blake3::Hash);
+pub(crate) struct ActionKey(blake3::Hash);
 
 impl ActionKey {
     /// The action key of the result of `kind` under `key` (see the module
     /// documentation).
-    pub fn new(kind: &str, key: &[u8]) -> ActionKey {
+    pub(crate) fn new(kind: &str, key: &[u8]) -> ActionKey {
         let mut hasher = blake3::Hasher::new();
         hasher.update(b"ipub remote action v1");
         for part in [kind.as_bytes(), key] {
@@ -75,7 +75,7 @@ impl std::fmt::Display for ActionKey {
 
 /// What a read of an action's outputs found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Fetch {
+pub(crate) enum Fetch {
     /// The named outputs' bytes, in the order asked for.
     Found(Vec<Vec<u8>>),
     /// No such action, a blob it names is gone, or the remote is down.
@@ -86,7 +86,7 @@ pub enum Fetch {
 
 /// A remote cache; clones share its connections, state and uploads.
 #[derive(Clone, Debug)]
-pub struct Remote {
+pub(crate) struct Remote {
     inner: Arc<Inner>,
 }
 
@@ -131,7 +131,7 @@ struct Stats {
 
 /// A copy of [`Stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Actions read whole, and the bytes of their outputs.
     pub fetched: u64,
     pub fetched_bytes: u64,
@@ -147,7 +147,7 @@ pub struct Summary {
 }
 
 impl Remote {
-    pub fn new(client: Client, read_only: bool) -> Remote {
+    pub(crate) fn new(client: Client, read_only: bool) -> Remote {
         Remote {
             inner: Arc::new(Inner {
                 client,
@@ -163,15 +163,15 @@ impl Remote {
     }
 
     /// The server, as messages show it (never with credentials).
-    pub fn endpoint(&self) -> &super::http::Endpoint {
+    pub(crate) fn endpoint(&self) -> &super::http::Endpoint {
         self.inner.client.endpoint()
     }
 
-    pub fn is_down(&self) -> bool {
+    pub(super) fn is_down(&self) -> bool {
         self.inner.down.load(Ordering::Relaxed)
     }
 
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         let stats = &self.inner.stats;
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         Summary {
@@ -188,7 +188,7 @@ impl Remote {
 
     /// Reads the outputs `names` of `action`, each of at most `limit`
     /// bytes.
-    pub fn fetch(&self, action: &ActionKey, names: &[&str], limit: u64) -> Fetch {
+    pub(crate) fn fetch(&self, action: &ActionKey, names: &[&str], limit: u64) -> Fetch {
         let fetch = self.fetch_uncounted(action, names, limit);
         let stats = &self.inner.stats;
         match &fetch {
@@ -288,7 +288,7 @@ impl Remote {
 
     /// Reports an entry that failed verification: the first with a
     /// warning, the rest in the debug log.
-    pub fn report_corrupt(&self, what: &str, reason: &str) {
+    pub(crate) fn report_corrupt(&self, what: &str, reason: &str) {
         self.inner.stats.corrupt.fetch_add(1, Ordering::Relaxed);
         if !self.inner.corrupt_reported.swap(true, Ordering::Relaxed) {
             tracing::warn!(
@@ -309,7 +309,7 @@ impl Remote {
     /// Queues an upload of `outputs` as the action `action`; it runs on
     /// the upload thread. Nothing is queued when the remote is read-only,
     /// down, or refusing writes.
-    pub fn upload(&self, action: ActionKey, outputs: Vec<(String, Arc<[u8]>)>) {
+    pub(crate) fn upload(&self, action: ActionKey, outputs: Vec<(String, Arc<[u8]>)>) {
         if !self.writes() {
             if !self.inner.read_only {
                 self.inner.stats.dropped.fetch_add(1, Ordering::Relaxed);
@@ -417,7 +417,7 @@ impl Remote {
     /// Waits until every queued upload is done, or `bound` has passed;
     /// uploads still queued then are dropped (with a warning), and one in
     /// progress is left to its own time-out. Returns whether all finished.
-    pub fn flush(&self, bound: Duration) -> bool {
+    pub(crate) fn flush(&self, bound: Duration) -> bool {
         let deadline = Instant::now() + bound;
         let mut uploads = self.inner.uploads.lock().expect("upload queue lock");
         while !uploads.queue.is_empty() || uploads.busy > 0 {

@@ -8,7 +8,7 @@
 //! dependency tree.
 
 /// The SHA-256 digest of `bytes`, as 64 lowercase hex digits.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(super) fn sha256_hex(bytes: &[u8]) -> String {
     let digest = sha256(bytes);
     let mut hex = String::with_capacity(64);
     for byte in digest {
@@ -34,7 +34,7 @@ const INITIAL: [u32; 8] = [
 ];
 
 /// The SHA-256 digest of `bytes`.
-pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+pub(super) fn sha256(bytes: &[u8]) -> [u8; 32] {
     let mut state = INITIAL;
     let mut blocks = bytes.chunks_exact(64);
     for block in &mut blocks {

@@ -23,7 +23,7 @@ use rayon::prelude::*;
 
 /// What an exchange phase costs, without its sync.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ExchangeCost {
+pub(super) struct ExchangeCost {
     /// Cycles from the phase's start to the last delivered byte.
     pub horizon: u64,
     /// `(tile, busy cycles)` for every tile that sends or receives,
@@ -37,7 +37,7 @@ pub struct ExchangeCost {
 
 /// The cycles `program` takes on `target`, by the compiler's own exchange
 /// cost ([`crate::schedule::TileLoad`]).
-pub fn exchange_cost(target: &Target, program: &ExchangeProgram) -> ExchangeCost {
+pub(super) fn exchange_cost(target: &Target, program: &ExchangeProgram) -> ExchangeCost {
     let loads = tile_loads(program.transfers.iter().map(|transfer| {
         let destinations = transfer.destinations.iter().map(|&(tile, _)| tile);
         (

@@ -7,7 +7,7 @@ use crate::target::Target;
 use std::ops::Range;
 
 /// Every used tile's memory, indexed by tile id.
-pub struct TileMemories {
+pub(crate) struct TileMemories {
     /// Address of `memory[0]` in every tile.
     base: u32,
     size: u32,
@@ -17,7 +17,7 @@ pub struct TileMemories {
 impl TileMemories {
     /// Zeroed memories for `tiles` (ids must be below the target's count;
     /// others are ignored, since validation has already refused them).
-    pub fn new(target: &Target, tiles: impl IntoIterator<Item = u32>) -> TileMemories {
+    pub(super) fn new(target: &Target, tiles: impl IntoIterator<Item = u32>) -> TileMemories {
         let size = target.tile_memory_bytes();
         let mut slots: Vec<Option<Box<[u8]>>> = (0..target.tiles).map(|_| None).collect();
         for tile in tiles {
@@ -33,20 +33,20 @@ impl TileMemories {
     }
 
     /// The memory of `tile`, when it has one.
-    pub fn tile(&self, tile: u32) -> Option<&[u8]> {
+    pub(crate) fn tile(&self, tile: u32) -> Option<&[u8]> {
         self.slots.get(tile as usize)?.as_deref()
     }
 
     /// Offsets of `[address, address + bytes)` in a tile's memory, when the
     /// range lies inside it.
-    pub fn span(&self, address: u32, bytes: u32) -> Option<Range<usize>> {
+    pub(super) fn span(&self, address: u32, bytes: u32) -> Option<Range<usize>> {
         let start = address.checked_sub(self.base)?;
         let end = start.checked_add(bytes)?;
         (end <= self.size).then_some(start as usize..end as usize)
     }
 
     /// Writes a segment: its data, then zeros up to its memory size.
-    pub fn load_segment(&mut self, tile: u32, segment: &Segment) -> Result<(), Fault> {
+    pub(super) fn load_segment(&mut self, tile: u32, segment: &Segment) -> Result<(), Fault> {
         let range = self.checked(tile, segment.address, segment.memory_size)?;
         let memory = self.tile_mut(tile)?;
         let (data, zeros) = memory[range].split_at_mut(segment.data.len());
@@ -55,7 +55,7 @@ impl TileMemories {
         Ok(())
     }
 
-    pub fn read(&self, tile: u32, address: u32, bytes: u32) -> Result<&[u8], Fault> {
+    pub(crate) fn read(&self, tile: u32, address: u32, bytes: u32) -> Result<&[u8], Fault> {
         let range = self.checked(tile, address, bytes)?;
         let memory = self
             .tile(tile)
@@ -63,7 +63,7 @@ impl TileMemories {
         Ok(&memory[range])
     }
 
-    pub fn write(&mut self, tile: u32, address: u32, bytes: &[u8]) -> Result<(), Fault> {
+    pub(crate) fn write(&mut self, tile: u32, address: u32, bytes: &[u8]) -> Result<(), Fault> {
         let range = self.checked(tile, address, bytes.len() as u32)?;
         self.tile_mut(tile)?[range].copy_from_slice(bytes);
         Ok(())

@@ -22,9 +22,8 @@ mod run;
 #[cfg(test)]
 mod tests;
 
-pub use exchange::{exchange_cost, ExchangeCost};
-pub use memory::TileMemories;
-pub use run::{records_in, CallRecord, HostBuffers};
+pub(crate) use memory::TileMemories;
+pub(crate) use run::{records_in, CallRecord, HostBuffers};
 
 use crate::package::{Binding, Package, PackageError};
 use crate::target::{target_by_name, Target};
@@ -147,7 +146,7 @@ pub struct Fault {
 
 impl Fault {
     /// A fault of `tile` with no context or program counter.
-    pub fn new(tile: u32, cause: FaultCause) -> Fault {
+    pub(super) fn new(tile: u32, cause: FaultCause) -> Fault {
         Fault {
             tile,
             context: None,
@@ -158,7 +157,7 @@ impl Fault {
     }
 
     /// A fault raised by code: `context` at `pc`.
-    pub fn at(tile: u32, context: u32, pc: u32, cause: FaultCause) -> Fault {
+    pub(crate) fn at(tile: u32, context: u32, pc: u32, cause: FaultCause) -> Fault {
         Fault {
             context: Some(context),
             pc: Some(pc),
@@ -229,15 +228,15 @@ pub struct ModelDevice {
 }
 
 /// A step-by-step progress report: records made, cycles so far.
-pub type ProgressHook = Arc<dyn Fn(u64, u64) + Send + Sync>;
+pub(super) type ProgressHook = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
 /// About 1.3 s of device time: the most a watchdog allows unless the user
 /// asks for more, and the watchdog of a device whose package is unknown.
-pub const DEFAULT_WATCHDOG_CYCLES: u64 = 2_000_000_000;
+pub(super) const DEFAULT_WATCHDOG_CYCLES: u64 = 2_000_000_000;
 
 /// The default watchdog allows this many times the package's own
 /// estimate of its cycles ...
-pub const WATCHDOG_ESTIMATE_FACTOR: u64 = 100;
+pub(super) const WATCHDOG_ESTIMATE_FACTOR: u64 = 100;
 
 /// ... and at least this many cycles (a few seconds of simulation), so a
 /// package whose estimate is small still has room.
@@ -266,7 +265,7 @@ impl ModelDevice {
     /// (`package::file::read` validates what it reads): validation of a
     /// full-chip package takes a noticeable part of a second, and a run
     /// should not pay for it twice.
-    pub fn load_validated(package: Arc<Package>) -> Result<ModelDevice, DeviceError> {
+    pub(super) fn load_validated(package: Arc<Package>) -> Result<ModelDevice, DeviceError> {
         let target =
             target_by_name(&package.header.target).ok_or_else(|| PackageError::WrongTarget {
                 target: package.header.target.clone(),
@@ -286,7 +285,7 @@ impl ModelDevice {
         })
     }
 
-    pub fn package(&self) -> &Package {
+    pub(crate) fn package(&self) -> &Package {
         &self.package
     }
 
@@ -294,15 +293,16 @@ impl ModelDevice {
         self.target
     }
 
+    #[cfg(test)]
     /// The memory of `tile` (index 0 is the target's memory base), when the
     /// package uses the tile.
-    pub fn memory(&self, tile: u32) -> Option<&[u8]> {
+    pub(super) fn memory(&self, tile: u32) -> Option<&[u8]> {
         self.memories.tile(tile)
     }
 
     /// Scatters a logical tensor's row-major bytes into tile memory through
     /// binding `binding`'s runs, block by block.
-    pub fn write_binding(&mut self, binding: u32, bytes: &[u8]) -> Result<(), DeviceError> {
+    pub(super) fn write_binding(&mut self, binding: u32, bytes: &[u8]) -> Result<(), DeviceError> {
         // A second handle, so the binding can be read while memory is written.
         let package = Arc::clone(&self.package);
         let b = binding_of(&package, binding)?;
@@ -327,7 +327,7 @@ impl ModelDevice {
 
     /// Gathers binding `binding`'s tensor out of tile memory as row-major
     /// bytes.
-    pub fn read_binding(&self, binding: u32) -> Result<Vec<u8>, DeviceError> {
+    pub(super) fn read_binding(&self, binding: u32) -> Result<Vec<u8>, DeviceError> {
         let b = binding_of(&self.package, binding)?;
         let mut out = vec![0u8; b.byte_len() as usize];
         for piece in &b.pieces {

@@ -83,7 +83,7 @@ struct At {
 /// How many cycle records running `call` produces (one per step run, a
 /// sync and an exchange for each exchange step, repeat bodies once per
 /// iteration): what a progress report counts up to.
-pub fn records_in(call: &crate::package::HostCall) -> u64 {
+pub(crate) fn records_in(call: &crate::package::HostCall) -> u64 {
     fn records(steps: &[Step]) -> u64 {
         steps
             .iter()

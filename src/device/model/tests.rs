@@ -2,6 +2,7 @@
 //! walk. Compute runs through [`CopyPlusOne`], a test double that stands in
 //! for the instruction-set executor.
 
+use super::exchange::exchange_cost;
 use super::*;
 use crate::package::tests::sample;
 use crate::package::{

@@ -18,7 +18,7 @@ fn percent(before: u64, after: u64) -> String {
     format!("{:+.1} %", 100.0 * (after as f64 / before as f64 - 1.0))
 }
 
-pub fn report(diff: &Diff, before: &Profile, after: &Profile) -> String {
+pub(crate) fn report(diff: &Diff, before: &Profile, after: &Profile) -> String {
     let mut body = String::new();
     let (a, b) = diff.total;
     let _ = write!(

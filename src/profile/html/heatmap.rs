@@ -9,7 +9,7 @@ use crate::profile::Profile;
 use serde_json::{json, Value};
 
 /// Tiles per row of the grid.
-pub const COLUMNS: u32 = 64;
+pub(super) const COLUMNS: u32 = 64;
 
 /// The metrics drawn, in page order: id, title, unit.
 const METRICS: [(&str, &str, &str); 4] = [
@@ -19,7 +19,7 @@ const METRICS: [(&str, &str, &str); 4] = [
     ("bytes-out", "Exchange bytes out", "bytes"),
 ];
 
-pub fn section() -> String {
+pub(super) fn section() -> String {
     let mut out = String::from(
         "<section id=\"chip\"><h2>Chip</h2>\
          <p class=\"dim\">Every tile of the chip, 64 to a row (tile 0 top left). \
@@ -37,7 +37,7 @@ pub fn section() -> String {
     out
 }
 
-pub fn data(profile: &Profile, tiles: &[TileTotals]) -> Value {
+pub(super) fn data(profile: &Profile, tiles: &[TileTotals]) -> Value {
     let count = profile.target().tiles as usize;
     let mut used = vec![0u8; count];
     let mut values = vec![vec![0u64; count]; METRICS.len()];

@@ -23,7 +23,7 @@ const KINDS: [BufferKind; 5] = [
     BufferKind::Partial,
 ];
 
-pub fn section(profile: &Profile, analysis: &Analysis) -> String {
+pub(super) fn section(profile: &Profile, analysis: &Analysis) -> String {
     let mut out = String::from(
         "<section id=\"memory\"><h2>Memory</h2>\
          <div class=\"controls\"><label>Tile <input type=\"number\" id=\"mem-tile\" min=\"0\"></label>\
@@ -83,7 +83,7 @@ impl Interner {
     }
 }
 
-pub fn data(profile: &Profile) -> Value {
+pub(super) fn data(profile: &Profile) -> Value {
     let memory = profile.target().memory;
     let mut labels = Interner::default();
     let columns: Vec<Value> = profile

@@ -10,12 +10,12 @@
 //! `ipub profile diff --html`. The scripts and the style sheet are plain
 //! files under `assets/`, included at compile time.
 
-pub mod diff;
-pub mod heatmap;
-pub mod memory;
-pub mod ops;
-pub mod summary;
-pub mod timeline;
+pub(crate) mod diff;
+pub(super) mod heatmap;
+pub(super) mod memory;
+pub(super) mod ops;
+pub(crate) mod summary;
+pub(super) mod timeline;
 
 use super::{Profile, StepKind};
 use serde_json::{json, Value};
@@ -30,7 +30,7 @@ const MEMORY_JS: &str = include_str!("assets/memory.js");
 const TABLE_JS: &str = include_str!("assets/table.js");
 
 /// Text made safe for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -46,7 +46,7 @@ pub fn escape(text: &str) -> String {
 }
 
 /// Text escaped, with spans between backticks set as code.
-pub fn code_spans(text: &str) -> String {
+pub(super) fn code_spans(text: &str) -> String {
     escape(text)
         .split('`')
         .enumerate()
@@ -61,7 +61,7 @@ pub fn code_spans(text: &str) -> String {
 }
 
 /// The colour of a step kind, as the style sheet and the scripts draw it.
-pub fn kind_colour(kind: StepKind) -> &'static str {
+pub(super) fn kind_colour(kind: StepKind) -> &'static str {
     match kind {
         StepKind::Compute => "#3f9b6e",
         StepKind::Exchange => "#4a78b5",
@@ -75,7 +75,7 @@ pub fn kind_colour(kind: StepKind) -> &'static str {
 /// operation of that kind in program order, so a program of thirty
 /// operations still reads by kind and neighbours stay apart. Hues avoid
 /// the exchange blue and the sync orange.
-pub fn op_colours(profile: &Profile) -> BTreeMap<String, String> {
+pub(super) fn op_colours(profile: &Profile) -> BTreeMap<String, String> {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     let mut colours = BTreeMap::new();
     for op in &profile.ops {
@@ -99,7 +99,7 @@ pub fn op_colours(profile: &Profile) -> BTreeMap<String, String> {
     colours
 }
 
-pub use super::{signed_thousands, thousands};
+pub(super) use super::{signed_thousands, thousands};
 
 /// JSON for a `<script type="application/json">` element: no `<` may
 /// appear in it, or a label could close the element (or open a comment
@@ -131,7 +131,7 @@ pub(crate) fn page(title: &str, body: &str, data: &Value, scripts: &[&str]) -> S
 }
 
 /// The report of one run.
-pub fn report(profile: &Profile) -> String {
+pub(crate) fn report(profile: &Profile) -> String {
     let analysis = summary::Analysis::of(profile);
     let mut body = String::new();
     let _ = writeln!(

@@ -54,7 +54,7 @@ fn percent_cell(ratio: Option<f64>) -> String {
     )
 }
 
-pub fn section(profile: &Profile, analysis: &Analysis) -> String {
+pub(super) fn section(profile: &Profile, analysis: &Analysis) -> String {
     let total = profile.total_cycles.max(1) as f64;
     let widest = analysis
         .ops

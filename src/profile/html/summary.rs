@@ -9,7 +9,7 @@ use crate::profile::{Profile, StepKind};
 use std::fmt::Write as _;
 
 /// The derived figures every section of the page reads.
-pub struct Analysis {
+pub(super) struct Analysis {
     pub kinds: KindCycles,
     pub ops: Vec<OpRow>,
     pub tiles: Vec<TileTotals>,
@@ -18,7 +18,7 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    pub fn of(profile: &Profile) -> Analysis {
+    pub(super) fn of(profile: &Profile) -> Analysis {
         let ops = analysis::op_rows(profile);
         Analysis {
             kinds: analysis::by_kind(profile),
@@ -58,7 +58,7 @@ pub(crate) fn stacked_bar(parts: &[(String, u64, String)], total: u64) -> String
     bar + &legend
 }
 
-pub fn section(profile: &Profile, analysis: &Analysis) -> String {
+pub(super) fn section(profile: &Profile, analysis: &Analysis) -> String {
     let mut out = String::from("<section id=\"summary\"><h2>Summary</h2><div class=\"cards\">");
     let total = profile.total_cycles;
     let error = (profile.estimated_cycles > 0)

@@ -13,7 +13,7 @@ use crate::profile::{Profile, StepKind};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
-pub fn section() -> String {
+pub(super) fn section() -> String {
     "<section id=\"timeline\"><h2>Timeline</h2>\
      <p class=\"dim\">Scroll to zoom, drag to pan, double-click a step to zoom to it. \
      Click a group of tiles to expand it. Bars are busy time; the rest of a step the tile waits. \
@@ -46,7 +46,7 @@ impl Table {
     }
 }
 
-pub fn data(profile: &Profile) -> Value {
+pub(super) fn data(profile: &Profile) -> Value {
     let mut labels = Table::default();
     let mut ops = Table::default();
     let mut kernels = Table::default();
