@@ -6,7 +6,7 @@
 //! (`.safetensors`, `.npy`) that inits read, each a [`DataFile`] holding
 //! bytes and their hash. The settings of a build that are in no file (what
 //! the program reads back) are the one [`BuildSettings`] input. The core never touches the disk
-//! itself: it reads through a [`Vfs`](crate::vfs::Vfs), which is the real
+//! itself: it reads through a [`crate::vfs::Vfs`], which is the real
 //! file system in the CLI and an in-memory map in tests.
 //!
 //! Inputs are created lazily the first time a query asks for a path (so a

@@ -8,9 +8,13 @@
 //! - [`vfs`]: where file contents come from (no salsa);
 //! - [`data`]: tensor files (`.safetensors`, `.npy`) read and written;
 //! - [`db`]: the salsa database and its file inputs (the core does no IO);
-//! - [`numerics`], [`reference`], [`compare`]: number formats, the seeded
+//! - [`numerics`], [`reference`](mod@reference), [`compare`]: number formats, the seeded
 //!   generator and host reference, and the numerics check;
 //! - [`fuzzing`]: the fuzz targets, one per reader of untrusted input.
+
+// The API docs are read with `cargo doc --document-private-items`: a public
+// item's doc may point at the crate-private code it is built on.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod asm;
 pub mod cli;

@@ -1,7 +1,7 @@
 //! The kernel assembler: preprocessor, two-pass assembler, object format and
 //! linker (see `book/src/assembler.md` and `book/src/object-format.md`).
 //!
-//! The flow is `preprocess` (C-like, through a [`Vfs`] so tests run in
+//! The flow is `preprocess` (C-like, through a [`Vfs`](crate::vfs::Vfs) so tests run in
 //! memory) → pass one (`assembler.rs`: macros, repetition, conditionals,
 //! layout) → pass two (`encode.rs`: operands, encoding through
 //! [`crate::isa`], relocations) → [`Object`]. The linker places objects'

@@ -6,7 +6,7 @@
 //! start a directive). A `#` directly followed by a letter at the start of a
 //! line is a directive; `# text` is a comment.
 //!
-//! Files are read through [`Vfs`], so tests run in memory, and every file
+//! Files are read through [`Vfs`](crate::vfs::Vfs), so tests run in memory, and every file
 //! read is recorded in [`Sources`]: the kernel cache hashes exactly those.
 //! Each output [`Line`] remembers the origin of every byte.
 

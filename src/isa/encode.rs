@@ -74,7 +74,7 @@ fn encode_row(row: &OpInfo, operands: &[Operand]) -> Result<Encoded, InstError> 
     Ok(Encoded { word, fixup })
 }
 
-/// Encodes a typed instruction: the inverse of [`super::decode`]. Register
+/// Encodes a typed instruction: the inverse of [`super::decode()`]. Register
 /// operands come from `inst.r` in operand order and the immediate from
 /// `inst.imm`, checked exactly as `assemble` checks written operands, so
 /// code built as [`Inst`]s encodes to the same words as its text would.

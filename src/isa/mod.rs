@@ -113,7 +113,7 @@ pub fn assemble(mnemonic: &str, operands: &[Operand]) -> Result<Encoded, InstErr
 }
 
 /// Encodes a typed instruction, checking its operands as [`assemble`]
-/// does; the inverse of [`decode`].
+/// does; the inverse of [`decode()`].
 pub(crate) fn encode(inst: &Inst) -> Result<u32, InstError> {
     encode::encode(inst)
 }

@@ -34,4 +34,4 @@ pub(super) const MAX_EXECUTED_STEPS: u64 = 1 << 20;
 
 /// Tile records one host call may leave in the cycle profile (the tiles of
 /// every executed compute and exchange step).
-pub(super) const MAX_EXECUTED_TILE_RECORDS: u64 = 1 << 23;
+pub(crate) const MAX_EXECUTED_TILE_RECORDS: u64 = 1 << 23;

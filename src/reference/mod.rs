@@ -1,4 +1,4 @@
-//! The host reference: an evaluation of a [`Graph`] on the host, written
+//! The host reference: an evaluation of a [`Graph`](crate::graph::Graph) on the host, written
 //! independently of the planner, the kernels and the simulator, against
 //! which `ipub run` checks the device's outputs.
 //!

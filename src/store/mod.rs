@@ -326,7 +326,7 @@ impl Store {
         self.put_with_outputs(kind, key, value, Vec::new())
     }
 
-    /// [`Store::put`], and on the remote tier the entry together with
+    /// `Store::put`, and on the remote tier the entry together with
     /// `outputs` (named byte strings a reader fetches with
     /// [`Store::remote_output`]) as one action. The upload is queued, so
     /// it never delays the caller.
@@ -359,7 +359,7 @@ impl Store {
         written
     }
 
-    /// Queues a [`Store::put`] of the payload `encode` returns: encoding
+    /// Queues a `Store::put` of the payload `encode` returns: encoding
     /// and writing run on a background thread once [`Store::start_queued`]
     /// is called (the driver does so when a build is done), so a rebuild
     /// neither waits for its results to be written nor competes with them
