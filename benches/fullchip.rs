@@ -13,7 +13,10 @@
 //! takes longer than `IPUB_FULLCHIP_RUN_LIMIT_S` seconds (default 300; 0
 //! skips runs) is stopped and reported as such.
 
+mod common;
+
 use camino::{Utf8Path, Utf8PathBuf};
+use common::copy_dir;
 use ipub::cli::build::build;
 use ipub::cli::stamp::package_path;
 use ipub::db::{Database, Db};
@@ -49,20 +52,6 @@ const WORKLOADS: [Workload; 3] = [
         to: "std = 0.126 }",
     },
 ];
-
-fn copy_dir(from: &Utf8Path, to: &Utf8Path) {
-    std::fs::create_dir_all(to).expect("create");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let path = Utf8PathBuf::from_path_buf(entry.path()).expect("utf-8");
-        let target = to.join(path.file_name().expect("name"));
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).expect("copy");
-        }
-    }
-}
 
 /// The milliseconds a phase line of `ipub build` reports (`plan ... (…, 123.4 ms)`).
 fn phase_ms(stdout: &str, phase: &str) -> Option<f64> {

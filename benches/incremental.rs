@@ -8,7 +8,10 @@
 //! way `ipub watch` does (refresh the edited file, rebuild through the same
 //! database, write the package if it changed).
 
+mod common;
+
 use camino::{Utf8Path, Utf8PathBuf};
+use common::copy_dir;
 use ipub::cli::build::build;
 use ipub::cli::stamp::package_path;
 use ipub::db::{Database, Db};
@@ -16,20 +19,6 @@ use std::process::Command;
 use std::time::Instant;
 
 const PROJECT: &str = "projects/vit-fp8.toml";
-
-fn copy_dir(from: &Utf8Path, to: &Utf8Path) {
-    std::fs::create_dir_all(to).expect("create");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let path = Utf8PathBuf::from_path_buf(entry.path()).expect("utf-8");
-        let target = to.join(path.file_name().expect("name"));
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).expect("copy");
-        }
-    }
-}
 
 /// Runs `ipub build` in a new process; returns milliseconds and the queries
 /// its phase lines say were recomputed.

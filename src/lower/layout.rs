@@ -630,10 +630,9 @@ mod tests {
         assert_eq!(slots(&rows), swap(slots(&channels)));
     }
 
-    /// `slot_of` inverts `for_each_slot` in every layout, and refuses
-    /// indices outside the box.
-    #[test]
-    fn slot_of_finds_every_element_where_the_slots_put_it() {
+    /// Boxes of ranks one to four in every layout that applies to them
+    /// (the blocked layouts need two dimensions).
+    fn every_layout() -> Vec<Piece> {
         let boxes = [
             (vec![3], vec![5]),
             (vec![1, 2], vec![3, 5]),
@@ -649,63 +648,46 @@ mod tests {
             Layout::ChannelBlocks,
             Layout::RowBlocks,
         ];
+        let mut pieces = Vec::new();
         for (start, extent) in boxes {
             for layout in layouts {
-                if !matches!(layout, Layout::RowMajor | Layout::PaddedRows { .. })
-                    && extent.len() < 2
+                if matches!(layout, Layout::RowMajor | Layout::PaddedRows { .. })
+                    || extent.len() >= 2
                 {
-                    continue;
+                    pieces.push(Piece {
+                        start: start.clone(),
+                        extent: extent.clone(),
+                        layout,
+                    });
                 }
-                let piece = Piece {
-                    start: start.clone(),
-                    extent: extent.clone(),
-                    layout,
-                };
-                for (slot, index) in elements_by_slot(&piece) {
-                    assert_eq!(piece.slot_of(&index), Some(slot), "{piece:?} at {index:?}");
-                }
-                let past: Vec<usize> = start.iter().zip(&extent).map(|(s, e)| s + e).collect();
-                assert_eq!(piece.slot_of(&past), None, "{piece:?}");
-                if start[0] > 0 {
-                    let mut before = start.clone();
-                    before[0] -= 1;
-                    assert_eq!(piece.slot_of(&before), None, "{piece:?}");
-                }
+            }
+        }
+        pieces
+    }
+
+    /// `slot_of` inverts `for_each_slot` in every layout, and refuses
+    /// indices outside the box.
+    #[test]
+    fn slot_of_finds_every_element_where_the_slots_put_it() {
+        for piece in every_layout() {
+            for (slot, index) in elements_by_slot(&piece) {
+                assert_eq!(piece.slot_of(&index), Some(slot), "{piece:?} at {index:?}");
+            }
+            let (start, extent) = (&piece.start, &piece.extent);
+            let past: Vec<usize> = start.iter().zip(extent).map(|(s, e)| s + e).collect();
+            assert_eq!(piece.slot_of(&past), None, "{piece:?}");
+            if start[0] > 0 {
+                let mut before = start.clone();
+                before[0] -= 1;
+                assert_eq!(piece.slot_of(&before), None, "{piece:?}");
             }
         }
     }
 
     #[test]
     fn runs_visit_the_same_slots_and_indices_as_slot_by_slot() {
-        let boxes = [
-            (vec![3], vec![5]),
-            (vec![1, 2], vec![3, 5]),
-            (vec![0, 4, 0], vec![2, 3, 17]),
-            (vec![1, 0, 2, 3], vec![2, 2, 9, 33]),
-        ];
-        let layouts = [
-            Layout::RowMajor,
-            Layout::PaddedRows { multiple: 8 },
-            Layout::AmpWeights { k: 4 },
-            Layout::AmpWeights { k: 16 },
-            Layout::KBlocks { k: 8 },
-            Layout::ChannelBlocks,
-            Layout::RowBlocks,
-        ];
-        for (start, extent) in boxes {
-            for layout in layouts {
-                if !matches!(layout, Layout::RowMajor | Layout::PaddedRows { .. })
-                    && extent.len() < 2
-                {
-                    continue;
-                }
-                let piece = Piece {
-                    start: start.clone(),
-                    extent: extent.clone(),
-                    layout,
-                };
-                assert_eq!(runs(&piece), elements_by_slot(&piece), "{piece:?}");
-            }
+        for piece in every_layout() {
+            assert_eq!(runs(&piece), elements_by_slot(&piece), "{piece:?}");
         }
     }
 
