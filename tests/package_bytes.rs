@@ -62,8 +62,8 @@ fn shipped_packages_are_byte_identical() {
         projects/matmul-f8.toml: 74c3315602aed4ef2e450c721b58cae7cad1e1426ec63b3ec396579940b08eb5 103596
         projects/mixed-f8.toml: c5d24924020a876fa8400ffe0247cf234886476d73cc1398abbb58b168176f6c 68023
         projects/mlp-f16.toml: 667fac22dc6c5d9c6bb990fcdcaa2209a6e2441200a553cba3f426d861e529db 2532551
-        projects/attention-f16.toml: a12b21a4583bad49143729c84ae446c9f41f257f6ca7cd03054c09660c4b6c64 931678
-        projects/vit-fp8.toml: 1cf8a0041657856e4a4222df5a39eed2e3e6c679f146363b743f34b47eb7815d 7091752
-        projects/llama-block-f16.toml: ce637b148eb5fecc92013d33b0135d7928861b3731e3c18c2880fd62ed13819c 8017225
+        projects/attention-f16.toml: 8a7dd48f7bffb4170234f2965e939e612a011cfb5562c63763c0914bbc8b7c9f 931682
+        projects/vit-fp8.toml: 290d4c50bbec6826da3e13d68928a879423eeec149d42ba43077e792e6354e7e 9012647
+        projects/llama-block-f16.toml: d36b02929f07525c97518c7f291ade56ee10487ba0624f97b448671cf3100e9e 8017230
     "#]].assert_eq(&lines);
 }

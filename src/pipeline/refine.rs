@@ -3,12 +3,20 @@
 //! The analytical model ([`crate::plan::cost`]) counts the bytes a tile must
 //! receive; it does not see how the transfers really fall on the tiles.
 //! Refinement lowers the operation alone, with each finalist's partition and
-//! its inputs where a producer leaves them (streamed inputs in the canonical
-//! row split over the tiles, weights where the plan puts them), schedules
-//! every exchange phase the way the package will ([`crate::schedule`]) and
-//! re-costs the finalist with the scheduled horizons instead of the
-//! estimate. The finalist with the fewest refined cycles is selected; ties
-//! keep the analytical order.
+//! its inputs where a producer leaves them (streamed inputs and weights
+//! where the plan puts them), schedules every exchange phase the way the
+//! package will ([`crate::schedule`]) and re-costs the finalist with the
+//! scheduled horizons instead of the estimate. The finalist with the fewest
+//! refined cycles is selected; ties keep the analytical order.
+//!
+//! An activation operand comes from a synthetic element-wise producer laid
+//! out by the planner's own analytical choice for it: whole rows over the
+//! tiles, or ranges of elements when the tensor has fewer rows than tiles.
+//! A producer that always left whole rows made a whole-row consumer of a
+//! range producer look free, which is what most activations of a
+//! few-row model on the whole chip are. The producer's plan depends on the
+//! operand's shape alone, so a plan still depends on its signature alone
+//! and an edit elsewhere re-plans nothing.
 //!
 //! Before that, the finalist's tile mapping is screened: the same lowered
 //! transfers with the consumer's tiles rotated against the producer's
@@ -38,9 +46,10 @@ pub fn operator_plans(signature: &OpSignature) -> OperatorPlans {
 
 /// A graph holding the operation and, for each operand that is neither a
 /// weight nor a streamed input (both are written where the plan lays them
-/// out), a row-wise producer (a GELU for f16, a cast from f16 otherwise)
-/// whose result is spread over the tiles the way row-wise operations leave
-/// activations. `None` for views, which have no device work to schedule.
+/// out), an element-wise producer (a GELU for f16, a cast from f16
+/// otherwise) from a streamed input, spread over the tiles the way the
+/// planner spreads it ([`producer_partition`]). `None` for views, which
+/// have no device work to schedule.
 pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
     let kind = match signature.kind {
         SignatureKind::Matmul { transpose_rhs } => OpKind::Matmul { transpose_rhs },
@@ -140,17 +149,17 @@ pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
     })
 }
 
-/// How a row-wise producer spreads its rows: evenly over every tile.
-fn producer_partition(graph: &Graph, op: &Op) -> Option<Partition> {
-    let shape = &graph.tensor(op.output).shape;
-    let row_length = shape.last().copied().unwrap_or(1);
-    let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
-    Some(Partition::Rows {
-        rows,
-        row_length,
-        rows_per_tile: rows.div_ceil(graph.tiles.max(1) as usize).max(1),
-        kernel: crate::plan::row_kernel(&OpSignature::of(graph, op))?,
-    })
+/// How a synthetic producer spreads its result: the way the planner would
+/// spread it, by its analytical choice for the producer's own signature
+/// (a function of the consumer's signature alone, so a plan still depends
+/// on nothing outside it). An element-wise producer with fewer rows than
+/// tiles is cut into ranges of elements ([`Partition::Elements`]), and a
+/// whole-row consumer of such a producer pays the exchange it really pays.
+fn producer_partition(target: &Target, graph: &Graph, op: &Op) -> Partition {
+    crate::plan::finalists(&OpSignature::of(graph, op), target)
+        .selected()
+        .partition
+        .clone()
 }
 
 /// Lowers `graph` with `candidate` for its last operation and schedules
@@ -161,15 +170,17 @@ pub fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<R
         return None;
     }
     let consumer = OpId(graph.ops.len() as u32 - 1);
-    let plan_of = |op: OpId| {
-        if op == consumer {
-            candidate.partition.clone()
-        } else {
-            // Producers are row-wise operations, which always have a
-            // kernel; a view in their place makes lowering fail, and the
-            // finalist goes unrefined.
-            producer_partition(graph, graph.op(op)).unwrap_or(Partition::View)
-        }
+    let producers: HashMap<OpId, Partition> = (0..consumer.0)
+        .map(|op| {
+            (
+                OpId(op),
+                producer_partition(target, graph, graph.op(OpId(op))),
+            )
+        })
+        .collect();
+    let plan_of = |op: OpId| match producers.get(&op) {
+        Some(partition) => partition.clone(),
+        None => candidate.partition.clone(),
     };
     let program = crate::lower::lower(graph, &plan_of).ok()?;
     let name = &graph.op(consumer).name;

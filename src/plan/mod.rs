@@ -284,9 +284,13 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     // A fused operation's cast runs after the kernel on each tile, from
     // f16 rows the tile keeps next to the result (`crate::fuse`).
     let epilogue = crate::partition::cast_epilogue(kernel, signature.output.dtype);
+    // Every operand but a norm's row parameters is materialised at the
+    // share's shape on its tile (a broadcast one too, and a masked
+    // softmax's mask), besides the result and a fused cast's f16 values.
     let element_bytes = signature.output.dtype.size_bytes()
-        + signature.inputs[0].dtype.size_bytes()
-        + masked_softmax_mask(signature, kernel).map_or(0, |m| m.dtype.size_bytes())
+        + shared_operands(signature)
+            .map(|(_, operand)| operand.dtype.size_bytes())
+            .sum::<usize>()
         + epilogue.map_or(0, |_| DType::F16.size_bytes());
     let mut found = Vec::new();
     let mut tiles = signature.tiles.min(rows.max(1) as u32);
@@ -308,19 +312,10 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
                     row_tile_cycles(signature, cast, rows, input_length, rows_per_tile)
                 })
                 .unwrap_or(0);
-        // Inputs arrive row-distributed from the producer; a tile receives
-        // the rows it does not already hold, at most its whole share.
-        // A streamed input is written by the host where it is used.
-        let received = match signature.inputs[0].host {
-            true => 0,
-            false => elements * signature.inputs[0].dtype.size_bytes() as u64,
-        } + match masked_softmax_mask(signature, kernel) {
-            // A mask computed on the device is gathered like the input.
-            Some(mask) if !mask.weight && !mask.host => elements * mask.dtype.size_bytes() as u64,
-            _ => 0,
-        };
-        // A streamed input needs no exchange phase, so no sync either.
-        let phases = u32::from(!signature.inputs[0].host);
+        let received = received_bytes(signature, elements, row_length);
+        // Operands that are all weights or streamed need no exchange phase,
+        // so no sync either.
+        let phases = u32::from(received > 0);
         found.push(Candidate {
             partition: Partition::Rows {
                 rows,
@@ -362,7 +357,7 @@ pub const ELEMENT_RANGE_QUANTUM: usize = 8;
 /// halvings of that, but not where the ranges would be whole rows (the
 /// row candidates' pieces). They are costed like [`row_candidates`]: the busiest
 /// tile's kernel (and fused cast) by the kernel's formula, the exchange of
-/// the first input's range, one phase. Tiles beyond a tensor's rows only
+/// every operand computed on the device ([`received_bytes`]), one phase. Tiles beyond a tensor's rows only
 /// help an operation whose compute outweighs the extra sync and the
 /// exchange, so the ranking, not this list, decides.
 fn element_candidates(
@@ -401,11 +396,8 @@ fn element_candidates(
                 count,
             )
         }) + epilogue.and_then(tile_cycles).unwrap_or(0);
-        let received = match signature.inputs[0].host {
-            true => 0,
-            false => count * signature.inputs[0].dtype.size_bytes() as u64,
-        };
-        let phases = u32::from(!signature.inputs[0].host);
+        let received = received_bytes(signature, count, 1);
+        let phases = u32::from(received > 0);
         // Ranges of whole rows are the row candidates' pieces already.
         let whole_rows = per_tile.is_multiple_of(row_length);
         tiles /= 2;
@@ -435,17 +427,57 @@ fn element_candidates(
     found
 }
 
-/// The mask operand of a masked softmax, which lowering materialises at
-/// the input's shape on every tile, so it costs memory (and, computed on
-/// the device, exchange) like the input.
-fn masked_softmax_mask(
+/// Whether the operation's operands after the first are one-row
+/// parameters (a norm's scale and bias), which `lower` places whole on
+/// every tile rather than at the share's shape.
+fn has_row_parameters(signature: &OpSignature) -> bool {
+    matches!(
+        signature.kind,
+        SignatureKind::Layernorm { .. } | SignatureKind::Rmsnorm { .. }
+    )
+}
+
+/// The operands `lower` materialises at the shape of a tile's share of the
+/// output (broadcast to it where they are smaller), with their positions:
+/// all but a norm's row parameters.
+fn shared_operands(
     signature: &OpSignature,
-    kernel: KernelId,
-) -> Option<&crate::plan::signature::Operand> {
-    match kernel {
-        KernelId::SoftmaxMasked { .. } => signature.inputs.get(1),
-        _ => None,
-    }
+) -> impl Iterator<Item = (usize, &crate::plan::signature::Operand)> {
+    let row_parameters = has_row_parameters(signature);
+    signature
+        .inputs
+        .iter()
+        .enumerate()
+        .filter(move |&(i, _)| i == 0 || !row_parameters)
+}
+
+/// The bytes the busiest tile receives over exchange for a share of
+/// `elements` operand elements, with rows `row_length` long.
+///
+/// Every operand computed on the device is gathered: a residual add's or a
+/// `sub(x, mean)`'s second operand as well as the first. One broadcast to
+/// the share's shape (a `[rows, 1]` reduction result, a bias row) is
+/// copied to every element it fills, element by element or row by row, so
+/// the tile receives the whole share of it, not only its distinct
+/// elements. A norm's row parameters, when computed on the device, bring
+/// one row. Weights are laid out where they are used and a streamed input
+/// is written by the host where it is used, so neither is exchanged. The
+/// planner does not know the producer, so an operand the tile might
+/// already hold in place is counted as received.
+fn received_bytes(signature: &OpSignature, elements: u64, row_length: usize) -> u64 {
+    let shared: u64 = shared_operands(signature)
+        .filter(|(_, operand)| !operand.weight && !operand.host)
+        .map(|(_, operand)| elements * operand.dtype.size_bytes() as u64)
+        .sum();
+    let row_parameters: u64 = match has_row_parameters(signature) {
+        true => signature.inputs[1..]
+            .iter()
+            .filter(|operand| !operand.weight && !operand.host)
+            .map(|operand| (row_length * operand.dtype.size_bytes()) as u64)
+            .sum(),
+        false => 0,
+    };
+    shared + row_parameters
 }
 
 /// Whether a candidate's memory fits one tile, leaving `code_reserve` bytes
@@ -833,6 +865,50 @@ mod tests {
             selected: 0,
         };
         assert_eq!(ranges.check_against(&add), Ok(()));
+    }
+
+    /// A residual add gathers both of its operands, and `sub(x, mean)`
+    /// receives its `[rows, 1]` mean broadcast to the whole share: lowering
+    /// copies each mean to every element it fills. A bias that is a weight
+    /// is laid out where it is used and costs no exchange.
+    #[test]
+    fn every_operand_computed_on_the_device_is_received() {
+        let signature = |kind, second: Operand| OpSignature {
+            kind,
+            inputs: vec![operand(&[64, 256], DType::F16, false), second],
+            output: operand(&[64, 256], DType::F16, false),
+            tiles: 16,
+            target: crate::target::TargetId::Ipu21,
+            spread: 0,
+        };
+        let exchange = |signature: &OpSignature| {
+            let plans = finalists(signature, &IPU21);
+            let best = plans.selected();
+            format!(
+                "tiles={} exchange {} phases={} peak_standard={}\n",
+                best.tiles_used,
+                best.estimate.exchange_cycles,
+                best.estimate.exchange_phases,
+                best.estimate.peak_standard_bytes
+            )
+        };
+        let residual = signature(SignatureKind::Add, operand(&[64, 256], DType::F16, false));
+        let bias = signature(SignatureKind::Add, operand(&[256], DType::F16, true));
+        let centre = signature(
+            SignatureKind::Binary { op: BinaryOp::Sub },
+            operand(&[64, 1], DType::F16, false),
+        );
+        expect![[r#"
+            tiles=16 exchange 1024 phases=1 peak_standard=6144
+            tiles=16 exchange 512 phases=1 peak_standard=6144
+            tiles=16 exchange 1024 phases=1 peak_standard=6144
+        "#]]
+        .assert_eq(
+            &[residual, bias, centre]
+                .iter()
+                .map(exchange)
+                .collect::<String>(),
+        );
     }
 
     #[test]
