@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, HashMap};
 
 /// The plans of one operation: the planner's finalists, refined, with the
 /// one refinement selects.
-pub fn operator_plans(signature: &OpSignature) -> OperatorPlans {
+pub(crate) fn operator_plans(signature: &OpSignature) -> OperatorPlans {
     let target = signature.target.spec();
     let mut plans = crate::plan::finalists(signature, target);
     plans.selected = select(signature, &mut plans.finalists);
@@ -50,7 +50,7 @@ pub fn operator_plans(signature: &OpSignature) -> OperatorPlans {
 /// otherwise) from a streamed input, spread over the tiles the way the
 /// planner spreads it ([`producer_partition`]). `None` for views, which
 /// have no device work to schedule.
-pub fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
+pub(crate) fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
     let kind = match signature.kind {
         SignatureKind::Matmul { transpose_rhs } => OpKind::Matmul { transpose_rhs },
         SignatureKind::Cast => OpKind::Cast,
@@ -165,7 +165,7 @@ fn producer_partition(target: &Target, graph: &Graph, op: &Op) -> Partition {
 /// Lowers `graph` with `candidate` for its last operation and schedules
 /// the phases that gather that operation's operands; `None` when lowering
 /// refuses the partition (the finalist keeps its analytical figures).
-pub fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<Refined> {
+pub(crate) fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<Refined> {
     if candidate.partition == Partition::View {
         return None;
     }
@@ -349,13 +349,13 @@ fn pressure(
 /// them: the analytical best few, refined together. A fixed number, not
 /// the machine's thread count, so which finalists are pruned (and the plan
 /// dump) is the same on every machine.
-pub const FIRST_REFINED: usize = 2;
+pub(crate) const FIRST_REFINED: usize = 2;
 
 /// A proven lower bound on the cycles a finalist can be selected with:
 /// refinement only adds scheduled exchange and rearrange cycles (both at
 /// least zero) to the estimated compute and sync, and a finalist lowering
 /// refuses keeps its estimate, which includes both.
-pub fn lower_bound_cycles(candidate: &Candidate) -> u64 {
+pub(crate) fn lower_bound_cycles(candidate: &Candidate) -> u64 {
     candidate.estimate.compute_cycles + candidate.estimate.sync_cycles
 }
 
@@ -378,7 +378,7 @@ fn selection_cycles(candidate: &Candidate) -> u64 {
 /// refined in parallel. Pruning never changes the selection: a pruned
 /// finalist's cycles are at least the incumbent's, and the incumbent comes
 /// first in the analytical order, which breaks ties.
-pub fn select(signature: &OpSignature, finalists: &mut [Candidate]) -> usize {
+pub(crate) fn select(signature: &OpSignature, finalists: &mut [Candidate]) -> usize {
     let target = signature.target.spec();
     use rayon::prelude::*;
     let Some(graph) = one_op_graph(signature) else {

@@ -5,13 +5,13 @@
 
 use crate::graph::DType;
 use crate::partition::KernelId;
-pub use crate::partition::MemoryClass;
+pub(crate) use crate::partition::MemoryClass;
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
 
 /// Estimated cost of one plan, per tile where it says so.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Estimate {
+pub(crate) struct Estimate {
     /// Cycles of the slowest tile's compute.
     pub compute_cycles: u64,
     /// Cycles of the exchange phases (slowest tile), without sync.
@@ -28,20 +28,20 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    pub fn total_cycles(&self) -> u64 {
+    pub(crate) fn total_cycles(&self) -> u64 {
         self.compute_cycles + self.exchange_cycles + self.sync_cycles
     }
 
-    pub fn peak_total_bytes(&self) -> u64 {
+    pub(crate) fn peak_total_bytes(&self) -> u64 {
         self.peak_standard_bytes + self.peak_interleaved_bytes
     }
 }
 
 /// AMP inputs consumed per issue per output channel, and output channels per
 /// issue: one issue multiplies 16 output channels by 4 f16 or 8 FP8 inputs.
-pub const AMP_OUTPUT_CHANNELS: u64 = 16;
+pub(crate) const AMP_OUTPUT_CHANNELS: u64 = 16;
 
-pub fn amp_inputs_per_issue(input: DType) -> u64 {
+pub(crate) fn amp_inputs_per_issue(input: DType) -> u64 {
     match input {
         DType::F143 | DType::F152 => 8,
         DType::F16 => 4,
@@ -52,7 +52,7 @@ pub fn amp_inputs_per_issue(input: DType) -> u64 {
 
 /// Inputs per output channel of one AMP weight block (the width of CWEI):
 /// four issues' worth.
-pub fn amp_block_inputs(input: DType) -> u64 {
+pub(crate) fn amp_block_inputs(input: DType) -> u64 {
     4 * amp_inputs_per_issue(input)
 }
 
@@ -65,7 +65,7 @@ const GEMM_PASS_OVERHEAD_ISSUES: u64 = 64 + 12;
 /// ([`super::kernel_cost`]). `interleaved` operands allow the packed
 /// load/load/store bundle; otherwise each AMP issue needs three memory
 /// instructions of its own.
-pub fn gemm_tile_cycles(
+pub(crate) fn gemm_tile_cycles(
     target: &Target,
     input: DType,
     rows: u64,
@@ -120,7 +120,7 @@ fn gemm_schedule_cycles(
 /// Cycles per element of the vector kernels, at 4 f16 (or 2 f32) lanes per
 /// issue and one issue per cycle across six workers. The factors count the
 /// issues per vector of the kernel's inner loop.
-pub fn vector_tile_cycles(
+pub(crate) fn vector_tile_cycles(
     target: &Target,
     issues_per_vector: u64,
     dtype: DType,
@@ -139,7 +139,7 @@ pub fn vector_tile_cycles(
 /// Cycles of one `rearrange_blocks` run: its calibrated `.ipub_cost`
 /// ([`super::kernel_cost`]) for `outer` steps of `inner` chunk rows of
 /// `words` 64-bit words.
-pub fn block_copy_cycles(outer: u64, inner: u64, words: u64) -> u64 {
+pub(crate) fn block_copy_cycles(outer: u64, inner: u64, words: u64) -> u64 {
     let params = [
         ("outer", outer as i64),
         ("inner", inner as i64),
@@ -150,7 +150,7 @@ pub fn block_copy_cycles(outer: u64, inner: u64, words: u64) -> u64 {
 
 /// Cycles of one `reduce_add_f16` run summing `count` partials of `length`
 /// values: its calibrated `.ipub_cost` ([`super::kernel_cost`]).
-pub fn reduce_cycles(count: u64, length: u64) -> u64 {
+pub(crate) fn reduce_cycles(count: u64, length: u64) -> u64 {
     let params = [("count", count as i64), ("length", length as i64)];
     super::kernel_cost::cycles(KernelId::ReduceAdd, &params).unwrap_or(u64::MAX / 4)
 }
@@ -158,7 +158,7 @@ pub fn reduce_cycles(count: u64, length: u64) -> u64 {
 /// Cycles of a tile GEMM with an f32 result (`gemm_f16_f32out`): its
 /// calibrated `.ipub_cost`. Its loops are the same in either memory class,
 /// so the class changes the kernel variant but not the figure.
-pub fn gemm_f32_out_tile_cycles(rows: u64, inner: u64, cols: u64, interleaved: bool) -> u64 {
+pub(crate) fn gemm_f32_out_tile_cycles(rows: u64, inner: u64, cols: u64, interleaved: bool) -> u64 {
     if rows == 0 || inner == 0 || cols == 0 {
         return 0;
     }
@@ -173,31 +173,31 @@ pub fn gemm_f32_out_tile_cycles(rows: u64, inner: u64, cols: u64, interleaved: b
 
 /// Cycles of one `reduce_add_f32` run summing `count` f32 partials of
 /// `length` values: its calibrated `.ipub_cost`.
-pub fn reduce_f32_cycles(count: u64, length: u64) -> u64 {
+pub(crate) fn reduce_f32_cycles(count: u64, length: u64) -> u64 {
     let params = [("count", count as i64), ("length", length as i64)];
     super::kernel_cost::cycles(KernelId::ReduceAddF32, &params).unwrap_or(u64::MAX / 4)
 }
 
 /// The cycles of one run of `kernel` with `params` by its calibrated
 /// formula ([`super::kernel_cost`]); `None` for a kernel without one.
-pub fn kernel_cycles(kernel: KernelId, params: &[(&str, i64)]) -> Option<u64> {
+pub(crate) fn kernel_cycles(kernel: KernelId, params: &[(&str, i64)]) -> Option<u64> {
     super::kernel_cost::cycles(kernel, params)
 }
 
 /// Cycles for one tile to receive `bytes` over ordinary exchange.
-pub fn exchange_cycles(target: &Target, bytes: u64) -> u64 {
+pub(crate) fn exchange_cycles(target: &Target, bytes: u64) -> u64 {
     bytes.div_ceil(u64::from(target.exchange.bytes_per_cycle))
 }
 
 /// Cycles to move `bytes` between the host and the device over the host
 /// link; the model device counts its host transfers with this too.
-pub fn host_cycles(target: &Target, bytes: u64) -> u64 {
+pub(crate) fn host_cycles(target: &Target, bytes: u64) -> u64 {
     let cycles = (u128::from(bytes) * u128::from(target.clock_hz))
         .div_ceil(u128::from(target.host_link_bytes_per_second.max(1)));
     u64::try_from(cycles).unwrap_or(u64::MAX)
 }
 
-pub fn sync_cycles(target: &Target, phases: u32) -> u64 {
+pub(crate) fn sync_cycles(target: &Target, phases: u32) -> u64 {
     u64::from(phases) * u64::from(target.exchange.global_sync_cycles)
 }
 

@@ -8,14 +8,14 @@
 //! finalists by lowering the operation alone and scheduling its exchange
 //! phases (`pipeline::refine`), and selects among them.
 
-pub mod cost;
-pub mod gathered;
-pub mod kernel_cost;
-pub mod matmul;
-pub mod signature;
+pub(crate) mod cost;
+pub(crate) mod gathered;
+pub(crate) mod kernel_cost;
+pub(crate) mod matmul;
+pub(crate) mod signature;
 
 use crate::graph::DType;
-pub use crate::partition::Partition;
+pub(crate) use crate::partition::Partition;
 use crate::partition::{BinaryOp, KernelId, UnaryOp};
 use crate::target::Target;
 use cost::Estimate;
@@ -24,11 +24,11 @@ use signature::{OpSignature, SignatureKind};
 use std::fmt::Write as _;
 
 /// How many of the best candidates survive to refinement.
-pub const FINALISTS: usize = 4;
+pub(crate) const FINALISTS: usize = 4;
 
 /// One costed way to run an operation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     pub partition: Partition,
     pub tiles_used: u32,
     pub estimate: Estimate,
@@ -44,7 +44,7 @@ pub struct Candidate {
 
 /// A finalist's figures after physical scheduling.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Refined {
+pub(crate) struct Refined {
     /// The sum of the scheduled horizons of the operation's phases.
     pub scheduled_exchange_cycles: u64,
     /// The slowest tile's block-major rearranges of operand parts it holds
@@ -62,7 +62,7 @@ pub struct Refined {
 
 /// The planner's answer for one signature.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct OperatorPlans {
+pub(crate) struct OperatorPlans {
     /// How many candidates were costed.
     pub candidates: usize,
     /// The best few, best first.
@@ -73,7 +73,7 @@ pub struct OperatorPlans {
 }
 
 impl OperatorPlans {
-    pub fn selected(&self) -> &Candidate {
+    pub(crate) fn selected(&self) -> &Candidate {
         &self.finalists[self.selected]
     }
 
@@ -83,7 +83,7 @@ impl OperatorPlans {
     /// The planner's own results always pass; a result read back from the
     /// store is checked so that one computed for another operation (or
     /// damaged with a valid checksum) is recomputed rather than lowered.
-    pub fn check_against(&self, signature: &OpSignature) -> Result<(), String> {
+    pub(crate) fn check_against(&self, signature: &OpSignature) -> Result<(), String> {
         if self.selected >= self.finalists.len() {
             return Err(format!(
                 "plan {} is selected among {} finalists",
@@ -349,7 +349,7 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
 /// The elements of a [`Partition::Elements`] range are a multiple of this,
 /// so that every range starts where a kernel's vector unit does (eight FP8
 /// values, two f16 quads, four f32 pairs) and exchange moves whole words.
-pub const ELEMENT_RANGE_QUANTUM: usize = 8;
+pub(crate) const ELEMENT_RANGE_QUANTUM: usize = 8;
 
 /// Candidates cutting an elementwise operation's elements into ranges,
 /// whatever its rows ([`Partition::Elements`]), on as many tiles as the
@@ -516,17 +516,17 @@ fn fits(
 /// may keep resident. Weights stay resident for the whole program (one
 /// instance per repeat iteration), so replicating them to save exchange
 /// must stay bounded or the tiles fill up with copies.
-pub const WEIGHT_REPLICATION_LIMIT: u64 = 2;
+pub(crate) const WEIGHT_REPLICATION_LIMIT: u64 = 2;
 
 /// Resident weight bytes per tile any operation may keep, however small
 /// its weights: below this, replication costs less memory than a kernel's
 /// code, and limiting it would only trade cycles for nothing.
-pub const WEIGHT_BUDGET_FLOOR_BYTES: u64 = 4096;
+pub(crate) const WEIGHT_BUDGET_FLOOR_BYTES: u64 = 4096;
 
 /// Bytes of weights per tile an operation may keep resident. It depends on
 /// the operation's own signature only, so editing one operation never
 /// changes another's plan.
-pub fn weight_budget(signature: &OpSignature) -> u64 {
+pub(crate) fn weight_budget(signature: &OpSignature) -> u64 {
     let weights: u64 = signature
         .inputs
         .iter()
@@ -538,7 +538,7 @@ pub fn weight_budget(signature: &OpSignature) -> u64 {
 }
 
 /// Bytes of region 0 the planner leaves for code and runtime tables.
-pub const CODE_RESERVE_BYTES: u64 = 32 * 1024;
+pub(crate) const CODE_RESERVE_BYTES: u64 = 32 * 1024;
 
 /// Plans one operation, in three tiers:
 ///
@@ -550,7 +550,7 @@ pub const CODE_RESERVE_BYTES: u64 = 32 * 1024;
 /// 3. when nothing fits at all, the smallest peak, so placement either
 ///    succeeds with what the other operations leave free or reports the
 ///    real shortfall.
-pub fn finalists(signature: &OpSignature, target: &Target) -> OperatorPlans {
+pub(crate) fn finalists(signature: &OpSignature, target: &Target) -> OperatorPlans {
     let mut all = match signature.kind {
         SignatureKind::Matmul { .. } => matmul::candidates(signature, target),
         SignatureKind::View => vec![Candidate {
@@ -628,7 +628,7 @@ pub fn finalists(signature: &OpSignature, target: &Target) -> OperatorPlans {
 }
 
 /// The stable text dump of a plan set (used by tests and `--emit plan`).
-pub fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
+pub(crate) fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{signature}");
     let _ = writeln!(out, "  candidates {}", plans.candidates);
@@ -669,7 +669,7 @@ pub fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
 }
 
 /// A partition in one line: grid or rows, kernel, memory class.
-pub fn describe(partition: &Partition) -> String {
+pub(crate) fn describe(partition: &Partition) -> String {
     match partition {
         Partition::Matmul {
             grid,
