@@ -284,14 +284,7 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     // A fused operation's cast runs after the kernel on each tile, from
     // f16 rows the tile keeps next to the result (`crate::fuse`).
     let epilogue = crate::partition::cast_epilogue(kernel, signature.output.dtype);
-    // Every operand but a norm's row parameters is materialised at the
-    // share's shape on its tile (a broadcast one too, and a masked
-    // softmax's mask), besides the result and a fused cast's f16 values.
-    let element_bytes = signature.output.dtype.size_bytes()
-        + shared_operands(signature)
-            .map(|(_, operand)| operand.dtype.size_bytes())
-            .sum::<usize>()
-        + epilogue.map_or(0, |_| DType::F16.size_bytes());
+    let element_bytes = share_element_bytes(signature, epilogue);
     let mut found = Vec::new();
     let mut tiles = signature.tiles.min(rows.max(1) as u32);
     while tiles >= 1 {
@@ -312,32 +305,19 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
                     row_tile_cycles(signature, cast, rows, input_length, rows_per_tile)
                 })
                 .unwrap_or(0);
-        let received = received_bytes(signature, elements, row_length);
-        // Operands that are all weights or streamed need no exchange phase,
-        // so no sync either.
-        let phases = u32::from(received > 0);
-        found.push(Candidate {
-            partition: Partition::Rows {
+        found.push(share_candidate(
+            target,
+            Partition::Rows {
                 rows,
                 row_length,
                 rows_per_tile,
                 kernel,
             },
-            tiles_used: used,
-            estimate: Estimate {
-                compute_cycles: compute,
-                exchange_cycles: cost::exchange_cycles(target, received),
-                sync_cycles: cost::sync_cycles(target, phases),
-                exchange_phases: phases,
-                peak_standard_bytes: elements * element_bytes as u64,
-                peak_interleaved_bytes: 0,
-                // Row-wise weights (biases, layernorm parameters) are one
-                // row long; they are not what fills tile memory.
-                resident_weight_bytes: 0,
-            },
-            refined: None,
-            pruned: false,
-        });
+            used,
+            compute,
+            received_bytes(signature, elements, row_length),
+            elements * element_bytes,
+        ));
         tiles /= 2;
     }
     if kernel.is_elementwise() {
@@ -355,11 +335,12 @@ pub(crate) const ELEMENT_RANGE_QUANTUM: usize = 8;
 /// whatever its rows ([`Partition::Elements`]), on as many tiles as the
 /// operation has ranges of [`ELEMENT_RANGE_QUANTUM`] elements and on
 /// halvings of that, but not where the ranges would be whole rows (the
-/// row candidates' pieces). They are costed like [`row_candidates`]: the busiest
-/// tile's kernel (and fused cast) by the kernel's formula, the exchange of
-/// every operand computed on the device ([`received_bytes`]), one phase. Tiles beyond a tensor's rows only
-/// help an operation whose compute outweighs the extra sync and the
-/// exchange, so the ranking, not this list, decides.
+/// row candidates' pieces). They are costed like [`row_candidates`]: the
+/// busiest tile's kernel (and fused cast) by the kernel's formula, the
+/// exchange of every operand computed on the device ([`received_bytes`]),
+/// one phase. Tiles beyond a tensor's rows only help an operation whose
+/// compute outweighs the extra sync and the exchange, so the ranking, not
+/// this list, decides.
 fn element_candidates(
     signature: &OpSignature,
     target: &Target,
@@ -368,15 +349,7 @@ fn element_candidates(
     let elements: usize = signature.output.shape.iter().product();
     let row_length = signature.output.shape.last().copied().unwrap_or(1);
     let epilogue = crate::partition::cast_epilogue(kernel, signature.output.dtype);
-    // Every operand is materialised at the range's length on its tile (a
-    // broadcast one too), besides the result and a fused cast's f16 values.
-    let element_bytes = signature.output.dtype.size_bytes()
-        + signature
-            .inputs
-            .iter()
-            .map(|input| input.dtype.size_bytes())
-            .sum::<usize>()
-        + epilogue.map_or(0, |_| DType::F16.size_bytes());
+    let element_bytes = share_element_bytes(signature, epilogue);
     let mut found = Vec::new();
     let ranges = elements.div_ceil(ELEMENT_RANGE_QUANTUM).max(1);
     let mut tiles = signature.tiles.min(ranges as u32);
@@ -396,35 +369,71 @@ fn element_candidates(
                 count,
             )
         }) + epilogue.and_then(tile_cycles).unwrap_or(0);
-        let received = received_bytes(signature, count, 1);
-        let phases = u32::from(received > 0);
         // Ranges of whole rows are the row candidates' pieces already.
         let whole_rows = per_tile.is_multiple_of(row_length);
         tiles /= 2;
         if whole_rows {
             continue;
         }
-        found.push(Candidate {
-            partition: Partition::Elements {
+        found.push(share_candidate(
+            target,
+            Partition::Elements {
                 elements,
                 per_tile,
                 kernel,
             },
-            tiles_used: used,
-            estimate: Estimate {
-                compute_cycles: compute,
-                exchange_cycles: cost::exchange_cycles(target, received),
-                sync_cycles: cost::sync_cycles(target, phases),
-                exchange_phases: phases,
-                peak_standard_bytes: count * element_bytes as u64,
-                peak_interleaved_bytes: 0,
-                resident_weight_bytes: 0,
-            },
-            refined: None,
-            pruned: false,
-        });
+            used,
+            compute,
+            received_bytes(signature, count, 1),
+            count * element_bytes,
+        ));
     }
     found
+}
+
+/// The bytes a tile holds for each element of its share: the result,
+/// every operand `lower` lays out at the share's shape (a broadcast one
+/// too, and a masked softmax's mask; not a norm's row parameters) and a
+/// fused cast's f16 values.
+fn share_element_bytes(signature: &OpSignature, epilogue: Option<KernelId>) -> u64 {
+    let bytes = signature.output.dtype.size_bytes()
+        + shared_operands(signature)
+            .map(|(_, operand)| operand.dtype.size_bytes())
+            .sum::<usize>()
+        + epilogue.map_or(0, |_| DType::F16.size_bytes());
+    bytes as u64
+}
+
+/// A candidate that gives each tile a share of the rows or elements: its
+/// busiest tile computes `compute` cycles, receives `received` bytes and
+/// holds `held` bytes. Operands that are all weights or streamed need no
+/// exchange phase, so no sync either.
+fn share_candidate(
+    target: &Target,
+    partition: Partition,
+    tiles_used: u32,
+    compute: u64,
+    received: u64,
+    held: u64,
+) -> Candidate {
+    let phases = u32::from(received > 0);
+    Candidate {
+        partition,
+        tiles_used,
+        estimate: Estimate {
+            compute_cycles: compute,
+            exchange_cycles: cost::exchange_cycles(target, received),
+            sync_cycles: cost::sync_cycles(target, phases),
+            exchange_phases: phases,
+            peak_standard_bytes: held,
+            peak_interleaved_bytes: 0,
+            // Row-wise weights (biases, layernorm parameters) are one row
+            // long; they are not what fills tile memory.
+            resident_weight_bytes: 0,
+        },
+        refined: None,
+        pruned: false,
+    }
 }
 
 /// Whether the operation's operands after the first are one-row
