@@ -162,22 +162,32 @@ fn producer_partition(target: &Target, graph: &Graph, op: &Op) -> Partition {
         .clone()
 }
 
-/// Lowers `graph` with `candidate` for its last operation and schedules
-/// the phases that gather that operation's operands; `None` when lowering
-/// refuses the partition (the finalist keeps its analytical figures).
-pub(crate) fn refine(target: &Target, graph: &Graph, candidate: &Candidate) -> Option<Refined> {
+/// The partitions of `graph`'s synthetic producers (every operation but
+/// the last), which every finalist's refinement shares.
+fn producer_partitions(target: &Target, graph: &Graph) -> HashMap<OpId, Partition> {
+    let consumer = graph.ops.len().saturating_sub(1) as u32;
+    (0..consumer)
+        .map(|op| {
+            let op = OpId(op);
+            (op, producer_partition(target, graph, graph.op(op)))
+        })
+        .collect()
+}
+
+/// Lowers `graph` with `candidate` for its last operation and its
+/// producers as `producers` lays them out, and schedules the phases that
+/// gather that operation's operands; `None` when lowering refuses the
+/// partition (the finalist keeps its analytical figures).
+pub(crate) fn refine(
+    target: &Target,
+    graph: &Graph,
+    producers: &HashMap<OpId, Partition>,
+    candidate: &Candidate,
+) -> Option<Refined> {
     if candidate.partition == Partition::View {
         return None;
     }
     let consumer = OpId(graph.ops.len() as u32 - 1);
-    let producers: HashMap<OpId, Partition> = (0..consumer.0)
-        .map(|op| {
-            (
-                OpId(op),
-                producer_partition(target, graph, graph.op(OpId(op))),
-            )
-        })
-        .collect();
     let plan_of = |op: OpId| match producers.get(&op) {
         Some(partition) => partition.clone(),
         None => candidate.partition.clone(),
@@ -384,11 +394,12 @@ pub(crate) fn select(signature: &OpSignature, finalists: &mut [Candidate]) -> us
     let Some(graph) = one_op_graph(signature) else {
         return 0;
     };
+    let producers = producer_partitions(target, &graph);
     let first = finalists.len().min(FIRST_REFINED);
     let (leaders, others) = finalists.split_at_mut(first);
     leaders
         .par_iter_mut()
-        .for_each(|c| c.refined = refine(target, &graph, c));
+        .for_each(|c| c.refined = refine(target, &graph, &producers, c));
     let incumbent = leaders
         .iter()
         .map(selection_cycles)
@@ -411,7 +422,7 @@ pub(crate) fn select(signature: &OpSignature, finalists: &mut [Candidate]) -> us
     others
         .par_iter_mut()
         .filter(|c| !c.pruned)
-        .for_each(|c| c.refined = refine(target, &graph, c));
+        .for_each(|c| c.refined = refine(target, &graph, &producers, c));
     tracing::debug!(
         finalists = finalists.len(),
         pruned,
