@@ -29,9 +29,9 @@ pub(crate) fn key_of(kind: &str, parts: &[&dyn erased::Json]) -> Option<blake3::
     Some(crate::store::key(&slices))
 }
 
-/// Returns the stored result of `kind` under `key` if `check` accepts it,
-/// (reporting it as reused), or computes and stores it. `item` is the phase and the item the
-/// result is, as `--explain` names it.
+/// Returns the stored result of `kind` under `key` if `check` accepts it
+/// (reporting it as reused), or computes and stores it. `item` is the
+/// phase and the item the result is, as `--explain` names it.
 pub(crate) fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static>(
     db: &dyn Db,
     kind: &'static str,
