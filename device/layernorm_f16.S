@@ -31,6 +31,15 @@
 #define OUT_F8 0
 #endif
 
+// PARTS (0 unless defined) selects the split form's normalising kernel
+// (`include/norm.h`): `layernorm_stats_f16` has written the statistics of
+// each worker's share of each row to the records in in3, and each worker
+// combines the records of the rows its share meets and writes its share.
+// Its state is the whole-row variant's with in3 last.
+#ifndef PARTS
+#define PARTS 0
+#endif
+
 // Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
 // of the busiest worker, which has `whole` rows and, when the rows split,
 // one part of a split row. A row costs 22 issues per quad (1 + 5 + 16 in
@@ -44,6 +53,17 @@
 // off over the calibration grid).
 #define LAYERNORM_F8_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 54 * row_length + 15 * singles : 23 * row_length + 42 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 50 * row_length : 17 * row_length + 28 * singles; 80 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
 #define LAYERNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 46 * row_length + 14 * singles : 22 * row_length + 38 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 40 * row_length : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
+
+// The split form's normalising kernel: six per issue of the busiest
+// worker, the one whose share meets the most rows (`pieces`, as in
+// `layernorm_stats_f16.S`): 16 issues per quad of its share (17 for FP8),
+// about 37 (38) per quad when rows are not a multiple of 4 long (the
+// rows after the first start misaligned and write single elements), 112
+// (116) per piece for the combination of the row's records and the
+// output pass's set-up, and 20 (25) per launch; all in quarter issues.
+// Fitted the same way, worst 14 % off.
+#define LAYERNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; 6 * ((misaligned ? 37 : 16) * share + 4 * 112 * pieces + 4 * 20) / 4"
+#define LAYERNORM_PARTS_F8_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; 6 * ((misaligned ? 38 : 17) * share + 4 * 116 * pieces + 4 * 25) / 4"
 
 // Registers beyond rows.h's: $m11 head elements, $m12 gamma cursor,
 // $m13 beta cursor, $m14 the link register of `call`; $a14 1 / row_length,
@@ -113,6 +133,124 @@
 // State: in0, in1 (gamma), in2 (beta), out, rows, row_length,
 // epsilon_bits.
 
+#if PARTS
+// State: as the whole-row variant's, then in3 (the records).
+#if OUT_F8
+#define PARTIALS_OFF 32
+#else
+#define PARTIALS_OFF 28
+#endif
+#if OUT_F8
+        .globl  layernorm_parts_f16_f8
+        .type   layernorm_parts_f16_f8, @function
+#else
+        .globl  layernorm_parts_f16
+        .type   layernorm_parts_f16, @function
+#endif
+        .ipub_param in0, 0, ptr
+        .ipub_param in1, 4, ptr
+        .ipub_param in2, 8, ptr
+        .ipub_param out, 12, ptr
+        .ipub_param rows, 16, u32
+        .ipub_param row_length, 20, u32
+        .ipub_param epsilon_bits, 24, f32
+#if OUT_F8
+        .ipub_param out_scale, 28, i32
+#endif
+        .ipub_param in3, PARTIALS_OFF, ptr
+#if OUT_F8
+        .ipub_cost LAYERNORM_PARTS_F8_COST
+#else
+        .ipub_cost LAYERNORM_PARTS_COST
+#endif
+#if OUT_F8
+layernorm_parts_f16_f8:
+        ld32    $m6, $m0, 28
+        and     $m6, $m6, 0xff
+        shl     $m6, $m6, 8
+#if OUT_F8 == 2
+        or      $m6, $m6, 1
+#endif
+        put     $fp8cfg, $m6
+#else
+layernorm_parts_f16:
+#endif
+        ld32    $m2, $m0, 20
+        mov     $a14, $m2
+        f32fromi32 $a14, $a14
+        f32rcp  $a14, $a14
+        ld32    $m1, $m0, 16
+        get     $m3, $wid
+        worker_share $m3, parts_share
+        mov     $m1, $m4
+        mov     $m3, $m5
+        cmpult  $m6, $m1, $m3
+        brz     $m6, parts_done
+        // The row holding the share's first element: $m10 its first
+        // element, $m2 its records.
+        ld32    $m7, $m0, 0
+        ld32    $m9, $m0, 12
+        add     $m13, $m2, $m2
+        mov     $m10, $mzero
+        ld32    $m12, $m0, PARTIALS_OFF
+parts_find:
+        add     $m6, $m10, $m2
+        cmpult  $m6, $m1, $m6
+        brnz    $m6, parts_found
+        add     $m10, $m10, $m2
+        add     $m7, $m7, $m13
+        add     $m9, $m9, $m13
+        add     $m12, $m12, ROW_RECORDS
+        br      parts_find
+parts_found:
+        mov     $m2, $m12
+        // Each piece: the share's elements in the row, [lo, hi) within
+        // it. The mean is sum(n_i mean_i) / n, and M2 is sum(M2_i +
+        // n_i (mean_i - mean)^2) over the row's six records.
+parts_piece:
+        ld32    $m6, $m0, 0
+        sub     $m10, $m7, $m6
+        shr     $m10, $m10, 1
+        sub     $m4, $m1, $m10
+        sub     $m5, $m3, $m10
+        ld32    $m6, $m0, 20
+        min     $m5, $m5, $m6
+        add     $m1, $m10, $m5
+        mov     $m8, $m2
+        mov     $m10, $m2
+        mov     $a0, $azero
+        mov     $a1, $azero
+        rpt     6, 3
+        ld64step $a2:3, $m8+=, PART_RECORD
+        f32mul  $a2, $a2, $a3
+        f32add  $a0, $a0, $a2
+        f32mul  $a10, $a0, $a14
+        mov     $a11, $a10
+        rpt     6, 7
+        ld64step $a2:3, $m10+=, 8
+        ld32step $a4, $m10+=, 8
+        f32sub  $a3, $a3, $a10
+        f32mul  $a3, $a3, $a3
+        f32mul  $a3, $a3, $a2
+        f32add  $a1, $a1, $a4
+        f32add  $a1, $a1, $a3
+        f32mul  $a4, $a1, $a14
+        ld32    $a8, $m0, 24
+        f32add  $a4, $a4, $a8
+        f32rsqrt $a12, $a4
+        mov     $a13, $a12
+        call    $m14, layernorm_write
+        cmpult  $m6, $m1, $m3
+        brz     $m6, parts_done
+        ld32    $m6, $m0, 20
+        add     $m6, $m6, $m6
+        add     $m7, $m7, $m6
+        add     $m9, $m9, $m6
+        add     $m2, $m2, ROW_RECORDS
+        br      parts_piece
+parts_done:
+        exitz   $mzero
+#else
 #if OUT_F8
 // State: as the f16 variant's, then out_scale.
         .globl  layernorm_f16_f8
@@ -168,6 +306,8 @@ layernorm_split:
 layernorm_done:
         exitz   $mzero
 
+#endif
+
 // One row: statistics over the whole row, then elements [lo, hi) of the
 // output. Keeps $m0..$m3 and $m14.
 layernorm_row:
@@ -220,7 +360,10 @@ layernorm_row:
         f32rsqrt $a12, $a4
         mov     $a13, $a12
 
-        // Pass 3: normalise, scale and shift elements [lo, hi).
+        // Pass 3: normalise, scale and shift elements [lo, hi), with the
+        // mean in $a10:11 and 1 / sqrt(var + epsilon) in $a12:13. Keeps
+        // $m0..$m3 and $m14.
+layernorm_write:
         add     $m6, $m4, $m4
         add     $m8, $m7, $m6
 #if OUT_F8
@@ -291,7 +434,11 @@ layernorm_out_tail:
         rpt     $m6, OUT_ONE_WORDS
         out_one
         br      $m14
-#if OUT_F8
+#if PARTS && OUT_F8
+        .size   layernorm_parts_f16_f8, . - layernorm_parts_f16_f8
+#elif PARTS
+        .size   layernorm_parts_f16, . - layernorm_parts_f16
+#elif OUT_F8
         .size   layernorm_f16_f8, . - layernorm_f16_f8
 #else
         .size   layernorm_f16, . - layernorm_f16

@@ -148,6 +148,18 @@ pub enum KernelId {
     LayernormCast {
         to: DType,
     },
+    /// The statistics half of the split layernorm
+    /// (`device/layernorm_stats_f16.S`): each worker writes the partial
+    /// statistics of its part of every row to a tile-local buffer, which
+    /// [`KernelId::LayernormParts`] reads in the same compute step
+    /// ([`norm_prologue`]).
+    LayernormStats,
+    /// The normalising half of the split layernorm: each worker combines
+    /// the partial statistics of every row and writes its part of the row,
+    /// as f16 or stored as `out`, an FP8 format.
+    LayernormParts {
+        out: DType,
+    },
     /// An explicit block-major rearrange (`rearrange` in a project).
     RearrangeBlockMajor {
         dtype: DType,
@@ -223,6 +235,33 @@ pub(crate) fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelI
         to: output,
     })
 }
+
+/// The kernel a split row-normalising kernel runs before it on each tile,
+/// in the same compute step: the statistics of every part of the tile's
+/// rows, written to a tile-local buffer of [`NORM_PART_RECORDS_PER_ROW`]
+/// f32 values per row that `kernel` reads (`device/include/norm.h`).
+/// `None` for every other kernel.
+pub(crate) fn norm_prologue(kernel: KernelId) -> Option<KernelId> {
+    matches!(kernel, KernelId::LayernormParts { .. }).then_some(KernelId::LayernormStats)
+}
+
+/// The split form of a row-normalising kernel, if it has one: the same
+/// result from [`norm_prologue`]'s statistics and a normalising kernel in
+/// which each worker writes an equal share of the tile's elements,
+/// whatever the rows (`device/include/norm.h`).
+pub(crate) fn split_norm(kernel: KernelId) -> Option<KernelId> {
+    match kernel {
+        KernelId::Layernorm { dtype: DType::F16 } => {
+            Some(KernelId::LayernormParts { out: DType::F16 })
+        }
+        KernelId::LayernormCast { to } => Some(KernelId::LayernormParts { out: to }),
+        _ => None,
+    }
+}
+
+/// The f32 values of a split norm's partial statistics per row: six
+/// records of four (`device/include/norm.h`).
+pub(crate) const NORM_PART_RECORDS_PER_ROW: usize = 24;
 
 /// The elementwise operations of two operands with a kernel of their own
 /// besides `add` (whose kernel predates them).
@@ -356,6 +395,11 @@ impl fmt::Display for KernelId {
             ),
             KernelId::Layernorm { dtype } => write!(f, "layernorm_{}", family(dtype)),
             KernelId::LayernormCast { to } => write!(f, "layernorm_f16_{}", to.name()),
+            KernelId::LayernormStats => f.write_str("layernorm_stats_f16"),
+            KernelId::LayernormParts { out } if out.is_fp8() => {
+                write!(f, "layernorm_parts_f16_{}", out.name())
+            }
+            KernelId::LayernormParts { .. } => f.write_str("layernorm_parts_f16"),
             KernelId::RearrangeBlockMajor { dtype, rows, cols } => {
                 write!(f, "rearrange_{}_b{rows}x{cols}", family(dtype))
             }

@@ -714,6 +714,28 @@ impl Lowering<'_> {
                     role: BufferRole::Intermediate { op },
                 })
             });
+            // A split norm's statistics kernel writes each row's partial
+            // statistics to a buffer of the tile, which the normalising
+            // kernel reads before its result.
+            let prologue = crate::partition::norm_prologue(kernel);
+            let records = prologue.map(|_| {
+                let per_row = crate::partition::NORM_PART_RECORDS_PER_ROW;
+                self.add_buffer(Buffer {
+                    tile,
+                    dtype: DType::F32,
+                    piece: Piece::row_major(vec![first_row, 0], vec![count, per_row]),
+                    coordinates: vec![rows, per_row],
+                    class: MemoryClass::Standard,
+                    role: BufferRole::Intermediate { op },
+                })
+            });
+            let prologue_run = prologue.zip(records).map(|(stats, records)| {
+                (
+                    stats,
+                    vec![operands[0].clone(), OperandRef::Buffer(records)],
+                )
+            });
+            operands.extend(records.map(OperandRef::Buffer));
             operands.push(OperandRef::Buffer(intermediate.unwrap_or(c)));
             let mut params = vec![
                 ("rows".to_string(), count as i64),
@@ -742,6 +764,12 @@ impl Lowering<'_> {
                 operands: vec![OperandRef::Buffer(from), OperandRef::Buffer(c)],
                 params: params.clone(),
             });
+            runs.extend(prologue_run.map(|(stats, operands)| KernelRun {
+                tile,
+                kernel: stats,
+                operands,
+                params: params.clone(),
+            }));
             runs.push(KernelRun {
                 tile,
                 kernel,

@@ -121,6 +121,14 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         } => Variant::new(name.clone(), source("layernorm_f16.S"))
             .entry("layernorm_f16_f8")
             .define("OUT_F8", if to == DType::F143 { 1 } else { 2 }),
+        KernelId::LayernormStats => plain("layernorm_stats_f16.S"),
+        KernelId::LayernormParts { out: DType::F16 } => plain("layernorm_f16.S").define("PARTS", 1),
+        KernelId::LayernormParts {
+            out: out @ (DType::F143 | DType::F152),
+        } => Variant::new(name.clone(), source("layernorm_f16.S"))
+            .entry("layernorm_parts_f16_f8")
+            .define("PARTS", 1)
+            .define("OUT_F8", if out == DType::F143 { 1 } else { 2 }),
         KernelId::Softmax {
             dtype: DType::F16,
             causal,

@@ -121,7 +121,9 @@ impl OperatorPlans {
                         && *rows == leading
                         && (1..=(*rows).max(1)).contains(rows_per_tile)
                         && rows.div_ceil(*rows_per_tile) <= signature.tiles as usize
-                        && Some(*kernel) == row_kernel(signature)
+                        && row_kernel(signature).is_some_and(|own| {
+                            *kernel == own || Some(*kernel) == crate::partition::split_norm(own)
+                        })
                 }
                 (
                     Partition::Elements {
@@ -318,6 +320,28 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
             received_bytes(signature, elements, row_length),
             elements * element_bytes,
         ));
+        // The split form of a norm, costed as its two kernels; the ranking
+        // keeps it where it beats the whole-row kernel.
+        if let Some(split) = crate::partition::split_norm(kernel) {
+            let tile_cycles = |k| row_tile_cycles(signature, k, rows, input_length, rows_per_tile);
+            let stats = crate::partition::norm_prologue(split).and_then(tile_cycles);
+            if let (Some(stats), Some(parts)) = (stats, tile_cycles(split)) {
+                let records = rows_per_tile * crate::partition::NORM_PART_RECORDS_PER_ROW;
+                found.push(share_candidate(
+                    target,
+                    Partition::Rows {
+                        rows,
+                        row_length,
+                        rows_per_tile,
+                        kernel: split,
+                    },
+                    used,
+                    stats + parts,
+                    received_bytes(signature, elements, row_length),
+                    elements * element_bytes + (records * DType::F32.size_bytes()) as u64,
+                ));
+            }
+        }
         tiles /= 2;
     }
     if kernel.is_elementwise() {
@@ -819,6 +843,49 @@ mod tests {
                   finalist 2: elements 605184 per-tile 1648 kernel gelu_f16_f143 tiles=368 cycles=10370 (compute 8946 exchange 824 sync 600) phases=1 peak_standard=4944 peak_interleaved=0
                   finalist 3: rows 197x3072 per-tile 1 kernel gelu_f16_f143 tiles=197 cycles=18516 (compute 16380 exchange 1536 sync 600) phases=1 peak_standard=9216 peak_interleaved=0
             "#]],
+        );
+    }
+
+    /// ViT-B's layernorm on the whole chip has one row per tile: the split
+    /// form (statistics, then each worker writing a sixth of the row) beats
+    /// the whole-row kernel there, and with six rows per tile it does not.
+    #[test]
+    fn a_layernorm_with_few_rows_per_tile_splits_its_statistics() {
+        let layernorm = |rows, tiles| OpSignature {
+            kind: SignatureKind::Layernorm {
+                epsilon_bits: 1e-6f32.to_bits(),
+            },
+            inputs: vec![
+                operand(&[rows, 768], DType::F16, false),
+                operand(&[768], DType::F16, true),
+                operand(&[768], DType::F16, true),
+            ],
+            output: operand(&[rows, 768], DType::F143, false),
+            tiles,
+            target: crate::target::TargetId::Ipu21,
+            spread: 0,
+        };
+        check(
+            layernorm(197, 1472),
+            expect![[r#"
+                layernorm(f16[197, 768], f16[768], f16[768]) -> f143[197, 768]*2^-3 on 1472 tiles
+                  candidates 16
+                 *finalist 0: rows 197x768 per-tile 1 kernel layernorm_parts_f16_f143 tiles=197 cycles=6852 (compute 5868 exchange 384 sync 600) phases=1 peak_standard=2400 peak_interleaved=0
+                  finalist 1: rows 197x768 per-tile 1 kernel layernorm_f16_f143 tiles=197 cycles=12170 (compute 11186 exchange 384 sync 600) phases=1 peak_standard=2304 peak_interleaved=0
+                  finalist 2: rows 197x768 per-tile 3 kernel layernorm_parts_f16_f143 tiles=66 cycles=16476 (compute 14724 exchange 1152 sync 600) phases=1 peak_standard=7200 peak_interleaved=0
+                  finalist 3: rows 197x768 per-tile 3 kernel layernorm_f16_f143 tiles=66 cycles=19466 (compute 17714 exchange 1152 sync 600) phases=1 peak_standard=6912 peak_interleaved=0
+            "#]],
+        );
+        check(
+            layernorm(384, 64),
+            expect![[r#"
+            layernorm(f16[384, 768], f16[768], f16[768]) -> f143[384, 768]*2^-3 on 64 tiles
+              candidates 14
+             *finalist 0: rows 384x768 per-tile 6 kernel layernorm_f16_f143 tiles=64 cycles=30020 (compute 27116 exchange 2304 sync 600) phases=1 peak_standard=13824 peak_interleaved=0
+              finalist 1: rows 384x768 per-tile 6 kernel layernorm_parts_f16_f143 tiles=64 cycles=30912 (compute 28008 exchange 2304 sync 600) phases=1 peak_standard=14400 peak_interleaved=0
+              finalist 2: rows 384x768 per-tile 12 kernel layernorm_f16_f143 tiles=32 cycles=59360 (compute 54152 exchange 4608 sync 600) phases=1 peak_standard=27648 peak_interleaved=0
+              finalist 3: rows 384x768 per-tile 12 kernel layernorm_parts_f16_f143 tiles=32 cycles=60924 (compute 55716 exchange 4608 sync 600) phases=1 peak_standard=28800 peak_interleaved=0
+        "#]],
         );
     }
 

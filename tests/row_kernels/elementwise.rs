@@ -48,7 +48,12 @@ fn gelu_stored_as_fp8_is_gelu_then_the_cast_bit_for_bit() {
 fn layernorm_stored_as_fp8_is_layernorm_then_the_cast_bit_for_bit() {
     // Split rows (1, 2, 3, 7 and 13 rows) and misaligned ones (odd
     // lengths) as well as the aligned shapes.
-    for kernel in ["layernorm_f16_f143", "layernorm_f16_f152"] {
+    for kernel in [
+        "layernorm_f16_f143",
+        "layernorm_f16_f152",
+        "layernorm_parts_f16_f143",
+        "layernorm_parts_f16_f152",
+    ] {
         for out_scale in [0, -3] {
             let settings = Settings {
                 out_scale,

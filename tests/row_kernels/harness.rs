@@ -49,6 +49,10 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::Layernorm { dtype: F16 },
         KernelId::LayernormCast { to: F143 },
         KernelId::LayernormCast { to: F152 },
+        KernelId::LayernormStats,
+        KernelId::LayernormParts { out: F16 },
+        KernelId::LayernormParts { out: F143 },
+        KernelId::LayernormParts { out: F152 },
         KernelId::RearrangeBlocks,
         KernelId::ReduceAdd,
         KernelId::Rmsnorm { dtype: F16 },
@@ -199,7 +203,7 @@ impl Kernel {
         let mut at = DATA;
         let mut addresses = BTreeMap::new();
         let mut guards = Vec::new();
-        let names = ["in0", "in1", "in2"];
+        let names = ["in0", "in1", "in2", "in3"];
         for (name, bytes) in names.iter().zip(&run.inputs) {
             tile.write_bytes(at, bytes).expect("input fits");
             addresses.insert(name.to_string(), at);

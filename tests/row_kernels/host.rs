@@ -340,6 +340,61 @@ pub fn case(
                 .collect();
             bytes(inputs, expected, params)
         }
+        "layernorm_stats_f16" => {
+            let x = layernorm_input(rng, n);
+            let (reference, tolerance) = part_statistics(&x, row_length);
+            Case {
+                inputs: vec![f16_bytes(&x)],
+                params,
+                out_bytes: 4 * reference.len(),
+                expected: Expected::F32 {
+                    reference,
+                    tolerance,
+                },
+            }
+        }
+        "layernorm_parts_f16" | "layernorm_parts_f16_f143" | "layernorm_parts_f16_f152" => {
+            // The records come from `layernorm_stats_f16` on the device;
+            // the f16 variant must be within f16 rounding of the f64
+            // layernorm, and the FP8 variants exactly its bytes followed by
+            // the host's cast.
+            let x = layernorm_input(rng, n);
+            let gamma = normal_f16(rng, row_length, 1.0);
+            let beta = normal_f16(rng, row_length, 0.5);
+            let epsilon = 1e-5f32;
+            params.push(("epsilon_bits", i64::from(epsilon.to_bits())));
+            let records = crate::harness::compile("layernorm_stats_f16").run(&Run {
+                inputs: vec![&f16_bytes(&x)],
+                out_bytes: 96 * rows,
+                params: params.clone(),
+            });
+            let inputs = vec![
+                f16_bytes(&x),
+                f16_bytes(&gamma),
+                f16_bytes(&beta),
+                records.out,
+            ];
+            if kernel == "layernorm_parts_f16" {
+                let (reference, slack) = layernorm(&x, &gamma, &beta, row_length, epsilon);
+                return Case {
+                    inputs,
+                    params,
+                    out_bytes: 2 * n,
+                    expected: Expected::F16 { reference, slack },
+                };
+            }
+            let format = fp8_format(kernel);
+            let unfused = crate::harness::compile("layernorm_parts_f16").run(&Run {
+                inputs: inputs.iter().map(Vec::as_slice).collect(),
+                out_bytes: 2 * n,
+                params: params.clone(),
+            });
+            let expected = f16_values(&unfused.out)
+                .iter()
+                .map(|&v| format.from_f16(v, settings.out_scale as i32))
+                .collect();
+            bytes(inputs, expected, params)
+        }
         "layernorm_f16" => {
             let x: Vec<f16> = (0..n)
                 .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))
@@ -573,6 +628,54 @@ fn softmax_masked(x: &[f16], mask: &[f32], row_length: usize, scale: f32) -> Vec
         out.extend(exps.iter().map(|e| e / sum));
     }
     out
+}
+
+/// Layernorm rows with a mean that differs from zero and from row to row.
+fn layernorm_input(rng: &mut Rng, n: usize) -> Vec<f16> {
+    (0..n)
+        .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))
+        .collect()
+}
+
+/// The records `layernorm_stats_f16` writes, in f64, and how far the f32
+/// arithmetic may be from them: per row and worker (`device/include/norm.h`
+/// gives each worker an equal share of the tile's quads, the last one the
+/// tail too), the count of the row's elements in the share exactly, their
+/// mean and squared deviations within a few f32 ulps of the terms they sum,
+/// and a zero pad word; zeros where the share misses the row.
+fn part_statistics(x: &[f16], row_length: usize) -> (Vec<f64>, Vec<f64>) {
+    let quads = x.len() / 4;
+    let share = |w: usize| {
+        let start = w * (quads / 6) + w.min(quads % 6);
+        let end = start + quads / 6 + usize::from(w < quads % 6);
+        (4 * start, if w == 5 { x.len() } else { 4 * end })
+    };
+    let (mut reference, mut tolerance) = (Vec::new(), Vec::new());
+    for r in 0..x.len() / row_length {
+        for w in 0..6 {
+            let (start, end) = share(w);
+            let lo = start.max(r * row_length);
+            let hi = end.min((r + 1) * row_length);
+            let part: Vec<f64> = x[lo..hi.max(lo)].iter().map(|v| v.to_f64()).collect();
+            let n = part.len() as f64;
+            let mean = if part.is_empty() {
+                0.0
+            } else {
+                part.iter().sum::<f64>() / n
+            };
+            let m2: f64 = part.iter().map(|v| (v - mean).powi(2)).sum();
+            let magnitude: f64 = part.iter().map(|v| v.abs()).sum::<f64>();
+            let squares: f64 = part.iter().map(|v| v * v).sum::<f64>();
+            reference.extend([n, mean, m2, 0.0]);
+            tolerance.extend([
+                0.0,
+                2f64.powi(-20) * magnitude / n.max(1.0),
+                2f64.powi(-20) * (m2 + squares),
+                0.0,
+            ]);
+        }
+    }
+    (reference, tolerance)
 }
 
 /// Layer normalisation in f64 and the slack f32 arithmetic needs: an

@@ -103,6 +103,18 @@ fn layernorm_is_within_f16_rounding_of_the_f64_reference() {
 }
 
 #[test]
+fn split_layernorm_is_within_f16_rounding_of_the_f64_reference() {
+    // Each part's records against the f64 statistics, then the two kernels
+    // one after the other against the f64 layernorm; the long rows are the
+    // split form's business (one to four rows of the model widths).
+    let long = [(1, 768), (3, 384), (4, 384), (2, 4304)];
+    for kernel in ["layernorm_stats_f16", "layernorm_parts_f16"] {
+        check_shapes(kernel, SHAPES, &Settings::default(), 10);
+        check_shapes(kernel, &long, &Settings::default(), 10);
+    }
+}
+
+#[test]
 fn rearrange_blocks_moves_each_chunk_and_nothing_else() {
     let kernel = compile("rearrange_blocks");
     let mut rng = Rng::new(9);
