@@ -17,6 +17,14 @@
 #include "include/rows.h"
 #include "include/norm.h"
 
+// RMS (0 unless defined) selects `rmsnorm_stats_f16`, the statistics half
+// of the split RMS norm: one pass, the sum of squares of the elements
+// (`f32v4sqacc`, three issues per quad), written where M2 goes with a
+// zero mean, which is what the combination expects of it.
+#ifndef RMS
+#define RMS 0
+#endif
+
 // Cycles (fitted with `tests/row_kernels/calibration.rs`, worst 14 % off
 // over the grid): six per issue of the busiest worker, the one whose
 // share meets the most rows (`pieces`, computed for each worker as the
@@ -24,6 +32,10 @@
 // the zeroing, 74 per piece and 8 per single element of a piece (rows
 // not a multiple of 4 long have up to 3 at their ends), and 25 per
 // launch; all in quarter issues.
+// The RMS variant's, fitted the same way (worst 14 % off): 3 issues per
+// quad, 4 per row for the zeroing and the search for the share's first
+// row, 52 per piece, 8 per single element of a piece and 32 per launch.
+#define RMSNORM_STATS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (3 * share + 16 * rows + 4 * 52 * pieces + 4 * 32 + 8 * pieces * singles) / 4"
 #define LAYERNORM_STATS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (6 * share + 8 * rows + 4 * 74 * pieces + 4 * 25 + 8 * pieces * singles) / 4"
 
 // Registers beyond rows.h's: $m0 the first element of the current row
@@ -45,14 +57,24 @@
         .text
 
 // State: in0, out (the records), rows, row_length.
+#if RMS
+        .globl  rmsnorm_stats_f16
+        .type   rmsnorm_stats_f16, @function
+#else
         .globl  layernorm_stats_f16
         .type   layernorm_stats_f16, @function
+#endif
         .ipub_param in0, 0, ptr
         .ipub_param out, 4, ptr
         .ipub_param rows, 8, u32
         .ipub_param row_length, 12, u32
+#if RMS
+        .ipub_cost RMSNORM_STATS_COST
+rmsnorm_stats_f16:
+#else
         .ipub_cost LAYERNORM_STATS_COST
 layernorm_stats_f16:
+#endif
         ld32    $m1, $m0, 8
         ld32    $m2, $m0, 12
         add     $m13, $m2, $m2
@@ -119,6 +141,24 @@ stats_part:
         f32fromi32 $a14, $a14
         f32rcp  $a13, $a14
 
+#if RMS
+        mov     $a10, $azero
+        mov     $a11, $azero
+        clear_upper
+        rpt_at  4
+        rpt     $m10, 4
+        square_one
+        rpt_at  4
+        rpt     $m12, 4
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
+        f16v2tof32 $a6:7, $a1
+        f32v4sqacc $a4:7
+        clear_upper
+        rpt_at  4
+        rpt     $m4, 4
+        square_one
+        total
+#else
         // Pass 1: the part's mean.
         clear_upper
         rpt_at  4
@@ -152,9 +192,14 @@ stats_part:
         rpt     $m4, 4
         square_one
         total
+#endif
         st32    $a14, $m9, 0
         st32    $a10, $m9, 4
         st32    $a4, $m9, 8
         st32    $mzero, $m9, 12
         br      $m14
+#if RMS
+        .size   rmsnorm_stats_f16, . - rmsnorm_stats_f16
+#else
         .size   layernorm_stats_f16, . - layernorm_stats_f16
+#endif

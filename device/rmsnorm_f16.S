@@ -28,6 +28,24 @@
 // element.
 #define RMSNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 31 * row_length : 14 * row_length; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 28 * row_length : 11 * row_length + 24 * singles; 40 + 6 * (100 + whole * (row + 228) + split * (3 * row_length + 12 * singles + 400 + part / parts)) / 4"
 
+// PARTS (0 unless defined) selects the split form's normalising kernel
+// (`include/norm.h`): `rmsnorm_stats_f16` has written the sum of squares
+// of each worker's share of each row to the records in in2, and each
+// worker adds up the records of the rows its share meets and writes its
+// share. Its state is the whole-row kernel's with in2 last.
+#ifndef PARTS
+#define PARTS 0
+#endif
+// Its cycles (fitted with `tests/row_kernels/calibration.rs`, worst 11 %
+// off): six per issue of the busiest worker, the one whose share meets
+// the most rows (`pieces`, as in `layernorm_stats_f16.S`): 12 issues per
+// quad of its share, about 26 when rows are not a multiple of 4 long
+// (rows after the first start misaligned and write single elements), 5
+// per row for the search of the share's first row, 40 per piece, 12 per
+// single element of a piece in rows shorter than a quad, and 32 per
+// launch; all in quarter issues.
+#define RMSNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 26 : 12) * share + 20 * rows + 4 * 40 * pieces + 4 * 32 + 12 * pieces * singles) / 4"
+
 // Registers beyond rows.h's: $m11 head elements, then elements to write,
 // $m12 gamma cursor, $m14 the link register of `call`; $a14
 // 1 / row_length, $a12:13 1 / sqrt(m + epsilon) (as a pair of lanes).
@@ -53,6 +71,80 @@
 
 // State: in0, in1 (gamma), out, rows, row_length, epsilon_bits.
 
+#if PARTS
+        .globl  rmsnorm_parts_f16
+        .type   rmsnorm_parts_f16, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param in1, 4, ptr
+        .ipub_param out, 8, ptr
+        .ipub_param rows, 12, u32
+        .ipub_param row_length, 16, u32
+        .ipub_param epsilon_bits, 20, f32
+        .ipub_param in2, 24, ptr
+        .ipub_cost RMSNORM_PARTS_COST
+rmsnorm_parts_f16:
+        ld32    $m2, $m0, 16
+        mov     $a14, $m2
+        f32fromi32 $a14, $a14
+        f32rcp  $a14, $a14
+        ld32    $m1, $m0, 12
+        get     $m3, $wid
+        worker_share $m3, parts_share
+        mov     $m1, $m4
+        mov     $m3, $m5
+        cmpult  $m6, $m1, $m3
+        brz     $m6, parts_done
+        // The row holding the share's first element: $m10 its first
+        // element, $m2 its records.
+        ld32    $m7, $m0, 0
+        ld32    $m9, $m0, 8
+        add     $m13, $m2, $m2
+        mov     $m10, $mzero
+        ld32    $m12, $m0, 24
+parts_find:
+        add     $m6, $m10, $m2
+        cmpult  $m6, $m1, $m6
+        brnz    $m6, parts_found
+        add     $m10, $m10, $m2
+        add     $m7, $m7, $m13
+        add     $m9, $m9, $m13
+        add     $m12, $m12, ROW_RECORDS
+        br      parts_find
+parts_found:
+        mov     $m2, $m12
+        // Each piece: the share's elements in the row, [lo, hi) within
+        // it, with the mean square of the row's six sums of squares.
+parts_piece:
+        ld32    $m6, $m0, 0
+        sub     $m10, $m7, $m6
+        shr     $m10, $m10, 1
+        sub     $m4, $m1, $m10
+        sub     $m5, $m3, $m10
+        ld32    $m6, $m0, 16
+        min     $m5, $m5, $m6
+        add     $m1, $m10, $m5
+        add     $m8, $m2, 8
+        mov     $a0, $azero
+        rpt     6, 2
+        ld32step $a2, $m8+=, PART_RECORD
+        f32add  $a0, $a0, $a2
+        f32mul  $a4, $a0, $a14
+        ld32    $a8, $m0, 20
+        f32add  $a4, $a4, $a8
+        f32rsqrt $a12, $a4
+        mov     $a13, $a12
+        call    $m14, rmsnorm_write
+        cmpult  $m6, $m1, $m3
+        brz     $m6, parts_done
+        ld32    $m6, $m0, 16
+        add     $m6, $m6, $m6
+        add     $m7, $m7, $m6
+        add     $m9, $m9, $m6
+        add     $m2, $m2, ROW_RECORDS
+        br      parts_piece
+parts_done:
+        exitz   $mzero
+#else
         .globl  rmsnorm_f16
         .type   rmsnorm_f16, @function
         .ipub_param in0, 0, ptr
@@ -81,6 +173,8 @@ rmsnorm_split:
         call    $m14, rmsnorm_row
 rmsnorm_done:
         exitz   $mzero
+
+#endif
 
 // One row: the mean square over the whole row, then elements [lo, hi) of
 // the output. Keeps $m0..$m3 and $m14.
@@ -114,7 +208,9 @@ rmsnorm_row:
         f32rsqrt $a12, $a4
         mov     $a13, $a12
 
-        // Pass 2: normalise and scale elements [lo, hi).
+        // Pass 2: normalise and scale elements [lo, hi), with
+        // 1 / sqrt(m + epsilon) in $a12:13. Keeps $m0..$m3 and $m14.
+rmsnorm_write:
         add     $m6, $m4, $m4
         add     $m8, $m7, $m6
         add     $m10, $m9, $m6
@@ -150,4 +246,8 @@ rmsnorm_aligned:
         rpt     $m6, 9
         out_one
         br      $m14
+#if PARTS
+        .size   rmsnorm_parts_f16, . - rmsnorm_parts_f16
+#else
         .size   rmsnorm_f16, . - rmsnorm_f16
+#endif

@@ -160,6 +160,12 @@ pub enum KernelId {
     LayernormParts {
         out: DType,
     },
+    /// The statistics half of the split RMS norm (`device/layernorm_stats_f16.S`
+    /// with `RMS`): the sum of squares of each worker's share of every row.
+    RmsnormStats,
+    /// The normalising half of the split RMS norm (`device/rmsnorm_f16.S`
+    /// with `PARTS`).
+    RmsnormParts,
     /// An explicit block-major rearrange (`rearrange` in a project).
     RearrangeBlockMajor {
         dtype: DType,
@@ -242,7 +248,11 @@ pub(crate) fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelI
 /// f32 values per row that `kernel` reads (`device/include/norm.h`).
 /// `None` for every other kernel.
 pub(crate) fn norm_prologue(kernel: KernelId) -> Option<KernelId> {
-    matches!(kernel, KernelId::LayernormParts { .. }).then_some(KernelId::LayernormStats)
+    match kernel {
+        KernelId::LayernormParts { .. } => Some(KernelId::LayernormStats),
+        KernelId::RmsnormParts => Some(KernelId::RmsnormStats),
+        _ => None,
+    }
 }
 
 /// The split form of a row-normalising kernel, if it has one: the same
@@ -255,6 +265,7 @@ pub(crate) fn split_norm(kernel: KernelId) -> Option<KernelId> {
             Some(KernelId::LayernormParts { out: DType::F16 })
         }
         KernelId::LayernormCast { to } => Some(KernelId::LayernormParts { out: to }),
+        KernelId::Rmsnorm { dtype: DType::F16 } => Some(KernelId::RmsnormParts),
         _ => None,
     }
 }
@@ -400,6 +411,8 @@ impl fmt::Display for KernelId {
                 write!(f, "layernorm_parts_f16_{}", out.name())
             }
             KernelId::LayernormParts { .. } => f.write_str("layernorm_parts_f16"),
+            KernelId::RmsnormStats => f.write_str("rmsnorm_stats_f16"),
+            KernelId::RmsnormParts => f.write_str("rmsnorm_parts_f16"),
             KernelId::RearrangeBlockMajor { dtype, rows, cols } => {
                 write!(f, "rearrange_{}_b{rows}x{cols}", family(dtype))
             }

@@ -64,6 +64,6 @@ fn shipped_packages_are_byte_identical() {
         projects/mlp-f16.toml: 667fac22dc6c5d9c6bb990fcdcaa2209a6e2441200a553cba3f426d861e529db 2532551
         projects/attention-f16.toml: 8a7dd48f7bffb4170234f2965e939e612a011cfb5562c63763c0914bbc8b7c9f 931682
         projects/vit-fp8.toml: 9b5f3b2168c2eab1d45559812d9f559e53137943625ffbe145ac3b4499919693 9021352
-        projects/llama-block-f16.toml: d36b02929f07525c97518c7f291ade56ee10487ba0624f97b448671cf3100e9e 8017230
+        projects/llama-block-f16.toml: 46367c0744aa7f8d8a63c853f8648e29222a04ccbe6f411659449735e884762e 8047418
     "#]].assert_eq(&lines);
 }

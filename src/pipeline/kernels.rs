@@ -122,6 +122,8 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
             .entry("layernorm_f16_f8")
             .define("OUT_F8", if to == DType::F143 { 1 } else { 2 }),
         KernelId::LayernormStats => plain("layernorm_stats_f16.S"),
+        KernelId::RmsnormStats => plain("layernorm_stats_f16.S").define("RMS", 1),
+        KernelId::RmsnormParts => plain("rmsnorm_f16.S").define("PARTS", 1),
         KernelId::LayernormParts { out: DType::F16 } => plain("layernorm_f16.S").define("PARTS", 1),
         KernelId::LayernormParts {
             out: out @ (DType::F143 | DType::F152),

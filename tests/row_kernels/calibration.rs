@@ -43,6 +43,8 @@ const KERNELS: &[&str] = &[
     "gelu_tanh_f16",
     "gelu_tanh_f32",
     "rmsnorm_f16",
+    "rmsnorm_stats_f16",
+    "rmsnorm_parts_f16",
     "reduce_add_f32",
     "softmax_f16_mask_f16",
     "softmax_f16_mask_f32",

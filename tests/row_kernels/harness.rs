@@ -50,6 +50,8 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::LayernormCast { to: F143 },
         KernelId::LayernormCast { to: F152 },
         KernelId::LayernormStats,
+        KernelId::RmsnormStats,
+        KernelId::RmsnormParts,
         KernelId::LayernormParts { out: F16 },
         KernelId::LayernormParts { out: F143 },
         KernelId::LayernormParts { out: F152 },

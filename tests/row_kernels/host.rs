@@ -340,9 +340,10 @@ pub fn case(
                 .collect();
             bytes(inputs, expected, params)
         }
-        "layernorm_stats_f16" => {
+        "layernorm_stats_f16" | "rmsnorm_stats_f16" => {
             let x = layernorm_input(rng, n);
-            let (reference, tolerance) = part_statistics(&x, row_length);
+            let rms = kernel == "rmsnorm_stats_f16";
+            let (reference, tolerance) = part_statistics(&x, row_length, rms);
             Case {
                 inputs: vec![f16_bytes(&x)],
                 params,
@@ -483,6 +484,28 @@ pub fn case(
                 expected: Expected::F32 {
                     reference,
                     tolerance,
+                },
+            }
+        }
+        "rmsnorm_parts_f16" => {
+            // The records come from `rmsnorm_stats_f16` on the device.
+            let x = layernorm_input(rng, n);
+            let gamma = normal_f16(rng, row_length, 1.0);
+            let epsilon = 1e-6f32;
+            params.push(("epsilon_bits", i64::from(epsilon.to_bits())));
+            let records = crate::harness::compile("rmsnorm_stats_f16").run(&Run {
+                inputs: vec![&f16_bytes(&x)],
+                out_bytes: 96 * rows,
+                params: params.clone(),
+            });
+            let reference = rmsnorm(&x, &gamma, row_length, epsilon);
+            Case {
+                inputs: vec![f16_bytes(&x), f16_bytes(&gamma), records.out],
+                params,
+                out_bytes: 2 * n,
+                expected: Expected::F16 {
+                    slack: vec![0.0; n],
+                    reference,
                 },
             }
         }
@@ -643,7 +666,10 @@ fn layernorm_input(rng: &mut Rng, n: usize) -> Vec<f16> {
 /// tail too), the count of the row's elements in the share exactly, their
 /// mean and squared deviations within a few f32 ulps of the terms they sum,
 /// and a zero pad word; zeros where the share misses the row.
-fn part_statistics(x: &[f16], row_length: usize) -> (Vec<f64>, Vec<f64>) {
+///
+/// The RMS norm's records (`rms`) have a zero mean, so their M2 is the sum
+/// of squares.
+fn part_statistics(x: &[f16], row_length: usize, rms: bool) -> (Vec<f64>, Vec<f64>) {
     let quads = x.len() / 4;
     let share = |w: usize| {
         let start = w * (quads / 6) + w.min(quads % 6);
@@ -658,7 +684,7 @@ fn part_statistics(x: &[f16], row_length: usize) -> (Vec<f64>, Vec<f64>) {
             let hi = end.min((r + 1) * row_length);
             let part: Vec<f64> = x[lo..hi.max(lo)].iter().map(|v| v.to_f64()).collect();
             let n = part.len() as f64;
-            let mean = if part.is_empty() {
+            let mean = if part.is_empty() || rms {
                 0.0
             } else {
                 part.iter().sum::<f64>() / n

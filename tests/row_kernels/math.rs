@@ -115,6 +115,15 @@ fn split_layernorm_is_within_f16_rounding_of_the_f64_reference() {
 }
 
 #[test]
+fn split_rmsnorm_is_within_f16_rounding_of_the_f64_reference() {
+    let long = [(1, 768), (2, 512), (4, 384), (2, 4304)];
+    for kernel in ["rmsnorm_stats_f16", "rmsnorm_parts_f16"] {
+        check_shapes(kernel, SHAPES, &Settings::default(), 15);
+        check_shapes(kernel, &long, &Settings::default(), 15);
+    }
+}
+
+#[test]
 fn rearrange_blocks_moves_each_chunk_and_nothing_else() {
     let kernel = compile("rearrange_blocks");
     let mut rng = Rng::new(9);
