@@ -413,32 +413,37 @@ impl PhaseLine {
     }
 }
 
-/// Plans every distinct signature in op order, saying on the phase's
-/// status line which operation is being planned and how many are done
-/// (planning a full-chip block takes seconds). The plans are memoized, so
-/// the phase's own walk over them afterwards only reads them.
-fn plan_with_progress(db: &Database, file: SourceFile, line: &PhaseLine) {
-    let Some(progress) = &line.progress else {
-        return;
-    };
-    let Ok(graph) = pipeline::graph(db, file) else {
-        return;
-    };
-    let signatures = pipeline::op_signatures(db, file);
+/// Plans the project's distinct signatures on rayon's threads, each with
+/// its own handle on the database, so the plan phase after it finds them
+/// memoized. Each signature is its own query and they share nothing, so
+/// salsa runs them concurrently; one signature's refinement often keeps a
+/// single thread busy (the analytical best is refined alone, see
+/// `pipeline::refine`), and the other threads plan the other signatures.
+/// The status line counts the signatures planned.
+fn plan_in_parallel(db: &Database, file: SourceFile, line: &PhaseLine) {
+    use rayon::prelude::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
     let mut seen = std::collections::HashSet::new();
-    let distinct: Vec<_> = graph
-        .ops
-        .iter()
-        .zip(signatures.iter())
-        .filter(|(_, s)| seen.insert(*s))
-        .collect();
+    let distinct: Vec<(Database, crate::plan::signature::OpSignature)> =
+        pipeline::op_signatures(db, file)
+            .iter()
+            .filter(|s| seen.insert(*s))
+            .map(|s| (db.clone(), s.clone()))
+            .collect();
     let total = distinct.len() as u64;
-    for (done, (op, signature)) in distinct.into_iter().enumerate() {
-        progress.set(done as u64, total);
-        progress.set_text(format!("`{}` ({})", op.name, op.kind.name()));
-        let _ = pipeline::operator_plans(db, pipeline::Signature::new(db, signature.clone()));
-    }
-    progress.set(total, total);
+    let report = line.progress.as_ref().map(|progress| {
+        progress.set(0, total);
+        progress.set_text(format!("{total} distinct operations"));
+        progress.reporter()
+    });
+    let done = AtomicU64::new(0);
+    distinct.into_par_iter().for_each(|(db, signature)| {
+        let _ = pipeline::operator_plans(&db, pipeline::Signature::new(&db, signature));
+        let planned = done.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(report) = &report {
+            report(planned, total);
+        }
+    });
 }
 
 /// Builds through every phase, printing one line per phase when `verbose`.
@@ -485,7 +490,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
 
     let line = PhaseLine::start(db, verbose, "plan");
     let signatures = pipeline::op_signatures(db, file).len();
-    plan_with_progress(db, file, &line);
+    plan_in_parallel(db, file, &line);
     let distinct = crate::logging::phase("plan_package", || {
         let partitions = pipeline::initial_partitions(db, file);
         Ok::<_, BuildError>(partitions.len())
