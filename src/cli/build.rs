@@ -413,35 +413,46 @@ impl PhaseLine {
     }
 }
 
-/// Plans the project's distinct signatures on rayon's threads, each with
-/// its own handle on the database, so the plan phase after it finds them
+/// Plans the project's distinct signatures on a few threads, each with its
+/// own handle on the database, so the plan phase after it finds them
 /// memoized. Each signature is its own query and they share nothing, so
 /// salsa runs them concurrently; one signature's refinement often keeps a
 /// single thread busy (the analytical best is refined alone, see
 /// `pipeline::refine`), and the other threads plan the other signatures.
-/// The status line counts the signatures planned.
+/// The threads are plain threads, not rayon tasks: refinement uses rayon
+/// inside a query, and a rayon thread waiting there could otherwise pick
+/// up another signature's query, which salsa refuses (one database per
+/// thread while a query runs). The status line counts signatures planned.
 fn plan_in_parallel(db: &Database, file: SourceFile, line: &PhaseLine) {
-    use rayon::prelude::*;
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let mut seen = std::collections::HashSet::new();
-    let distinct: Vec<(Database, crate::plan::signature::OpSignature)> =
-        pipeline::op_signatures(db, file)
-            .iter()
-            .filter(|s| seen.insert(*s))
-            .map(|s| (db.clone(), s.clone()))
-            .collect();
+    let distinct: Vec<&crate::plan::signature::OpSignature> = pipeline::op_signatures(db, file)
+        .iter()
+        .filter(|s| seen.insert(*s))
+        .collect();
     let total = distinct.len() as u64;
     let report = line.progress.as_ref().map(|progress| {
         progress.set(0, total);
         progress.set_text(format!("{total} distinct operations"));
         progress.reporter()
     });
-    let done = AtomicU64::new(0);
-    distinct.into_par_iter().for_each(|(db, signature)| {
-        let _ = pipeline::operator_plans(&db, pipeline::Signature::new(&db, signature));
-        let planned = done.fetch_add(1, Ordering::Relaxed) + 1;
-        if let Some(report) = &report {
-            report(planned, total);
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let threads = rayon::current_num_threads().clamp(1, distinct.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let db = db.clone();
+            let (distinct, next, done, report) = (&distinct, &next, &done, &report);
+            scope.spawn(move || {
+                while let Some(signature) = distinct.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let signature = pipeline::Signature::new(&db, (*signature).clone());
+                    let _ = pipeline::operator_plans(&db, signature);
+                    let planned = done.fetch_add(1, Ordering::Relaxed) as u64 + 1;
+                    if let Some(report) = report {
+                        report(planned, total);
+                    }
+                }
+            });
         }
     });
 }
