@@ -413,32 +413,48 @@ impl PhaseLine {
     }
 }
 
-/// Plans every distinct signature in op order, saying on the phase's
-/// status line which operation is being planned and how many are done
-/// (planning a full-chip block takes seconds). The plans are memoized, so
-/// the phase's own walk over them afterwards only reads them.
-fn plan_with_progress(db: &Database, file: SourceFile, line: &PhaseLine) {
-    let Some(progress) = &line.progress else {
-        return;
-    };
-    let Ok(graph) = pipeline::graph(db, file) else {
-        return;
-    };
-    let signatures = pipeline::op_signatures(db, file);
+/// Plans the project's distinct signatures on a few threads, each with its
+/// own handle on the database, so the plan phase after it finds them
+/// memoized. Each signature is its own query and they share nothing, so
+/// salsa runs them concurrently; one signature's refinement often keeps a
+/// single thread busy (the analytical best is refined alone, see
+/// `pipeline::refine`), and the other threads plan the other signatures.
+/// The threads are plain threads, not rayon tasks: refinement uses rayon
+/// inside a query, and a rayon thread waiting there could otherwise pick
+/// up another signature's query, which salsa refuses (one database per
+/// thread while a query runs). The status line counts signatures planned.
+fn plan_in_parallel(db: &Database, file: SourceFile, line: &PhaseLine) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let mut seen = std::collections::HashSet::new();
-    let distinct: Vec<_> = graph
-        .ops
+    let distinct: Vec<&crate::plan::signature::OpSignature> = pipeline::op_signatures(db, file)
         .iter()
-        .zip(signatures.iter())
-        .filter(|(_, s)| seen.insert(*s))
+        .filter(|s| seen.insert(*s))
         .collect();
     let total = distinct.len() as u64;
-    for (done, (op, signature)) in distinct.into_iter().enumerate() {
-        progress.set(done as u64, total);
-        progress.set_text(format!("`{}` ({})", op.name, op.kind.name()));
-        let _ = pipeline::operator_plans(db, pipeline::Signature::new(db, signature.clone()));
-    }
-    progress.set(total, total);
+    let report = line.progress.as_ref().map(|progress| {
+        progress.set(0, total);
+        progress.set_text(format!("{total} distinct operations"));
+        progress.reporter()
+    });
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let threads = rayon::current_num_threads().clamp(1, distinct.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let db = db.clone();
+            let (distinct, next, done, report) = (&distinct, &next, &done, &report);
+            scope.spawn(move || {
+                while let Some(signature) = distinct.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let signature = pipeline::Signature::new(&db, (*signature).clone());
+                    let _ = pipeline::operator_plans(&db, signature);
+                    let planned = done.fetch_add(1, Ordering::Relaxed) as u64 + 1;
+                    if let Some(report) = report {
+                        report(planned, total);
+                    }
+                }
+            });
+        }
+    });
 }
 
 /// Builds through every phase, printing one line per phase when `verbose`.
@@ -485,7 +501,7 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
 
     let line = PhaseLine::start(db, verbose, "plan");
     let signatures = pipeline::op_signatures(db, file).len();
-    plan_with_progress(db, file, &line);
+    plan_in_parallel(db, file, &line);
     let distinct = crate::logging::phase("plan_package", || {
         let partitions = pipeline::initial_partitions(db, file);
         Ok::<_, BuildError>(partitions.len())
