@@ -136,7 +136,8 @@ pub(super) fn build_to_file(
     let previous = Stamp::load(&store, project, out_key);
     let changes = previous.as_ref().map(Stamp::changes);
     if let (Some(stamp), Some(changes)) = (&previous, &changes) {
-        let fresh = changes.is_empty() && stamp.package_intact();
+        let fresh = changes.is_empty()
+            && (stamp.package_intact() || stamp.package_rehashed(&store, project, out_key));
         // Another machine's build of the same files at the same paths
         // left its package in the remote cache.
         let restored = (changes.is_empty() && !fresh)

@@ -3,12 +3,14 @@
 //!
 //! A fresh `ipub build` first re-hashes the files the stamp lists; when none
 //! changed and the package on disk is the one the stamp describes, the build
-//! is up to date without opening the pipeline at all. The package is never
+//! is up to date without opening the pipeline at all. The package is not
 //! read for that: the stamp records the file's identity as the build left it
 //! (length, modification time, inode and change time) next to its hash, and
 //! a file whose metadata still match is the file that hash was computed for.
 //! Any write to the package (in place or by replacing it) moves its times or
-//! its inode, so it is rebuilt. Otherwise the stamp's
+//! its inode; then the package is read and hashed once, and it is rebuilt
+//! unless its bytes are still the stamp's (a concurrent build of the same
+//! project replaced it with the same bytes). Otherwise the stamp's
 //! hashes (and the TOML texts it keeps) say what changed, for `--explain`.
 //! Stamps live in the result store, keyed by project and output path.
 //!
@@ -168,11 +170,20 @@ impl Stamp {
         out: &Utf8Path,
         package: &crate::package::file::Encoded,
     ) {
+        self.save_bytes(store, project, out, || package.to_vec());
+    }
+
+    /// [`Stamp::save`] with the package's bytes made on demand (only a
+    /// remote tier needs them).
+    fn save_bytes(
+        &self,
+        store: &Store,
+        project: &Utf8Path,
+        out: &Utf8Path,
+        package: impl FnOnce() -> Vec<u8>,
+    ) {
         let outputs = match store.remote() {
-            Some(_) => vec![(
-                PACKAGE_OUTPUT.to_string(),
-                std::sync::Arc::from(package.to_vec()),
-            )],
+            Some(_) => vec![(PACKAGE_OUTPUT.to_string(), std::sync::Arc::from(package()))],
             None => Vec::new(),
         };
         if let Err(error) = store.put_with_outputs("stamps", &key(project, out), self, outputs) {
@@ -315,6 +326,35 @@ impl Stamp {
         self.package_file.is_some_and(|recorded| {
             recorded.len == self.package_len && FileIdentity::of(&self.package) == Some(recorded)
         })
+    }
+
+    /// Whether the package file holds the bytes this stamp describes,
+    /// proven by reading and hashing it: the fallback when its metadata no
+    /// longer match. Two builds of one project at once each replace the
+    /// package with the same bytes, and the stamp saved last may record the
+    /// identity of the file the other build's rename replaced. When the
+    /// bytes are the stamp's, the stamp is saved again with the file's
+    /// identity now, so the next check needs its metadata only.
+    pub(super) fn package_rehashed(
+        &self,
+        store: &Store,
+        project: &Utf8Path,
+        out: &Utf8Path,
+    ) -> bool {
+        let Ok(bytes) = crate::fsutil::read_bytes(&self.package, self.package_len) else {
+            return false;
+        };
+        if bytes.len() as u64 != self.package_len
+            || blake3::hash(&bytes).to_hex().as_str() != self.package_hash
+        {
+            return false;
+        }
+        let refreshed = Stamp {
+            package_file: FileIdentity::of(&self.package).filter(|f| f.len == self.package_len),
+            ..self.clone()
+        };
+        refreshed.save_bytes(store, project, out, || bytes);
+        true
     }
 }
 
@@ -483,5 +523,38 @@ mod tests {
         assert!(!stamp.package_intact());
         std::fs::remove_file(&package).expect("remove");
         assert!(!stamp.package_intact());
+    }
+
+    #[test]
+    fn a_package_replaced_by_the_same_bytes_is_proven_by_its_hash() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = Utf8Path::from_path(dir.path()).expect("utf-8");
+        let store = Store::new(root.join("store"));
+        let (project, out) = (root.join("p.toml"), Utf8Path::new(DEFAULT_OUT));
+        let package = root.join("p.ipuexe");
+        let bytes = b"0123456789";
+        std::fs::write(&package, bytes).expect("write");
+        let stamp = Stamp {
+            package: package.clone(),
+            package_len: 10,
+            package_hash: blake3::hash(bytes).to_hex().to_string(),
+            package_file: FileIdentity::of(&package),
+            ..Stamp::default()
+        };
+        // Another build renames its own file, with the same bytes, over
+        // the package: a new inode.
+        let other = root.join("other");
+        std::fs::write(&other, bytes).expect("write");
+        std::fs::rename(&other, &package).expect("rename");
+        assert!(!stamp.package_intact());
+        assert!(stamp.package_rehashed(&store, &project, out));
+        // The stamp was saved again with the new identity.
+        store.flush();
+        let saved = Stamp::load(&store, &project, out).expect("saved stamp");
+        assert!(saved.package_intact());
+        // Other bytes of the same length are not the stamp's.
+        std::fs::write(&package, b"9876543210").expect("write");
+        assert!(!saved.package_intact());
+        assert!(!saved.package_rehashed(&store, &project, out));
     }
 }
