@@ -83,46 +83,11 @@
         .ipub_param in2, 24, ptr
         .ipub_cost RMSNORM_PARTS_COST
 rmsnorm_parts_f16:
-        ld32    $m2, $m0, 16
-        mov     $a14, $m2
-        f32fromi32 $a14, $a14
-        f32rcp  $a14, $a14
-        ld32    $m1, $m0, 12
-        get     $m3, $wid
-        worker_share $m3, parts_share
-        mov     $m1, $m4
-        mov     $m3, $m5
-        cmpult  $m6, $m1, $m3
-        brz     $m6, parts_done
-        // The row holding the share's first element: $m10 its first
-        // element, $m2 its records.
-        ld32    $m7, $m0, 0
-        ld32    $m9, $m0, 8
-        add     $m13, $m2, $m2
-        mov     $m10, $mzero
-        ld32    $m12, $m0, 24
-parts_find:
-        add     $m6, $m10, $m2
-        cmpult  $m6, $m1, $m6
-        brnz    $m6, parts_found
-        add     $m10, $m10, $m2
-        add     $m7, $m7, $m13
-        add     $m9, $m9, $m13
-        add     $m12, $m12, ROW_RECORDS
-        br      parts_find
-parts_found:
-        mov     $m2, $m12
+        parts_begin 12, 16, 8, 24, parts_done
         // Each piece: the share's elements in the row, [lo, hi) within
         // it, with the mean square of the row's six sums of squares.
 parts_piece:
-        ld32    $m6, $m0, 0
-        sub     $m10, $m7, $m6
-        shr     $m10, $m10, 1
-        sub     $m4, $m1, $m10
-        sub     $m5, $m3, $m10
-        ld32    $m6, $m0, 16
-        min     $m5, $m5, $m6
-        add     $m1, $m10, $m5
+        parts_piece_range 16
         add     $m8, $m2, 8
         mov     $a0, $azero
         rpt     6, 2
@@ -134,14 +99,7 @@ parts_piece:
         f32rsqrt $a12, $a4
         mov     $a13, $a12
         call    $m14, rmsnorm_write
-        cmpult  $m6, $m1, $m3
-        brz     $m6, parts_done
-        ld32    $m6, $m0, 16
-        add     $m6, $m6, $m6
-        add     $m7, $m7, $m6
-        add     $m9, $m9, $m6
-        add     $m2, $m2, ROW_RECORDS
-        br      parts_piece
+        parts_next 16, parts_piece, parts_done
 parts_done:
         exitz   $mzero
 #else

@@ -71,3 +71,66 @@
         mov     $m5, $m11
 \label:
 .endm
+
+// The start of a normalising kernel (the PARTS variants): $a14 = 1 /
+// row_length, $m1 and $m3 the first element and the end of this worker's
+// share of the tile's elements (to `done` when it is empty), $m7 and $m9
+// the input and output rows holding the share's first element, $m2 that
+// row's records. The state holds rows at `rows_off`, row_length at
+// `len_off`, the input at 0, the output at `out_off` and the records at
+// `records_off`.
+.macro parts_begin rows_off, len_off, out_off, records_off, done
+        ld32    $m2, $m0, \len_off
+        mov     $a14, $m2
+        f32fromi32 $a14, $a14
+        f32rcp  $a14, $a14
+        ld32    $m1, $m0, \rows_off
+        get     $m3, $wid
+        worker_share $m3, parts_share
+        mov     $m1, $m4
+        mov     $m3, $m5
+        cmpult  $m6, $m1, $m3
+        brz     $m6, \done
+        ld32    $m7, $m0, 0
+        ld32    $m9, $m0, \out_off
+        add     $m13, $m2, $m2
+        mov     $m10, $mzero
+        ld32    $m12, $m0, \records_off
+parts_find:
+        add     $m6, $m10, $m2
+        cmpult  $m6, $m1, $m6
+        brnz    $m6, parts_found
+        add     $m10, $m10, $m2
+        add     $m7, $m7, $m13
+        add     $m9, $m9, $m13
+        add     $m12, $m12, ROW_RECORDS
+        br      parts_find
+parts_found:
+        mov     $m2, $m12
+.endm
+
+// One piece of the share, in the row at $m7: $m4 and $m5 its [lo, hi)
+// within the row, and $m1 moved to the piece's end.
+.macro parts_piece_range len_off
+        ld32    $m6, $m0, 0
+        sub     $m10, $m7, $m6
+        shr     $m10, $m10, 1
+        sub     $m4, $m1, $m10
+        sub     $m5, $m3, $m10
+        ld32    $m6, $m0, \len_off
+        min     $m5, $m5, $m6
+        add     $m1, $m10, $m5
+.endm
+
+// After a piece: to `done` at the share's end, otherwise on to the next
+// row and its records, and back to `piece`.
+.macro parts_next len_off, piece, done
+        cmpult  $m6, $m1, $m3
+        brz     $m6, \done
+        ld32    $m6, $m0, \len_off
+        add     $m6, $m6, $m6
+        add     $m7, $m7, $m6
+        add     $m9, $m9, $m6
+        add     $m2, $m2, ROW_RECORDS
+        br      \piece
+.endm
