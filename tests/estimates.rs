@@ -27,13 +27,19 @@ const MINOR_SHARE: f64 = 0.01;
 /// residual add (`h_attn`) gathers its ranges from the repeat's carry,
 /// whole rows on 197 tiles, and a matmul's blocks: a few senders hold
 /// what many tiles want, so the scheduled exchange is sender-bound beyond
-/// what the bytes received estimate.
-const KNOWN_GAPS: [(&str, &str); 7] = [
+/// what the bytes received estimate. Its first layernorm (`ln1+ln1_f8`)
+/// reads the repeat's carry, whole rows already on the tiles it runs on,
+/// so it has no exchange phase and no sync either; its compute estimate is
+/// within 2 % (5,868 against 5,940 cycles per tile for the split
+/// statistics), and what is left over is that phase, larger in share
+/// since the split form made the compute half as long.
+const KNOWN_GAPS: [(&str, &str); 8] = [
     ("projects/mixed-f8.toml", "y.cast_a"),
     ("projects/mixed-f8.toml", "y"),
     ("projects/attention-f16.toml", "scores"),
     ("projects/attention-f16.toml", "y"),
     ("projects/vit-b16-fp8.toml", "gelu+gelu_f8"),
+    ("projects/vit-b16-fp8.toml", "ln1+ln1_f8"),
     ("projects/vit-b16-fp8.toml", "h_attn"),
     ("projects/vit-b16-fp8.toml", "scores"),
 ];
