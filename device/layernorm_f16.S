@@ -69,18 +69,6 @@
 // $m13 beta cursor, $m14 the link register of `call`; $a14 1 / row_length,
 // $a10:11 the mean, $a12:13 1 / sqrt(var + epsilon) (as pairs of lanes).
 
-// Single elements of the statistics passes, into accumulator 0 alone
-// ($a5..$a7 stay zero).
-.macro sum_one
-        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
-        f32v4acc $a4:7
-.endm
-.macro square_one
-        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
-        f32sub  $a4, $a4, $a10
-        f32v4sqacc $a4:7
-.endm
-
 .macro out_one
         { ldb16step $a0, $m8+=, 2 ; f16tof32 $a0, $a0 }
         { ldb16step $a1, $m12+=, 2 ; f32sub $a0, $a0, $a10 }
@@ -279,7 +267,7 @@ layernorm_row:
         clear_upper
         rpt_at  4
         rpt     $m11, 3
-        sum_one
+        mean_sum_one
         quads
         rpt_at  4
         rpt     $m6, 2
@@ -287,7 +275,7 @@ layernorm_row:
         tail
         rpt_at  4
         rpt     $m6, 3
-        sum_one
+        mean_sum_one
         total
         f32mul  $a10, $a4, $a14
         mov     $a11, $a10
@@ -297,7 +285,7 @@ layernorm_row:
         clear_upper
         rpt_at  4
         rpt     $m11, 4
-        square_one
+        deviation_square_one
         quads
         rpt_at  4
         rpt     $m6, 6
@@ -310,7 +298,7 @@ layernorm_row:
         tail
         rpt_at  4
         rpt     $m6, 4
-        square_one
+        deviation_square_one
         total
         f32mul  $a4, $a4, $a14
         ld32    $a8, $m0, 24

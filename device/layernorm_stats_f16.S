@@ -44,16 +44,6 @@
 // `stats_part` takes $m10 head elements, $m11 the piece's elements, $m12
 // its quads.
 
-.macro sum_one
-        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
-        f32v4acc $a4:7
-.endm
-.macro square_one
-        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
-        f32sub  $a4, $a4, $a10
-        f32v4sqacc $a4:7
-.endm
-
         .text
 
 // State: in0, out (the records), rows, row_length.
@@ -147,7 +137,7 @@ stats_part:
         clear_upper
         rpt_at  4
         rpt     $m10, 4
-        square_one
+        deviation_square_one
         rpt_at  4
         rpt     $m12, 4
         { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
@@ -156,20 +146,20 @@ stats_part:
         clear_upper
         rpt_at  4
         rpt     $m4, 4
-        square_one
+        deviation_square_one
         total
 #else
         // Pass 1: the part's mean.
         clear_upper
         rpt_at  4
         rpt     $m10, 3
-        sum_one
+        mean_sum_one
         rpt_at  4
         rpt     $m12, 2
         { ld64step $a0:1, $m8+=, 8 ; f16v4acc $a0:1 }
         rpt_at  4
         rpt     $m4, 3
-        sum_one
+        mean_sum_one
         total
         f32mul  $a10, $a4, $a13
         mov     $a11, $a10
@@ -179,7 +169,7 @@ stats_part:
         clear_upper
         rpt_at  4
         rpt     $m10, 4
-        square_one
+        deviation_square_one
         rpt_at  4
         rpt     $m12, 6
         { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
@@ -190,7 +180,7 @@ stats_part:
         clear_upper
         rpt_at  4
         rpt     $m4, 4
-        square_one
+        deviation_square_one
         total
 #endif
         st32    $a14, $m9, 0

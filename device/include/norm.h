@@ -134,3 +134,16 @@ parts_found:
         add     $m2, $m2, ROW_RECORDS
         br      \piece
 .endm
+
+// Single elements of the layernorm statistics passes at $m8, into
+// accumulator 0 alone ($a5..$a7 stay zero): the element, and its squared
+// deviation from the mean in $a10.
+.macro mean_sum_one
+        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
+        f32v4acc $a4:7
+.endm
+.macro deviation_square_one
+        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a4, $a0 }
+        f32sub  $a4, $a4, $a10
+        f32v4sqacc $a4:7
+.endm
