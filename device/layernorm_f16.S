@@ -289,11 +289,7 @@ layernorm_row:
         quads
         rpt_at  4
         rpt     $m6, 6
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
-        f16v2tof32 $a6:7, $a1
-        f32v2sub $a4:5, $a4:5, $a10:11
-        f32v2sub $a6:7, $a6:7, $a10:11
-        f32v4sqacc $a4:7
+        deviation_square_quad
         clear_upper
         tail
         rpt_at  4

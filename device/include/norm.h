@@ -147,3 +147,13 @@ parts_found:
         f32sub  $a4, $a4, $a10
         f32v4sqacc $a4:7
 .endm
+
+// One aligned quad of the variance pass at $m8: its squared deviations
+// from the mean in $a10:11, summed into the four accumulators.
+.macro deviation_square_quad
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
+        f16v2tof32 $a6:7, $a1
+        f32v2sub $a4:5, $a4:5, $a10:11
+        f32v2sub $a6:7, $a6:7, $a10:11
+        f32v4sqacc $a4:7
+.endm
