@@ -145,6 +145,22 @@ pub fn case(
         out_bytes: expected.len(),
         expected: Expected::Bytes(expected),
     };
+    // A kernel that stores FP8 in the pass that computes its f16 result
+    // must store exactly the bytes of its f16 kernel `unfused` run on the
+    // device (held to f64 by its own test) followed by the host's cast.
+    let fused_cast = |unfused: &str, inputs: Vec<Vec<u8>>, params: Vec<(&'static str, i64)>| {
+        let run = crate::harness::compile(unfused).run(&Run {
+            inputs: inputs.iter().map(Vec::as_slice).collect(),
+            out_bytes: 2 * n,
+            params: params.clone(),
+        });
+        let format = fp8_format(kernel);
+        let expected = f16_values(&run.out)
+            .iter()
+            .map(|&v| format.from_f16(v, settings.out_scale as i32))
+            .collect();
+        bytes(inputs, expected, params)
+    };
     match kernel {
         "cast_f16_f143" | "cast_f16_f152" => {
             let format = fp8_format(kernel);
@@ -239,19 +255,8 @@ pub fn case(
             // rows `gelu_f16` computes on the device (which its own test
             // holds to the f64 GELU) the way the cast does. Wide values
             // reach the formats' saturation and their subnormals.
-            let format = fp8_format(kernel);
             let x = normal_f16(rng, n, 6.0);
-            let input = f16_bytes(&x);
-            let gelu = crate::harness::compile("gelu_f16").run(&Run {
-                inputs: vec![&input],
-                out_bytes: 2 * n,
-                params: params.clone(),
-            });
-            let expected = f16_values(&gelu.out)
-                .iter()
-                .map(|&v| format.from_f16(v, settings.out_scale as i32))
-                .collect();
-            bytes(vec![input], expected, params)
+            fused_cast("gelu_f16", vec![f16_bytes(&x)], params)
         }
         "gelu_f16" => {
             let x = normal_f16(rng, n, 2.5);
@@ -321,7 +326,6 @@ pub fn case(
             // As for the fused GELU: exactly the bytes of `layernorm_f16`
             // on the device followed by the host's cast, over whole and
             // split rows, aligned and misaligned.
-            let format = fp8_format(kernel);
             let x: Vec<f16> = (0..n)
                 .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))
                 .collect();
@@ -329,16 +333,7 @@ pub fn case(
             let beta = normal_f16(rng, row_length, 0.5);
             params.push(("epsilon_bits", i64::from(1e-5f32.to_bits())));
             let inputs = vec![f16_bytes(&x), f16_bytes(&gamma), f16_bytes(&beta)];
-            let unfused = crate::harness::compile("layernorm_f16").run(&Run {
-                inputs: inputs.iter().map(Vec::as_slice).collect(),
-                out_bytes: 2 * n,
-                params: params.clone(),
-            });
-            let expected = f16_values(&unfused.out)
-                .iter()
-                .map(|&v| format.from_f16(v, settings.out_scale as i32))
-                .collect();
-            bytes(inputs, expected, params)
+            fused_cast("layernorm_f16", inputs, params)
         }
         "layernorm_stats_f16" | "rmsnorm_stats_f16" => {
             let x = layernorm_input(rng, n);
@@ -384,17 +379,7 @@ pub fn case(
                     expected: Expected::F16 { reference, slack },
                 };
             }
-            let format = fp8_format(kernel);
-            let unfused = crate::harness::compile("layernorm_parts_f16").run(&Run {
-                inputs: inputs.iter().map(Vec::as_slice).collect(),
-                out_bytes: 2 * n,
-                params: params.clone(),
-            });
-            let expected = f16_values(&unfused.out)
-                .iter()
-                .map(|&v| format.from_f16(v, settings.out_scale as i32))
-                .collect();
-            bytes(inputs, expected, params)
+            fused_cast("layernorm_parts_f16", inputs, params)
         }
         "layernorm_f16" => {
             let x: Vec<f16> = (0..n)
