@@ -383,7 +383,7 @@ pub(crate) const PRUNE_EXCHANGE_KEPT: (u64, u64) = (1, 2);
 /// The cycles below which a finalist is not pruned: its estimated compute
 /// and sync (a proven lower bound, see [`PRUNE_EXCHANGE_KEPT`]) plus the
 /// kept share of its estimated exchange.
-pub(crate) fn lower_bound_cycles(candidate: &Candidate) -> u64 {
+pub(crate) fn pruning_bound_cycles(candidate: &Candidate) -> u64 {
     let e = &candidate.estimate;
     let (kept, of) = PRUNE_EXCHANGE_KEPT;
     e.compute_cycles + e.sync_cycles + e.exchange_cycles * kept / of.max(1)
@@ -403,7 +403,7 @@ fn selection_cycles(candidate: &Candidate) -> u64 {
 /// The budget: at most [`crate::plan::FINALISTS`] lowerings of the
 /// operation alone per signature (and so per plan query), two rotations
 /// screened per finalist. The first [`FIRST_REFINED`] finalists are
-/// refined; every later one whose [`lower_bound_cycles`] cannot beat the
+/// refined; every later one whose [`pruning_bound_cycles`] cannot beat the
 /// best of them is pruned unrefined, and the rest are refined in parallel.
 /// A pruned finalist comes after the incumbent in the analytical order,
 /// which breaks ties, so pruning changes the selection only where the
@@ -427,15 +427,15 @@ pub(crate) fn select(signature: &OpSignature, finalists: &mut [Candidate]) -> us
         .unwrap_or(u64::MAX);
     let mut pruned = 0usize;
     for (index, candidate) in others.iter_mut().enumerate() {
-        let bound = lower_bound_cycles(candidate);
+        let bound = pruning_bound_cycles(candidate);
         if bound >= incumbent {
             candidate.pruned = true;
             pruned += 1;
             tracing::debug!(
                 finalist = first + index,
-                lower_bound_cycles = bound,
+                bound_cycles = bound,
                 incumbent_cycles = incumbent,
-                "pruned operator-plan finalist by lower bound"
+                "pruned operator-plan finalist by its bound"
             );
         }
     }
