@@ -20,15 +20,16 @@ pub struct VerifyError(pub String);
 pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
     let fail = |message: String| Err(VerifyError(message));
     let written_once = exchange_written(graph);
-    let mut written: Vec<Vec<u8>> = program
+    // The byte ranges written into each buffer whose every slot must be
+    // written exactly once (operands, and the outputs only the exchange
+    // fills); `None` for the buffers that are not checked.
+    let mut written: Vec<Option<Vec<(u32, u32)>>> = program
         .buffers
         .iter()
         .map(|b| match b.role {
-            BufferRole::Operand { .. } => vec![0; b.bytes() as usize],
-            BufferRole::Activation { tensor } if written_once.contains(&tensor) => {
-                vec![0; b.bytes() as usize]
-            }
-            _ => Vec::new(),
+            BufferRole::Operand { .. } => Some(Vec::new()),
+            BufferRole::Activation { tensor } if written_once.contains(&tensor) => Some(Vec::new()),
+            _ => None,
         })
         .collect();
     // Buffer sizes, computed once rather than per transfer.
@@ -69,15 +70,8 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
                         destination.0, buffer.tile
                     ));
                 }
-                if let Some(bytes) = written
-                    .get_mut(destination.0 as usize)
-                    .filter(|w| !w.is_empty())
-                {
-                    // Saturating: a byte written 255 times or more is as
-                    // wrong as one written twice, and must not wrap to 0.
-                    for byte in &mut bytes[offset as usize..(offset + transfer.bytes) as usize] {
-                        *byte = byte.saturating_add(1);
-                    }
+                if let Some(ranges) = &mut written[destination.0 as usize] {
+                    ranges.push((offset, transfer.bytes));
                 }
             }
         }
@@ -112,21 +106,15 @@ pub fn verify(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
                     run.kernel, run.tile, source.0, destination.0
                 ));
             }
-            if let Some(written) = written
-                .get_mut(destination.0 as usize)
-                .filter(|w| !w.is_empty())
-            {
-                for byte in &mut written[offset as usize..(offset + bytes) as usize] {
-                    *byte = byte.saturating_add(1);
-                }
+            if let Some(ranges) = &mut written[destination.0 as usize] {
+                ranges.push((offset, bytes));
             }
         }
     }
     for (id, buffer) in program.buffers.iter().enumerate() {
-        if written[id].is_empty() {
-            continue;
+        if let Some(ranges) = &written[id] {
+            check_operand_writes(id, buffer, ranges)?;
         }
-        check_operand_writes(id, buffer, &written[id])?;
     }
     verify_homes(graph, program)
 }
@@ -144,31 +132,30 @@ fn exchange_written(graph: &Graph) -> std::collections::BTreeSet<crate::graph::T
 
 /// Checks that the first byte of every slot of operand buffer `id` was
 /// written once if the slot holds an element and never if it is padding,
-/// reporting the first slot in address order that was not.
-fn check_operand_writes(id: usize, buffer: &Buffer, written: &[u8]) -> Result<(), VerifyError> {
+/// reporting the first slot in address order that was not. `ranges` are
+/// the (offset, bytes) ranges written into it.
+fn check_operand_writes(
+    id: usize,
+    buffer: &Buffer,
+    ranges: &[(u32, u32)],
+) -> Result<(), VerifyError> {
     let element = buffer.dtype.size_bytes().max(1);
-    // The first slot of `slots` whose first byte was not written `expected`
-    // times, with that count.
-    let mismatch = |slots: std::ops::Range<usize>, expected: u8| {
-        for slot in slots {
-            let count = written[slot * element];
-            if count != expected {
-                return Some((slot, count, expected));
-            }
-        }
-        None
-    };
+    // A range writes the first byte of the slots from the first whose
+    // first byte it reaches to the last.
+    let writes: Vec<(usize, usize)> = ranges
+        .iter()
+        .map(|&(offset, bytes)| {
+            let (offset, end) = (offset as usize, (offset + bytes) as usize);
+            (offset.div_ceil(element), end.div_ceil(element))
+        })
+        .collect();
     // Runs come in address order; the gaps between them are padding.
-    let mut next = 0;
-    let mut found = None;
-    buffer.piece.for_each_run(|run| {
-        if found.is_none() {
-            found =
-                mismatch(next..run.slot, 0).or_else(|| mismatch(run.slot..run.slot + run.len, 1));
-        }
-        next = run.slot + run.len;
+    let mut held = Vec::new();
+    buffer.piece.for_each_run(|run| match held.last_mut() {
+        Some((_, end)) if *end == run.slot => *end += run.len,
+        _ => held.push((run.slot, run.slot + run.len)),
     });
-    match found.or_else(|| mismatch(next..buffer.piece.slots(), 0)) {
+    match first_miscount(writes, &held, buffer.piece.slots()) {
         None => Ok(()),
         Some((slot, count, expected)) => Err(VerifyError(format!(
             "slot {slot} of operand buffer {id} on tile {} is written {count} times, expected {expected}",
@@ -177,44 +164,170 @@ fn check_operand_writes(id: usize, buffer: &Buffer, written: &[u8]) -> Result<()
     }
 }
 
+/// The first position in `0..total` not covered as often as expected by
+/// the half-open intervals `covers`, where `once` (sorted, disjoint
+/// intervals) is where exactly one cover is expected and everywhere else
+/// none is: the position, its cover count and the count expected.
+///
+/// The count only changes at an interval's ends, so it is checked once per
+/// stretch between consecutive ends rather than once per position; the
+/// work grows with the number of intervals, not with what they cover.
+fn first_miscount(
+    covers: Vec<(usize, usize)>,
+    once: &[(usize, usize)],
+    total: usize,
+) -> Option<(usize, usize, usize)> {
+    let mut events: Vec<(usize, bool)> = covers
+        .iter()
+        .filter(|(start, end)| start < end)
+        .flat_map(|&(start, end)| [(start, true), (end, false)])
+        .collect();
+    events.sort_unstable();
+    // Where the count or the expectation may change, in order: the ends of
+    // the covers merged with those of `once` (already in order), and 0.
+    let mut bounds = Vec::with_capacity(events.len() + 2 * once.len() + 1);
+    let mut ends = once
+        .iter()
+        .flat_map(|&(start, end)| [start, end])
+        .peekable();
+    bounds.push(0);
+    for &(at, _) in &events {
+        while let Some(end) = ends.next_if(|&end| end <= at) {
+            bounds.push(end);
+        }
+        bounds.push(at);
+    }
+    bounds.extend(ends);
+    bounds.dedup();
+    let (mut count, mut next_event, mut next_once) = (0usize, 0, 0);
+    for &at in bounds.iter().take_while(|&&at| at < total) {
+        while let Some(&(position, starts)) = events.get(next_event) {
+            if position > at {
+                break;
+            }
+            if starts {
+                count += 1;
+            } else {
+                count -= 1;
+            }
+            next_event += 1;
+        }
+        while once.get(next_once).is_some_and(|&(_, end)| end <= at) {
+            next_once += 1;
+        }
+        let expected = usize::from(once.get(next_once).is_some_and(|&(start, _)| start <= at));
+        if count != expected {
+            return Some((at, count, expected));
+        }
+    }
+    None
+}
+
 /// Checks that the home buffers of every materialised activation, and the
 /// partial buffers of every slice of a split matrix product, cover each
 /// element exactly once.
 fn verify_homes(graph: &Graph, program: &Program) -> Result<(), VerifyError> {
-    let mut coverage: std::collections::BTreeMap<_, Vec<u32>> = Default::default();
+    let mut holders: std::collections::BTreeMap<_, Vec<&Buffer>> = Default::default();
     for buffer in &program.buffers {
-        let (tensor, slice) = match buffer.role {
+        let key = match buffer.role {
             BufferRole::Activation { tensor } => (tensor, None),
             BufferRole::Partial { op, slice } => (graph.op(op).output, Some(slice)),
             _ => continue,
         };
-        let counts = coverage
-            .entry((tensor, slice))
-            .or_insert_with(|| vec![0; graph.tensor(tensor).element_count()]);
+        holders.entry(key).or_default().push(buffer);
+    }
+    for ((tensor, slice), buffers) in holders {
+        let total = graph.tensor(tensor).element_count();
+        if boxes_tile(&buffers, total) {
+            continue;
+        }
+        let Some((element, count, _)) = first_miscount(held_ranges(&buffers), &[(0, total)], total)
+        else {
+            continue;
+        };
+        let what = match slice {
+            None => "home buffers",
+            Some(_) => "partial buffers",
+        };
+        let of = slice.map_or(String::new(), |s| format!(" (K slice {s})"));
+        return Err(VerifyError(format!(
+            "element {element} of `{}`{of} is held by {count} {what}, expected 1",
+            graph.tensor(tensor).name,
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `buffers`, all in the same coordinates of `total` elements,
+/// hold boxes that lie inside those coordinates, do not overlap and
+/// together have `total` elements: then they cover each element exactly
+/// once. Checked box by box, so the work grows with the buffers, not with
+/// the elements; `false` also when the buffers use different coordinates,
+/// which [`held_ranges`] settles element range by element range.
+fn boxes_tile(buffers: &[&Buffer], total: usize) -> bool {
+    let Some(coordinates) = buffers.first().map(|b| &b.coordinates) else {
+        return total == 0;
+    };
+    let inside = |b: &Buffer| {
+        b.piece.start.len() == coordinates.len()
+            && b.piece.extent.len() == coordinates.len()
+            && (0..coordinates.len())
+                .all(|d| b.piece.start[d] + b.piece.extent[d] <= coordinates[d])
+    };
+    if coordinates.iter().product::<usize>() != total
+        || buffers
+            .iter()
+            .any(|b| &b.coordinates != coordinates || !inside(b))
+        || buffers.iter().map(|b| b.piece.elements()).sum::<usize>() != total
+    {
+        return false;
+    }
+    // Two boxes overlap when their ranges overlap along every dimension.
+    // Sweeping along the first, a box is compared only with those whose
+    // range there it starts inside.
+    let overlap = |a: &Buffer, b: &Buffer| {
+        (0..coordinates.len()).all(|d| {
+            let (a0, b0) = (a.piece.start[d], b.piece.start[d]);
+            a0 < b0 + b.piece.extent[d] && b0 < a0 + a.piece.extent[d]
+        })
+    };
+    let mut order: Vec<&Buffer> = buffers
+        .iter()
+        .copied()
+        .filter(|b| b.piece.elements() > 0)
+        .collect();
+    if coordinates.is_empty() {
+        return order.len() == usize::from(total > 0);
+    }
+    order.sort_by_key(|b| b.piece.start[0]);
+    let mut open: Vec<&Buffer> = Vec::new();
+    for buffer in order {
+        let at = buffer.piece.start[0];
+        open.retain(|a| a.piece.start[0] + a.piece.extent[0] > at);
+        if open.iter().any(|a| overlap(a, buffer)) {
+            return false;
+        }
+        open.push(buffer);
+    }
+    true
+}
+
+/// The element ranges (flat, half open) that `buffers` hold, run by run.
+fn held_ranges(buffers: &[&Buffer]) -> Vec<(usize, usize)> {
+    let mut ranges = Vec::new();
+    for buffer in buffers {
         let coordinates = &buffer.coordinates;
         buffer.piece.for_each_run(|run| {
             let first = flat_index(coordinates, run.index);
             let stride: usize = coordinates[run.dim + 1..].iter().product();
-            for t in 0..run.len {
-                counts[first + t * stride] += 1;
+            if stride == 1 {
+                ranges.push((first, first + run.len));
+            } else {
+                ranges.extend((0..run.len).map(|t| (first + t * stride, first + t * stride + 1)));
             }
         });
     }
-    for ((tensor, slice), counts) in coverage {
-        if let Some(element) = counts.iter().position(|&c| c != 1) {
-            let what = match slice {
-                None => "home buffers",
-                Some(_) => "partial buffers",
-            };
-            let of = slice.map_or(String::new(), |s| format!(" (K slice {s})"));
-            return Err(VerifyError(format!(
-                "element {element} of `{}`{of} is held by {} {what}, expected 1",
-                graph.tensor(tensor).name,
-                counts[element]
-            )));
-        }
-    }
-    Ok(())
+    ranges
 }
 
 #[cfg(test)]
@@ -273,6 +386,36 @@ mod tests {
             }
         });
         (BufferId(id as u32), padding.expect("a padding slot"))
+    }
+
+    /// The interval sweep against a count kept position by position.
+    #[test]
+    fn miscounts_are_found_where_a_position_by_position_count_finds_them() {
+        type Ranges = &'static [(usize, usize)];
+        let cases: [(Ranges, Ranges, usize); 7] = [
+            (&[(0, 4), (4, 10)], &[(0, 10)], 10),
+            (&[(4, 10), (0, 4)], &[(0, 10)], 10),
+            (&[(0, 4), (5, 10)], &[(0, 10)], 10),
+            (&[(0, 6), (4, 10)], &[(0, 10)], 10),
+            (&[(0, 3), (4, 7)], &[(0, 3), (4, 7)], 8),
+            (&[(0, 3), (3, 5)], &[(0, 3), (4, 7)], 8),
+            (&[(0, 3), (4, 7), (7, 8), (2, 2)], &[(0, 3), (4, 7)], 8),
+        ];
+        for (covers, once, total) in cases {
+            let mut counts = vec![0usize; total];
+            for &(start, end) in covers {
+                counts[start..end].iter_mut().for_each(|c| *c += 1);
+            }
+            let expected = |at: usize| usize::from(once.iter().any(|&(s, e)| s <= at && at < e));
+            let slow = (0..total)
+                .find(|&at| counts[at] != expected(at))
+                .map(|at| (at, counts[at], expected(at)));
+            assert_eq!(
+                first_miscount(covers.to_vec(), once, total),
+                slow,
+                "{covers:?}"
+            );
+        }
     }
 
     #[test]
