@@ -62,11 +62,20 @@ impl TileLoad {
 pub(crate) fn tile_loads<D: IntoIterator<Item = u32>>(
     transfers: impl IntoIterator<Item = (u32, u64, D)>,
 ) -> BTreeMap<u32, TileLoad> {
-    let mut loads: BTreeMap<u32, TileLoad> = BTreeMap::new();
+    // Indexed by tile while summing (a phase has many transfers and few
+    // tiles); tiles never touched stay out of the map.
+    let mut loads: Vec<Option<TileLoad>> = Vec::new();
+    fn load_of(loads: &mut Vec<Option<TileLoad>>, tile: u32) -> &mut TileLoad {
+        let index = tile as usize;
+        if loads.len() <= index {
+            loads.resize(index + 1, None);
+        }
+        loads[index].get_or_insert_with(TileLoad::default)
+    }
     for (source, bytes, destinations) in transfers {
         let mut remote = false;
         for tile in destinations {
-            let load = loads.entry(tile).or_default();
+            let load = load_of(&mut loads, tile);
             if tile == source {
                 load.local += bytes;
             } else {
@@ -75,12 +84,16 @@ pub(crate) fn tile_loads<D: IntoIterator<Item = u32>>(
             }
         }
         if remote {
-            let load = loads.entry(source).or_default();
+            let load = load_of(&mut loads, source);
             load.sent += bytes;
             load.issues += 1;
         }
     }
     loads
+        .into_iter()
+        .enumerate()
+        .filter_map(|(tile, load)| Some((tile as u32, load?)))
+        .collect()
 }
 
 /// The loads of the pairs of tiles paired exchange joins (physical ids

@@ -296,12 +296,16 @@ type Move = (BufferId, BufferId, u64);
 /// gives the same figures as one per transfer, and a full-chip operation
 /// has far fewer buffer pairs than transfers.
 fn moves_by_pair(moves: impl Iterator<Item = Move>) -> Vec<Move> {
-    let mut pairs: HashMap<(BufferId, BufferId), u64> = HashMap::new();
-    for (source, destination, bytes) in moves {
-        *pairs.entry((source, destination)).or_default() += bytes;
-    }
-    let mut moves: Vec<Move> = pairs.into_iter().map(|((s, d), b)| (s, d, b)).collect();
-    moves.sort_unstable();
+    // Sorted, equal pairs sit together and are summed in one pass.
+    let mut moves: Vec<Move> = moves.collect();
+    moves.sort_unstable_by_key(|&(source, destination, _)| (source, destination));
+    moves.dedup_by(|later, kept| {
+        let same = (later.0, later.1) == (kept.0, kept.1);
+        if same {
+            kept.2 += later.2;
+        }
+        same
+    });
     moves
 }
 
