@@ -1,16 +1,19 @@
 //! Lowering time of each example project: `cargo bench --bench lowering`
 //! prints the best of five runs of `lower::lower` and of the verifier, with
-//! the plans computed once beforehand so only lowering is timed.
+//! the plans computed once beforehand so only lowering is timed (the
+//! full-chip projects' plans take a few seconds to compute first).
 
 use ipub::db::{Database, Db};
 use ipub::graph::OpId;
 use std::time::{Duration, Instant};
 
-const PROJECTS: [&str; 4] = [
+const PROJECTS: [&str; 6] = [
     "projects/attention-f16.toml",
     "projects/matmul-f8.toml",
     "projects/mlp-f16.toml",
     "projects/vit-fp8.toml",
+    "projects/siglip-mlp-f8.toml",
+    "projects/vit-b16-fp8.toml",
 ];
 const RUNS: usize = 5;
 

@@ -10,7 +10,7 @@
 
 use super::layout::{flat_index, Layout, Piece};
 use super::program::*;
-use super::runs::{copy_from, fill, merge_broadcasts, Gather, OwnerTable};
+use super::runs::{copy_from, fill, Gather, Gathers, OwnerTable};
 use super::view::View;
 use crate::graph::{DType, Graph, OpId, OpKind, Repeat, Role, TensorId};
 use crate::partition::{KernelId, MemoryClass, Partition};
@@ -109,14 +109,15 @@ impl Lowering<'_> {
         id
     }
 
-    fn add_phase(&mut self, purpose: String, transfers: Vec<Gather>) -> Option<Step> {
+    fn add_phase(&mut self, purpose: String, transfers: impl Into<Gathers>) -> Option<Step> {
+        let transfers: Gathers = transfers.into();
         if transfers.is_empty() {
             return None;
         }
         let id = PhaseId(self.program.phases.len() as u32);
         self.program.phases.push(ExchangePhase {
             purpose,
-            transfers: merge_broadcasts(transfers),
+            transfers: transfers.merge_broadcasts(),
         });
         Some(Step::Exchange(id))
     }
@@ -151,7 +152,7 @@ impl Lowering<'_> {
     fn demand(
         &mut self,
         demand: Demand,
-        transfers: &mut Vec<Gather>,
+        transfers: &mut Gathers,
     ) -> Result<OperandRef, LowerError> {
         let base = self.graph.tensor(demand.view.base);
         match base.role {
@@ -227,7 +228,7 @@ impl Lowering<'_> {
     fn gathered_buffer(
         &mut self,
         demand: Demand,
-        transfers: &mut Vec<Gather>,
+        transfers: &mut Gathers,
     ) -> Result<BufferId, LowerError> {
         let base = demand.view.base;
         let owners = self.owner_table(base)?;
@@ -259,24 +260,59 @@ impl Lowering<'_> {
                 operand: demand.operand,
             },
         });
-        let start = transfers.len();
+        // What the tile holds itself is laid out block-major by a kernel
+        // run rather than copied in the exchange phase.
+        let blocked = matches!(
+            demand.piece.layout,
+            Layout::KBlocks { .. } | Layout::AmpWeights { .. }
+        );
+        // The same piece through the same view, filled earlier in this
+        // phase into another tile, gives the same gathers: mirror them. In
+        // a blocked layout, those from buffers on this tile are its own to
+        // rearrange; when they all make rearranges, the rest is mirrored.
+        if let Some(earlier) = transfers.earlier_fill(&demand.piece, &demand.view) {
+            let mut held: Vec<Gather> = match blocked {
+                true => earlier
+                    .iter()
+                    .filter(|g| self.program.buffer(BufferId(g.source)).tile == demand.tile)
+                    .map(|&g| Gather {
+                        destination: id,
+                        ..g
+                    })
+                    .collect(),
+                false => Vec::new(),
+            };
+            let sources: Vec<u32> = held.iter().map(|g| g.source).collect();
+            let runs = super::local::take_local(&self.program, demand.tile, id, 0, &mut held);
+            if held.is_empty() {
+                transfers.mirror(&demand.piece, &demand.view, id, sources);
+                self.local_runs.extend(runs);
+                return Ok(id);
+            }
+        }
+        let start = transfers.list.len();
         fill(
             &demand.piece,
             &demand.view,
             &owners,
             dtype.size_bytes() as u32,
             id,
-            transfers,
+            &mut transfers.list,
         );
-        // What the tile holds itself is laid out block-major by a kernel
-        // run rather than copied in the exchange phase.
-        if matches!(
-            demand.piece.layout,
-            Layout::KBlocks { .. } | Layout::AmpWeights { .. }
-        ) {
-            let runs = super::local::take_local(&self.program, demand.tile, id, start, transfers);
-            self.local_runs.extend(runs);
+        if blocked {
+            let runs = super::local::take_local(
+                &self.program,
+                demand.tile,
+                id,
+                start,
+                &mut transfers.list,
+            );
+            if !runs.is_empty() {
+                self.local_runs.extend(runs);
+                return Ok(id);
+            }
         }
+        transfers.record_fill(&demand.piece, &demand.view, start);
         Ok(id)
     }
 
@@ -299,7 +335,7 @@ impl Lowering<'_> {
     }
 
     fn operation(&mut self, op: OpId, partition: &Partition) -> Result<Vec<Step>, LowerError> {
-        let mut transfers = Vec::new();
+        let mut transfers = Gathers::default();
         let kernel_runs = match partition {
             Partition::View => return Ok(Vec::new()),
             Partition::Gathered {
@@ -370,7 +406,7 @@ impl Lowering<'_> {
             bool,
         ),
         kernel: KernelId,
-        transfers: &mut Vec<Gather>,
+        transfers: &mut Gathers,
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
@@ -513,7 +549,7 @@ impl Lowering<'_> {
         (op, tile, class): (OpId, u32, MemoryClass),
         &(operand, view, start, extent): &(u32, &View, [usize; 3], [usize; 3]),
         layout: Layout,
-        transfers: &mut Vec<Gather>,
+        transfers: &mut Gathers,
     ) -> Result<OperandRef, LowerError> {
         self.demand(
             Demand {
@@ -645,7 +681,7 @@ impl Lowering<'_> {
         row_length: usize,
         rows_per_tile: usize,
         kernel: KernelId,
-        transfers: &mut Vec<Gather>,
+        transfers: &mut Gathers,
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);

@@ -9,6 +9,8 @@
 use super::layout::{flat_index, Piece};
 use super::program::{Buffer, BufferId, Transfer};
 use super::view::View;
+use std::collections::HashMap;
+use std::ops::Range;
 
 /// For each element of a materialised activation: the home buffer and slot
 /// holding it.
@@ -210,53 +212,192 @@ pub(super) fn copy_from(
     missing.map_or(Ok(()), Err)
 }
 
-/// Merges transfers of the same source bytes into one broadcast each,
-/// keeping first-seen order (of the transfers and of each broadcast's
-/// destinations).
-///
-/// Sorting (key, position) pairs groups equal keys with their first
-/// occurrence first, which gives the same result as a first-seen hash map
-/// without hashing every transfer.
-pub(super) fn merge_broadcasts(transfers: Vec<Gather>) -> Vec<Transfer> {
-    let key = |t: &Gather| {
-        (u128::from(t.source) << 96)
-            | (u128::from(t.source_offset) << 64)
-            | (u128::from(t.bytes) << 32)
-    };
-    let mut order: Vec<u128> = transfers
-        .iter()
-        .enumerate()
-        .map(|(position, t)| key(t) | position as u128)
-        .collect();
-    order.sort_unstable();
-    // For each transfer, the position of the first one with its key.
-    let mut first = vec![0usize; transfers.len()];
-    for group in order.chunk_by(|a, b| a >> 32 == b >> 32) {
-        let leader = (group[0] & u128::from(u32::MAX)) as usize;
-        for &member in group {
-            first[(member & u128::from(u32::MAX)) as usize] = leader;
+/// The gathers of one exchange phase, before they are merged into
+/// broadcasts. A demand that repeats an earlier one of the phase (the same
+/// piece through the same view, into another tile) would produce the same
+/// gathers into another buffer; it is recorded as a mirror of the earlier
+/// fill instead of being filled and stored again (on a full chip one
+/// operand piece is often wanted by dozens of tiles).
+#[derive(Debug, Default)]
+pub(super) struct Gathers {
+    /// The gathers, one destination each, in the order they were made.
+    pub list: Vec<Gather>,
+    /// Copies of earlier gathers into other buffers, each standing where
+    /// its copies would have been appended to `list`.
+    mirrors: Vec<Mirror>,
+    /// The earlier fills a repeated demand may mirror, by piece and view.
+    fills: HashMap<(Piece, View), Range<usize>>,
+}
+
+/// The gathers `list[range]` again, into `destination` at the same
+/// offsets, standing before `list[at]`, less those from the buffers in
+/// `skip` (sorted): the destination's tile holds them and rearranges them
+/// itself.
+#[derive(Debug)]
+struct Mirror {
+    at: usize,
+    range: Range<usize>,
+    destination: BufferId,
+    skip: Vec<u32>,
+}
+
+impl Mirror {
+    /// The positions in `list` of the gathers this mirror copies.
+    fn copied<'a>(&'a self, list: &'a [Gather]) -> impl Iterator<Item = usize> + 'a {
+        self.range
+            .clone()
+            .filter(|&p| self.skip.binary_search(&list[p].source).is_err())
+    }
+}
+
+impl From<Vec<Gather>> for Gathers {
+    fn from(list: Vec<Gather>) -> Gathers {
+        Gathers {
+            list,
+            ..Gathers::default()
         }
     }
-    let mut merged: Vec<Transfer> = Vec::new();
-    // Position in `merged` of each transfer that leads its group.
-    let mut slot_of = vec![0usize; transfers.len()];
-    for (position, t) in transfers.into_iter().enumerate() {
-        let leader = first[position];
-        if leader == position {
-            slot_of[position] = merged.len();
-            merged.push(Transfer {
-                source: BufferId(t.source),
-                source_offset: t.source_offset,
-                bytes: t.bytes,
-                destinations: vec![(t.destination, t.offset)],
+}
+
+impl Gathers {
+    pub(super) fn is_empty(&self) -> bool {
+        self.list.is_empty() && self.mirrors.is_empty()
+    }
+
+    /// The gathers of an earlier fill of `piece` through `view`, if one was
+    /// recorded.
+    pub(super) fn earlier_fill(&self, piece: &Piece, view: &View) -> Option<&[Gather]> {
+        let range = self.fills.get(&(piece.clone(), view.clone()))?;
+        Some(&self.list[range.clone()])
+    }
+
+    /// Records `list[start..]` as the fill of `piece` through `view`, for
+    /// later demands of the same to mirror (the first fill stays).
+    pub(super) fn record_fill(&mut self, piece: &Piece, view: &View, start: usize) {
+        let end = self.list.len();
+        self.fills
+            .entry((piece.clone(), view.clone()))
+            .or_insert(start..end);
+    }
+
+    /// Fills `destination` with the gathers of the recorded fill of
+    /// `piece` through `view`, less those from the buffers in `skip`.
+    pub(super) fn mirror(
+        &mut self,
+        piece: &Piece,
+        view: &View,
+        destination: BufferId,
+        mut skip: Vec<u32>,
+    ) {
+        skip.sort_unstable();
+        skip.dedup();
+        if let Some(range) = self.fills.get(&(piece.clone(), view.clone())) {
+            self.mirrors.push(Mirror {
+                at: self.list.len(),
+                range: range.clone(),
+                destination,
+                skip,
             });
-        } else {
-            merged[slot_of[leader]]
-                .destinations
-                .push((t.destination, t.offset));
         }
     }
-    merged
+
+    /// Merges gathers of the same source bytes into one broadcast each,
+    /// keeping first-seen order (of the transfers and of each broadcast's
+    /// destinations), mirrors counted where they stand.
+    ///
+    /// Sorting (key, position) pairs groups equal keys with their first
+    /// occurrence first, which gives the same result as a first-seen hash
+    /// map without hashing every transfer. Mirrored gathers are not sorted:
+    /// each joins the group of the gather it copies, which came first.
+    pub(super) fn merge_broadcasts(self) -> Vec<Transfer> {
+        let Gathers { list, mirrors, .. } = self;
+        let (first, mut group_size) = leaders(&list);
+        for mirror in &mirrors {
+            for position in mirror.copied(&list) {
+                group_size[first[position] as usize] += 1;
+            }
+        }
+        let mut merged: Vec<Transfer> = Vec::new();
+        // Position in `merged` of each gather that leads its group.
+        let mut slot_of = vec![0u32; list.len()];
+        let mut mirrors = mirrors.iter().peekable();
+        for (position, t) in list.iter().enumerate() {
+            while let Some(mirror) = mirrors.next_if(|m| m.at == position) {
+                for copied in mirror.copied(&list) {
+                    let slot = slot_of[first[copied] as usize] as usize;
+                    merged[slot]
+                        .destinations
+                        .push((mirror.destination, list[copied].offset));
+                }
+            }
+            let leader = first[position] as usize;
+            if leader == position {
+                slot_of[position] = merged.len() as u32;
+                let mut destinations = Vec::with_capacity(group_size[position] as usize);
+                destinations.push((t.destination, t.offset));
+                merged.push(Transfer {
+                    source: BufferId(t.source),
+                    source_offset: t.source_offset,
+                    bytes: t.bytes,
+                    destinations,
+                });
+            } else {
+                merged[slot_of[leader] as usize]
+                    .destinations
+                    .push((t.destination, t.offset));
+            }
+        }
+        for mirror in mirrors {
+            for copied in mirror.copied(&list) {
+                let slot = slot_of[first[copied] as usize] as usize;
+                merged[slot]
+                    .destinations
+                    .push((mirror.destination, list[copied].offset));
+            }
+        }
+        merged
+    }
+}
+
+/// For each gather, the position of the first one with the same source
+/// bytes; and for each such leader, how many gathers share them.
+fn leaders(list: &[Gather]) -> (Vec<u32>, Vec<u32>) {
+    // Counting sort by source buffer first: each bucket is then small and
+    // sorted alone on the rest of the key, which is cheaper than sorting
+    // every gather of a phase at once.
+    let buckets = list
+        .iter()
+        .map(|t| t.source as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut starts = vec![0usize; buckets + 1];
+    for t in list {
+        starts[t.source as usize + 1] += 1;
+    }
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    let mut order = vec![0u128; list.len()];
+    let mut next = starts.clone();
+    for (position, t) in list.iter().enumerate() {
+        order[next[t.source as usize]] =
+            (u128::from(t.source_offset) << 64) | (u128::from(t.bytes) << 32) | position as u128;
+        next[t.source as usize] += 1;
+    }
+    let mut first = vec![0u32; list.len()];
+    let mut group_size = vec![0u32; list.len()];
+    for bucket in starts.windows(2) {
+        let bucket = &mut order[bucket[0]..bucket[1]];
+        bucket.sort_unstable();
+        for group in bucket.chunk_by(|a, b| a >> 32 == b >> 32) {
+            let leader = (group[0] & u128::from(u32::MAX)) as u32;
+            group_size[leader as usize] = group.len() as u32;
+            for &member in group {
+                first[(member & u128::from(u32::MAX)) as usize] = leader;
+            }
+        }
+    }
+    (first, group_size)
 }
 
 #[cfg(test)]
@@ -448,6 +589,48 @@ mod tests {
         assert_eq!(table.err(), Some(20));
     }
 
+    /// Mirrored fills merge exactly as the gathers they stand for would.
+    #[test]
+    fn mirrors_merge_as_their_copies_would() {
+        let gather = |source, source_offset, destination, offset| Gather {
+            source,
+            source_offset,
+            bytes: 4,
+            destination: BufferId(destination),
+            offset,
+        };
+        let piece = Piece::row_major(vec![0, 0], vec![1, 3]);
+        let view = View::identity(TensorId(0), &[1, 3], &[1, 3]);
+        let into = |destination| {
+            vec![
+                gather(1, 0, destination, 0),
+                gather(2, 4, destination, 4),
+                gather(1, 8, destination, 8),
+            ]
+        };
+        let mut mirrored = Gathers::from(vec![gather(2, 4, 9, 0)]);
+        let mut expanded = mirrored.list.clone();
+        let start = mirrored.list.len();
+        mirrored.list.extend(into(10));
+        mirrored.record_fill(&piece, &view, start);
+        expanded.extend(into(10));
+        mirrored.mirror(&piece, &view, BufferId(11), Vec::new());
+        expanded.extend(into(11));
+        mirrored.list.push(gather(1, 8, 12, 0));
+        expanded.push(gather(1, 8, 12, 0));
+        // Buffer 13's tile holds source 1: only source 2's gather remains.
+        mirrored.mirror(&piece, &view, BufferId(13), vec![1, 1]);
+        expanded.push(gather(2, 4, 13, 4));
+        assert_eq!(
+            mirrored.earlier_fill(&piece, &view).map(<[Gather]>::len),
+            Some(3)
+        );
+        assert_eq!(
+            mirrored.merge_broadcasts(),
+            Gathers::from(expanded).merge_broadcasts()
+        );
+    }
+
     #[test]
     fn broadcasts_merge_in_first_seen_order() {
         let gather = |source, source_offset, destination, offset| Gather {
@@ -486,7 +669,7 @@ mod tests {
                 }
             }
         }
-        let merged = merge_broadcasts(gathers);
+        let merged = Gathers::from(gathers).merge_broadcasts();
         assert_eq!(merged, expected);
         assert_eq!(merged.len(), 3);
         assert_eq!(

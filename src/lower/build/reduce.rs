@@ -6,7 +6,7 @@ use super::{Demand, Lowering};
 use crate::graph::OpId;
 use crate::lower::layout::Piece;
 use crate::lower::program::{KernelRun, OperandRef};
-use crate::lower::runs::Gather;
+use crate::lower::runs::Gathers;
 use crate::lower::view::View;
 use crate::lower::LowerError;
 use crate::partition::{KernelId, MemoryClass};
@@ -20,7 +20,7 @@ impl Lowering<'_> {
         rows: usize,
         rows_per_tile: usize,
         kernel: KernelId,
-        transfers: &mut Vec<Gather>,
+        transfers: &mut Gathers,
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
