@@ -7,6 +7,15 @@
 // recomputed in the last pass rather than stored, so no scratch memory is
 // needed.
 //
+// With EXP_ONCE=1 (`softmax_f16_once`, for a softmax whose result is cast
+// to FP8 next: `partition::cast_epilogue`), a worker that owns a whole row
+// stores each `f16(e_j)` in the output row during the sum and the last pass
+// rescales the row in place: `f16(f16(e_j) * (1 / s))`, within about 1.5
+// f16 ulp of `e_j / s`, which the FP8 rounding after it (an FP8 ulp is 128
+// f16 ulps) does not see. The pass costs 17 issues per quad instead of 15
+// and the output 6 instead of 18. The parts of split rows recompute, as
+// the sum covers the whole row while other workers write its other parts.
+//
 // Three passes per row: the maximum (one bundle per quad: the f16 maximum,
 // or the minimum for a negative scale, as rounding is monotonic), the sum
 // of the exponentials (15 issues per quad, summed in the vector
@@ -33,9 +42,17 @@
 // tile's matrix rows, assuming `matrix_rows <= row_length` (square score
 // matrices); the busiest worker is taken to have the average row.
 #define SOFTMAX_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 37 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4"
+// With EXP_ONCE, a whole row costs 24 issues per quad (1 + 17 + 6), its
+// causal form 24 per kept element in quarter issues, with a fixed 100
+// cycles more for a worker that has whole rows; split rows as above.
+#define SOFTMAX_ONCE_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 100 * (whole > 0) + 6 * (whole * (24 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
+#define SOFTMAX_ONCE_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 24 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4"
 
 #ifndef CAUSAL
 #define CAUSAL 0
+#endif
+#ifndef EXP_ONCE
+#define EXP_ONCE 0
 #endif
 
 // Registers beyond rows.h's: $m11 head elements of the current range,
@@ -105,13 +122,96 @@
         st16step $m6, $m10+=, 2
 .endm
 
+// Pass 1 of a row: m = the maximum of x * scale over its $m14 kept
+// elements from $m7 (whose first $m11 are single), into $a10:11; `p`
+// prefixes the labels.
+.macro row_max p
+        // m = the maximum of x * scale over the kept elements: the
+        // largest x for a non-negative scale, the smallest otherwise.
+        mov     $m8, $m7
+        mov     $m6, $a8
+        shr     $m6, $m6, 31
+        brnz    $m6, \p\()_min
+        setzi   $a2, 0xfc00
+        sethi   $a2, 0xfc00
+        mov     $a3, $a2
+        rpt_at  4
+        rpt     $m11, 2
+        { ldb16step $a0, $m8+=, 2 ; f16v2max $a2, $a2, $a0 }
+        quads
+        rpt_at  4
+        rpt     $m6, 2
+        { ld64step $a0:1, $m8+=, 8 ; f16v4max $a2:3, $a2:3, $a0:1 }
+        tail
+        rpt_at  4
+        rpt     $m6, 2
+        { ldb16step $a0, $m8+=, 2 ; f16v2max $a2, $a2, $a0 }
+        f16v4hmax $a2, $a2:3
+        br      \p\()_scaled
+\p\()_min:
+        setzi   $a2, 0x7c00
+        sethi   $a2, 0x7c00
+        mov     $a3, $a2
+        rpt_at  4
+        rpt     $m11, 2
+        { ldb16step $a0, $m8+=, 2 ; f16v2min $a2, $a2, $a0 }
+        quads
+        rpt_at  4
+        rpt     $m6, 2
+        { ld64step $a0:1, $m8+=, 8 ; f16v4min $a2:3, $a2:3, $a0:1 }
+        tail
+        rpt_at  4
+        rpt     $m6, 2
+        { ldb16step $a0, $m8+=, 2 ; f16v2min $a2, $a2, $a0 }
+        // The smallest lane is minus the largest of the negated lanes.
+        f16v4sub $a2:3, $a14:15, $a2:3
+        f16v4hmax $a2, $a2:3
+        f32sub  $a2, $azero, $a2
+\p\()_scaled:
+        f32mul  $a10, $a2, $a8
+        mov     $a11, $a10
+
+.endm
+
+// e = exp(x * scale - m) of one element into $a4, added to the sum and
+// stored as f16 at $m10.
+.macro exp_store_one
+        exp_one
+        f32v4acc $a4:7
+        f32tof16 $a0, $a4
+        mov     $m6, $a0
+        st16step $m6, $m10+=, 2
+.endm
+
+// One f16 output element at $m8 times 1 / s, stored at $m10.
+.macro scale_one
+        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a0, $a0 }
+        f32mul  $a0, $a0, $a12
+        f32tof16 $a0, $a0
+        mov     $m6, $a0
+        st16step $m6, $m10+=, 2
+.endm
+
+// The quad $a2:3 and $a4:5 (converted) times 1 / s, as f16 in $a6:7.
+.macro scale_rest
+        f32v2mul $a2:3, $a2:3, $a12:13
+        f32v2mul $a4:5, $a4:5, $a12:13
+        f32v2tof16 $a6, $a2:3
+        f32v2tof16 $a7, $a4:5
+.endm
+
         .text
 
 // State: in0, out, rows, row_length, scale_bits (and first_row,
 // matrix_rows when CAUSAL).
 
-        .globl  softmax_f16
-        .type   softmax_f16, @function
+#if EXP_ONCE
+#define ENTRY softmax_f16_once
+#else
+#define ENTRY softmax_f16
+#endif
+        .globl  ENTRY
+        .type   ENTRY, @function
         .ipub_param in0, 0, ptr
         .ipub_param out, 4, ptr
         .ipub_param rows, 8, u32
@@ -120,11 +220,17 @@
 #if CAUSAL
         .ipub_param first_row, 20, u32
         .ipub_param matrix_rows, 24, u32
+#endif
+#if CAUSAL && EXP_ONCE
+        .ipub_cost SOFTMAX_ONCE_CAUSAL_COST
+#elif CAUSAL
         .ipub_cost SOFTMAX_CAUSAL_COST
+#elif EXP_ONCE
+        .ipub_cost SOFTMAX_ONCE_COST
 #else
         .ipub_cost SOFTMAX_COST
 #endif
-softmax_f16:
+ENTRY:
         ld32    $a8, $m0, 16
         mov     $a9, $a8
         mov     $a14, $azero
@@ -142,7 +248,11 @@ softmax_whole:
         cmpult  $m6, $m3, $m1
         brz     $m6, softmax_split
         whole_row 0, 4
+#if EXP_ONCE
+        call    $m13, softmax_row_once
+#else
         call    $m13, softmax_row
+#endif
         add     $m3, $m3, 6
 #if CAUSAL
         add     $m12, $m12, 6
@@ -190,50 +300,7 @@ softmax_row:
 #endif
         head    $m7
 
-        // Pass 1: m = the maximum of x * scale over the kept elements: the
-        // largest x for a non-negative scale, the smallest otherwise.
-        mov     $m8, $m7
-        mov     $m6, $a8
-        shr     $m6, $m6, 31
-        brnz    $m6, softmax_min
-        setzi   $a2, 0xfc00
-        sethi   $a2, 0xfc00
-        mov     $a3, $a2
-        rpt_at  4
-        rpt     $m11, 2
-        { ldb16step $a0, $m8+=, 2 ; f16v2max $a2, $a2, $a0 }
-        quads
-        rpt_at  4
-        rpt     $m6, 2
-        { ld64step $a0:1, $m8+=, 8 ; f16v4max $a2:3, $a2:3, $a0:1 }
-        tail
-        rpt_at  4
-        rpt     $m6, 2
-        { ldb16step $a0, $m8+=, 2 ; f16v2max $a2, $a2, $a0 }
-        f16v4hmax $a2, $a2:3
-        br      softmax_scale_max
-softmax_min:
-        setzi   $a2, 0x7c00
-        sethi   $a2, 0x7c00
-        mov     $a3, $a2
-        rpt_at  4
-        rpt     $m11, 2
-        { ldb16step $a0, $m8+=, 2 ; f16v2min $a2, $a2, $a0 }
-        quads
-        rpt_at  4
-        rpt     $m6, 2
-        { ld64step $a0:1, $m8+=, 8 ; f16v4min $a2:3, $a2:3, $a0:1 }
-        tail
-        rpt_at  4
-        rpt     $m6, 2
-        { ldb16step $a0, $m8+=, 2 ; f16v2min $a2, $a2, $a0 }
-        // The smallest lane is minus the largest of the negated lanes.
-        f16v4sub $a2:3, $a14:15, $a2:3
-        f16v4hmax $a2, $a2:3
-        f32sub  $a2, $azero, $a2
-softmax_scale_max:
-        f32mul  $a10, $a2, $a8
-        mov     $a11, $a10
+        row_max softmax
 
         // Pass 2: s = the sum of the exponentials, in the vector
         // accumulators (single elements add into accumulator 0 alone).
@@ -298,6 +365,7 @@ softmax_out_tail:
         rpt_at  4
         rpt     $m6, 9
         out_one
+softmax_zeros:
 #if CAUSAL
         // Zeros for the masked elements of [lo, hi): from the cursor (at
         // max(lo, kept)) to hi, with 64-bit stores between single ones.
@@ -316,4 +384,91 @@ softmax_out_tail:
         st16step $mzero, $m10+=, 2
 #endif
         br      $m13
-        .size   softmax_f16, . - softmax_f16
+
+#if EXP_ONCE
+// One whole row with each exponential computed once: as `softmax_row`, but
+// the sum pass stores f16(e) in the output row and the last pass rescales
+// it in place. Keeps $m0..$m3, $m12 and $m13.
+softmax_row_once:
+#if CAUSAL
+        add     $m14, $m12, 1
+        min     $m14, $m14, $m2
+#else
+        mov     $m14, $m2
+#endif
+        head    $m7
+        row_max softmax_once
+
+        // Pass 2: s, storing each f16(e) from the start of the output row.
+        mov     $m8, $m7
+        mov     $m10, $m9
+        mov     $a5, $azero
+        mov     $a6, $azero
+        mov     $a7, $azero
+        rpt_at  4
+        rpt     $m11, 9
+        exp_store_one
+        quads
+        brz     $m6, softmax_once_sum_tail
+        sub     $m6, $m6, 1
+        // The first quad; the loop stores each quad's exponentials with
+        // the next quad's conversion.
+        .align  8
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
+        f16v2tof32 $a6:7, $a1
+        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
+        f32v4acc $a4:7
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        rpt_at  4
+        rpt     $m6, 15
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
+        { st64step $a2:3, $m10+=, 8 ; f16v2tof32 $a6:7, $a1 }
+        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
+        f32v4acc $a4:7
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        st64step $a2:3, $m10+=, 8
+        mov     $a5, $azero
+        mov     $a6, $azero
+        mov     $a7, $azero
+softmax_once_sum_tail:
+        tail
+        rpt_at  4
+        rpt     $m6, 9
+        exp_store_one
+        f32v2gina $a4:5, 0
+        f32v2gina $a6:7, 1
+        f32v2add $a4:5, $a4:5, $a6:7
+        f32v2hadd $a4, $a4:5
+        f32rcp  $a12, $a4
+        mov     $a13, $a12
+
+        // Pass 3: the kept elements times 1 / s, in place.
+        mov     $m8, $m9
+        mov     $m10, $m9
+        rpt_at  4
+        rpt     $m11, 6
+        scale_one
+        quads
+        brz     $m6, softmax_once_out_tail
+        sub     $m6, $m6, 1
+        .align  8
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        f16v2tof32 $a4:5, $a1
+        scale_rest
+        rpt_at  4
+        rpt     $m6, 8
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { st64step $a6:7, $m10+=, 8 ; f16v2tof32 $a4:5, $a1 }
+        scale_rest
+        st64step $a6:7, $m10+=, 8
+softmax_once_out_tail:
+        tail
+        rpt_at  4
+        rpt     $m6, 6
+        scale_one
+        br      softmax_zeros
+#endif
+
+        .size   ENTRY, . - ENTRY

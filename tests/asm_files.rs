@@ -191,6 +191,12 @@ fn code_disassembles_and_reassembles_to_the_same_words() {
         KernelId::Softmax {
             dtype: F16,
             causal: true,
+            exp_once: false,
+        },
+        KernelId::Softmax {
+            dtype: F16,
+            causal: true,
+            exp_once: true,
         },
         KernelId::Layernorm { dtype: F16 },
         KernelId::RearrangeBlockMajor {

@@ -134,9 +134,15 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         KernelId::Softmax {
             dtype: DType::F16,
             causal,
+            exp_once,
         } => Variant::new(name.clone(), source("softmax_f16.S"))
-            .entry("softmax_f16")
-            .define("CAUSAL", u32::from(causal)),
+            .entry(if exp_once {
+                "softmax_f16_once"
+            } else {
+                "softmax_f16"
+            })
+            .define("CAUSAL", u32::from(causal))
+            .define("EXP_ONCE", u32::from(exp_once)),
         KernelId::Binary {
             dtype: DType::F16 | DType::F32,
             ..
@@ -286,6 +292,7 @@ mod tests {
         let causal = KernelId::Softmax {
             dtype: DType::F16,
             causal: true,
+            exp_once: false,
         };
         let variant = variant_of(causal, dir).expect("softmax");
         assert_eq!(variant.defines.get("CAUSAL").map(String::as_str), Some("1"));

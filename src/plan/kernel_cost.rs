@@ -28,6 +28,8 @@ const GELU_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 196 
 const GELU_TO_F8: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 228 + 6 * (21 * (units / 6) + 4 * (units > 0) + (tail != 0 ? 30 + 3 * tail : 21 * (units % 6 != 0)))";
 const SOFTMAX_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 6 * (whole * (34 * row_length + 30 * singles + 360) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4";
 const SOFTMAX_CAUSAL_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 37 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4";
+const SOFTMAX_ONCE_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 100 * (whole > 0) + 6 * (whole * (24 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4";
+const SOFTMAX_ONCE_CAUSAL_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 24 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4";
 const LAYERNORM_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 46 * row_length + 14 * singles : 22 * row_length + 38 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 40 * row_length : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4";
 const LAYERNORM_TO_F8: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 54 * row_length + 15 * singles : 23 * row_length + 42 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 50 * row_length : 17 * row_length + 28 * singles; 80 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4";
 const LAYERNORM_STATS_F16: &str = "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (6 * share + 8 * rows + 4 * 74 * pieces + 4 * 25 + 8 * pieces * singles) / 4";
@@ -75,11 +77,23 @@ pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::Softmax {
             dtype: F16,
             causal: false,
+            exp_once: false,
         } => SOFTMAX_F16,
         KernelId::Softmax {
             dtype: F16,
             causal: true,
+            exp_once: false,
         } => SOFTMAX_CAUSAL_F16,
+        KernelId::Softmax {
+            dtype: F16,
+            causal: false,
+            exp_once: true,
+        } => SOFTMAX_ONCE_F16,
+        KernelId::Softmax {
+            dtype: F16,
+            causal: true,
+            exp_once: true,
+        } => SOFTMAX_ONCE_CAUSAL_F16,
         KernelId::Layernorm { dtype: F16 } => LAYERNORM_F16,
         KernelId::LayernormCast { to: F143 | F152 } => LAYERNORM_TO_F8,
         KernelId::LayernormStats => LAYERNORM_STATS_F16,
@@ -127,7 +141,12 @@ fn defines(kernel: KernelId) -> Vec<(&'static str, i64)> {
             ("C", i64::from(c)),
             ("R", i64::from(r)),
         ],
-        KernelId::Softmax { causal, .. } => vec![("CAUSAL", i64::from(causal))],
+        KernelId::Softmax {
+            causal, exp_once, ..
+        } => vec![
+            ("CAUSAL", i64::from(causal)),
+            ("EXP_ONCE", i64::from(exp_once)),
+        ],
         KernelId::GemmF32Out {
             interleaved,
             k,
@@ -161,7 +180,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 31] = [
+const ALL: [&str; 33] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -173,6 +192,8 @@ const ALL: [&str; 31] = [
     GELU_TO_F8,
     SOFTMAX_F16,
     SOFTMAX_CAUSAL_F16,
+    SOFTMAX_ONCE_F16,
+    SOFTMAX_ONCE_CAUSAL_F16,
     LAYERNORM_F16,
     LAYERNORM_TO_F8,
     LAYERNORM_STATS_F16,
@@ -252,14 +273,17 @@ mod tests {
             KernelId::Gelu { dtype: F16 },
             KernelId::GeluCast { to: F143 },
             KernelId::GeluCast { to: F152 },
-            KernelId::Softmax {
-                dtype: F16,
-                causal: false,
-            },
-            KernelId::Softmax {
-                dtype: F16,
-                causal: true,
-            },
+        ]);
+        for causal in [false, true] {
+            for exp_once in [false, true] {
+                all.push(KernelId::Softmax {
+                    dtype: F16,
+                    causal,
+                    exp_once,
+                });
+            }
+        }
+        all.extend([
             KernelId::Layernorm { dtype: F16 },
             KernelId::LayernormCast { to: F143 },
             KernelId::LayernormCast { to: F152 },

@@ -27,6 +27,8 @@ const KERNELS: &[&str] = &[
     "gelu_f16_f152",
     "softmax_f16",
     "softmax_f16_causal",
+    "softmax_f16_once",
+    "softmax_f16_once_causal",
     "layernorm_f16",
     "layernorm_f16_f143",
     "layernorm_f16_f152",

@@ -72,7 +72,13 @@ pub fn kernel_named(name: &str) -> KernelId {
         }
     }
     for causal in [false, true] {
-        known.push(KernelId::Softmax { dtype: F16, causal });
+        for exp_once in [false, true] {
+            known.push(KernelId::Softmax {
+                dtype: F16,
+                causal,
+                exp_once,
+            });
+        }
     }
     for mask in [F16, F32] {
         known.push(KernelId::SoftmaxMasked { dtype: F16, mask });

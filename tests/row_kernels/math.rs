@@ -57,6 +57,31 @@ fn softmax_is_within_one_ulp() {
 }
 
 #[test]
+fn softmax_with_exponentials_stored_is_within_its_extra_rounding() {
+    for scale in [0.125f32, 1.0, -0.5] {
+        let settings = Settings {
+            scale,
+            ..Settings::default()
+        };
+        check_shapes("softmax_f16_once", SHAPES, &settings, 17);
+    }
+    for (rows, row_length, first_row, matrix_rows) in [
+        (10, 12, 5, 12),
+        (7, 5, 3, 3),
+        (13, 33, 40, 33),
+        (3, 100, 1, 100),
+    ] {
+        let settings = Settings {
+            scale: 0.25,
+            causal: Some((first_row, matrix_rows)),
+            ..Settings::default()
+        };
+        let shape = [(rows, row_length)];
+        check_shapes("softmax_f16_once_causal", &shape, &settings, 18);
+    }
+}
+
+#[test]
 fn causal_softmax_masks_by_matrix_row() {
     // (rows, row_length, first_row, matrix_rows): a tile inside one
     // matrix, tiles whose rows wrap into the next matrix, more matrix rows
