@@ -3,14 +3,15 @@
 //! as a unit.
 //!
 //! The pass runs on the legalized graph ([`crate::legalize`]) and folds a
-//! cast to FP8 into the row-wise operation that produces its f16 input
-//! (`layernorm`, `softmax`, `gelu` or `add`): the fused operation keeps the
-//! producer's kind and inputs and writes the cast's FP8 result, and is
-//! named for both (`ln1+ln1_f8`). GELU and layernorm run a kernel variant
-//! that stores FP8 in the same pass; softmax and add run their kernel into
-//! a tile-local f16 buffer and the cast's kernel after it, in the same
-//! compute step (`partition::cast_epilogue`). Either way the bytes are
-//! those of the unfused graph, and the cast's own step is gone.
+//! cast to FP8 into the operation that produces its f16 input (a row-wise
+//! `layernorm`, `softmax`, `gelu` or `add`, or a `matmul`): the fused
+//! operation keeps the producer's kind and inputs and writes the cast's
+//! FP8 result, and is named for both (`ln1+ln1_f8`). GELU and layernorm
+//! run a kernel variant that stores FP8 in the same pass; softmax, add and
+//! the matrix product (its GEMM, or the reduction of a split K) run their
+//! kernel into a tile-local f16 buffer and the cast's kernel after it, in
+//! the same compute step (`partition::cast_epilogue`). Either way the
+//! bytes are those of the unfused graph, and the cast's own step is gone.
 //!
 //! A pair fuses only when the f16 intermediate has no other reader, is not
 //! an output the host reads back, and both operations are in the same
@@ -108,9 +109,15 @@ pub(crate) fn fuse(graph: &Graph) -> Fusion {
         };
         let source = &graph.ops[p];
         let f16 = |t: TensorId| graph.tensor(t).dtype == DType::F16;
-        if casts_fold_into(&source.kind)
+        // A matrix product's f16 result is rounded by its kernel (or the
+        // reduction of a split K) whatever its inputs; the row kernels
+        // take f16 rows.
+        let producer_fits = match source.kind {
+            OpKind::Matmul { .. } => true,
+            ref kind => casts_fold_into(kind) && f16(source.inputs[0]),
+        };
+        if producer_fits
             && f16(source.output)
-            && f16(source.inputs[0])
             && readers[input.0 as usize] == 1
             && scope[p] == scope[i]
             && folded[p].is_none()

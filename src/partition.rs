@@ -224,12 +224,12 @@ pub enum KernelId {
     },
 }
 
-/// The cast a fused row-wise operation runs after `producer` on each tile
-/// (`crate::fuse`): when an operation whose kernel writes f16 rows has an
-/// FP8 result, the producer writes its rows to a tile-local buffer and this
-/// cast converts them, in the same compute step. `None` for every other
-/// kernel and result, among them the GELU and layernorm variants that store
-/// FP8 themselves.
+/// The cast a fused operation runs after `producer` on each tile
+/// (`crate::fuse`): when an operation whose kernel writes f16 (rows, or a
+/// GEMM's shard, or the reduction of a split K) has an FP8 result, the
+/// producer writes to a tile-local buffer and this cast converts it, in the
+/// same compute step. `None` for every other kernel and result, among them
+/// the GELU and layernorm variants that store FP8 themselves.
 pub(crate) fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelId> {
     let writes_f16 = matches!(
         producer,
@@ -240,6 +240,8 @@ pub(crate) fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelI
             dtype: DType::F16,
             ..
         } | KernelId::Add { dtype: DType::F16 }
+            | KernelId::Gemm { .. }
+            | KernelId::ReduceAdd
     );
     (writes_f16 && output.is_fp8()).then_some(KernelId::Cast {
         from: DType::F16,

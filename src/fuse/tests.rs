@@ -140,6 +140,104 @@ dtype = "f16"
     );
 }
 
+/// A matrix product's f16 result folds its cast whatever the product's
+/// input types (FP8 here, and f16 after the first cast); a matmul read
+/// twice keeps its cast apart.
+#[test]
+fn a_matrix_product_folds_its_cast_to_fp8() {
+    let ops = r#"
+[[tensor]]
+name = "w"
+shape = [32, 32]
+dtype = "f143"
+scale = -4
+role = "weight"
+
+[[op]]
+name = "x8"
+op = "cast"
+inputs = ["x"]
+dtype = "f143"
+
+[[op]]
+name = "p"
+op = "matmul"
+inputs = ["x8", "w"]
+dtype = "f16"
+
+[[op]]
+name = "p_f8"
+op = "cast"
+inputs = ["p"]
+dtype = "f143"
+scale = -1
+
+[[op]]
+name = "p16"
+op = "cast"
+inputs = ["p_f8"]
+dtype = "f16"
+
+[[op]]
+name = "r"
+op = "matmul"
+inputs = ["p16", "x"]
+dtype = "f16"
+transpose_rhs = true
+
+[[op]]
+name = "r_f8"
+op = "cast"
+inputs = ["r"]
+dtype = "f152"
+
+[[op]]
+name = "twice"
+op = "matmul"
+inputs = ["x", "b16"]
+dtype = "f16"
+
+[[op]]
+name = "twice_f8"
+op = "cast"
+inputs = ["twice"]
+dtype = "f143"
+
+[[op]]
+name = "y"
+op = "add"
+inputs = ["twice", "twice"]
+dtype = "f16"
+
+[[tensor]]
+name = "b16"
+shape = [32, 16]
+dtype = "f16"
+role = "weight"
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["r_f8", "twice_f8", "y"]
+"#;
+    check(
+        &format!("{HEAD}{ops}"),
+        expect![[r#"
+            p+p_f8: matmul -> cast, p[16, 32] not materialised, writes f143[16, 32]*2^-1
+            r+r_f8: matmul -> cast, r[16, 16] not materialised, writes f152[16, 16]*2^0
+            2 fused operations, 7 operations left
+              x8 = cast(x) -> x8
+              p+p_f8 = matmul(x8, w) -> p_f8
+              p16 = cast(p_f8) -> p16
+              r+r_f8 = matmul(p16, x) -> r_f8
+              twice = matmul(x, b16) -> twice
+              twice_f8 = cast(twice) -> twice_f8
+              y = add(twice, twice) -> y
+        "#]],
+    );
+}
+
 #[test]
 fn a_second_reader_an_output_or_another_scope_keeps_the_cast_apart() {
     let ops = r#"

@@ -444,6 +444,16 @@ impl Lowering<'_> {
             true => Layout::RowBlocks,
         };
         let k_block = cost::amp_block_inputs(lhs.dtype) as usize;
+        // With a fused cast to FP8 the GEMM writes f16 (f16 tensors carry
+        // no scale) and the cast stores the result.
+        let accumulated = match crate::partition::cast_epilogue(kernel, out.dtype) {
+            Some(_) => crate::graph::Tensor {
+                dtype: DType::F16,
+                scale: 0,
+                ..out.clone()
+            },
+            None => out.clone(),
+        };
         let coordinates = vec![batch, m, n];
         let slices = grid.inner as usize;
         let mut runs = Vec::new();
@@ -495,18 +505,21 @@ impl Lowering<'_> {
                             extent: vec![eb, em, en],
                             layout: output_layout,
                         };
-                        let c = if slices == 1 {
-                            self.output_buffer(
+                        let (c, cast) = if slices == 1 {
+                            let home = self.output_buffer(
                                 node.output,
                                 tile,
                                 piece,
                                 coordinates.clone(),
                                 weights,
-                            )
+                            );
+                            let (written, cast) = self.cast_through(op, kernel, tile, home);
+                            slice_outputs.push(home);
+                            (written, cast)
                         } else {
-                            self.add_buffer(Buffer {
+                            let partial = self.add_buffer(Buffer {
                                 tile,
-                                dtype: out.dtype,
+                                dtype: accumulated.dtype,
                                 piece,
                                 coordinates: coordinates.clone(),
                                 class: weights,
@@ -514,9 +527,10 @@ impl Lowering<'_> {
                                     op,
                                     slice: ki as u32,
                                 },
-                            })
+                            });
+                            slice_outputs.push(partial);
+                            (partial, None)
                         };
-                        slice_outputs.push(c);
                         runs.push(KernelRun {
                             tile,
                             kernel,
@@ -524,11 +538,12 @@ impl Lowering<'_> {
                             params: gemm_params(
                                 [eb, streamed.3[1], ek, held.3[2]],
                                 match swapped {
-                                    false => [lhs, rhs, out],
-                                    true => [rhs, lhs, out],
+                                    false => [lhs, rhs, &accumulated],
+                                    true => [rhs, lhs, &accumulated],
                                 },
                             ),
                         });
+                        runs.extend(cast);
                     }
                 }
             }
@@ -568,6 +583,44 @@ impl Lowering<'_> {
         )
     }
 
+    /// Where `kernel` on `tile` writes the f16 result that belongs in home
+    /// buffer `home` of `op`'s output: the home itself, or when a cast to
+    /// FP8 is fused into the operation ([`crate::partition::cast_epilogue`])
+    /// a tile-local f16 buffer with the same piece, with the run of the
+    /// cast that converts it into the home, slot for slot (padding
+    /// included), in the same step.
+    fn cast_through(
+        &mut self,
+        op: OpId,
+        kernel: KernelId,
+        tile: u32,
+        home: BufferId,
+    ) -> (BufferId, Option<KernelRun>) {
+        let out = self.graph.tensor(self.graph.op(op).output);
+        let Some(cast) = crate::partition::cast_epilogue(kernel, out.dtype) else {
+            return (home, None);
+        };
+        let scale = i64::from(out.scale);
+        let buffer = self.program.buffer(home).clone();
+        let slots = buffer.piece.slots() as i64;
+        let intermediate = self.add_buffer(Buffer {
+            dtype: DType::F16,
+            role: BufferRole::Intermediate { op },
+            ..buffer
+        });
+        let run = KernelRun {
+            tile,
+            kernel: cast,
+            operands: vec![OperandRef::Buffer(intermediate), OperandRef::Buffer(home)],
+            params: vec![
+                ("rows".into(), slots),
+                ("row_length".into(), 1),
+                ("out_scale".into(), scale),
+            ],
+        };
+        (intermediate, Some(run))
+    }
+
     /// The reduction stage of a matrix product with a split inner
     /// dimension: in each group of `grid.inner` tiles that computed the
     /// same output shard over different slices of K, tile `r` keeps the
@@ -593,7 +646,13 @@ impl Lowering<'_> {
         let coordinates = [batch, m, n];
         let slices = grid.inner as usize;
         let band = crate::partition::reduced_rows(shard.rows, grid.inner);
-        let element_bytes = out.dtype.size_bytes() as u32;
+        // The partials are f16 when a cast to FP8 follows the sum.
+        let reduce = KernelId::reduce_add_for(out.dtype);
+        let accumulated = match crate::partition::cast_epilogue(reduce, out.dtype) {
+            Some(_) => DType::F16,
+            None => out.dtype,
+        };
+        let element_bytes = accumulated.size_bytes() as u32;
         let (mut transfers, mut runs, mut home) = (Vec::new(), Vec::new(), Vec::new());
         // The groups in the order the partials were made: each slice's
         // buffers list one per group.
@@ -624,7 +683,7 @@ impl Lowering<'_> {
                 let length = kept.slots();
                 let received = self.add_buffer(Buffer {
                     tile,
-                    dtype: out.dtype,
+                    dtype: accumulated,
                     piece: Piece {
                         start: [vec![0], kept.start.clone()].concat(),
                         extent: [vec![slices], kept.extent.clone()].concat(),
@@ -659,15 +718,17 @@ impl Lowering<'_> {
                 }
                 let c = self.output_buffer(node.output, tile, kept, vec![batch, m, n], class);
                 home.push(c);
+                let (sum, cast) = self.cast_through(op, reduce, tile, c);
                 runs.push(KernelRun {
                     tile,
-                    kernel: KernelId::reduce_add_for(out.dtype),
-                    operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(c)],
+                    kernel: reduce,
+                    operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(sum)],
                     params: vec![
                         ("count".into(), slices as i64),
                         ("length".into(), length as i64),
                     ],
                 });
+                runs.extend(cast);
             }
         }
         self.reduction = Some((transfers, runs));

@@ -190,9 +190,22 @@ fn estimate(
                 weights == MemoryClass::Interleaved,
             )
         };
-    // A split inner dimension leaves partials (of the output's dtype) on
-    // every tile of a reduction group: each tile then receives the others'
-    // partials of the rows it keeps, in a second phase, and sums them.
+    // A fused cast to FP8 (`crate::fuse`) converts the f16 the GEMM, or
+    // the reduction of a split K, writes to a buffer of the tile: its
+    // kernel runs over that buffer's slots in the same step.
+    let epilogue = crate::partition::cast_epilogue(KernelId::ReduceAdd, out.dtype);
+    let accumulated = match epilogue {
+        Some(_) => DType::F16,
+        None => out.dtype,
+    };
+    let mut slots = match swapped {
+        false => b * shard.rows * padded_cols(shard.cols),
+        true => b * padded_cols(shard.rows) * shard.cols,
+    } as u64;
+    // A split inner dimension leaves partials (of the accumulated dtype)
+    // on every tile of a reduction group: each tile then receives the
+    // others' partials of the rows it keeps, in a second phase, and sums
+    // them.
     let (mut compute, mut operands) = (compute, lhs_bytes + out_bytes + rhs_bytes);
     if grid.inner > 1 {
         let band = reduced_rows(shard.rows, grid.inner);
@@ -200,8 +213,9 @@ fn estimate(
             false => b * band * padded_cols(shard.cols),
             true => b * padded_cols(band) * shard.cols,
         } as u64;
+        slots = kept;
         let partials = u64::from(grid.inner) * kept;
-        let element = out.dtype.size_bytes() as u64;
+        let element = accumulated.size_bytes() as u64;
         received += element * (partials - kept);
         compute += if f32_out {
             cost::reduce_f32_cycles(u64::from(grid.inner), kept)
@@ -210,6 +224,14 @@ fn estimate(
         };
         operands += element * (partials + kept);
         phases += 1;
+    }
+    if let Some(cast) = epilogue {
+        let params = [("rows", slots as i64), ("row_length", 1)];
+        compute += cost::kernel_cycles(cast, &params).unwrap_or(0);
+        // The reduction's result is already counted as f16 above.
+        if grid.inner == 1 {
+            operands += 2 * slots;
+        }
     }
     let (standard, interleaved) = match weights {
         MemoryClass::Standard => (operands, 0),
