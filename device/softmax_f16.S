@@ -173,6 +173,25 @@
 
 .endm
 
+// The output pass's $m6 whole quads from $m8 to $m10: each quad widened
+// into $a2:3 and $a4:5, turned into f16 in $a6:7 by `rest` and stored with
+// the next quad's conversion, the first quad peeled off; `len` is the loop
+// body's words. Branches to `done` when there are none.
+.macro store_quads rest, len, done
+        brz     $m6, \done
+        sub     $m6, $m6, 1
+        .align  8
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        f16v2tof32 $a4:5, $a1
+        \rest
+        rpt_at  4
+        rpt     $m6, \len
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { st64step $a6:7, $m10+=, 8 ; f16v2tof32 $a4:5, $a1 }
+        \rest
+        st64step $a6:7, $m10+=, 8
+.endm
+
 // e = exp(x * scale - m) of one element into $a4, added to the sum and
 // stored as f16 at $m10.
 .macro exp_store_one
@@ -346,20 +365,7 @@ softmax_row:
         rpt     $m11, 9
         out_one
         quads
-        brz     $m6, softmax_out_tail
-        sub     $m6, $m6, 1
-        // The first quad; the loop stores each quad with the next one's
-        // conversion.
-        .align  8
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        f16v2tof32 $a4:5, $a1
-        out_rest
-        rpt_at  4
-        rpt     $m6, 16
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        { st64step $a6:7, $m10+=, 8 ; f16v2tof32 $a4:5, $a1 }
-        out_rest
-        st64step $a6:7, $m10+=, 8
+        store_quads out_rest, 16, softmax_out_tail
 softmax_out_tail:
         tail
         rpt_at  4
@@ -451,18 +457,7 @@ softmax_once_sum_tail:
         rpt     $m11, 6
         scale_one
         quads
-        brz     $m6, softmax_once_out_tail
-        sub     $m6, $m6, 1
-        .align  8
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        f16v2tof32 $a4:5, $a1
-        scale_rest
-        rpt_at  4
-        rpt     $m6, 8
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        { st64step $a6:7, $m10+=, 8 ; f16v2tof32 $a4:5, $a1 }
-        scale_rest
-        st64step $a6:7, $m10+=, 8
+        store_quads scale_rest, 8, softmax_once_out_tail
 softmax_once_out_tail:
         tail
         rpt_at  4

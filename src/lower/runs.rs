@@ -589,16 +589,20 @@ mod tests {
         assert_eq!(table.err(), Some(20));
     }
 
-    /// Mirrored fills merge exactly as the gathers they stand for would.
-    #[test]
-    fn mirrors_merge_as_their_copies_would() {
-        let gather = |source, source_offset, destination, offset| Gather {
+    /// A 4-byte gather from `source` into buffer `destination`.
+    fn gather(source: u32, source_offset: u32, destination: u32, offset: u32) -> Gather {
+        Gather {
             source,
             source_offset,
             bytes: 4,
             destination: BufferId(destination),
             offset,
-        };
+        }
+    }
+
+    /// Mirrored fills merge exactly as the gathers they stand for would.
+    #[test]
+    fn mirrors_merge_as_their_copies_would() {
         let piece = Piece::row_major(vec![0, 0], vec![1, 3]);
         let view = View::identity(TensorId(0), &[1, 3], &[1, 3]);
         let into = |destination| {
@@ -633,13 +637,6 @@ mod tests {
 
     #[test]
     fn broadcasts_merge_in_first_seen_order() {
-        let gather = |source, source_offset, destination, offset| Gather {
-            source,
-            source_offset,
-            bytes: 4,
-            destination: BufferId(destination),
-            offset,
-        };
         let gathers = vec![
             gather(2, 0, 10, 0),
             gather(1, 8, 10, 4),
