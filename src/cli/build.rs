@@ -675,22 +675,36 @@ fn place_tiles_in_parallel(db: &Database, file: SourceFile) -> Result<(), BuildE
     })
 }
 
-/// Runs `query` for every tile on rayon's threads, each with its own handle
-/// on the database, so the sequential pass after it finds the results
-/// memoized. Tiles are independent queries, so salsa runs them
-/// concurrently.
+/// Runs `query` for every tile on as many plain threads as rayon has, each
+/// with its own handle on the database and its share of the tiles, so the
+/// sequential pass after it finds the results memoized. Tiles are
+/// independent queries, so salsa runs them concurrently. Not rayon tasks:
+/// a query that uses rayon inside (the seeded weights do) would let a
+/// waiting worker pick up another tile's query on another handle, which
+/// salsa refuses ("Cannot change database mid-query"). The first failing
+/// share's error, in tile order, is returned.
 fn per_tile_in_parallel(
     db: &Database,
     tiles: &[u32],
     query: impl Fn(&Database, u32) -> Result<(), BuildError> + Sync,
 ) -> Result<(), BuildError> {
-    use rayon::prelude::*;
     let threads = rayon::current_num_threads().max(1);
     let chunk = tiles.len().div_ceil(threads).max(1);
-    let handles: Vec<(Database, &[u32])> = tiles.chunks(chunk).map(|c| (db.clone(), c)).collect();
-    handles
-        .into_par_iter()
-        .try_for_each(|(db, tiles)| tiles.iter().try_for_each(|&tile| query(&db, tile)))
+    let query = &query;
+    std::thread::scope(|scope| {
+        let shares: Vec<_> = tiles
+            .chunks(chunk)
+            .map(|share| {
+                let db = db.clone();
+                scope.spawn(move || share.iter().try_for_each(|&tile| query(&db, tile)))
+            })
+            .collect();
+        shares.into_iter().try_for_each(|share| {
+            share
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    })
 }
 
 /// The outcome of a build that stopped at `error`.
