@@ -122,6 +122,25 @@
         st16step $m6, $m10+=, 2
 .endm
 
+// The lane-wise `op` (max or min) of the kept elements from $m7 into
+// $a2:3, starting from `start` (an infinity) in every lane.
+.macro extreme start, op
+        setzi   $a2, \start
+        sethi   $a2, \start
+        mov     $a3, $a2
+        rpt_at  4
+        rpt     $m11, 2
+        { ldb16step $a0, $m8+=, 2 ; f16v2\op $a2, $a2, $a0 }
+        quads
+        rpt_at  4
+        rpt     $m6, 2
+        { ld64step $a0:1, $m8+=, 8 ; f16v4\op $a2:3, $a2:3, $a0:1 }
+        tail
+        rpt_at  4
+        rpt     $m6, 2
+        { ldb16step $a0, $m8+=, 2 ; f16v2\op $a2, $a2, $a0 }
+.endm
+
 // Pass 1 of a row: m = the maximum of x * scale over its $m14 kept
 // elements from $m7 (whose first $m11 are single), into $a10:11; `p`
 // prefixes the labels.
@@ -132,37 +151,11 @@
         mov     $m6, $a8
         shr     $m6, $m6, 31
         brnz    $m6, \p\()_min
-        setzi   $a2, 0xfc00
-        sethi   $a2, 0xfc00
-        mov     $a3, $a2
-        rpt_at  4
-        rpt     $m11, 2
-        { ldb16step $a0, $m8+=, 2 ; f16v2max $a2, $a2, $a0 }
-        quads
-        rpt_at  4
-        rpt     $m6, 2
-        { ld64step $a0:1, $m8+=, 8 ; f16v4max $a2:3, $a2:3, $a0:1 }
-        tail
-        rpt_at  4
-        rpt     $m6, 2
-        { ldb16step $a0, $m8+=, 2 ; f16v2max $a2, $a2, $a0 }
+        extreme 0xfc00, max
         f16v4hmax $a2, $a2:3
         br      \p\()_scaled
 \p\()_min:
-        setzi   $a2, 0x7c00
-        sethi   $a2, 0x7c00
-        mov     $a3, $a2
-        rpt_at  4
-        rpt     $m11, 2
-        { ldb16step $a0, $m8+=, 2 ; f16v2min $a2, $a2, $a0 }
-        quads
-        rpt_at  4
-        rpt     $m6, 2
-        { ld64step $a0:1, $m8+=, 8 ; f16v4min $a2:3, $a2:3, $a0:1 }
-        tail
-        rpt_at  4
-        rpt     $m6, 2
-        { ldb16step $a0, $m8+=, 2 ; f16v2min $a2, $a2, $a0 }
+        extreme 0x7c00, min
         // The smallest lane is minus the largest of the negated lanes.
         f16v4sub $a2:3, $a14:15, $a2:3
         f16v4hmax $a2, $a2:3
@@ -170,7 +163,6 @@
 \p\()_scaled:
         f32mul  $a10, $a2, $a8
         mov     $a11, $a10
-
 .endm
 
 // The output pass's $m6 whole quads from $m8 to $m10: each quad widened
