@@ -249,6 +249,15 @@ pub(crate) fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelI
     })
 }
 
+/// The dtype `producer` writes for a result of `output`: f16 when a cast
+/// epilogue ([`cast_epilogue`]) stores the result, `output` otherwise.
+pub(crate) fn written_dtype(producer: KernelId, output: DType) -> DType {
+    match cast_epilogue(producer, output) {
+        Some(_) => DType::F16,
+        None => output,
+    }
+}
+
 /// The kernel a split row-normalising kernel runs before it on each tile,
 /// in the same compute step: the statistics of every part of the tile's
 /// rows, written to a tile-local buffer of [`NORM_PART_RECORDS_PER_ROW`]

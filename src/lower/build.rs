@@ -271,10 +271,11 @@ impl Lowering<'_> {
         // a blocked layout, those from buffers on this tile are its own to
         // rearrange; when they all make rearranges, the rest is mirrored.
         if let Some(earlier) = transfers.earlier_fill(&demand.piece, &demand.view) {
+            let on_tile = |g: &&Gather| self.program.buffer(BufferId(g.source)).tile == demand.tile;
             let mut held: Vec<Gather> = match blocked {
-                true => earlier
+                true => transfers.list[earlier.clone()]
                     .iter()
-                    .filter(|g| self.program.buffer(BufferId(g.source)).tile == demand.tile)
+                    .filter(on_tile)
                     .map(|&g| Gather {
                         destination: id,
                         ..g
@@ -283,9 +284,12 @@ impl Lowering<'_> {
                 false => Vec::new(),
             };
             let sources: Vec<u32> = held.iter().map(|g| g.source).collect();
-            let runs = super::local::take_local(&self.program, demand.tile, id, 0, &mut held);
+            let runs = match held.is_empty() {
+                true => Vec::new(),
+                false => super::local::take_local(&self.program, demand.tile, id, 0, &mut held),
+            };
             if held.is_empty() {
-                transfers.mirror(&demand.piece, &demand.view, id, sources);
+                transfers.mirror(earlier, id, sources);
                 self.local_runs.extend(runs);
                 return Ok(id);
             }
@@ -446,13 +450,13 @@ impl Lowering<'_> {
         let k_block = cost::amp_block_inputs(lhs.dtype) as usize;
         // With a fused cast to FP8 the GEMM writes f16 (f16 tensors carry
         // no scale) and the cast stores the result.
-        let accumulated = match crate::partition::cast_epilogue(kernel, out.dtype) {
-            Some(_) => crate::graph::Tensor {
-                dtype: DType::F16,
+        let accumulated = match crate::partition::written_dtype(kernel, out.dtype) {
+            dtype if dtype == out.dtype => out.clone(),
+            dtype => crate::graph::Tensor {
+                dtype,
                 scale: 0,
                 ..out.clone()
             },
-            None => out.clone(),
         };
         let coordinates = vec![batch, m, n];
         let slices = grid.inner as usize;
@@ -648,10 +652,7 @@ impl Lowering<'_> {
         let band = crate::partition::reduced_rows(shard.rows, grid.inner);
         // The partials are f16 when a cast to FP8 follows the sum.
         let reduce = KernelId::reduce_add_for(out.dtype);
-        let accumulated = match crate::partition::cast_epilogue(reduce, out.dtype) {
-            Some(_) => DType::F16,
-            None => out.dtype,
-        };
+        let accumulated = crate::partition::written_dtype(reduce, out.dtype);
         let element_bytes = accumulated.size_bytes() as u32;
         let (mut transfers, mut runs, mut home) = (Vec::new(), Vec::new(), Vec::new());
         // The groups in the order the partials were made: each slice's

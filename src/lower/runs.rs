@@ -264,11 +264,10 @@ impl Gathers {
         self.list.is_empty() && self.mirrors.is_empty()
     }
 
-    /// The gathers of an earlier fill of `piece` through `view`, if one was
-    /// recorded.
-    pub(super) fn earlier_fill(&self, piece: &Piece, view: &View) -> Option<&[Gather]> {
-        let range = self.fills.get(&(piece.clone(), view.clone()))?;
-        Some(&self.list[range.clone()])
+    /// Where in `list` an earlier fill of `piece` through `view` stands,
+    /// if one was recorded.
+    pub(super) fn earlier_fill(&self, piece: &Piece, view: &View) -> Option<Range<usize>> {
+        self.fills.get(&(piece.clone(), view.clone())).cloned()
     }
 
     /// Records `list[start..]` as the fill of `piece` through `view`, for
@@ -280,25 +279,23 @@ impl Gathers {
             .or_insert(start..end);
     }
 
-    /// Fills `destination` with the gathers of the recorded fill of
-    /// `piece` through `view`, less those from the buffers in `skip`.
+    /// Fills `destination` with the gathers of the earlier fill at
+    /// `range` ([`Gathers::earlier_fill`]), less those from the buffers in
+    /// `skip`.
     pub(super) fn mirror(
         &mut self,
-        piece: &Piece,
-        view: &View,
+        range: Range<usize>,
         destination: BufferId,
         mut skip: Vec<u32>,
     ) {
         skip.sort_unstable();
         skip.dedup();
-        if let Some(range) = self.fills.get(&(piece.clone(), view.clone())) {
-            self.mirrors.push(Mirror {
-                at: self.list.len(),
-                range: range.clone(),
-                destination,
-                skip,
-            });
-        }
+        self.mirrors.push(Mirror {
+            at: self.list.len(),
+            range,
+            destination,
+            skip,
+        });
     }
 
     /// Merges gathers of the same source bytes into one broadcast each,
@@ -320,15 +317,19 @@ impl Gathers {
         let mut merged: Vec<Transfer> = Vec::new();
         // Position in `merged` of each gather that leads its group.
         let mut slot_of = vec![0u32; list.len()];
+        // A mirror's gathers join the broadcasts their originals lead.
+        let add_mirror = |merged: &mut Vec<Transfer>, slot_of: &[u32], mirror: &Mirror| {
+            for copied in mirror.copied(&list) {
+                let slot = slot_of[first[copied] as usize] as usize;
+                merged[slot]
+                    .destinations
+                    .push((mirror.destination, list[copied].offset));
+            }
+        };
         let mut mirrors = mirrors.iter().peekable();
         for (position, t) in list.iter().enumerate() {
             while let Some(mirror) = mirrors.next_if(|m| m.at == position) {
-                for copied in mirror.copied(&list) {
-                    let slot = slot_of[first[copied] as usize] as usize;
-                    merged[slot]
-                        .destinations
-                        .push((mirror.destination, list[copied].offset));
-                }
+                add_mirror(&mut merged, &slot_of, mirror);
             }
             let leader = first[position] as usize;
             if leader == position {
@@ -348,12 +349,7 @@ impl Gathers {
             }
         }
         for mirror in mirrors {
-            for copied in mirror.copied(&list) {
-                let slot = slot_of[first[copied] as usize] as usize;
-                merged[slot]
-                    .destinations
-                    .push((mirror.destination, list[copied].offset));
-            }
+            add_mirror(&mut merged, &slot_of, mirror);
         }
         merged
     }
@@ -618,17 +614,17 @@ mod tests {
         mirrored.list.extend(into(10));
         mirrored.record_fill(&piece, &view, start);
         expanded.extend(into(10));
-        mirrored.mirror(&piece, &view, BufferId(11), Vec::new());
+        let earlier = mirrored
+            .earlier_fill(&piece, &view)
+            .expect("a recorded fill");
+        assert_eq!(earlier, 1..4);
+        mirrored.mirror(earlier.clone(), BufferId(11), Vec::new());
         expanded.extend(into(11));
         mirrored.list.push(gather(1, 8, 12, 0));
         expanded.push(gather(1, 8, 12, 0));
         // Buffer 13's tile holds source 1: only source 2's gather remains.
-        mirrored.mirror(&piece, &view, BufferId(13), vec![1, 1]);
+        mirrored.mirror(earlier, BufferId(13), vec![1, 1]);
         expanded.push(gather(2, 4, 13, 4));
-        assert_eq!(
-            mirrored.earlier_fill(&piece, &view).map(<[Gather]>::len),
-            Some(3)
-        );
         assert_eq!(
             mirrored.merge_broadcasts(),
             Gathers::from(expanded).merge_broadcasts()

@@ -194,10 +194,7 @@ fn estimate(
     // the reduction of a split K, writes to a buffer of the tile: its
     // kernel runs over that buffer's slots in the same step.
     let epilogue = crate::partition::cast_epilogue(KernelId::ReduceAdd, out.dtype);
-    let accumulated = match epilogue {
-        Some(_) => DType::F16,
-        None => out.dtype,
-    };
+    let accumulated = crate::partition::written_dtype(KernelId::ReduceAdd, out.dtype);
     let mut slots = match swapped {
         false => b * shard.rows * padded_cols(shard.cols),
         true => b * padded_cols(shard.rows) * shard.cols,
