@@ -102,7 +102,7 @@ pub(crate) fn render(context: &Context) -> String {
                         format!("source changed: {}", sources.join(", "))
                     }
                 }
-                "emit" => {
+                "emit" if !context.fresh_process => {
                     let tile = item
                         .strip_prefix("image of tile ")
                         .and_then(|t| t.parse::<u32>().ok());
@@ -119,7 +119,9 @@ pub(crate) fn render(context: &Context) -> String {
                         format!("it runs recompiled {}", kernels.join(", "))
                     }
                 }
-                "lower" | "schedule" | "place" | "weights" | "package" if context.fresh_process => {
+                "lower" | "schedule" | "place" | "emit" | "weights" | "package"
+                    if context.fresh_process =>
+                {
                     "this phase is not persisted, so a new process computes it again".to_string()
                 }
                 "place" => format!("{project_cause}: its buffers or steps changed"),

@@ -8,7 +8,7 @@
 //!
 //! The store already refuses an entry written for another key; each query
 //! also checks that a stored result fits what it asked for (a plan has the
-//! operation's rows and kernel, an image is of its tile), so a result
+//! operation's rows and kernel), so a result
 //! damaged with a valid checksum is recomputed rather than used. What no
 //! such check catches fails a later phase's verification, and the driver
 //! then builds again without reading the store.

@@ -229,18 +229,10 @@ pub(crate) fn tile_image<'db>(
         let object = kernel_code(db, variant).clone()?;
         objects.insert(name, object);
     }
-    let keys: Vec<&str> = objects.values().map(|o| o.key.as_str()).collect();
-    let image = super::persist::persisted_ok(
-        db,
-        "tile-image",
-        super::persist::key_of("tile-image", &[work.as_ref(), &keys]),
-        ("emit", format!("image of tile {tile}")),
-        |image: &TileImage| match image.tile == tile {
-            true => Ok(()),
-            false => Err(format!("the image is of tile {}", image.tile)),
-        },
-        || emit_image(&work, &objects),
-    )?;
+    // Not persisted: emitting a tile takes tens to hundreds of
+    // microseconds, less than writing its store entry or reading and
+    // decoding it back (see the book's incremental chapter).
+    let image = emit_image(&work, &objects)?;
     Ok(Arc::new(image))
 }
 

@@ -6,7 +6,7 @@
 //!
 //! A result ipub persists is an *action* with named output files. Its
 //! action key is `blake3("ipub remote action v1", kind, key)` over the
-//! length-prefixed kind (`plans`, `tile-image`, `stamps`, `kernels`) and
+//! length-prefixed kind (`plans`, `stamps`, `kernels`) and
 //! the result's own key (which already covers ipub's build identity), as
 //! 64 hex digits: `PUT /ac/<action key>` stores an `ActionResult` message
 //! ([`super::action`]) listing the outputs, and each output's bytes go to
@@ -501,7 +501,7 @@ mod tests {
             .assert_eq(&ActionKey::new("plans", key.as_bytes()).to_string());
         assert_ne!(
             ActionKey::new("plans", key.as_bytes()),
-            ActionKey::new("tile-image", key.as_bytes())
+            ActionKey::new("stamps", key.as_bytes())
         );
         assert_ne!(ActionKey::new("ab", b"c"), ActionKey::new("a", b"bc"));
     }
