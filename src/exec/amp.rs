@@ -3,6 +3,7 @@
 
 use crate::isa::fp8::{pow2, Fp8Format};
 use half::f16;
+use std::sync::OnceLock;
 
 /// Bytes of weight storage: 16 channels × 16 f16 or 32 FP8 inputs.
 pub(super) const CWEI_BYTES: usize = 512;
@@ -25,8 +26,8 @@ pub(super) struct Amp {
     pub phase: u8,
     weights: [[f32; 16]; 32],
     decoded: Decoded,
-    /// FP8 input decode table and the `$fp8cfg` input fields it was built for.
-    input_lut: [f32; 256],
+    /// The FP8 input decode table of the `$fp8cfg` input fields last used.
+    input_lut: &'static [f32; 256],
     input_key: Option<u32>,
 }
 
@@ -40,7 +41,7 @@ impl Default for Amp {
             phase: 0,
             weights: [[0.0; 16]; 32],
             decoded: Decoded::Stale,
-            input_lut: [0.0; 256],
+            input_lut: &[0.0; 256],
             input_key: None,
         }
     }
@@ -55,13 +56,18 @@ pub(super) fn f16_to_f32(bits: u16) -> f32 {
     table[usize::from(bits)]
 }
 
-/// The FP8 decode of every code with a scale, as f32 (NaN for 0x80).
-pub(super) fn fp8_table(format: Fp8Format, scale: i32) -> [f32; 256] {
-    let mut t = [0.0; 256];
-    for (code, v) in t.iter_mut().enumerate() {
-        *v = (format.to_f64(code as u8) * pow2(scale)) as f32;
-    }
-    t
+/// The FP8 decode of every code with a scale, as f32 (NaN for 0x80); each
+/// table is built on first use and shared, since the AMP decodes weights
+/// again at every weight load.
+pub(super) fn fp8_table(format: Fp8Format, scale: i32) -> &'static [f32; 256] {
+    static TABLES: [[OnceLock<[f32; 256]>; 256]; 2] = [
+        [const { OnceLock::new() }; 256],
+        [const { OnceLock::new() }; 256],
+    ];
+    // Scales come from a signed byte of `$fp8cfg`.
+    TABLES[format as usize][usize::from(scale as i8 as u8)].get_or_init(|| {
+        std::array::from_fn(|code| (format.to_f64(code as u8) * pow2(scale)) as f32)
+    })
 }
 
 /// `$fp8cfg` fields.

@@ -5,6 +5,7 @@ use super::amp::{self, Amp};
 use super::memory::MemoryView;
 use super::program::{is_aux, Program, Slot};
 use super::{Context, FaultCause};
+use crate::isa::fp8::{decode_table, encode_table};
 use crate::isa::{erf, ControlReg, Op};
 use half::f16;
 
@@ -527,27 +528,25 @@ impl Thread {
             }
             Op::F16v4ToF8 => {
                 let p = r.pair(a);
-                let (format, scale) = (
+                let table = encode_table(
                     amp::input_format(self.fp8cfg),
-                    amp::input_scale(self.fp8cfg),
+                    amp::input_scale(self.fp8cfg) as i8,
                 );
                 let mut v = 0u32;
                 for j in 0..4 {
-                    let h = f16::from_bits((p >> (16 * j)) as u16);
-                    v |= u32::from(format.from_f16(h, scale)) << (8 * j);
+                    v |= u32::from(table[usize::from((p >> (16 * j)) as u16)]) << (8 * j);
                 }
                 r.set_a(d, v);
             }
             Op::F8v4ToF16 => {
                 let v = r.a(a);
-                let (format, scale) = (
+                let table = decode_table(
                     amp::input_format(self.fp8cfg),
-                    amp::input_scale(self.fp8cfg),
+                    amp::input_scale(self.fp8cfg) as i8,
                 );
                 let mut p = 0u64;
                 for j in 0..4 {
-                    let h = format.to_f16((v >> (8 * j)) as u8, scale);
-                    p |= u64::from(h.to_bits()) << (16 * j);
+                    p |= u64::from(table[((v >> (8 * j)) & 0xFF) as usize]) << (16 * j);
                 }
                 r.set_pair(d, p);
             }

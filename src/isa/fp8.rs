@@ -14,6 +14,7 @@
 //! back multiplies by 2^scale.
 
 use half::f16;
+use std::sync::OnceLock;
 
 /// FP8 formats: sign, exponent bits, mantissa bits and exponent bias.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -118,6 +119,37 @@ impl Fp8Format {
     }
 }
 
+/// The f16 → code conversion of every f16 for one format and scale, as
+/// `from_f16` computes it: 64 KiB, built on first use. The executor's
+/// `f16v4tof8` converts millions of values per run with a handful of
+/// scales, and a lookup is several times cheaper than the arithmetic.
+pub(crate) fn encode_table(format: Fp8Format, scale: i8) -> &'static [u8; 1 << 16] {
+    type Table = Box<[u8; 1 << 16]>;
+    static TABLES: [[OnceLock<Table>; 256]; 2] = [
+        [const { OnceLock::new() }; 256],
+        [const { OnceLock::new() }; 256],
+    ];
+    TABLES[format as usize][usize::from(scale as u8)].get_or_init(|| {
+        let mut table: Table = Box::new([0; 1 << 16]);
+        for (bits, code) in (0..=u16::MAX).zip(table.iter_mut()) {
+            *code = format.from_f16(f16::from_bits(bits), i32::from(scale));
+        }
+        table
+    })
+}
+
+/// The code → f16 conversion of every code for one format and scale, as
+/// `to_f16` computes it, built on first use.
+pub(crate) fn decode_table(format: Fp8Format, scale: i8) -> &'static [u16; 256] {
+    static TABLES: [[OnceLock<[u16; 256]>; 256]; 2] = [
+        [const { OnceLock::new() }; 256],
+        [const { OnceLock::new() }; 256],
+    ];
+    TABLES[format as usize][usize::from(scale as u8)].get_or_init(|| {
+        std::array::from_fn(|code| format.to_f16(code as u8, i32::from(scale)).to_bits())
+    })
+}
+
 /// 2^e for any exponent an i8 scale and the formats can produce.
 pub(crate) fn pow2(e: i32) -> f64 {
     2f64.powi(e)
@@ -157,4 +189,38 @@ pub fn erf(x: f64) -> f64 {
         1.0
     };
     magnitude.copysign(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tables are the conversions they cache, for both formats and
+    /// scales of both signs (a table filed under the wrong format or
+    /// scale would differ somewhere).
+    #[test]
+    fn the_conversion_tables_are_the_conversions() {
+        for format in [Fp8Format::F143, Fp8Format::F152] {
+            for scale in [-128i8, -7, 0, 3, 127] {
+                let encode = encode_table(format, scale);
+                for bits in 0..=u16::MAX {
+                    let want = format.from_f16(f16::from_bits(bits), i32::from(scale));
+                    assert_eq!(
+                        encode[usize::from(bits)],
+                        want,
+                        "{format:?} {scale} {bits:#x}"
+                    );
+                }
+                let decode = decode_table(format, scale);
+                for code in 0..=u8::MAX {
+                    let want = format.to_f16(code, i32::from(scale)).to_bits();
+                    assert_eq!(
+                        decode[usize::from(code)],
+                        want,
+                        "{format:?} {scale} {code:#x}"
+                    );
+                }
+            }
+        }
+    }
 }
