@@ -20,6 +20,7 @@ use crate::package::ExchangeProgram;
 use crate::schedule::{pair_loads, tile_loads};
 use crate::target::Target;
 use rayon::prelude::*;
+use std::ops::Range;
 
 /// What an exchange phase costs, without its sync.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,10 +71,38 @@ pub(super) fn exchange_cost(target: &Target, program: &ExchangeProgram) -> Excha
 
 /// Performs `program`'s copies, or nothing and a fault (without its step,
 /// which the caller knows).
+#[cfg(test)]
 pub(super) fn execute(memories: &mut TileMemories, program: &ExchangeProgram) -> Result<(), Fault> {
-    // Check every address before touching memory.
+    let prepared = prepare(memories, program)?;
+    run(memories, &prepared)
+}
+
+/// An exchange program checked against the tile memories, with its writes
+/// grouped by receiving tile: what depends on the program alone, worked
+/// out once and reused every time the program runs (a repeat's body runs
+/// its exchanges once per iteration).
+pub(super) struct Prepared {
+    /// Each transfer's source: tile and byte range, in program order; the
+    /// bytes are staged one after another in this order.
+    sources: Vec<(u32, Range<usize>)>,
+    /// Every write as (tile, byte range, offset of its bytes in the
+    /// staging buffer), ascending by tile and then by address.
+    writes: Vec<(u32, Range<usize>, usize)>,
+    /// The receiving tiles, ascending, with the end of each one's writes.
+    groups: Vec<(u32, usize)>,
+    staged_bytes: usize,
+}
+
+/// Checks every address of `program` and that no two writes overlap, and
+/// orders its writes; the fault is the first transfer's, in program order,
+/// that names a tile not loaded or a range outside memory.
+pub(super) fn prepare(
+    memories: &TileMemories,
+    program: &ExchangeProgram,
+) -> Result<Prepared, Fault> {
     let mut sources = Vec::with_capacity(program.transfers.len());
     let mut writes = Vec::new();
+    let mut staged_bytes = 0;
     for transfer in &program.transfers {
         let (tile, address, bytes) = (
             transfer.source_tile,
@@ -86,7 +115,9 @@ pub(super) fn execute(memories: &mut TileMemories, program: &ExchangeProgram) ->
         let range = memories.span(address, bytes).ok_or_else(|| {
             Fault::new(tile, FaultCause::ExchangeFromBadAddress { address, bytes })
         })?;
-        sources.push(range);
+        let at = staged_bytes;
+        staged_bytes += range.len();
+        sources.push((tile, range));
         for &(tile, address) in &transfer.destinations {
             if memories.tile(tile).is_none() {
                 return Err(Fault::new(tile, FaultCause::TileNotLoaded));
@@ -94,60 +125,56 @@ pub(super) fn execute(memories: &mut TileMemories, program: &ExchangeProgram) ->
             let range = memories.span(address, bytes).ok_or_else(|| {
                 Fault::new(tile, FaultCause::ExchangeToBadAddress { address, bytes })
             })?;
-            writes.push((tile, range, address));
+            writes.push((tile, range, at));
         }
     }
-    let mut order: Vec<usize> = (0..writes.len()).collect();
-    order.sort_unstable_by_key(|&i| (writes[i].0, writes[i].1.start));
-    for pair in order.windows(2) {
-        let (a, b) = (&writes[pair[0]], &writes[pair[1]]);
+    writes.sort_unstable_by_key(|(tile, range, _)| (*tile, range.start));
+    for pair in writes.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
         if a.0 == b.0 && b.1.start < a.1.end {
-            return Err(Fault::new(
-                b.0,
-                FaultCause::ExchangeOverlap { address: b.2 },
-            ));
+            let address = memories.address(b.1.start);
+            return Err(Fault::new(b.0, FaultCause::ExchangeOverlap { address }));
         }
     }
+    let mut groups: Vec<(u32, usize)> = Vec::new();
+    for (end, (tile, _, _)) in writes.iter().enumerate() {
+        match groups.last_mut() {
+            Some(last) if last.0 == *tile => last.1 = end + 1,
+            _ => groups.push((*tile, end + 1)),
+        }
+    }
+    Ok(Prepared {
+        sources,
+        writes,
+        groups,
+        staged_bytes,
+    })
+}
 
-    // All reads, then all writes.
-    let total: usize = sources.iter().map(|r| r.len()).sum();
-    let mut staged = Vec::with_capacity(total);
-    let mut staged_at = Vec::with_capacity(program.transfers.len());
-    for (transfer, range) in program.transfers.iter().zip(&sources) {
+/// Runs a prepared program: all reads, then all writes.
+pub(super) fn run(memories: &mut TileMemories, prepared: &Prepared) -> Result<(), Fault> {
+    let mut staged = Vec::with_capacity(prepared.staged_bytes);
+    for (tile, range) in &prepared.sources {
         let memory = memories
-            .tile(transfer.source_tile)
-            .ok_or_else(|| Fault::new(transfer.source_tile, FaultCause::TileNotLoaded))?;
-        staged_at.push(staged.len());
+            .tile(*tile)
+            .ok_or_else(|| Fault::new(*tile, FaultCause::TileNotLoaded))?;
         staged.extend_from_slice(&memory[range.clone()]);
     }
-    // Which staged bytes each write takes, in `writes`' order.
-    let data: Vec<usize> = program
-        .transfers
-        .iter()
-        .zip(&staged_at)
-        .flat_map(|(transfer, &at)| transfer.destinations.iter().map(move |_| at))
-        .collect();
-    // The writes, grouped by receiving tile (`order` sorts them so): no two
-    // overlap (checked above), so tiles receive in parallel and the result
-    // is the same as one write after another.
-    let mut ids: Vec<u32> = order.iter().map(|&i| writes[i].0).collect();
-    ids.dedup();
+    // No two writes overlap (checked when prepared), so tiles receive in
+    // parallel and the result is the same as one write after another.
+    let ids: Vec<u32> = prepared.groups.iter().map(|&(tile, _)| tile).collect();
     let targets = memories
         .many_mut(&ids)
         .map_err(|tile| Fault::new(tile, FaultCause::TileNotLoaded))?;
-    let mut groups = Vec::with_capacity(ids.len());
-    let mut rest = order.as_slice();
-    for (tile, memory) in targets {
-        let count = rest.iter().take_while(|&&i| writes[i].0 == tile).count();
-        let (group, tail) = rest.split_at(count);
-        groups.push((memory, group));
-        rest = tail;
-    }
-    groups.into_par_iter().for_each(|(memory, group)| {
-        for &i in group {
-            let range = writes[i].1.clone();
-            let at = data[i];
-            memory[range.clone()].copy_from_slice(&staged[at..at + range.len()]);
+    let starts = std::iter::once(0).chain(prepared.groups.iter().map(|&(_, end)| end));
+    let groups: Vec<_> = targets
+        .into_iter()
+        .zip(starts.zip(&prepared.groups))
+        .map(|((_, memory), (start, &(_, end)))| (memory, &prepared.writes[start..end]))
+        .collect();
+    groups.into_par_iter().for_each(|(memory, writes)| {
+        for (_, range, at) in writes {
+            memory[range.clone()].copy_from_slice(&staged[*at..*at + range.len()]);
         }
     });
     Ok(())

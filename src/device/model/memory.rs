@@ -45,6 +45,12 @@ impl TileMemories {
         (end <= self.size).then_some(start as usize..end as usize)
     }
 
+    /// The tile address of byte `offset` of a tile's memory (an offset
+    /// [`TileMemories::span`] gave).
+    pub(super) fn address(&self, offset: usize) -> u32 {
+        self.base + offset as u32
+    }
+
     /// Writes a segment: its data, then zeros up to its memory size.
     pub(super) fn load_segment(&mut self, tile: u32, segment: &Segment) -> Result<(), Fault> {
         let range = self.checked(tile, segment.address, segment.memory_size)?;

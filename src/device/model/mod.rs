@@ -219,6 +219,9 @@ pub struct ModelDevice {
     package: Arc<Package>,
     target: &'static Target,
     memories: TileMemories,
+    /// Each exchange program of the package, checked and ordered when it
+    /// first runs ([`exchange::prepare`]).
+    exchanges: Vec<Option<Arc<exchange::Prepared>>>,
     /// Cycles one host call may run, all its steps together, before the
     /// watchdog fires.
     pub watchdog_cycles: u64,
@@ -277,6 +280,7 @@ impl ModelDevice {
             }
         }
         Ok(ModelDevice {
+            exchanges: vec![None; package.exchanges.len()],
             package,
             target,
             memories,

@@ -2,7 +2,7 @@
 //! staged reads and per-tile parallel writes, repeats as loops, host streams through bindings, and one cycle
 //! record per step in the profile's own shape.
 
-use super::exchange::{exchange_cost, execute};
+use super::exchange::{exchange_cost, prepare, run};
 use super::{
     tensor_name, ComputeEngine, ComputeStats, DeviceError, Fault, FaultCause, ModelDevice,
 };
@@ -273,12 +273,22 @@ impl<E: ComputeEngine + ?Sized> Walk<'_, E> {
         })?;
         let sync = u64::from(self.device.target.exchange.global_sync_cycles);
         self.record(StepKind::Sync, at, "sync".into(), None, sync, vec![]);
-        execute(&mut self.device.memories, program).map_err(|mut fault| {
+        let with_step = |mut fault: Fault| {
             fault
                 .step
                 .get_or_insert_with(|| format!("exchange {number} ({})", program.label));
             DeviceError::Fault(fault)
-        })?;
+        };
+        let prepared = match &self.device.exchanges[number as usize] {
+            Some(prepared) => Arc::clone(prepared),
+            None => {
+                let prepared =
+                    Arc::new(prepare(&self.device.memories, program).map_err(with_step)?);
+                self.device.exchanges[number as usize] = Some(Arc::clone(&prepared));
+                prepared
+            }
+        };
+        run(&mut self.device.memories, &prepared).map_err(with_step)?;
         let cost = exchange_cost(self.device.target, program);
         let tiles = cost
             .tiles
