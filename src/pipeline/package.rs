@@ -11,6 +11,7 @@ use super::error::{EmitBug, RunTooLong, TensorFileError};
 use super::tiles::{tile_image, tile_weights, tile_works};
 use super::{graph, operator_plans, phase_schedule, placement, planned_signatures, program};
 use super::{BuildError, KernelMap, Signature};
+use crate::asm::CostFormula;
 use crate::db::{Db, SourceFile};
 use crate::graph::{DType, Graph, Op, OpId, OpKind};
 use crate::lower::KernelRun;
@@ -101,18 +102,42 @@ fn matmul_roofline(graph: &Graph, target: &Target, op: &Op) -> (u64, u64) {
     (macs, macs.div_ceil(peak.max(1)))
 }
 
-/// A kernel run's cycles by its kernel's cost formula (`.ipub_cost`),
-/// evaluated with the variant's integer defines and the run's parameters.
-fn run_estimate(kernels: &KernelMap, run: &KernelRun) -> Option<u64> {
-    let metadata = &kernels.get(&run.kernel.to_string())?.metadata;
-    let formula = &metadata.entries.first()?.cost.as_ref()?.formula;
-    let mut values: BTreeMap<String, i64> = metadata
-        .defines
-        .iter()
-        .filter_map(|(k, v)| Some((k.clone(), crate::asm::lex::parse_int(v.trim())?)))
-        .collect();
-    values.extend(run.params.iter().cloned());
-    u64::try_from(crate::kernels::eval_cost(formula, &values).ok()?).ok()
+/// Every kernel's cost formula (`.ipub_cost`), parsed once, with the
+/// variant's integer defines: a full-chip program has hundreds of
+/// thousands of kernel runs to estimate.
+struct RunFormulas(BTreeMap<String, (CostFormula, Vec<(String, i64)>)>);
+
+impl RunFormulas {
+    fn new(kernels: &KernelMap) -> RunFormulas {
+        let formulas = kernels
+            .iter()
+            .filter_map(|(name, object)| {
+                let metadata = &object.metadata;
+                let text = &metadata.entries.first()?.cost.as_ref()?.formula;
+                let formula = CostFormula::parse(text).ok()?;
+                let defines = metadata
+                    .defines
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), crate::asm::lex::parse_int(v.trim())?)))
+                    .collect();
+                Some((name.clone(), (formula, defines)))
+            })
+            .collect();
+        RunFormulas(formulas)
+    }
+
+    /// A kernel run's cycles by its kernel's formula, evaluated with the
+    /// run's parameters over the variant's defines.
+    fn estimate(&self, run: &KernelRun) -> Option<u64> {
+        let (formula, defines) = self.0.get(&run.kernel.to_string())?;
+        let value = |name: &str| {
+            let param = run.params.iter().rev().find(|(k, _)| k == name);
+            param
+                .or_else(|| defines.iter().find(|(k, _)| k == name))
+                .map(|&(_, v)| v)
+        };
+        u64::try_from(formula.eval(&value).ok()?).ok()
+    }
 }
 
 /// The whole package of a project.
@@ -132,6 +157,7 @@ pub(crate) fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, 
     let reference_graph = super::validated_graph(db, project)?;
     let kernels = super::project_kernels(db, project).clone()?;
     let steps = super::program_steps(db, project).clone()?;
+    let formulas = RunFormulas::new(&kernels);
     let package = crate::emit::package::package(&crate::emit::package::PackageInputs {
         graph: &graph,
         reference_graph: &reference_graph,
@@ -143,7 +169,7 @@ pub(crate) fn package(db: &dyn Db, project: SourceFile) -> Result<Arc<Package>, 
         exchanges: exchange_programs(db, project).clone()?,
         estimated_cycles: estimated_cycles(db, project)?,
         ops: op_estimates(db, project)?,
-        run_estimate: &|run| run_estimate(&kernels, run),
+        run_estimate: &|run| formulas.estimate(run),
     })?;
     let package = crate::package::Package {
         file_values: file_values(db, &reference_graph)?,
