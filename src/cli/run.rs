@@ -101,6 +101,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     else {
         return Ok(1);
     };
+    // The build's results are not needed to run its package: they are
+    // freed while the model runs instead of holding the memory until the
+    // end (at full-chip scale, hundreds of megabytes).
+    std::thread::spawn(move || drop(db));
     let out = path
         .parent()
         .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned);
