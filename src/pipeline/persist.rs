@@ -29,9 +29,11 @@ pub(crate) fn key_of(kind: &str, parts: &[&dyn erased::Json]) -> Option<blake3::
     Some(crate::store::key(&slices))
 }
 
-/// Returns the stored result of `kind` under `key` if `check` accepts it
-/// (reporting it as reused), or computes and stores it. `item` is the
-/// phase and the item the result is, as `--explain` names it.
+/// Returns the stored result of `kind` under `key` if it decodes and
+/// `check` accepts it (reporting it as reused), or computes and stores it;
+/// a stored value that does not fit is reported, recomputed and replaced.
+/// `item` is the phase and the item the result is, as `--explain` names
+/// it.
 pub(crate) fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static>(
     db: &dyn Db,
     kind: &'static str,
@@ -40,39 +42,19 @@ pub(crate) fn persisted<T: Serialize + DeserializeOwned + Clone + Send + 'static
     check: impl FnOnce(&T) -> Result<(), String>,
     compute: impl FnOnce() -> T,
 ) -> T {
-    match persisted_ok(db, kind, key, item, check, || {
-        Ok::<T, std::convert::Infallible>(compute())
-    }) {
-        Ok(value) => value,
-        Err(never) => match never {},
-    }
-}
-
-/// [`persisted`] for a fallible computation: only successes are stored.
-/// A stored value is used only if it decodes and `check` accepts it;
-/// otherwise it is reported and recomputed (and the recomputed value
-/// replaces it).
-pub(crate) fn persisted_ok<T: Serialize + DeserializeOwned + Clone + Send + 'static, E>(
-    db: &dyn Db,
-    kind: &'static str,
-    key: Option<blake3::Hash>,
-    item: (&'static str, String),
-    check: impl FnOnce(&T) -> Result<(), String>,
-    compute: impl FnOnce() -> Result<T, E>,
-) -> Result<T, E> {
     let persistence = db.persistence();
     if let Some(key) = &key {
         if let Some(value) = load(persistence, kind, key, &item.1, check) {
             persistence.reused(item.0, item.1);
-            return Ok(value);
+            return value;
         }
     }
-    let value = compute()?;
+    let value = compute();
     if let Some(key) = key {
         let stored = value.clone();
         persistence.save(kind, key, Box::new(move || serde_json::to_vec(&stored)));
     }
-    Ok(value)
+    value
 }
 
 /// The stored result of `kind` under `key`, if there is one that decodes
