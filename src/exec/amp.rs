@@ -1,9 +1,8 @@
 //! The accumulating matrix product unit of one worker context (semantics
 //! in `book/src/isa.md`, "The AMP").
 
-use crate::isa::fp8::{pow2, Fp8Format};
+use crate::isa::fp8::{value_table, Fp8Format};
 use half::f16;
-use std::sync::OnceLock;
 
 /// Bytes of weight storage: 16 channels × 16 f16 or 32 FP8 inputs.
 pub(super) const CWEI_BYTES: usize = 512;
@@ -26,9 +25,6 @@ pub(super) struct Amp {
     pub phase: u8,
     weights: [[f32; 16]; 32],
     decoded: Decoded,
-    /// The FP8 input decode table of the `$fp8cfg` input fields last used.
-    input_lut: &'static [f32; 256],
-    input_key: Option<u32>,
 }
 
 impl Default for Amp {
@@ -41,8 +37,6 @@ impl Default for Amp {
             phase: 0,
             weights: [[0.0; 16]; 32],
             decoded: Decoded::Stale,
-            input_lut: &[0.0; 256],
-            input_key: None,
         }
     }
 }
@@ -56,35 +50,21 @@ pub(super) fn f16_to_f32(bits: u16) -> f32 {
     table[usize::from(bits)]
 }
 
-/// The FP8 decode of every code with a scale, as f32 (NaN for 0x80); each
-/// table is built on first use and shared, since the AMP decodes weights
-/// again at every weight load.
-pub(super) fn fp8_table(format: Fp8Format, scale: i32) -> &'static [f32; 256] {
-    static TABLES: [[OnceLock<[f32; 256]>; 256]; 2] = [
-        [const { OnceLock::new() }; 256],
-        [const { OnceLock::new() }; 256],
-    ];
-    // Scales come from a signed byte of `$fp8cfg`.
-    TABLES[format as usize][usize::from(scale as i8 as u8)].get_or_init(|| {
-        std::array::from_fn(|code| (format.to_f64(code as u8) * pow2(scale)) as f32)
-    })
-}
-
 /// `$fp8cfg` fields.
 pub(super) fn input_format(cfg: u32) -> Fp8Format {
     Fp8Format::from_bit(cfg)
 }
 
-pub(crate) fn input_scale(cfg: u32) -> i32 {
-    i32::from((cfg >> 8) as u8 as i8)
+pub(crate) fn input_scale(cfg: u32) -> i8 {
+    (cfg >> 8) as u8 as i8
 }
 
 fn weight_format(cfg: u32) -> Fp8Format {
     Fp8Format::from_bit(cfg >> 1)
 }
 
-fn weight_scale(cfg: u32) -> i32 {
-    i32::from((cfg >> 16) as u8 as i8)
+fn weight_scale(cfg: u32) -> i8 {
+    (cfg >> 16) as u8 as i8
 }
 
 impl Amp {
@@ -125,7 +105,7 @@ impl Amp {
     fn weights_f8(&mut self, cfg: u32) {
         let key = cfg & 0x00FF_0002;
         if self.decoded != Decoded::F8(key) {
-            let table = fp8_table(weight_format(cfg), weight_scale(cfg));
+            let table = value_table(weight_format(cfg), weight_scale(cfg));
             for c in 0..16 {
                 for k in 0..32 {
                     self.weights[k][c] = table[usize::from(self.cwei[32 * c + k])];
@@ -192,14 +172,9 @@ impl Amp {
     /// `f8v8amp`: returns the four f16 partials out.
     pub(super) fn step_f8(&mut self, inputs: u64, partials_in: u64, cfg: u32) -> u64 {
         self.weights_f8(cfg);
-        let key = cfg & 0xFF01;
-        if self.input_key != Some(key) {
-            self.input_lut = fp8_table(input_format(cfg), input_scale(cfg));
-            self.input_key = Some(key);
-        }
+        let values = value_table(input_format(cfg), input_scale(cfg));
         let out = self.finish(partials_in);
-        let x: [f32; 8] =
-            std::array::from_fn(|j| self.input_lut[((inputs >> (8 * j)) & 0xFF) as usize]);
+        let x: [f32; 8] = std::array::from_fn(|j| values[((inputs >> (8 * j)) & 0xFF) as usize]);
         let k0 = 8 * usize::from(self.phase);
         let sums = channel_sums::<8>(&x, &self.weights[k0..k0 + 8]);
         for (acc, s) in self.current.iter_mut().zip(sums) {

@@ -530,7 +530,7 @@ impl Thread {
                 let p = r.pair(a);
                 let table = encode_table(
                     amp::input_format(self.fp8cfg),
-                    amp::input_scale(self.fp8cfg) as i8,
+                    amp::input_scale(self.fp8cfg),
                 );
                 let mut v = 0u32;
                 for j in 0..4 {
@@ -542,7 +542,7 @@ impl Thread {
                 let v = r.a(a);
                 let table = decode_table(
                     amp::input_format(self.fp8cfg),
-                    amp::input_scale(self.fp8cfg) as i8,
+                    amp::input_scale(self.fp8cfg),
                 );
                 let mut p = 0u64;
                 for j in 0..4 {

@@ -119,34 +119,50 @@ impl Fp8Format {
     }
 }
 
+/// One table per format and scale (a signed byte of `$fp8cfg`), built by
+/// `build` on first use and shared by every tile afterwards.
+type PerScale<T> = [[OnceLock<T>; 256]; 2];
+
+fn per_scale<T>(
+    tables: &'static PerScale<T>,
+    format: Fp8Format,
+    scale: i8,
+    build: impl FnOnce() -> T,
+) -> &'static T {
+    tables[format as usize][usize::from(scale as u8)].get_or_init(build)
+}
+
 /// The f16 → code conversion of every f16 for one format and scale, as
-/// `from_f16` computes it: 64 KiB, built on first use. The executor's
-/// `f16v4tof8` converts millions of values per run with a handful of
-/// scales, and a lookup is several times cheaper than the arithmetic.
+/// `from_f16` computes it (64 KiB). The executor's `f16v4tof8` converts
+/// millions of values per run with a handful of scales, and a lookup is
+/// several times cheaper than the arithmetic.
 pub(crate) fn encode_table(format: Fp8Format, scale: i8) -> &'static [u8; 1 << 16] {
-    type Table = Box<[u8; 1 << 16]>;
-    static TABLES: [[OnceLock<Table>; 256]; 2] = [
-        [const { OnceLock::new() }; 256],
-        [const { OnceLock::new() }; 256],
-    ];
-    TABLES[format as usize][usize::from(scale as u8)].get_or_init(|| {
-        let mut table: Table = Box::new([0; 1 << 16]);
+    static TABLES: PerScale<Box<[u8; 1 << 16]>> = [const { [const { OnceLock::new() }; 256] }; 2];
+    per_scale(&TABLES, format, scale, || {
+        let mut table = Box::new([0; 1 << 16]);
         for (bits, code) in (0..=u16::MAX).zip(table.iter_mut()) {
             *code = format.from_f16(f16::from_bits(bits), i32::from(scale));
         }
         table
     })
+    .as_ref()
 }
 
 /// The code → f16 conversion of every code for one format and scale, as
-/// `to_f16` computes it, built on first use.
+/// `to_f16` computes it.
 pub(crate) fn decode_table(format: Fp8Format, scale: i8) -> &'static [u16; 256] {
-    static TABLES: [[OnceLock<[u16; 256]>; 256]; 2] = [
-        [const { OnceLock::new() }; 256],
-        [const { OnceLock::new() }; 256],
-    ];
-    TABLES[format as usize][usize::from(scale as u8)].get_or_init(|| {
+    static TABLES: PerScale<[u16; 256]> = [const { [const { OnceLock::new() }; 256] }; 2];
+    per_scale(&TABLES, format, scale, || {
         std::array::from_fn(|code| format.to_f16(code as u8, i32::from(scale)).to_bits())
+    })
+}
+
+/// The value of every code for one format and scale, as f32 (NaN for
+/// 0x80): what the AMP multiplies, for its FP8 inputs and weights.
+pub(crate) fn value_table(format: Fp8Format, scale: i8) -> &'static [f32; 256] {
+    static TABLES: PerScale<[f32; 256]> = [const { [const { OnceLock::new() }; 256] }; 2];
+    per_scale(&TABLES, format, scale, || {
+        std::array::from_fn(|code| (format.to_f64(code as u8) * pow2(i32::from(scale))) as f32)
     })
 }
 
@@ -209,6 +225,15 @@ mod tests {
                         encode[usize::from(bits)],
                         want,
                         "{format:?} {scale} {bits:#x}"
+                    );
+                }
+                let values = value_table(format, scale);
+                for code in 0..=u8::MAX {
+                    let want = (format.to_f64(code) * pow2(i32::from(scale))) as f32;
+                    assert_eq!(
+                        values[usize::from(code)].to_bits(),
+                        want.to_bits(),
+                        "{format:?} {scale} {code:#x}"
                     );
                 }
                 let decode = decode_table(format, scale);
