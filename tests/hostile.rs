@@ -512,6 +512,19 @@ fn store_entries_filed_under_other_keys_never_reach_a_package() {
     let project = "projects/attention-f16.toml";
     let clean = std::fs::read(scratch.build(project, "clean")).expect("package");
     let store = scratch.path("cache/store");
+    // A build into `out` succeeds, says `warning`, and writes the clean
+    // package.
+    let builds_clean = |out: &str, warning: &str| {
+        let out = scratch.path(out);
+        let (code, stdout, stderr) =
+            scratch.run(&["build", project, "--out", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        assert!(stderr.contains(warning), "{stderr}");
+        assert_eq!(
+            std::fs::read(out.join("attention-f16.ipuexe")).unwrap(),
+            clean
+        );
+    };
     let files = entries(&store, "plans");
     assert!(files.len() >= 2, "{files:?}");
     // Swapped: each file now holds the other's entry.
@@ -521,18 +534,7 @@ fn store_entries_filed_under_other_keys_never_reach_a_package() {
     );
     std::fs::write(&files[0], &b).unwrap();
     std::fs::write(&files[1], &a).unwrap();
-    let swapped = scratch.path("swapped");
-    let (code, stdout, stderr) =
-        scratch.run(&["build", project, "--out", swapped.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(
-        stderr.contains("removing corrupted store entry"),
-        "{stderr}"
-    );
-    assert_eq!(
-        std::fs::read(swapped.join("attention-f16.ipuexe")).unwrap(),
-        clean
-    );
+    builds_clean("swapped", "removing corrupted store entry");
     // Forged: another entry's contents under this file's own key. The
     // other is a plan the check always tells apart, one for another kind
     // of operation: two operations of one kind and shape may have
@@ -556,17 +558,7 @@ fn store_entries_filed_under_other_keys_never_reach_a_package() {
     let key = ipub::store::entry_key(&a).expect("a header");
     let payload = &b[b.iter().position(|&c| c == b'\n').unwrap() + 1..];
     std::fs::write(&files[0], ipub::store::entry(&key, payload)).unwrap();
-    let out = scratch.path("forged");
-    let (code, stdout, stderr) = scratch.run(&["build", project, "--out", out.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(
-        stderr.contains("does not fit what it was stored for"),
-        "{stderr}"
-    );
-    assert_eq!(
-        std::fs::read(out.join("attention-f16.ipuexe")).unwrap(),
-        clean
-    );
+    builds_clean("forged", "does not fit what it was stored for");
 }
 
 /// Item 11: an unusable cache directory costs recompilation, not the
