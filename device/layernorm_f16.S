@@ -61,9 +61,12 @@
 // rows after the first start misaligned and write single elements), 112
 // (116) per piece for the combination of the row's records and the
 // output pass's set-up, and 20 (25) per launch; all in quarter issues.
-// Fitted the same way, worst 14 % off.
+// Fitted the same way, worst 14 % off. The segmented form's combination
+// walks 6 * segments records, 11 issues each.
 #define LAYERNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; 6 * ((misaligned ? 37 : 16) * share + 4 * 112 * pieces + 4 * 20) / 4"
+#define LAYERNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; 6 * ((misaligned ? 37 : 16) * share + 4 * (46 + 66 * segments) * pieces + 4 * 20) / 4"
 #define LAYERNORM_PARTS_F8_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; 6 * ((misaligned ? 38 : 17) * share + 4 * 116 * pieces + 4 * 25) / 4"
+#define LAYERNORM_PARTS_F8_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; 6 * ((misaligned ? 38 : 17) * share + 4 * (50 + 66 * segments) * pieces + 4 * 25) / 4"
 
 // Registers beyond rows.h's: $m11 head elements, $m12 gamma cursor,
 // $m13 beta cursor, $m14 the link register of `call`; $a14 1 / row_length,
@@ -146,8 +149,15 @@
         .ipub_param out_scale, 28, i32
 #endif
         .ipub_param in3, PARTIALS_OFF, ptr
-#if OUT_F8
+#if SEGMENTED
+        .ipub_param segments, PARTIALS_OFF + 4, u32
+#endif
+#if OUT_F8 && SEGMENTED
+        .ipub_cost LAYERNORM_PARTS_F8_SEG_COST
+#elif OUT_F8
         .ipub_cost LAYERNORM_PARTS_F8_COST
+#elif SEGMENTED
+        .ipub_cost LAYERNORM_PARTS_SEG_COST
 #else
         .ipub_cost LAYERNORM_PARTS_COST
 #endif
@@ -173,6 +183,22 @@ parts_piece:
         mov     $m10, $m2
         mov     $a0, $azero
         mov     $a1, $azero
+#if SEGMENTED
+        // All the row's records, whose counts sum to its length: $a14 =
+        // 1 / that.
+        mov     $a5, $azero
+        ld32    $m6, $m0, PARTIALS_OFF + 4
+        mul     $m6, $m6, 6
+        rpt     $m6, 4
+        ld64step $a2:3, $m8+=, PART_RECORD
+        f32add  $a5, $a5, $a2
+        f32mul  $a2, $a2, $a3
+        f32add  $a0, $a0, $a2
+        f32rcp  $a14, $a5
+        f32mul  $a10, $a0, $a14
+        mov     $a11, $a10
+        rpt     $m6, 7
+#else
         rpt     6, 3
         ld64step $a2:3, $m8+=, PART_RECORD
         f32mul  $a2, $a2, $a3
@@ -180,6 +206,7 @@ parts_piece:
         f32mul  $a10, $a0, $a14
         mov     $a11, $a10
         rpt     6, 7
+#endif
         ld64step $a2:3, $m10+=, 8
         ld32step $a4, $m10+=, 8
         f32sub  $a3, $a3, $a10
@@ -193,7 +220,7 @@ parts_piece:
         f32rsqrt $a12, $a4
         mov     $a13, $a12
         call    $m14, layernorm_write
-        parts_next 20, parts_piece, parts_done
+        parts_next 20, PARTIALS_OFF, parts_piece, parts_done
 parts_done:
         exitz   $mzero
 #else

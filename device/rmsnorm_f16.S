@@ -99,7 +99,7 @@ parts_piece:
         f32rsqrt $a12, $a4
         mov     $a13, $a12
         call    $m14, rmsnorm_write
-        parts_next 16, parts_piece, parts_done
+        parts_next 16, 24, parts_piece, parts_done
 parts_done:
         exitz   $mzero
 #else

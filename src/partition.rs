@@ -158,12 +158,20 @@ pub enum KernelId {
     /// statistics of its part of every row to a tile-local buffer, which
     /// [`KernelId::LayernormParts`] reads in the same compute step
     /// ([`norm_prologue`]).
-    LayernormStats,
+    ///
+    /// `segmented`: the form for rows cut into segments on several tiles
+    /// ([`Partition::Segments`]), which writes the tile's block of each
+    /// row's records, for an exchange to bring to the row's other tiles.
+    LayernormStats {
+        segmented: bool,
+    },
     /// The normalising half of the split layernorm: each worker combines
     /// the partial statistics of every row and writes its part of the row,
-    /// as f16 or stored as `out`, an FP8 format.
+    /// as f16 or stored as `out`, an FP8 format; `segmented`, the form
+    /// combining the records of every segment of a row.
     LayernormParts {
         out: DType,
+        segmented: bool,
     },
     /// The statistics half of the split RMS norm (`device/layernorm_stats_f16.S`
     /// with `RMS`): the sum of squares of each worker's share of every row.
@@ -265,7 +273,7 @@ pub(crate) fn written_dtype(producer: KernelId, output: DType) -> DType {
 /// `None` for every other kernel.
 pub(crate) fn norm_prologue(kernel: KernelId) -> Option<KernelId> {
     match kernel {
-        KernelId::LayernormParts { .. } => Some(KernelId::LayernormStats),
+        KernelId::LayernormParts { segmented, .. } => Some(KernelId::LayernormStats { segmented }),
         KernelId::RmsnormParts => Some(KernelId::RmsnormStats),
         _ => None,
     }
@@ -277,10 +285,14 @@ pub(crate) fn norm_prologue(kernel: KernelId) -> Option<KernelId> {
 /// whatever the rows (`device/include/norm.h`).
 pub(crate) fn split_norm(kernel: KernelId) -> Option<KernelId> {
     match kernel {
-        KernelId::Layernorm { dtype: DType::F16 } => {
-            Some(KernelId::LayernormParts { out: DType::F16 })
-        }
-        KernelId::LayernormCast { to } => Some(KernelId::LayernormParts { out: to }),
+        KernelId::Layernorm { dtype: DType::F16 } => Some(KernelId::LayernormParts {
+            out: DType::F16,
+            segmented: false,
+        }),
+        KernelId::LayernormCast { to } => Some(KernelId::LayernormParts {
+            out: to,
+            segmented: false,
+        }),
         KernelId::Rmsnorm { dtype: DType::F16 } => Some(KernelId::RmsnormParts),
         _ => None,
     }
@@ -386,6 +398,15 @@ impl KernelId {
     }
 }
 
+/// The name suffix of a norm kernel's segmented form.
+fn segmented_suffix(segmented: bool) -> &'static str {
+    if segmented {
+        "_seg"
+    } else {
+        ""
+    }
+}
+
 /// The family part of a kernel name: `f8` for either FP8 format.
 fn family(dtype: DType) -> &'static str {
     if dtype.is_fp8() {
@@ -427,11 +448,18 @@ impl fmt::Display for KernelId {
             ),
             KernelId::Layernorm { dtype } => write!(f, "layernorm_{}", family(dtype)),
             KernelId::LayernormCast { to } => write!(f, "layernorm_f16_{}", to.name()),
-            KernelId::LayernormStats => f.write_str("layernorm_stats_f16"),
-            KernelId::LayernormParts { out } if out.is_fp8() => {
-                write!(f, "layernorm_parts_f16_{}", out.name())
+            KernelId::LayernormStats { segmented } => {
+                write!(f, "layernorm_stats_f16{}", segmented_suffix(segmented))
             }
-            KernelId::LayernormParts { .. } => f.write_str("layernorm_parts_f16"),
+            KernelId::LayernormParts { out, segmented } if out.is_fp8() => write!(
+                f,
+                "layernorm_parts_f16_{}{}",
+                out.name(),
+                segmented_suffix(segmented)
+            ),
+            KernelId::LayernormParts { segmented, .. } => {
+                write!(f, "layernorm_parts_f16{}", segmented_suffix(segmented))
+            }
             KernelId::RmsnormStats => f.write_str("rmsnorm_stats_f16"),
             KernelId::RmsnormParts => f.write_str("rmsnorm_parts_f16"),
             KernelId::RearrangeBlockMajor { dtype, rows, cols } => {

@@ -45,6 +45,30 @@
 #define PART_RECORD 16
 #define ROW_RECORDS 96
 
+// SEGMENTED (0 unless defined) selects the segmented form, for rows cut
+// into segments held by different tiles (`Partition::Segments`): a row's
+// records are `segments` blocks of six, one block per tile in segment
+// order, ROW_RECORDS bytes each. The statistics kernel writes its
+// segment's block of each row, an exchange brings every other tile's
+// blocks, and the normalising kernel combines all `6 * segments` records
+// of a row, taking the row's length from their counts.
+#ifndef SEGMENTED
+#define SEGMENTED 0
+#endif
+
+// `reg` += the bytes of one row's records: ROW_RECORDS, times the
+// segments (at `segments_off` in the state) in the segmented form, which
+// clobbers $m6.
+.macro next_row_records reg, segments_off
+#if SEGMENTED
+        ld32    $m6, $m0, \segments_off
+        mul     $m6, $m6, ROW_RECORDS
+        add     \reg, \reg, $m6
+#else
+        add     \reg, \reg, ROW_RECORDS
+#endif
+.endm
+
 // $m4 = the first element and $m5 = the end of worker `w`'s share of
 // $m1 rows of $m2 elements. Clobbers $m6, $m10 and $m11. The quads are
 // fewer than 98304 (a tile's f16 operand), as the division by 6 needs.
@@ -103,7 +127,7 @@ parts_find:
         add     $m10, $m10, $m2
         add     $m7, $m7, $m13
         add     $m9, $m9, $m13
-        add     $m12, $m12, ROW_RECORDS
+        next_row_records $m12, \records_off + 4
         br      parts_find
 parts_found:
         mov     $m2, $m12
@@ -124,14 +148,14 @@ parts_found:
 
 // After a piece: to `done` at the share's end, otherwise on to the next
 // row and its records, and back to `piece`.
-.macro parts_next len_off, piece, done
+.macro parts_next len_off, records_off, piece, done
         cmpult  $m6, $m1, $m3
         brz     $m6, \done
         ld32    $m6, $m0, \len_off
         add     $m6, $m6, $m6
         add     $m7, $m7, $m6
         add     $m9, $m9, $m6
-        add     $m2, $m2, ROW_RECORDS
+        next_row_records $m2, \records_off + 4
         br      \piece
 .endm
 

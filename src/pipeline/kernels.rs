@@ -56,6 +56,17 @@ pub enum KernelBuildError {
     },
 }
 
+/// A norm kernel's variant in its segmented form when `segmented`
+/// (`SEGMENTED`, `device/include/norm.h`); the other form is assembled
+/// without the define.
+fn with_segments(variant: Variant, segmented: bool) -> Variant {
+    if segmented {
+        variant.define("SEGMENTED", 1)
+    } else {
+        variant
+    }
+}
+
 /// The source, entry and defines of a kernel: which file in the project's
 /// kernel directory provides it, compiled how. `None` for a combination no
 /// source provides (a GELU of f32, say).
@@ -121,16 +132,32 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         } => Variant::new(name.clone(), source("layernorm_f16.S"))
             .entry("layernorm_f16_f8")
             .define("OUT_F8", if to == DType::F143 { 1 } else { 2 }),
-        KernelId::LayernormStats => plain("layernorm_stats_f16.S"),
+        KernelId::LayernormStats { segmented } => with_segments(
+            Variant::new(name.clone(), source("layernorm_stats_f16.S"))
+                .entry("layernorm_stats_f16"),
+            segmented,
+        ),
         KernelId::RmsnormStats => plain("layernorm_stats_f16.S").define("RMS", 1),
         KernelId::RmsnormParts => plain("rmsnorm_f16.S").define("PARTS", 1),
-        KernelId::LayernormParts { out: DType::F16 } => plain("layernorm_f16.S").define("PARTS", 1),
+        KernelId::LayernormParts {
+            out: DType::F16,
+            segmented,
+        } => with_segments(
+            Variant::new(name.clone(), source("layernorm_f16.S"))
+                .entry("layernorm_parts_f16")
+                .define("PARTS", 1),
+            segmented,
+        ),
         KernelId::LayernormParts {
             out: out @ (DType::F143 | DType::F152),
-        } => Variant::new(name.clone(), source("layernorm_f16.S"))
-            .entry("layernorm_parts_f16_f8")
-            .define("PARTS", 1)
-            .define("OUT_F8", if out == DType::F143 { 1 } else { 2 }),
+            segmented,
+        } => with_segments(
+            Variant::new(name.clone(), source("layernorm_f16.S"))
+                .entry("layernorm_parts_f16_f8")
+                .define("PARTS", 1)
+                .define("OUT_F8", if out == DType::F143 { 1 } else { 2 }),
+            segmented,
+        ),
         KernelId::Softmax {
             dtype: DType::F16,
             causal,

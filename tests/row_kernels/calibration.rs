@@ -35,6 +35,9 @@ const KERNELS: &[&str] = &[
     "layernorm_stats_f16",
     "layernorm_parts_f16",
     "layernorm_parts_f16_f143",
+    "layernorm_stats_f16_seg",
+    "layernorm_parts_f16_seg",
+    "layernorm_parts_f16_f143_seg",
     "reduce_add_f16",
     "mul_f16",
     "sub_f32",
@@ -90,10 +93,15 @@ fn shapes(kernel: &str) -> Vec<(usize, usize)> {
     if kernel == "reduce_add_f16" || kernel == "reduce_add_f32" {
         return REDUCE.to_vec();
     }
+    // A segmented norm's tiles hold segments a multiple of 4 long, all
+    // but a row's last (`plan::segment_candidates`): several rows of a
+    // length that is not are left out for them.
+    let segmented = kernel.ends_with("_seg");
     let mut shapes: Vec<(usize, usize)> = ROWS
         .iter()
         .flat_map(|&r| LENGTHS.iter().map(move |&l| (r, l)))
         .filter(|&(r, l)| r * l <= MAX_ELEMENTS)
+        .filter(|&(r, l)| !segmented || r == 1 || l % 4 == 0)
         .collect();
     shapes.extend_from_slice(EXTRA);
     shapes

@@ -49,17 +49,19 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::Layernorm { dtype: F16 },
         KernelId::LayernormCast { to: F143 },
         KernelId::LayernormCast { to: F152 },
-        KernelId::LayernormStats,
         KernelId::RmsnormStats,
         KernelId::RmsnormParts,
-        KernelId::LayernormParts { out: F16 },
-        KernelId::LayernormParts { out: F143 },
-        KernelId::LayernormParts { out: F152 },
         KernelId::RearrangeBlocks,
         KernelId::ReduceAdd,
         KernelId::Rmsnorm { dtype: F16 },
         KernelId::ReduceAddF32,
     ];
+    for segmented in [false, true] {
+        known.push(KernelId::LayernormStats { segmented });
+        for out in [F16, F143, F152] {
+            known.push(KernelId::LayernormParts { out, segmented });
+        }
+    }
     for dtype in [F16, F32] {
         for op in [BinaryOp::Mul, BinaryOp::Sub, BinaryOp::Div] {
             known.push(KernelId::Binary { op, dtype });

@@ -389,6 +389,105 @@ pub fn case(
             }
             fused_cast("layernorm_parts_f16", inputs, params)
         }
+        "layernorm_stats_f16_seg" => {
+            // The middle tile of three holding segments of the rows: its
+            // block of each row's records, and the other blocks untouched.
+            let x = layernorm_input(rng, n);
+            let (part, tolerance) = part_statistics(&x, row_length, false);
+            let untouched = f64::from(f32::from_bits(0x5A5A_5A5A));
+            let (mut reference, mut tolerances) = (Vec::new(), Vec::new());
+            for r in 0..rows {
+                for segment in 0..SEGMENTS {
+                    let block = r * 24..(r + 1) * 24;
+                    if segment == 1 {
+                        reference.extend(&part[block.clone()]);
+                        tolerances.extend(&tolerance[block]);
+                    } else {
+                        reference.extend([untouched; 24]);
+                        tolerances.extend([0.0; 24]);
+                    }
+                }
+            }
+            params.extend([("segment", 1), ("segments", SEGMENTS as i64)]);
+            Case {
+                inputs: vec![f16_bytes(&x)],
+                params,
+                out_bytes: 4 * reference.len(),
+                expected: Expected::F32 {
+                    reference,
+                    tolerance: tolerances,
+                },
+            }
+        }
+        "layernorm_parts_f16_seg"
+        | "layernorm_parts_f16_f143_seg"
+        | "layernorm_parts_f16_f152_seg" => {
+            // Rows cut into three segments, of which the tile holds the
+            // second: each segment's records from `layernorm_stats_f16_seg`
+            // on the device, gathered as the exchange does, then this
+            // tile's part against the f64 layernorm of the whole rows.
+            let lengths = [row_length + 4, row_length, row_length / 2 + 1];
+            let total: usize = lengths.iter().sum();
+            let x = layernorm_input(rng, rows * total);
+            let gamma = normal_f16(rng, total, 1.0);
+            let beta = normal_f16(rng, total, 0.5);
+            let epsilon = 1e-5f32;
+            let stats = crate::harness::compile("layernorm_stats_f16_seg");
+            let columns = |values: &[f16], segment: usize| -> Vec<f16> {
+                let start: usize = lengths[..segment].iter().sum();
+                values
+                    .chunks(total)
+                    .flat_map(|row| row[start..start + lengths[segment]].to_vec())
+                    .collect()
+            };
+            let block = 96;
+            let mut records = vec![0u8; rows * SEGMENTS * block];
+            for (segment, &length) in lengths.iter().enumerate() {
+                let run = stats.run(&Run {
+                    inputs: vec![&f16_bytes(&columns(&x, segment))],
+                    out_bytes: records.len(),
+                    params: vec![
+                        ("rows", rows as i64),
+                        ("row_length", length as i64),
+                        ("segment", segment as i64),
+                        ("segments", SEGMENTS as i64),
+                    ],
+                });
+                for r in 0..rows {
+                    let at = (r * SEGMENTS + segment) * block;
+                    records[at..at + block].copy_from_slice(&run.out[at..at + block]);
+                }
+            }
+            params.extend([
+                ("epsilon_bits", i64::from(epsilon.to_bits())),
+                ("segments", SEGMENTS as i64),
+            ]);
+            let inputs = vec![
+                f16_bytes(&columns(&x, 1)),
+                f16_bytes(&columns(&gamma, 1)),
+                f16_bytes(&columns(&beta, 1)),
+                records,
+            ];
+            if kernel == "layernorm_parts_f16_seg" {
+                let (whole, whole_slack) = layernorm(&x, &gamma, &beta, total, epsilon);
+                let start = lengths[0];
+                let keep = |v: &[f64]| -> Vec<f64> {
+                    v.chunks(total)
+                        .flat_map(|row| row[start..start + row_length].to_vec())
+                        .collect()
+                };
+                return Case {
+                    inputs,
+                    params,
+                    out_bytes: 2 * n,
+                    expected: Expected::F16 {
+                        reference: keep(&whole),
+                        slack: keep(&whole_slack),
+                    },
+                };
+            }
+            fused_cast("layernorm_parts_f16_seg", inputs, params)
+        }
         "layernorm_f16" => {
             let x: Vec<f16> = (0..n)
                 .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))
@@ -647,6 +746,9 @@ fn softmax_masked(x: &[f16], mask: &[f32], row_length: usize, scale: f32) -> Vec
 }
 
 /// Layernorm rows with a mean that differs from zero and from row to row.
+/// The segments the segmented norm kernels' cases cut rows into.
+const SEGMENTS: usize = 3;
+
 fn layernorm_input(rng: &mut Rng, n: usize) -> Vec<f16> {
     (0..n)
         .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))

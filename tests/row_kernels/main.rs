@@ -41,6 +41,8 @@ fn row_kernels_declare_the_emitters_fields() {
         "layernorm_stats_f16",
         "layernorm_parts_f16",
         "layernorm_parts_f16_f143",
+        "layernorm_stats_f16_seg",
+        "layernorm_parts_f16_f143_seg",
         "rearrange_f16_b16x4",
         "rearrange_blocks",
         "mul_f16",
@@ -74,6 +76,8 @@ fn row_kernels_declare_the_emitters_fields() {
         layernorm_stats_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         layernorm_parts_f16: in0@0:ptr in1@4:ptr in2@8:ptr out@12:ptr rows@16:u32 row_length@20:u32 epsilon_bits@24:f32 in3@28:ptr
         layernorm_parts_f16_f143: in0@0:ptr in1@4:ptr in2@8:ptr out@12:ptr rows@16:u32 row_length@20:u32 epsilon_bits@24:f32 out_scale@28:i32 in3@32:ptr
+        layernorm_stats_f16_seg: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 segment@16:u32 segments@20:u32
+        layernorm_parts_f16_f143_seg: in0@0:ptr in1@4:ptr in2@8:ptr out@12:ptr rows@16:u32 row_length@20:u32 epsilon_bits@24:f32 out_scale@28:i32 in3@32:ptr segments@36:u32
         rearrange_f16_b16x4: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         rearrange_blocks: in0@0:ptr out@4:ptr outer@8:u32 inner@12:u32 words@16:u32 src_offset@20:u32 src_outer@24:u32 src_inner@28:u32 dst_offset@32:u32 dst_outer@36:u32 dst_inner@40:u32
         mul_f16: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32

@@ -140,6 +140,21 @@ fn split_layernorm_is_within_f16_rounding_of_the_f64_reference() {
 }
 
 #[test]
+fn segmented_layernorm_is_within_f16_rounding_of_the_f64_reference() {
+    // A tile's segment of rows cut over three tiles: its block of the
+    // records, and its part of the output from every tile's records.
+    let long = [(1, 256), (2, 128), (1, 1536)];
+    for kernel in [
+        "layernorm_stats_f16_seg",
+        "layernorm_parts_f16_seg",
+        "layernorm_parts_f16_f143_seg",
+    ] {
+        check_shapes(kernel, SHAPES, &Settings::default(), 16);
+        check_shapes(kernel, &long, &Settings::default(), 16);
+    }
+}
+
+#[test]
 fn split_rmsnorm_is_within_f16_rounding_of_the_f64_reference() {
     let long = [(1, 768), (2, 512), (4, 384), (2, 4304)];
     for kernel in ["rmsnorm_stats_f16", "rmsnorm_parts_f16"] {
