@@ -75,6 +75,23 @@ pub enum Partition {
         rows_per_tile: usize,
         kernel: KernelId,
     },
+    /// The rows of a layer normalisation grouped `rows_per_tile` at a
+    /// time as for [`Partition::Rows`], and each row cut into segments of
+    /// `segment` elements (the last may be shorter), each segment of a
+    /// group on a tile of its own: group `g`'s segment `s` is on tile
+    /// `g * segments + s`. Each tile computes its segments' partial
+    /// statistics ([`norm_prologue`] of `kernel`, segmented), an exchange
+    /// phase gives every tile of a group the statistics of the others, and
+    /// `kernel` (a segmented [`KernelId::LayernormParts`]) combines them
+    /// and normalises the tile's segments. For rows too few to fill the
+    /// chip one to a tile.
+    Segments {
+        rows: usize,
+        row_length: usize,
+        rows_per_tile: usize,
+        segment: usize,
+        kernel: KernelId,
+    },
     /// An elementwise operation over its `elements` in row-major order,
     /// cut into consecutive ranges of `per_tile` elements (the last range
     /// may be shorter), one range to a tile, wherever rows begin and end.
@@ -404,6 +421,13 @@ fn segmented_suffix(segmented: bool) -> &'static str {
         "_seg"
     } else {
         ""
+    }
+}
+
+impl Partition {
+    /// The segments each row is cut into under [`Partition::Segments`].
+    pub(crate) fn segments(row_length: usize, segment: usize) -> usize {
+        row_length.div_ceil(segment.max(1))
     }
 }
 

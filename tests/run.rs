@@ -108,6 +108,39 @@ fn elementwise_ops_on_fewer_rows_than_tiles_pass_as_element_ranges() {
     run_passes("tests/data/ops/elements-over-tiles.toml");
 }
 
+/// Layer normalisations on fewer rows than tiles, each row cut into
+/// segments on several tiles with the statistics exchanged between the
+/// two kernels: an f16 result, one with its cast to FP8 fused, a row
+/// length whose last segment is shorter. The planner chooses the
+/// segmented plan for all three, so the test covers it.
+#[test]
+fn layernorms_with_rows_cut_over_tiles_pass_on_the_model() {
+    let project = "tests/data/ops/layernorm-segments.toml";
+    run_passes(project);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = dir.path().join("out");
+    let (code, stdout, stderr) = ipub(
+        &[
+            "build",
+            project,
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--emit",
+            "plan",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let chosen: Vec<&str> = stdout.lines().filter(|l| l.starts_with(" *")).collect();
+    assert_eq!(chosen.len(), 3, "{stdout}");
+    for line in chosen {
+        assert!(
+            line.contains(" segment ") && line.contains("_seg "),
+            "{line}"
+        );
+    }
+}
+
 /// The SigLIP-so400m MLP in f16 throughout places on the whole chip and
 /// passes (its GELU as element ranges over 1469 tiles). It takes minutes
 /// on the model, so it runs behind `IPUB_SLOW_TESTS=1`.

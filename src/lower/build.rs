@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod reduce;
+mod segments;
 
 /// A lowering failure is a compiler bug or a plan lowering does not support
 /// yet; user errors were reported by validation.
@@ -32,6 +33,10 @@ pub enum LowerError {
     OutputNotMaterialised(String),
     #[error("internal compiler error: operation `{0}` has a gathered plan but is not a concat")]
     NotGathered(String),
+    #[error(
+        "internal compiler error: operation `{0}` has a segmented plan but is not a layernorm"
+    )]
+    NotSegmented(String),
 }
 
 /// Lowers `graph` with the partition `plan_of` selects for each operation.
@@ -45,7 +50,7 @@ pub fn lower(graph: &Graph, plan_of: &dyn Fn(OpId) -> Partition) -> Result<Progr
         bindings: HashMap::new(),
         repeat: None,
         local_runs: Vec::new(),
-        reduction: None,
+        second: None,
     };
     let mut steps = Vec::new();
     let mut index = 0;
@@ -96,10 +101,18 @@ struct Lowering<'g> {
     /// Block-major rearranges of held pieces for the operation being
     /// lowered ([`super::local`]), run before its kernels.
     local_runs: Vec<KernelRun>,
-    /// The reduction stage of the operation being lowered, when it is a
-    /// matrix product with a split inner dimension: its transfers and the
-    /// reduce runs that follow them.
-    reduction: Option<(Vec<Gather>, Vec<KernelRun>)>,
+    /// The second stage of the operation being lowered, when it has one:
+    /// the reduction of a matrix product with a split inner dimension, or
+    /// the normalisation of a segmented layernorm.
+    second: Option<SecondStage>,
+}
+
+/// An operation's exchange phase after its first compute step, and the
+/// runs of the compute step after it.
+struct SecondStage {
+    purpose: String,
+    transfers: Vec<Gather>,
+    runs: Vec<KernelRun>,
 }
 
 impl Lowering<'_> {
@@ -366,6 +379,18 @@ impl Lowering<'_> {
                 per_tile,
                 kernel,
             } => self.rows(op, *elements, 1, *per_tile, *kernel, &mut transfers)?,
+            Partition::Segments {
+                rows,
+                row_length,
+                rows_per_tile,
+                segment,
+                kernel,
+            } => self.segments(
+                op,
+                (*rows, *row_length, *rows_per_tile, *segment),
+                *kernel,
+                &mut transfers,
+            )?,
             Partition::Rows {
                 rows,
                 row_length,
@@ -389,9 +414,12 @@ impl Lowering<'_> {
             .into_iter()
             .collect();
         steps.push(Step::Compute { op, runs });
-        if let Some((transfers, runs)) = self.reduction.take() {
-            steps.extend(self.add_phase(ExchangePhase::reduction_purpose(name), transfers));
-            steps.push(Step::Compute { op, runs });
+        if let Some(second) = self.second.take() {
+            steps.extend(self.add_phase(second.purpose, second.transfers));
+            steps.push(Step::Compute {
+                op,
+                runs: second.runs,
+            });
         }
         Ok(steps)
     }
@@ -732,7 +760,11 @@ impl Lowering<'_> {
                 runs.extend(cast);
             }
         }
-        self.reduction = Some((transfers, runs));
+        self.second = Some(SecondStage {
+            purpose: ExchangePhase::reduction_purpose(&node.name),
+            transfers,
+            runs,
+        });
         Ok(home)
     }
 

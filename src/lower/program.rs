@@ -100,6 +100,12 @@ impl ExchangePhase {
         format!("op {op}")
     }
 
+    /// The purpose of the phase giving each tile of a segmented layernorm
+    /// the statistics of its rows' other segments.
+    pub(crate) fn statistics_purpose(op: &str) -> String {
+        format!("op {op} statistics")
+    }
+
     /// The purpose of the phase bringing the partials of a split matrix
     /// product `op` to the tiles that sum them.
     pub(crate) fn reduction_purpose(op: &str) -> String {

@@ -179,7 +179,8 @@ pub(super) fn kernel_source(
     let kernel = match partition {
         crate::plan::Partition::Matmul { kernel, .. }
         | crate::plan::Partition::Rows { kernel, .. }
-        | crate::plan::Partition::Elements { kernel, .. } => kernel,
+        | crate::plan::Partition::Elements { kernel, .. }
+        | crate::plan::Partition::Segments { kernel, .. } => kernel,
         crate::plan::Partition::View => return None,
         crate::plan::Partition::Gathered { .. } => return None,
     };

@@ -197,6 +197,7 @@ pub(crate) fn refine(
     let purposes = [
         crate::lower::ExchangePhase::gather_purpose(name),
         crate::lower::ExchangePhase::reduction_purpose(name),
+        crate::lower::ExchangePhase::statistics_purpose(name),
     ];
     let feeding: Vec<&crate::lower::ExchangePhase> = program
         .phases

@@ -12,6 +12,7 @@ pub(crate) mod cost;
 pub(crate) mod gathered;
 pub(crate) mod kernel_cost;
 pub(crate) mod matmul;
+pub(crate) mod segments;
 pub(crate) mod signature;
 
 use crate::graph::DType;
@@ -106,6 +107,9 @@ impl OperatorPlans {
                 }
                 (partition @ Partition::Matmul { .. }, SignatureKind::Matmul { .. }) => {
                     matmul::partition_fits(signature, partition)
+                }
+                (partition @ Partition::Segments { .. }, _) => {
+                    segments::partition_fits(signature, partition)
                 }
                 (
                     Partition::Rows {
@@ -598,7 +602,11 @@ pub(crate) fn finalists(signature: &OpSignature, target: &Target) -> OperatorPla
             pruned: false,
         }],
         SignatureKind::Concat { .. } => gathered::candidates(signature, target),
-        _ => row_candidates(signature, target),
+        _ => {
+            let mut found = row_candidates(signature, target);
+            found.extend(segments::candidates(signature, target));
+            found
+        }
     };
     let candidates = all.len();
     let (mut fitting, rest): (Vec<_>, Vec<_>) = all
@@ -741,6 +749,15 @@ pub(crate) fn describe(partition: &Partition) -> String {
             per_tile,
             kernel,
         } => format!("elements {elements} per-tile {per_tile} kernel {kernel}"),
+        Partition::Segments {
+            rows,
+            row_length,
+            rows_per_tile,
+            segment,
+            kernel,
+        } => format!(
+            "rows {rows}x{row_length} per-tile {rows_per_tile} segment {segment} kernel {kernel}"
+        ),
         Partition::View => "view".to_string(),
         Partition::Gathered {
             rows,
@@ -850,9 +867,11 @@ mod tests {
         );
     }
 
-    /// ViT-B's layernorm on the whole chip has one row per tile: the split
-    /// form (statistics, then each worker writing a sixth of the row) beats
-    /// the whole-row kernel there, and with six rows per tile it does not.
+    /// ViT-B's layernorm on the whole chip: its 197 rows cut into three
+    /// segments each, on 591 tiles, beat one row per tile (where the split
+    /// form, statistics then each worker writing a sixth of the row, beats
+    /// the whole-row kernel); with six rows per tile on 64 tiles, the
+    /// whole-row kernel wins.
     #[test]
     fn a_layernorm_with_few_rows_per_tile_splits_its_statistics() {
         let layernorm = |rows, tiles| OpSignature {
@@ -873,23 +892,23 @@ mod tests {
             layernorm(197, 1472),
             expect![[r#"
                 layernorm(f16[197, 768], f16[768], f16[768]) -> f143[197, 768]*2^-3 on 1472 tiles
-                  candidates 16
-                 *finalist 0: rows 197x768 per-tile 1 kernel layernorm_parts_f16_f143 tiles=197 cycles=6852 (compute 5868 exchange 384 sync 600) phases=1 peak_standard=2400 peak_interleaved=0
-                  finalist 1: rows 197x768 per-tile 1 kernel layernorm_f16_f143 tiles=197 cycles=12170 (compute 11186 exchange 384 sync 600) phases=1 peak_standard=2304 peak_interleaved=0
-                  finalist 2: rows 197x768 per-tile 3 kernel layernorm_parts_f16_f143 tiles=66 cycles=16476 (compute 14724 exchange 1152 sync 600) phases=1 peak_standard=7200 peak_interleaved=0
-                  finalist 3: rows 197x768 per-tile 3 kernel layernorm_f16_f143 tiles=66 cycles=19466 (compute 17714 exchange 1152 sync 600) phases=1 peak_standard=6912 peak_interleaved=0
+                  candidates 57
+                 *finalist 0: rows 197x768 per-tile 1 segment 256 kernel layernorm_parts_f16_f143_seg tiles=591 cycles=5174 (compute 3798 exchange 176 sync 1200) phases=2 peak_standard=1056 peak_interleaved=0
+                  finalist 1: rows 197x768 per-tile 1 segment 112 kernel layernorm_parts_f16_f143_seg tiles=1379 cycles=5954 (compute 4554 exchange 200 sync 1200) phases=2 peak_standard=1008 peak_interleaved=0
+                  finalist 2: rows 197x768 per-tile 1 kernel layernorm_parts_f16_f143 tiles=197 cycles=6852 (compute 5868 exchange 384 sync 600) phases=1 peak_standard=2400 peak_interleaved=0
+                  finalist 3: rows 197x768 per-tile 2 segment 256 kernel layernorm_parts_f16_f143_seg tiles=297 cycles=8836 (compute 7284 exchange 352 sync 1200) phases=2 peak_standard=2112 peak_interleaved=0
             "#]],
         );
         check(
             layernorm(384, 64),
             expect![[r#"
-            layernorm(f16[384, 768], f16[768], f16[768]) -> f143[384, 768]*2^-3 on 64 tiles
-              candidates 14
-             *finalist 0: rows 384x768 per-tile 6 kernel layernorm_f16_f143 tiles=64 cycles=30020 (compute 27116 exchange 2304 sync 600) phases=1 peak_standard=13824 peak_interleaved=0
-              finalist 1: rows 384x768 per-tile 6 kernel layernorm_parts_f16_f143 tiles=64 cycles=30912 (compute 28008 exchange 2304 sync 600) phases=1 peak_standard=14400 peak_interleaved=0
-              finalist 2: rows 384x768 per-tile 12 kernel layernorm_f16_f143 tiles=32 cycles=59360 (compute 54152 exchange 4608 sync 600) phases=1 peak_standard=27648 peak_interleaved=0
-              finalist 3: rows 384x768 per-tile 12 kernel layernorm_parts_f16_f143 tiles=32 cycles=60924 (compute 55716 exchange 4608 sync 600) phases=1 peak_standard=28800 peak_interleaved=0
-        "#]],
+                layernorm(f16[384, 768], f16[768], f16[768]) -> f143[384, 768]*2^-3 on 64 tiles
+                  candidates 29
+                 *finalist 0: rows 384x768 per-tile 6 kernel layernorm_f16_f143 tiles=64 cycles=30020 (compute 27116 exchange 2304 sync 600) phases=1 peak_standard=13824 peak_interleaved=0
+                  finalist 1: rows 384x768 per-tile 6 kernel layernorm_parts_f16_f143 tiles=64 cycles=30912 (compute 28008 exchange 2304 sync 600) phases=1 peak_standard=14400 peak_interleaved=0
+                  finalist 2: rows 384x768 per-tile 16 segment 384 kernel layernorm_parts_f16_f143_seg tiles=48 cycles=47016 (compute 42360 exchange 3456 sync 1200) phases=2 peak_standard=21504 peak_interleaved=0
+                  finalist 3: rows 384x768 per-tile 32 segment 156 kernel layernorm_parts_f16_f143_seg tiles=60 cycles=53280 (compute 46512 exchange 5568 sync 1200) phases=2 peak_standard=30336 peak_interleaved=0
+            "#]],
         );
     }
 
@@ -914,10 +933,10 @@ mod tests {
             epsilon_bits: 1e-5f32.to_bits(),
         });
         let plans = finalists(&layernorm, &IPU21);
-        assert!(plans
-            .finalists
-            .iter()
-            .all(|c| matches!(c.partition, Partition::Rows { .. })));
+        assert!(plans.finalists.iter().all(|c| matches!(
+            c.partition,
+            Partition::Rows { .. } | Partition::Segments { .. }
+        )));
         let forged = OperatorPlans {
             candidates: 1,
             finalists: vec![Candidate {

@@ -1,0 +1,150 @@
+//! Lowering of a layer normalisation whose rows are cut into segments on
+//! several tiles ([`Partition::Segments`](crate::partition::Partition)):
+//! the statistics runs, the phase that gives every tile of a group the
+//! statistics of its other segments, and the normalising runs.
+
+use super::{Demand, Lowering, SecondStage};
+use crate::graph::{DType, OpId, OpKind};
+use crate::lower::layout::Piece;
+use crate::lower::program::{Buffer, BufferRole, ExchangePhase, KernelRun, OperandRef};
+use crate::lower::runs::{Gather, Gathers};
+use crate::lower::view::View;
+use crate::lower::LowerError;
+use crate::partition::{norm_prologue, KernelId, MemoryClass, Partition};
+use crate::plan::segments::SEGMENT_RECORD_BYTES;
+
+/// f32 values of one tile's statistics of one row.
+const RECORD_VALUES: usize = SEGMENT_RECORD_BYTES / 4;
+
+impl Lowering<'_> {
+    /// Each tile's statistics run over its segments of its group's rows
+    /// (returned, the operation's first compute step), and the second
+    /// stage: the statistics exchange and the normalising runs.
+    pub(super) fn segments(
+        &mut self,
+        op: OpId,
+        (rows, row_length, rows_per_tile, segment): (usize, usize, usize, usize),
+        kernel: KernelId,
+        transfers: &mut Gathers,
+    ) -> Result<Vec<KernelRun>, LowerError> {
+        let graph = self.graph;
+        let node = graph.op(op);
+        let (OpKind::Layernorm { epsilon }, Some(stats)) = (&node.kind, norm_prologue(kernel))
+        else {
+            return Err(LowerError::NotSegmented(node.name.clone()));
+        };
+        let out = graph.tensor(node.output);
+        let coordinates = vec![rows, row_length];
+        let segments = Partition::segments(row_length, segment);
+        let record_coordinates = vec![rows, segments * RECORD_VALUES];
+        let rows_per_tile = rows_per_tile.max(1);
+        let mut first_runs = Vec::new();
+        let mut second_runs = Vec::new();
+        let mut home = Vec::new();
+        let mut gathers = Vec::new();
+        for (group, first_row) in (0..rows).step_by(rows_per_tile).enumerate() {
+            let count = rows_per_tile.min(rows - first_row);
+            let mut records = Vec::with_capacity(segments);
+            for index in 0..segments {
+                let tile = (group * segments + index) as u32;
+                let start = index * segment;
+                let length = segment.min(row_length - start);
+                let piece = Piece::row_major(vec![first_row, start], vec![count, length]);
+                let mut operands = Vec::new();
+                for (operand, &input) in node.inputs.iter().enumerate() {
+                    // The scale and the bias: the segment's part of the row.
+                    let (view, piece) = if operand > 0 {
+                        (
+                            View::of(graph, input),
+                            Piece::row_major(vec![start], vec![length]),
+                        )
+                    } else {
+                        let view = View::of(graph, input)
+                            .broadcast_to(&out.shape)
+                            .reshaped(&coordinates);
+                        (view, piece.clone())
+                    };
+                    operands.push(self.demand(
+                        Demand {
+                            op,
+                            operand: operand as u32,
+                            view,
+                            tile,
+                            piece,
+                            class: MemoryClass::Standard,
+                        },
+                        transfers,
+                    )?);
+                }
+                let result = self.output_buffer(
+                    node.output,
+                    tile,
+                    piece,
+                    coordinates.clone(),
+                    MemoryClass::Standard,
+                );
+                home.push(result);
+                let record = self.add_buffer(Buffer {
+                    tile,
+                    dtype: DType::F32,
+                    piece: Piece::row_major(
+                        vec![first_row, 0],
+                        vec![count, segments * RECORD_VALUES],
+                    ),
+                    coordinates: record_coordinates.clone(),
+                    class: MemoryClass::Standard,
+                    role: BufferRole::Intermediate { op },
+                });
+                records.push(record);
+                let params = vec![
+                    ("rows".to_string(), count as i64),
+                    ("row_length".to_string(), length as i64),
+                    ("first_row".to_string(), first_row as i64),
+                    ("segment".to_string(), index as i64),
+                    ("segments".to_string(), segments as i64),
+                    ("epsilon_bits".to_string(), i64::from(epsilon.to_bits())),
+                    ("out_scale".to_string(), i64::from(out.scale)),
+                ];
+                first_runs.push(KernelRun {
+                    tile,
+                    kernel: stats,
+                    operands: vec![operands[0].clone(), OperandRef::Buffer(record)],
+                    params: params.clone(),
+                });
+                operands.push(OperandRef::Buffer(record));
+                operands.push(OperandRef::Buffer(result));
+                second_runs.push(KernelRun {
+                    tile,
+                    kernel,
+                    operands,
+                    params,
+                });
+            }
+            // Every tile's block of each row goes to the group's other
+            // tiles, at the same place in their records.
+            for (index, &source) in records.iter().enumerate() {
+                for row in 0..count {
+                    let offset = ((row * segments + index) * SEGMENT_RECORD_BYTES) as u32;
+                    for (other, &destination) in records.iter().enumerate() {
+                        if other != index {
+                            gathers.push(Gather {
+                                source: source.0,
+                                source_offset: offset,
+                                bytes: SEGMENT_RECORD_BYTES as u32,
+                                destination,
+                                offset,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        self.set_home(node.output, home);
+        self.second = Some(SecondStage {
+            purpose: ExchangePhase::statistics_purpose(&node.name),
+            transfers: gathers,
+            runs: second_runs,
+        });
+        Ok(first_runs)
+    }
+}

@@ -1,0 +1,136 @@
+//! Plans of a layer normalisation whose rows are cut into segments on
+//! several tiles ([`Partition::Segments`]): for rows too few to fill the
+//! chip one to a tile (a ViT-B layernorm has 197 rows for 1472 tiles), a
+//! row's work spreads over as many tiles as help. Each tile computes the
+//! partial statistics of its segments, one more exchange phase brings a
+//! group's statistics to each of its tiles, and each tile normalises its
+//! segments (`device/include/norm.h`, the segmented form).
+
+use super::cost::Estimate;
+use super::{cost, received_bytes, row_kernel, share_element_bytes, Candidate};
+use crate::partition::{norm_prologue, split_norm, KernelId, Partition};
+use crate::plan::signature::OpSignature;
+use crate::target::Target;
+
+/// Segments are a multiple of this many elements long (all but a row's
+/// last), so each starts where the kernels' f16 quads do.
+pub(crate) const SEGMENT_QUANTUM: usize = 4;
+
+/// Bytes of one tile's statistics of one row: six records of 16
+/// (`PART_RECORD`, `ROW_RECORDS` in `device/include/norm.h`).
+pub(crate) const SEGMENT_RECORD_BYTES: usize = 96;
+
+/// The segmented normalising kernel of a signature's layernorm, if it has
+/// one.
+pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
+    match split_norm(row_kernel(signature)?)? {
+        KernelId::LayernormParts { out, .. } => Some(KernelId::LayernormParts {
+            out,
+            segmented: true,
+        }),
+        _ => None,
+    }
+}
+
+/// Candidates for every grouping of rows that leaves at least two tiles
+/// per group (1, 2, 4, ... rows to a group), each with the most segments
+/// the tiles allow and halvings of that down to two. Each is costed as its
+/// busiest tile's two kernels by their formulas (the first and the last
+/// segment, which may be shorter), the operand exchange and the statistics
+/// exchange, and two phases' sync.
+pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
+    let Some(kernel) = segmented_kernel(signature) else {
+        return Vec::new();
+    };
+    let Some(stats) = norm_prologue(kernel) else {
+        return Vec::new();
+    };
+    let shape = &signature.output.shape;
+    let row_length = shape.last().copied().unwrap_or(1);
+    let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
+    let most_segments = row_length / SEGMENT_QUANTUM;
+    let element_bytes = share_element_bytes(signature, None);
+    let tiles = signature.tiles as usize;
+    let mut found = Vec::new();
+    let mut rows_per_tile = 1;
+    while rows_per_tile <= rows.max(1) {
+        let groups = rows.div_ceil(rows_per_tile).max(1);
+        let mut wanted = (tiles / groups).min(most_segments);
+        while wanted >= 2 {
+            let segment = row_length
+                .div_ceil(wanted)
+                .next_multiple_of(SEGMENT_QUANTUM);
+            let segments = Partition::segments(row_length, segment);
+            wanted /= 2;
+            if segments < 2 {
+                continue;
+            }
+            let last = row_length - (segments - 1) * segment;
+            let tile_cycles = |length: usize| -> Option<u64> {
+                let params = [
+                    ("rows", rows_per_tile.min(rows) as i64),
+                    ("row_length", length as i64),
+                    ("segment", 0),
+                    ("segments", segments as i64),
+                ];
+                Some(cost::kernel_cycles(stats, &params)? + cost::kernel_cycles(kernel, &params)?)
+            };
+            let (Some(first), Some(end)) = (tile_cycles(segment), tile_cycles(last)) else {
+                continue;
+            };
+            let elements = (rows_per_tile * segment) as u64;
+            let records = (rows_per_tile * segments * SEGMENT_RECORD_BYTES) as u64;
+            let statistics = records - (rows_per_tile * SEGMENT_RECORD_BYTES) as u64;
+            let operands = received_bytes(signature, elements, segment);
+            let phases = 1 + u32::from(operands > 0);
+            found.push(Candidate {
+                partition: Partition::Segments {
+                    rows,
+                    row_length,
+                    rows_per_tile,
+                    segment,
+                    kernel,
+                },
+                tiles_used: (groups * segments) as u32,
+                estimate: Estimate {
+                    compute_cycles: first.max(end),
+                    exchange_cycles: cost::exchange_cycles(target, operands + statistics),
+                    sync_cycles: cost::sync_cycles(target, phases),
+                    exchange_phases: phases,
+                    peak_standard_bytes: elements * element_bytes + records,
+                    peak_interleaved_bytes: 0,
+                    resident_weight_bytes: 0,
+                },
+                refined: None,
+                pruned: false,
+            });
+        }
+        rows_per_tile *= 2;
+    }
+    found
+}
+
+/// Whether `partition` is a segmented plan of `signature`'s shape with
+/// its segmented kernel, on at most its tiles.
+pub(super) fn partition_fits(signature: &OpSignature, partition: &Partition) -> bool {
+    let Partition::Segments {
+        rows,
+        row_length,
+        rows_per_tile,
+        segment,
+        kernel,
+    } = partition
+    else {
+        return false;
+    };
+    let shape = &signature.output.shape;
+    let leading: usize = shape[..shape.len().saturating_sub(1)].iter().product();
+    let segments = Partition::segments(*row_length, *segment);
+    Some(row_length) == shape.last()
+        && *rows == leading
+        && (1..=(*rows).max(1)).contains(rows_per_tile)
+        && segment.is_multiple_of(SEGMENT_QUANTUM)
+        && (SEGMENT_QUANTUM..*row_length).contains(segment)
+        && rows.div_ceil(*rows_per_tile) * segments <= signature.tiles as usize
+        && Some(*kernel) == segmented_kernel(signature)
+}
