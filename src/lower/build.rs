@@ -107,6 +107,16 @@ struct Lowering<'g> {
     second: Option<SecondStage>,
 }
 
+/// Where a row operation's tile reads its operands
+/// ([`Lowering::row_operand`]).
+struct RowsAt<'a> {
+    tile: u32,
+    piece: &'a Piece,
+    coordinates: &'a [usize],
+    /// A norm's part of its scale and bias row.
+    parameters: Option<&'a Piece>,
+}
+
 /// An operation's exchange phase after its first compute step, and the
 /// runs of the compute step after it.
 struct SecondStage {
@@ -795,33 +805,17 @@ impl Lowering<'_> {
             let tile = tile as u32;
             let count = rows_per_tile.min(rows - first_row);
             let row_piece = Piece::row_major(vec![first_row, 0], vec![count, row_length]);
+            let norm = matches!(node.kind, OpKind::Layernorm { .. } | OpKind::Rmsnorm { .. });
+            let parameters = norm.then(|| Piece::row_major(vec![0], vec![row_length]));
             let mut operands = Vec::new();
-            for (operand, &input) in node.inputs.iter().enumerate() {
-                let is_row_parameter =
-                    matches!(node.kind, OpKind::Layernorm { .. } | OpKind::Rmsnorm { .. })
-                        && operand > 0;
-                let (view, piece) = if is_row_parameter {
-                    (
-                        View::of(graph, input),
-                        Piece::row_major(vec![0], vec![row_length]),
-                    )
-                } else {
-                    let view = View::of(graph, input)
-                        .broadcast_to(&out.shape)
-                        .reshaped(&coordinates);
-                    (view, row_piece.clone())
+            for operand in 0..node.inputs.len() {
+                let at = RowsAt {
+                    tile,
+                    piece: &row_piece,
+                    coordinates: &coordinates,
+                    parameters: parameters.as_ref(),
                 };
-                operands.push(self.demand(
-                    Demand {
-                        op,
-                        operand: operand as u32,
-                        view,
-                        tile,
-                        piece,
-                        class: MemoryClass::Standard,
-                    },
-                    transfers,
-                )?);
+                operands.push(self.row_operand(op, operand, at, transfers)?);
             }
             let c = self.output_buffer(
                 node.output,
@@ -910,6 +904,42 @@ impl Lowering<'_> {
         }
         self.set_home(node.output, home);
         Ok(runs)
+    }
+
+    /// Finds or makes operand `operand` of the row operation `op` on
+    /// `at.tile`: the rows of `at.piece` (in the output's rows, `at.coordinates`),
+    /// its operand broadcast to the output's shape, or for a norm's scale
+    /// and bias, `at.parameters` of their row.
+    fn row_operand(
+        &mut self,
+        op: OpId,
+        operand: usize,
+        at: RowsAt,
+        transfers: &mut Gathers,
+    ) -> Result<OperandRef, LowerError> {
+        let graph = self.graph;
+        let node = graph.op(op);
+        let input = node.inputs[operand];
+        let (view, piece) = match at.parameters {
+            Some(parameters) if operand > 0 => (View::of(graph, input), parameters.clone()),
+            _ => {
+                let view = View::of(graph, input)
+                    .broadcast_to(&graph.tensor(node.output).shape)
+                    .reshaped(at.coordinates);
+                (view, at.piece.clone())
+            }
+        };
+        self.demand(
+            Demand {
+                op,
+                operand: operand as u32,
+                view,
+                tile: at.tile,
+                piece,
+                class: MemoryClass::Standard,
+            },
+            transfers,
+        )
     }
 
     fn repeat(

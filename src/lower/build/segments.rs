@@ -3,12 +3,11 @@
 //! the statistics runs, the phase that gives every tile of a group the
 //! statistics of its other segments, and the normalising runs.
 
-use super::{Demand, Lowering, SecondStage};
+use super::{Lowering, RowsAt, SecondStage};
 use crate::graph::{DType, OpId, OpKind};
 use crate::lower::layout::Piece;
 use crate::lower::program::{Buffer, BufferRole, ExchangePhase, KernelRun, OperandRef};
 use crate::lower::runs::{Gather, Gathers};
-use crate::lower::view::View;
 use crate::lower::LowerError;
 use crate::partition::{norm_prologue, KernelId, MemoryClass, Partition};
 use crate::plan::segments::SEGMENT_RECORD_BYTES;
@@ -50,31 +49,16 @@ impl Lowering<'_> {
                 let start = index * segment;
                 let length = segment.min(row_length - start);
                 let piece = Piece::row_major(vec![first_row, start], vec![count, length]);
+                let parameters = Piece::row_major(vec![start], vec![length]);
                 let mut operands = Vec::new();
-                for (operand, &input) in node.inputs.iter().enumerate() {
-                    // The scale and the bias: the segment's part of the row.
-                    let (view, piece) = if operand > 0 {
-                        (
-                            View::of(graph, input),
-                            Piece::row_major(vec![start], vec![length]),
-                        )
-                    } else {
-                        let view = View::of(graph, input)
-                            .broadcast_to(&out.shape)
-                            .reshaped(&coordinates);
-                        (view, piece.clone())
+                for operand in 0..node.inputs.len() {
+                    let at = RowsAt {
+                        tile,
+                        piece: &piece,
+                        coordinates: &coordinates,
+                        parameters: Some(&parameters),
                     };
-                    operands.push(self.demand(
-                        Demand {
-                            op,
-                            operand: operand as u32,
-                            view,
-                            tile,
-                            piece,
-                            class: MemoryClass::Standard,
-                        },
-                        transfers,
-                    )?);
+                    operands.push(self.row_operand(op, operand, at, transfers)?);
                 }
                 let result = self.output_buffer(
                     node.output,
