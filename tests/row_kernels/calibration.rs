@@ -94,7 +94,7 @@ fn shapes(kernel: &str) -> Vec<(usize, usize)> {
         return REDUCE.to_vec();
     }
     // A segmented norm's tiles hold segments a multiple of 4 long, all
-    // but a row's last (`plan::segment_candidates`): several rows of a
+    // but a row's last (`plan::segments::candidates`): several rows of a
     // length that is not are left out for them.
     let segmented = kernel.ends_with("_seg");
     let mut shapes: Vec<(usize, usize)> = ROWS
