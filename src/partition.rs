@@ -373,6 +373,19 @@ impl KernelId {
         )
     }
 
+    /// The state fields the kernel must declare besides its operands:
+    /// those its form exists for, which a source predating the form would
+    /// not read (a segmented norm's `segments`).
+    pub(crate) fn required_fields(self) -> &'static [&'static str] {
+        match self {
+            KernelId::LayernormStats { segmented: true } => &["segment", "segments"],
+            KernelId::LayernormParts {
+                segmented: true, ..
+            } => &["segments"],
+            _ => &[],
+        }
+    }
+
     /// The GEMM variant for `input` operands in `weights` memory and a
     /// kernel shard of `shard` (swapped already when the product is).
     pub(crate) fn gemm(input: DType, weights: MemoryClass, shard: &Shard) -> KernelId {

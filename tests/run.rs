@@ -141,6 +141,39 @@ fn layernorms_with_rows_cut_over_tiles_pass_on_the_model() {
     }
 }
 
+/// A kernel source that predates the segmented form (here: its
+/// normalising kernel declares no `segments`) is refused when a plan needs
+/// that form, rather than run without the parameter.
+#[test]
+fn a_kernel_source_without_the_segmented_form_is_refused() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let device = dir.path().join("device");
+    std::fs::create_dir_all(device.join("include")).expect("device folder");
+    for entry in std::fs::read_dir("device")
+        .expect("device/")
+        .chain(std::fs::read_dir("device/include").expect("device/include"))
+    {
+        let path = entry.expect("entry").path();
+        if path.is_file() {
+            let relative = path.strip_prefix("device").expect("under device/");
+            let text = std::fs::read_to_string(&path).expect("source");
+            let text = text.replace(".ipub_param segments, PARTIALS_OFF + 4, u32", "");
+            std::fs::write(device.join(relative), text).expect("copy");
+        }
+    }
+    let project = std::fs::read_to_string("tests/data/ops/layernorm-segments.toml")
+        .expect("project")
+        .replace("kernels = \"../../../device\"", "kernels = \"device\"");
+    let path = dir.path().join("layernorm-segments.toml");
+    std::fs::write(&path, project).expect("project copy");
+    let (code, stdout, stderr) = ipub(&["build", path.to_str().unwrap()], dir.path());
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("declares no state field `segments`") && stderr.contains("layernorm_f16.S"),
+        "{stderr}"
+    );
+}
+
 /// The SigLIP-so400m MLP in f16 throughout places on the whole chip and
 /// passes (its GELU as element ranges over 1469 tiles). It takes minutes
 /// on the model, so it runs behind `IPUB_SLOW_TESTS=1`.

@@ -86,5 +86,8 @@ fn kernel_error_diagnostics(error: &KernelBuildError, kernel_dir: &Utf8Path) -> 
         KernelBuildError::Compile { diagnostics, .. } => diagnostics.clone(),
         KernelBuildError::UnknownVariant(_) => vec![Diagnostic::error(error.to_string())
             .note(format!("kernel sources are looked for in `{kernel_dir}`"))],
+        KernelBuildError::MissingField { file, .. } => {
+            vec![Diagnostic::error(error.to_string()).at(file, 0..0)]
+        }
     }
 }

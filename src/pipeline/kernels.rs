@@ -54,6 +54,17 @@ pub enum KernelBuildError {
         rendered: String,
         diagnostics: Vec<crate::diagnostic::Diagnostic>,
     },
+    /// The variant assembled but its entry declares no state field the
+    /// plan's form of the kernel needs: a source predating that form,
+    /// which ignores the define selecting it.
+    #[error(
+        "kernel `{variant}` declares no state field `{field}` (`.ipub_param`), which its form needs; is `{file}` older than that form?"
+    )]
+    MissingField {
+        variant: String,
+        field: &'static str,
+        file: Utf8PathBuf,
+    },
 }
 
 /// A norm kernel's variant in its segmented form when `segmented`
@@ -223,6 +234,22 @@ pub(crate) fn kernel_object<'db>(
                 .map(|c| (c.object, c.metadata, sources, key))
         }
     };
+    if let Ok((_, metadata, _, _)) = &compiled {
+        let declared = |field: &str| {
+            metadata
+                .entries
+                .iter()
+                .filter(|e| Some(&e.symbol) == spec.entry.as_ref())
+                .any(|e| e.params.iter().any(|p| p.name == field))
+        };
+        if let Some(&field) = id.required_fields().iter().find(|f| !declared(f)) {
+            return Err(KernelBuildError::MissingField {
+                variant: name.clone(),
+                field,
+                file: spec.source.clone(),
+            });
+        }
+    }
     match compiled {
         Ok((object, metadata, sources, key)) => Ok(Arc::new(KernelObject {
             variant: name.clone(),
