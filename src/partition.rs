@@ -319,6 +319,11 @@ pub(crate) fn split_norm(kernel: KernelId) -> Option<KernelId> {
 /// records of four (`device/include/norm.h`).
 pub(crate) const NORM_PART_RECORDS_PER_ROW: usize = 24;
 
+/// The bytes of those records: one row's block of a tile's statistics
+/// (`ROW_RECORDS` in `device/include/norm.h`), which a segmented norm's
+/// statistics phase moves between tiles.
+pub(crate) const NORM_PART_ROW_BYTES: usize = NORM_PART_RECORDS_PER_ROW * 4;
+
 /// The elementwise operations of two operands with a kernel of their own
 /// besides `add` (whose kernel predates them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

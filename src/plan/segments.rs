@@ -8,17 +8,13 @@
 
 use super::cost::Estimate;
 use super::{cost, received_bytes, row_kernel, share_element_bytes, Candidate};
-use crate::partition::{norm_prologue, split_norm, KernelId, Partition};
+use crate::partition::{norm_prologue, split_norm, KernelId, Partition, NORM_PART_ROW_BYTES};
 use crate::plan::signature::OpSignature;
 use crate::target::Target;
 
 /// Segments are a multiple of this many elements long (all but a row's
 /// last), so each starts where the kernels' f16 quads do.
 pub(crate) const SEGMENT_QUANTUM: usize = 4;
-
-/// Bytes of one tile's statistics of one row: six records of 16
-/// (`PART_RECORD`, `ROW_RECORDS` in `device/include/norm.h`).
-pub(crate) const SEGMENT_RECORD_BYTES: usize = 96;
 
 /// The segmented normalising kernel of a signature's layernorm, if it has
 /// one.
@@ -56,13 +52,15 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     while rows_per_tile <= rows.max(1) {
         let groups = rows.div_ceil(rows_per_tile).max(1);
         let mut wanted = (tiles / groups).min(most_segments);
+        let mut previous = None;
         while wanted >= 2 {
             let segment = row_length
                 .div_ceil(wanted)
                 .next_multiple_of(SEGMENT_QUANTUM);
             let segments = Partition::segments(row_length, segment);
             wanted /= 2;
-            if segments < 2 {
+            // Halvings that round to the same segment are one candidate.
+            if segments < 2 || previous.replace(segment) == Some(segment) {
                 continue;
             }
             let last = row_length - (segments - 1) * segment;
@@ -79,8 +77,8 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                 continue;
             };
             let elements = (rows_per_tile * segment) as u64;
-            let records = (rows_per_tile * segments * SEGMENT_RECORD_BYTES) as u64;
-            let statistics = records - (rows_per_tile * SEGMENT_RECORD_BYTES) as u64;
+            let records = (rows_per_tile * segments * NORM_PART_ROW_BYTES) as u64;
+            let statistics = records - (rows_per_tile * NORM_PART_ROW_BYTES) as u64;
             let operands = received_bytes(signature, elements, segment);
             let phases = 1 + u32::from(operands > 0);
             found.push(Candidate {

@@ -9,11 +9,9 @@ use crate::lower::layout::Piece;
 use crate::lower::program::{Buffer, BufferRole, ExchangePhase, KernelRun, OperandRef};
 use crate::lower::runs::{Gather, Gathers};
 use crate::lower::LowerError;
-use crate::partition::{norm_prologue, KernelId, MemoryClass, Partition};
-use crate::plan::segments::SEGMENT_RECORD_BYTES;
-
-/// f32 values of one tile's statistics of one row.
-const RECORD_VALUES: usize = SEGMENT_RECORD_BYTES / 4;
+use crate::partition::{
+    norm_prologue, KernelId, MemoryClass, Partition, NORM_PART_RECORDS_PER_ROW, NORM_PART_ROW_BYTES,
+};
 
 impl Lowering<'_> {
     /// Each tile's statistics run over its segments of its group's rows
@@ -35,7 +33,7 @@ impl Lowering<'_> {
         let out = graph.tensor(node.output);
         let coordinates = vec![rows, row_length];
         let segments = Partition::segments(row_length, segment);
-        let record_coordinates = vec![rows, segments * RECORD_VALUES];
+        let record_coordinates = vec![rows, segments * NORM_PART_RECORDS_PER_ROW];
         let rows_per_tile = rows_per_tile.max(1);
         let mut first_runs = Vec::new();
         let mut second_runs = Vec::new();
@@ -73,7 +71,7 @@ impl Lowering<'_> {
                     dtype: DType::F32,
                     piece: Piece::row_major(
                         vec![first_row, 0],
-                        vec![count, segments * RECORD_VALUES],
+                        vec![count, segments * NORM_PART_RECORDS_PER_ROW],
                     ),
                     coordinates: record_coordinates.clone(),
                     class: MemoryClass::Standard,
@@ -108,13 +106,13 @@ impl Lowering<'_> {
             // tiles, at the same place in their records.
             for (index, &source) in records.iter().enumerate() {
                 for row in 0..count {
-                    let offset = ((row * segments + index) * SEGMENT_RECORD_BYTES) as u32;
+                    let offset = ((row * segments + index) * NORM_PART_ROW_BYTES) as u32;
                     for (other, &destination) in records.iter().enumerate() {
                         if other != index {
                             gathers.push(Gather {
                                 source: source.0,
                                 source_offset: offset,
-                                bytes: SEGMENT_RECORD_BYTES as u32,
+                                bytes: NORM_PART_ROW_BYTES as u32,
                                 destination,
                                 offset,
                             });
