@@ -32,7 +32,9 @@
 // (`include/norm.h`): `rmsnorm_stats_f16` has written the sum of squares
 // of each worker's share of each row to the records in in2, and each
 // worker adds up the records of the rows its share meets and writes its
-// share. Its state is the whole-row kernel's with in2 last.
+// share. Its state is the whole-row kernel's with in2 last; with
+// SEGMENTED, then `segments`: each worker adds up all `6 * segments`
+// records of a row, and their counts for the row's length.
 #ifndef PARTS
 #define PARTS 0
 #endif
@@ -43,8 +45,10 @@
 // (rows after the first start misaligned and write single elements), 5
 // per row for the search of the share's first row, 40 per piece, 12 per
 // single element of a piece in rows shorter than a quad, and 32 per
-// launch; all in quarter issues.
+// launch; all in quarter issues. The segmented form's combination walks
+// 6 * segments records, 4 issues each.
 #define RMSNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 26 : 12) * share + 20 * rows + 4 * 40 * pieces + 4 * 32 + 12 * pieces * singles) / 4"
+#define RMSNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 26 : 12) * share + 20 * rows + 4 * (28 + 24 * segments) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
 
 // Registers beyond rows.h's: $m11 head elements, then elements to write,
 // $m12 gamma cursor, $m14 the link register of `call`; $a14
@@ -81,7 +85,12 @@
         .ipub_param row_length, 16, u32
         .ipub_param epsilon_bits, 20, f32
         .ipub_param in2, 24, ptr
+#if SEGMENTED
+        .ipub_param segments, 28, u32
+        .ipub_cost RMSNORM_PARTS_SEG_COST
+#else
         .ipub_cost RMSNORM_PARTS_COST
+#endif
 rmsnorm_parts_f16:
         parts_begin 12, 16, 8, 24, parts_done
         // Each piece: the share's elements in the row, [lo, hi) within
@@ -90,9 +99,24 @@ parts_piece:
         parts_piece_range 16
         add     $m8, $m2, 8
         mov     $a0, $azero
+#if SEGMENTED
+        // All the row's records, whose counts sum to its length: $a14 =
+        // 1 / that.
+        mov     $m10, $m2
+        mov     $a5, $azero
+        ld32    $m6, $m0, 28
+        mul     $m6, $m6, 6
+        rpt     $m6, 4
+        ld32step $a2, $m8+=, PART_RECORD
+        ld32step $a3, $m10+=, PART_RECORD
+        f32add  $a0, $a0, $a2
+        f32add  $a5, $a5, $a3
+        f32rcp  $a14, $a5
+#else
         rpt     6, 2
         ld32step $a2, $m8+=, PART_RECORD
         f32add  $a0, $a0, $a2
+#endif
         f32mul  $a4, $a0, $a14
         ld32    $a8, $m0, 20
         f32add  $a4, $a4, $a8

@@ -75,14 +75,15 @@ pub enum Partition {
         rows_per_tile: usize,
         kernel: KernelId,
     },
-    /// The rows of a layer normalisation grouped `rows_per_tile` at a
+    /// The rows of a layer or RMS normalisation grouped `rows_per_tile` at a
     /// time as for [`Partition::Rows`], and each row cut into segments of
     /// `segment` elements (the last may be shorter), each segment of a
     /// group on a tile of its own: group `g`'s segment `s` is on tile
     /// `g * segments + s`. Each tile computes its segments' partial
     /// statistics ([`norm_prologue`] of `kernel`, segmented), an exchange
     /// phase gives every tile of a group the statistics of the others, and
-    /// `kernel` (a segmented [`KernelId::LayernormParts`]) combines them
+    /// `kernel` (a segmented [`KernelId::LayernormParts`] or
+    /// [`KernelId::RmsnormParts`]) combines them
     /// and normalises the tile's segments. For rows too few to fill the
     /// chip one to a tile.
     Segments {
@@ -191,11 +192,16 @@ pub enum KernelId {
         segmented: bool,
     },
     /// The statistics half of the split RMS norm (`device/layernorm_stats_f16.S`
-    /// with `RMS`): the sum of squares of each worker's share of every row.
-    RmsnormStats,
+    /// with `RMS`): the sum of squares of each worker's share of every row;
+    /// `segmented` as for [`KernelId::LayernormStats`].
+    RmsnormStats {
+        segmented: bool,
+    },
     /// The normalising half of the split RMS norm (`device/rmsnorm_f16.S`
-    /// with `PARTS`).
-    RmsnormParts,
+    /// with `PARTS`); `segmented` as for [`KernelId::LayernormParts`].
+    RmsnormParts {
+        segmented: bool,
+    },
     /// An explicit block-major rearrange (`rearrange` in a project).
     RearrangeBlockMajor {
         dtype: DType,
@@ -291,7 +297,7 @@ pub(crate) fn written_dtype(producer: KernelId, output: DType) -> DType {
 pub(crate) fn norm_prologue(kernel: KernelId) -> Option<KernelId> {
     match kernel {
         KernelId::LayernormParts { segmented, .. } => Some(KernelId::LayernormStats { segmented }),
-        KernelId::RmsnormParts => Some(KernelId::RmsnormStats),
+        KernelId::RmsnormParts { segmented } => Some(KernelId::RmsnormStats { segmented }),
         _ => None,
     }
 }
@@ -310,7 +316,9 @@ pub(crate) fn split_norm(kernel: KernelId) -> Option<KernelId> {
             out: to,
             segmented: false,
         }),
-        KernelId::Rmsnorm { dtype: DType::F16 } => Some(KernelId::RmsnormParts),
+        KernelId::Rmsnorm { dtype: DType::F16 } => {
+            Some(KernelId::RmsnormParts { segmented: false })
+        }
         _ => None,
     }
 }
@@ -383,10 +391,12 @@ impl KernelId {
     /// not read (a segmented norm's `segments`).
     pub(crate) fn required_fields(self) -> &'static [&'static str] {
         match self {
-            KernelId::LayernormStats { segmented: true } => &["segment", "segments"],
+            KernelId::LayernormStats { segmented: true }
+            | KernelId::RmsnormStats { segmented: true } => &["segment", "segments"],
             KernelId::LayernormParts {
                 segmented: true, ..
-            } => &["segments"],
+            }
+            | KernelId::RmsnormParts { segmented: true } => &["segments"],
             _ => &[],
         }
     }
@@ -502,8 +512,12 @@ impl fmt::Display for KernelId {
             KernelId::LayernormParts { segmented, .. } => {
                 write!(f, "layernorm_parts_f16{}", segmented_suffix(segmented))
             }
-            KernelId::RmsnormStats => f.write_str("rmsnorm_stats_f16"),
-            KernelId::RmsnormParts => f.write_str("rmsnorm_parts_f16"),
+            KernelId::RmsnormStats { segmented } => {
+                write!(f, "rmsnorm_stats_f16{}", segmented_suffix(segmented))
+            }
+            KernelId::RmsnormParts { segmented } => {
+                write!(f, "rmsnorm_parts_f16{}", segmented_suffix(segmented))
+            }
             KernelId::RearrangeBlockMajor { dtype, rows, cols } => {
                 write!(f, "rearrange_{}_b{rows}x{cols}", family(dtype))
             }

@@ -148,8 +148,18 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
                 .entry("layernorm_stats_f16"),
             segmented,
         ),
-        KernelId::RmsnormStats => plain("layernorm_stats_f16.S").define("RMS", 1),
-        KernelId::RmsnormParts => plain("rmsnorm_f16.S").define("PARTS", 1),
+        KernelId::RmsnormStats { segmented } => with_segments(
+            Variant::new(name.clone(), source("layernorm_stats_f16.S"))
+                .entry("rmsnorm_stats_f16")
+                .define("RMS", 1),
+            segmented,
+        ),
+        KernelId::RmsnormParts { segmented } => with_segments(
+            Variant::new(name.clone(), source("rmsnorm_f16.S"))
+                .entry("rmsnorm_parts_f16")
+                .define("PARTS", 1),
+            segmented,
+        ),
         KernelId::LayernormParts {
             out: DType::F16,
             segmented,

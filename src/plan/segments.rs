@@ -1,4 +1,4 @@
-//! Plans of a layer normalisation whose rows are cut into segments on
+//! Plans of a layer or RMS normalisation whose rows are cut into segments on
 //! several tiles ([`Partition::Segments`]): for rows too few to fill the
 //! chip one to a tile (a ViT-B layernorm has 197 rows for 1472 tiles), a
 //! row's work spreads over as many tiles as help. Each tile computes the
@@ -16,14 +16,15 @@ use crate::target::Target;
 /// last), so each starts where the kernels' f16 quads do.
 pub(crate) const SEGMENT_QUANTUM: usize = 4;
 
-/// The segmented normalising kernel of a signature's layernorm, if it has
-/// one.
+/// The segmented normalising kernel of a signature's layernorm or RMS
+/// norm, if it has one.
 pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
     match split_norm(row_kernel(signature)?)? {
         KernelId::LayernormParts { out, .. } => Some(KernelId::LayernormParts {
             out,
             segmented: true,
         }),
+        KernelId::RmsnormParts { .. } => Some(KernelId::RmsnormParts { segmented: true }),
         _ => None,
     }
 }

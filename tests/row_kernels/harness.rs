@@ -49,8 +49,6 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::Layernorm { dtype: F16 },
         KernelId::LayernormCast { to: F143 },
         KernelId::LayernormCast { to: F152 },
-        KernelId::RmsnormStats,
-        KernelId::RmsnormParts,
         KernelId::RearrangeBlocks,
         KernelId::ReduceAdd,
         KernelId::Rmsnorm { dtype: F16 },
@@ -58,6 +56,8 @@ pub fn kernel_named(name: &str) -> KernelId {
     ];
     for segmented in [false, true] {
         known.push(KernelId::LayernormStats { segmented });
+        known.push(KernelId::RmsnormStats { segmented });
+        known.push(KernelId::RmsnormParts { segmented });
         for out in [F16, F143, F152] {
             known.push(KernelId::LayernormParts { out, segmented });
         }

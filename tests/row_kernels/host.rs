@@ -389,11 +389,12 @@ pub fn case(
             }
             fused_cast("layernorm_parts_f16", inputs, params)
         }
-        "layernorm_stats_f16_seg" => {
+        "layernorm_stats_f16_seg" | "rmsnorm_stats_f16_seg" => {
             // The middle tile of three holding segments of the rows: its
             // block of each row's records, and the other blocks untouched.
             let x = layernorm_input(rng, n);
-            let (part, tolerance) = part_statistics(&x, row_length, false);
+            let rms = kernel == "rmsnorm_stats_f16_seg";
+            let (part, tolerance) = part_statistics(&x, row_length, rms);
             let untouched = f64::from(f32::from_bits(0x5A5A_5A5A));
             let (mut reference, mut tolerances) = (Vec::new(), Vec::new());
             for r in 0..rows {
@@ -426,56 +427,26 @@ pub fn case(
             // second: each segment's records from `layernorm_stats_f16_seg`
             // on the device, gathered as the exchange does, then this
             // tile's part against the f64 layernorm of the whole rows.
-            let lengths = [row_length + 4, row_length, row_length / 2 + 1];
-            let total: usize = lengths.iter().sum();
+            let segments = Segments::new(rows, row_length);
+            let total = segments.total;
             let x = layernorm_input(rng, rows * total);
             let gamma = normal_f16(rng, total, 1.0);
             let beta = normal_f16(rng, total, 0.5);
             let epsilon = 1e-5f32;
-            let stats = crate::harness::compile("layernorm_stats_f16_seg");
-            let columns = |values: &[f16], segment: usize| -> Vec<f16> {
-                let start: usize = lengths[..segment].iter().sum();
-                values
-                    .chunks(total)
-                    .flat_map(|row| row[start..start + lengths[segment]].to_vec())
-                    .collect()
-            };
-            let block = 96;
-            let mut records = vec![0u8; rows * SEGMENTS * block];
-            for (segment, &length) in lengths.iter().enumerate() {
-                let run = stats.run(&Run {
-                    inputs: vec![&f16_bytes(&columns(&x, segment))],
-                    out_bytes: records.len(),
-                    params: vec![
-                        ("rows", rows as i64),
-                        ("row_length", length as i64),
-                        ("segment", segment as i64),
-                        ("segments", SEGMENTS as i64),
-                    ],
-                });
-                for r in 0..rows {
-                    let at = (r * SEGMENTS + segment) * block;
-                    records[at..at + block].copy_from_slice(&run.out[at..at + block]);
-                }
-            }
+            let records = segments.records("layernorm_stats_f16_seg", &x);
             params.extend([
                 ("epsilon_bits", i64::from(epsilon.to_bits())),
                 ("segments", SEGMENTS as i64),
             ]);
             let inputs = vec![
-                f16_bytes(&columns(&x, 1)),
-                f16_bytes(&columns(&gamma, 1)),
-                f16_bytes(&columns(&beta, 1)),
+                f16_bytes(&segments.columns(&x, 1)),
+                f16_bytes(&segments.columns(&gamma, 1)),
+                f16_bytes(&segments.columns(&beta, 1)),
                 records,
             ];
             if kernel == "layernorm_parts_f16_seg" {
                 let (whole, whole_slack) = layernorm(&x, &gamma, &beta, total, epsilon);
-                let start = lengths[0];
-                let keep = |v: &[f64]| -> Vec<f64> {
-                    v.chunks(total)
-                        .flat_map(|row| row[start..start + row_length].to_vec())
-                        .collect()
-                };
+                let keep = |v: &[f64]| segments.middle(v);
                 return Case {
                     inputs,
                     params,
@@ -487,6 +458,35 @@ pub fn case(
                 };
             }
             fused_cast("layernorm_parts_f16_seg", inputs, params)
+        }
+        "rmsnorm_parts_f16_seg" => {
+            // As the segmented layernorm's parts, with the records of
+            // `rmsnorm_stats_f16_seg`.
+            let segments = Segments::new(rows, row_length);
+            let total = segments.total;
+            let x = layernorm_input(rng, rows * total);
+            let gamma = normal_f16(rng, total, 1.0);
+            let epsilon = 1e-6f32;
+            let records = segments.records("rmsnorm_stats_f16_seg", &x);
+            params.extend([
+                ("epsilon_bits", i64::from(epsilon.to_bits())),
+                ("segments", SEGMENTS as i64),
+            ]);
+            let whole = rmsnorm(&x, &gamma, total, epsilon);
+            let reference = segments.middle(&whole);
+            Case {
+                inputs: vec![
+                    f16_bytes(&segments.columns(&x, 1)),
+                    f16_bytes(&segments.columns(&gamma, 1)),
+                    records,
+                ],
+                params,
+                out_bytes: 2 * n,
+                expected: Expected::F16 {
+                    slack: vec![0.0; n],
+                    reference,
+                },
+            }
         }
         "layernorm_f16" => {
             let x: Vec<f16> = (0..n)
@@ -745,10 +745,69 @@ fn softmax_masked(x: &[f16], mask: &[f32], row_length: usize, scale: f32) -> Vec
     out
 }
 
-/// Layernorm rows with a mean that differs from zero and from row to row.
 /// The segments the segmented norm kernels' cases cut rows into.
 const SEGMENTS: usize = 3;
 
+/// Rows cut into [`SEGMENTS`] segments, of which the tile under test holds
+/// the second, `row_length` long: the first is 4 longer and the last about
+/// half as long.
+struct Segments {
+    rows: usize,
+    lengths: [usize; SEGMENTS],
+    total: usize,
+}
+
+impl Segments {
+    fn new(rows: usize, row_length: usize) -> Segments {
+        let lengths = [row_length + 4, row_length, row_length / 2 + 1];
+        Segments {
+            rows,
+            lengths,
+            total: lengths.iter().sum(),
+        }
+    }
+
+    /// Segment `segment`'s columns of `[rows][total]` values.
+    fn columns<T: Copy>(&self, values: &[T], segment: usize) -> Vec<T> {
+        let start: usize = self.lengths[..segment].iter().sum();
+        values
+            .chunks(self.total)
+            .flat_map(|row| row[start..start + self.lengths[segment]].to_vec())
+            .collect()
+    }
+
+    /// The tile's own columns.
+    fn middle(&self, values: &[f64]) -> Vec<f64> {
+        self.columns(values, 1)
+    }
+
+    /// Every segment's records from the statistics kernel `stats` on the
+    /// device, gathered into each row's blocks as the exchange does.
+    fn records(&self, stats: &str, x: &[f16]) -> Vec<u8> {
+        let stats = crate::harness::compile(stats);
+        let block = 96;
+        let mut records = vec![0u8; self.rows * SEGMENTS * block];
+        for (segment, &length) in self.lengths.iter().enumerate() {
+            let run = stats.run(&Run {
+                inputs: vec![&f16_bytes(&self.columns(x, segment))],
+                out_bytes: records.len(),
+                params: vec![
+                    ("rows", self.rows as i64),
+                    ("row_length", length as i64),
+                    ("segment", segment as i64),
+                    ("segments", SEGMENTS as i64),
+                ],
+            });
+            for r in 0..self.rows {
+                let at = (r * SEGMENTS + segment) * block;
+                records[at..at + block].copy_from_slice(&run.out[at..at + block]);
+            }
+        }
+        records
+    }
+}
+
+/// Layernorm rows with a mean that differs from zero and from row to row.
 fn layernorm_input(rng: &mut Rng, n: usize) -> Vec<f16> {
     (0..n)
         .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))

@@ -161,6 +161,12 @@ fn split_rmsnorm_is_within_f16_rounding_of_the_f64_reference() {
         check_shapes(kernel, SHAPES, &Settings::default(), 15);
         check_shapes(kernel, &long, &Settings::default(), 15);
     }
+    // Rows cut over three tiles, as for the layernorm.
+    let long = [(1, 256), (2, 128), (1, 1536)];
+    for kernel in ["rmsnorm_stats_f16_seg", "rmsnorm_parts_f16_seg"] {
+        check_shapes(kernel, SHAPES, &Settings::default(), 17);
+        check_shapes(kernel, &long, &Settings::default(), 17);
+    }
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Lowering of a layer normalisation whose rows are cut into segments on
+//! Lowering of a layer or RMS normalisation whose rows are cut into segments on
 //! several tiles ([`Partition::Segments`](crate::partition::Partition)):
 //! the statistics runs, the phase that gives every tile of a group the
 //! statistics of its other segments, and the normalising runs.
@@ -26,7 +26,8 @@ impl Lowering<'_> {
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
-        let (OpKind::Layernorm { epsilon }, Some(stats)) = (&node.kind, norm_prologue(kernel))
+        let (OpKind::Layernorm { epsilon } | OpKind::Rmsnorm { epsilon }, Some(stats)) =
+            (&node.kind, norm_prologue(kernel))
         else {
             return Err(LowerError::NotSegmented(node.name.clone()));
         };
