@@ -28,6 +28,9 @@
 // workers.
 
 #include "include/rows.h"
+// The segmented form's records and worker shares; the macros defined below
+// (`quads`, `tail`) take the place of norm.h's.
+#include "include/norm.h"
 
 // Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
 // of the busiest worker, which has `whole` rows and, when the rows split,
@@ -48,11 +51,28 @@
 #define SOFTMAX_ONCE_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 100 * (whole > 0) + 6 * (whole * (24 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
 #define SOFTMAX_ONCE_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 24 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4"
 
+// The segmented form's (fitted with `tests/row_kernels/calibration.rs`):
+// six per issue of the busiest worker, the one whose share meets the most
+// rows (`pieces`, as in `layernorm_stats_f16.S`). The statistics take 16
+// issues per quad of the share (the two passes), 11 per row (the clearing
+// and the search for the share's first row), 59 per piece, 2 per single
+// element at a piece's ends and about 38 per launch; the output 18 per
+// quad, 10 per row, 32 per piece plus 7 per record of the row for the
+// combination, and 45 per launch. All in quarter issues, so quads count
+// per element.
+#define SOFTMAX_STATS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (16 * share + 44 * rows + 4 * 59 * pieces + 150 + 8 * pieces * singles) / 4"
+#define SOFTMAX_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (18 * share + 40 * rows + 4 * (32 + 42 * segments) * pieces + 180) / 4"
+
 #ifndef CAUSAL
 #define CAUSAL 0
 #endif
 #ifndef EXP_ONCE
 #define EXP_ONCE 0
+#endif
+// STATS (0 unless defined) selects the segmented form's statistics kernel,
+// SEGMENTED (`include/norm.h`) without it its output kernel.
+#ifndef STATS
+#define STATS 0
 #endif
 
 // Registers beyond rows.h's: $m11 head elements of the current range,
@@ -165,6 +185,39 @@
         mov     $a11, $a10
 .endm
 
+// Pass 2 of a row: s = the sum of exp(x * scale - m) over its $m14 kept
+// elements from $m7 (whose first $m11 are single), into $a4, in the
+// vector accumulators (single elements add into accumulator 0 alone).
+.macro row_sum
+        mov     $m8, $m7
+        mov     $a5, $azero
+        mov     $a6, $azero
+        mov     $a7, $azero
+        rpt_at  4
+        rpt     $m11, 6
+        exp_one
+        f32v4acc $a4:7
+        quads
+        rpt_at  4
+        rpt     $m6, 12
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
+        f16v2tof32 $a6:7, $a1
+        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
+        f32v4acc $a4:7
+        mov     $a5, $azero
+        mov     $a6, $azero
+        mov     $a7, $azero
+        tail
+        rpt_at  4
+        rpt     $m6, 6
+        exp_one
+        f32v4acc $a4:7
+        f32v2gina $a4:5, 0
+        f32v2gina $a6:7, 1
+        f32v2add $a4:5, $a4:5, $a6:7
+        f32v2hadd $a4, $a4:5
+.endm
+
 // The output pass's $m6 whole quads from $m8 to $m10: each quad widened
 // into $a2:3 and $a4:5, turned into f16 in $a6:7 by `rest` and stored with
 // the next quad's conversion, the first quad peeled off; `len` is the loop
@@ -211,11 +264,35 @@
         f32v2tof16 $a7, $a4:5
 .endm
 
+// Pass 3 of a row: elements [lo, min(hi, kept)) ($m4, $m5 and $m14) of
+// the output row at $m9 from the input row at $m7, with m in $a10:11 and
+// 1 / s in $a12:13; `p` prefixes the labels.
+.macro row_write p
+        min     $m6, $m5, $m14
+        sub     $m14, $m6, $m4
+        max     $m14, $m14, 0
+        add     $m6, $m4, $m4
+        add     $m8, $m7, $m6
+        add     $m10, $m9, $m6
+        head    $m8
+        rpt_at  4
+        rpt     $m11, 9
+        out_one
+        quads
+        store_quads out_rest, 16, \p\()_out_tail
+\p\()_out_tail:
+        tail
+        rpt_at  4
+        rpt     $m6, 9
+        out_one
+.endm
+
         .text
 
 // State: in0, out, rows, row_length, scale_bits (and first_row,
 // matrix_rows when CAUSAL).
 
+#if !SEGMENTED
 #if EXP_ONCE
 #define ENTRY softmax_f16_once
 #else
@@ -313,56 +390,11 @@ softmax_row:
 
         row_max softmax
 
-        // Pass 2: s = the sum of the exponentials, in the vector
-        // accumulators (single elements add into accumulator 0 alone).
-        mov     $m8, $m7
-        mov     $a5, $azero
-        mov     $a6, $azero
-        mov     $a7, $azero
-        rpt_at  4
-        rpt     $m11, 6
-        exp_one
-        f32v4acc $a4:7
-        quads
-        rpt_at  4
-        rpt     $m6, 12
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
-        f16v2tof32 $a6:7, $a1
-        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
-        f32v4acc $a4:7
-        mov     $a5, $azero
-        mov     $a6, $azero
-        mov     $a7, $azero
-        tail
-        rpt_at  4
-        rpt     $m6, 6
-        exp_one
-        f32v4acc $a4:7
-        f32v2gina $a4:5, 0
-        f32v2gina $a6:7, 1
-        f32v2add $a4:5, $a4:5, $a6:7
-        f32v2hadd $a4, $a4:5
+        row_sum
         f32rcp  $a12, $a4
         mov     $a13, $a12
 
-        // Pass 3: elements [lo, min(hi, kept)) of the output.
-        min     $m6, $m5, $m14
-        sub     $m14, $m6, $m4
-        max     $m14, $m14, 0
-        add     $m6, $m4, $m4
-        add     $m8, $m7, $m6
-        add     $m10, $m9, $m6
-        head    $m8
-        rpt_at  4
-        rpt     $m11, 9
-        out_one
-        quads
-        store_quads out_rest, 16, softmax_out_tail
-softmax_out_tail:
-        tail
-        rpt_at  4
-        rpt     $m6, 9
-        out_one
+        row_write softmax
 softmax_zeros:
 #if CAUSAL
         // Zeros for the masked elements of [lo, hi): from the cursor (at
@@ -459,3 +491,152 @@ softmax_once_out_tail:
 #endif
 
         .size   ENTRY, . - ENTRY
+#endif
+
+#if SEGMENTED && STATS
+// ---- Segmented softmax: statistics -------------------------------------
+// Rows cut into segments on several tiles (`Partition::Segments`; the
+// records and shares of `include/norm.h`): each worker takes an equal
+// share of the tile's elements and writes, for each row its share meets,
+// m = the maximum of x * scale over the piece and s = the sum of
+// exp(x * scale - m) over it, in f32, to its record of the row in the
+// tile's block; its record of every other row gets m = -FLT_MAX and s = 0,
+// which the combination weighs by exp(-FLT_MAX - M) = 0.
+// State: in0, out (the records), rows, row_length, scale_bits, segment,
+// segments.
+        .globl  softmax_stats_f16
+        .type   softmax_stats_f16, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_param scale_bits, 16, f32
+        .ipub_param segment, 20, u32
+        .ipub_param segments, 24, u32
+        .ipub_cost SOFTMAX_STATS_SEG_COST
+softmax_stats_f16:
+        ld32    $a8, $m0, 16
+        mov     $a9, $a8
+        mov     $a14, $azero
+        ld32    $m1, $m0, 8
+        ld32    $m2, $m0, 12
+        // $m13 = the bytes of a row's records.
+        ld32    $m13, $m0, 24
+        mul     $m13, $m13, ROW_RECORDS
+        ld32    $m7, $m0, 0
+        ld32    $m9, $m0, 4
+        get     $m3, $wid
+        mul     $m6, $m3, PART_RECORD
+        add     $m9, $m9, $m6
+        ld32    $m6, $m0, 20
+        mul     $m6, $m6, ROW_RECORDS
+        add     $m9, $m9, $m6
+        setzi   $a0, 0xffff
+        sethi   $a0, 0xff7f
+        mov     $a1, $azero
+        mov     $m6, $m9
+        mov     $m5, $m1
+softmax_stats_clear:
+        st64    $a0:1, $m6, 0
+        st64    $a14:15, $m6, 8
+        add     $m6, $m6, $m13
+        sub     $m5, $m5, 1
+        brnz    $m5, softmax_stats_clear
+        worker_share $m3, softmax_stats_share
+        mov     $m1, $m4
+        mov     $m3, $m5
+        cmpult  $m6, $m1, $m3
+        brz     $m6, softmax_stats_done
+        // The row holding the share's first element ($m0 its first
+        // element, the state no longer needed).
+        mov     $m0, $mzero
+softmax_stats_find:
+        add     $m6, $m0, $m2
+        cmpult  $m6, $m1, $m6
+        brnz    $m6, softmax_stats_piece
+        add     $m0, $m0, $m2
+        add     $m7, $m7, $m2
+        add     $m7, $m7, $m2
+        add     $m9, $m9, $m13
+        br      softmax_stats_find
+        // Each piece: the share's elements in the row, [lo, hi) within it,
+        // taken as a row of their own from $m7 (the row kept in $m12).
+softmax_stats_piece:
+        sub     $m4, $m1, $m0
+        sub     $m5, $m3, $m0
+        min     $m5, $m5, $m2
+        add     $m1, $m0, $m5
+        mov     $m12, $m7
+        sub     $m14, $m5, $m4
+        add     $m6, $m4, $m4
+        add     $m7, $m7, $m6
+        head    $m7
+        row_max softmax_stats
+        row_sum
+        st32    $a10, $m9, 0
+        st32    $a4, $m9, 4
+        mov     $m7, $m12
+        cmpult  $m6, $m1, $m3
+        brz     $m6, softmax_stats_done
+        add     $m0, $m0, $m2
+        add     $m7, $m7, $m2
+        add     $m7, $m7, $m2
+        add     $m9, $m9, $m13
+        br      softmax_stats_piece
+softmax_stats_done:
+        exitz   $mzero
+        .size   softmax_stats_f16, . - softmax_stats_f16
+#elif SEGMENTED
+// ---- Segmented softmax: the output -------------------------------------
+// After the exchange has brought every tile's block of the records, each
+// worker takes an equal share of the tile's elements and, for each row
+// its share meets, combines the row's `6 * segments` records into M = the
+// largest m and S = the sum of s * exp(m - M), then writes exp(x * scale
+// - M) * (1 / S) rounded to f16 for its piece of the row.
+// State: in0, out, rows, row_length, scale_bits, in1 (the records),
+// segments.
+        .globl  softmax_parts_f16
+        .type   softmax_parts_f16, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_param scale_bits, 16, f32
+        .ipub_param in1, 20, ptr
+        .ipub_param segments, 24, u32
+        .ipub_cost SOFTMAX_PARTS_SEG_COST
+softmax_parts_f16:
+        parts_begin 8, 12, 4, 20, softmax_parts_done
+        ld32    $a8, $m0, 16
+        mov     $a9, $a8
+        mov     $a14, $azero
+softmax_parts_piece:
+        parts_piece_range 12
+        ld32    $m6, $m0, 24
+        mul     $m6, $m6, 6
+        // M, the largest m of the row's records.
+        mov     $m8, $m2
+        setzi   $a10, 0xffff
+        sethi   $a10, 0xff7f
+        rpt     $m6, 2
+        ld64step $a0:1, $m8+=, PART_RECORD
+        f32max  $a10, $a10, $a0
+        // S, each record's sum rescaled to M, then 1 / S.
+        mov     $m8, $m2
+        mov     $a12, $azero
+        rpt     $m6, 5
+        ld64step $a0:1, $m8+=, PART_RECORD
+        f32sub  $a0, $a0, $a10
+        f32exp  $a0, $a0
+        f32mul  $a0, $a0, $a1
+        f32add  $a12, $a12, $a0
+        f32rcp  $a12, $a12
+        mov     $a13, $a12
+        mov     $a11, $a10
+        mov     $m14, $m5
+        row_write softmax_parts
+        parts_next 12, 20, softmax_parts_piece, softmax_parts_done
+softmax_parts_done:
+        exitz   $mzero
+        .size   softmax_parts_f16, . - softmax_parts_f16
+#endif

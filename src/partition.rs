@@ -202,6 +202,15 @@ pub enum KernelId {
     RmsnormParts {
         segmented: bool,
     },
+    /// The statistics kernel of a softmax whose rows are cut into segments
+    /// on several tiles ([`Partition::Segments`];
+    /// `device/softmax_f16.S` with `SEGMENTED` and `STATS`): each worker
+    /// writes the maximum and the sum of exponentials of its share of
+    /// every row to the tile's block of records.
+    SoftmaxStats,
+    /// Its output kernel (`SEGMENTED` alone): each worker combines all
+    /// `6 * segments` records of a row and writes its share of the row.
+    SoftmaxParts,
     /// An explicit block-major rearrange (`rearrange` in a project).
     RearrangeBlockMajor {
         dtype: DType,
@@ -298,6 +307,7 @@ pub(crate) fn norm_prologue(kernel: KernelId) -> Option<KernelId> {
     match kernel {
         KernelId::LayernormParts { segmented, .. } => Some(KernelId::LayernormStats { segmented }),
         KernelId::RmsnormParts { segmented } => Some(KernelId::RmsnormStats { segmented }),
+        KernelId::SoftmaxParts => Some(KernelId::SoftmaxStats),
         _ => None,
     }
 }
@@ -392,11 +402,13 @@ impl KernelId {
     pub(crate) fn required_fields(self) -> &'static [&'static str] {
         match self {
             KernelId::LayernormStats { segmented: true }
-            | KernelId::RmsnormStats { segmented: true } => &["segment", "segments"],
+            | KernelId::RmsnormStats { segmented: true }
+            | KernelId::SoftmaxStats => &["segment", "segments"],
             KernelId::LayernormParts {
                 segmented: true, ..
             }
-            | KernelId::RmsnormParts { segmented: true } => &["segments"],
+            | KernelId::RmsnormParts { segmented: true }
+            | KernelId::SoftmaxParts => &["segments"],
             _ => &[],
         }
     }
@@ -518,6 +530,8 @@ impl fmt::Display for KernelId {
             KernelId::RmsnormParts { segmented } => {
                 write!(f, "rmsnorm_parts_f16{}", segmented_suffix(segmented))
             }
+            KernelId::SoftmaxStats => f.write_str("softmax_stats_f16_seg"),
+            KernelId::SoftmaxParts => f.write_str("softmax_parts_f16_seg"),
             KernelId::RearrangeBlockMajor { dtype, rows, cols } => {
                 write!(f, "rearrange_{}_b{rows}x{cols}", family(dtype))
             }

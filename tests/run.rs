@@ -108,14 +108,15 @@ fn elementwise_ops_on_fewer_rows_than_tiles_pass_as_element_ranges() {
     run_passes("tests/data/ops/elements-over-tiles.toml");
 }
 
-/// Layer and RMS normalisations on fewer rows than tiles, each row cut
-/// into segments on several tiles with the statistics exchanged between
-/// the two kernels: an f16 result, one with its cast to FP8 fused, row
-/// lengths whose last segment is shorter. The planner chooses the
-/// segmented plan for all five, so the test covers it.
+/// Layer and RMS normalisations and softmaxes on fewer rows than tiles,
+/// each row cut into segments on several tiles with the statistics
+/// exchanged between the two kernels: an f16 result, one with its cast to
+/// FP8 fused, row lengths whose last segment is shorter, a 1 x 8192
+/// softmax. The planner chooses the segmented plan for all seven, so the
+/// test covers it.
 #[test]
-fn norms_with_rows_cut_over_tiles_pass_on_the_model() {
-    let project = "tests/data/ops/norm-segments.toml";
+fn row_operations_with_rows_cut_over_tiles_pass_on_the_model() {
+    let project = "tests/data/ops/segments.toml";
     run_passes(project);
     let dir = tempfile::tempdir().expect("temporary directory");
     let out = dir.path().join("out");
@@ -132,7 +133,7 @@ fn norms_with_rows_cut_over_tiles_pass_on_the_model() {
     );
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let chosen: Vec<&str> = stdout.lines().filter(|l| l.starts_with(" *")).collect();
-    assert_eq!(chosen.len(), 5, "{stdout}");
+    assert_eq!(chosen.len(), 7, "{stdout}");
     for line in chosen {
         assert!(
             line.contains(" segment ") && line.contains("_seg "),
@@ -161,10 +162,10 @@ fn a_kernel_source_without_the_segmented_form_is_refused() {
             std::fs::write(device.join(relative), text).expect("copy");
         }
     }
-    let project = std::fs::read_to_string("tests/data/ops/norm-segments.toml")
+    let project = std::fs::read_to_string("tests/data/ops/segments.toml")
         .expect("project")
         .replace("kernels = \"../../../device\"", "kernels = \"device\"");
-    let path = dir.path().join("norm-segments.toml");
+    let path = dir.path().join("segments.toml");
     std::fs::write(&path, project).expect("project copy");
     let (code, stdout, stderr) = ipub(&["build", path.to_str().unwrap()], dir.path());
     assert_eq!(code, 1, "{stdout}\n{stderr}");

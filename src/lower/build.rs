@@ -34,7 +34,7 @@ pub enum LowerError {
     #[error("internal compiler error: operation `{0}` has a gathered plan but is not a concat")]
     NotGathered(String),
     #[error(
-        "internal compiler error: operation `{0}` has a segmented plan but is not a layernorm or an RMS norm"
+        "internal compiler error: operation `{0}` has a segmented plan but is not a layernorm, an RMS norm or a softmax"
     )]
     NotSegmented(String),
 }

@@ -154,6 +154,13 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
                 .define("RMS", 1),
             segmented,
         ),
+        KernelId::SoftmaxStats => Variant::new(name.clone(), source("softmax_f16.S"))
+            .entry("softmax_stats_f16")
+            .define("SEGMENTED", 1)
+            .define("STATS", 1),
+        KernelId::SoftmaxParts => Variant::new(name.clone(), source("softmax_f16.S"))
+            .entry("softmax_parts_f16")
+            .define("SEGMENTED", 1),
         KernelId::RmsnormParts { segmented } => with_segments(
             Variant::new(name.clone(), source("rmsnorm_f16.S"))
                 .entry("rmsnorm_parts_f16")

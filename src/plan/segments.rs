@@ -1,13 +1,16 @@
-//! Plans of a layer or RMS normalisation whose rows are cut into segments on
-//! several tiles ([`Partition::Segments`]): for rows too few to fill the
-//! chip one to a tile (a ViT-B layernorm has 197 rows for 1472 tiles), a
-//! row's work spreads over as many tiles as help. Each tile computes the
-//! partial statistics of its segments, one more exchange phase brings a
-//! group's statistics to each of its tiles, and each tile normalises its
-//! segments (`device/include/norm.h`, the segmented form).
+//! Plans of a layer or RMS normalisation or a softmax whose rows are cut
+//! into segments on several tiles ([`Partition::Segments`]): for rows too
+//! few to fill the chip one to a tile (a ViT-B layernorm has 197 rows for
+//! 1472 tiles), a row's work spreads over as many tiles as help. Each tile
+//! computes the partial statistics of its segments, one more exchange
+//! phase brings a group's statistics to each of its tiles, and each tile
+//! combines them and writes its segments (`device/include/norm.h`, the
+//! segmented form; a softmax's records hold a maximum and a sum of
+//! exponentials instead).
 
 use super::cost::Estimate;
 use super::{cost, received_bytes, row_kernel, share_element_bytes, Candidate};
+use crate::graph::DType;
 use crate::partition::{norm_prologue, split_norm, KernelId, Partition, NORM_PART_ROW_BYTES};
 use crate::plan::signature::OpSignature;
 use crate::target::Target;
@@ -16,10 +19,20 @@ use crate::target::Target;
 /// last), so each starts where the kernels' f16 quads do.
 pub(crate) const SEGMENT_QUANTUM: usize = 4;
 
-/// The segmented normalising kernel of a signature's layernorm or RMS
-/// norm, if it has one.
+/// The segmented second kernel of a signature's layernorm, RMS norm or
+/// softmax (of f16 rows to f16, neither causal nor masked), if it has one.
 pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
-    match split_norm(row_kernel(signature)?)? {
+    let kernel = row_kernel(signature)?;
+    if kernel
+        == (KernelId::Softmax {
+            dtype: DType::F16,
+            causal: false,
+            exp_once: false,
+        })
+    {
+        return Some(KernelId::SoftmaxParts);
+    }
+    match split_norm(kernel)? {
         KernelId::LayernormParts { out, .. } => Some(KernelId::LayernormParts {
             out,
             segmented: true,

@@ -52,6 +52,8 @@ const KERNELS: &[&str] = &[
     "rmsnorm_parts_f16",
     "rmsnorm_stats_f16_seg",
     "rmsnorm_parts_f16_seg",
+    "softmax_stats_f16_seg",
+    "softmax_parts_f16_seg",
     "reduce_add_f32",
     "softmax_f16_mask_f16",
     "softmax_f16_mask_f32",

@@ -62,6 +62,7 @@ pub fn kernel_named(name: &str) -> KernelId {
             known.push(KernelId::LayernormParts { out, segmented });
         }
     }
+    known.extend([KernelId::SoftmaxStats, KernelId::SoftmaxParts]);
     for dtype in [F16, F32] {
         for op in [BinaryOp::Mul, BinaryOp::Sub, BinaryOp::Div] {
             known.push(KernelId::Binary { op, dtype });

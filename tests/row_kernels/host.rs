@@ -310,6 +310,63 @@ pub fn case(
                 expected: Expected::F16 { slack, reference },
             }
         }
+        "softmax_stats_f16_seg" => {
+            // The middle tile of three holding segments of the rows: its
+            // block of each row's records (the maximum and the sum of
+            // exponentials of each worker's piece), the others untouched.
+            let x = normal_f16(rng, n, 3.0);
+            let (part, tolerance) = softmax_part_statistics(&x, row_length, settings.scale);
+            let untouched = f64::from(f32::from_bits(0x5A5A_5A5A));
+            let (mut reference, mut tolerances) = (Vec::new(), Vec::new());
+            for r in 0..rows {
+                for segment in 0..SEGMENTS {
+                    let block = r * 24..(r + 1) * 24;
+                    if segment == 1 {
+                        reference.extend(&part[block.clone()]);
+                        tolerances.extend(&tolerance[block]);
+                    } else {
+                        reference.extend([untouched; 24]);
+                        tolerances.extend([0.0; 24]);
+                    }
+                }
+            }
+            params.extend([
+                ("scale_bits", i64::from(settings.scale.to_bits())),
+                ("segment", 1),
+                ("segments", SEGMENTS as i64),
+            ]);
+            Case {
+                inputs: vec![f16_bytes(&x)],
+                params,
+                out_bytes: 4 * reference.len(),
+                expected: Expected::F32 {
+                    reference,
+                    tolerance: tolerances,
+                },
+            }
+        }
+        "softmax_parts_f16_seg" => {
+            // Rows cut into three segments: each segment's records from
+            // `softmax_stats_f16_seg` on the device, gathered as the
+            // exchange does, then this tile's part against the f64
+            // softmax of the whole rows.
+            let segments = Segments::new(rows, row_length);
+            let total = segments.total;
+            let x = normal_f16(rng, rows * total, 3.0);
+            let scale = ("scale_bits", i64::from(settings.scale.to_bits()));
+            let records = segments.records("softmax_stats_f16_seg", &x, &[scale]);
+            params.extend([scale, ("segments", SEGMENTS as i64)]);
+            let whole = softmax(&x, total, settings.scale, None);
+            Case {
+                inputs: vec![f16_bytes(&segments.columns(&x, 1)), records],
+                params,
+                out_bytes: 2 * n,
+                expected: Expected::F16 {
+                    slack: vec![0.0; n],
+                    reference: segments.middle(&whole),
+                },
+            }
+        }
         "softmax_f16_mask_f16" | "softmax_f16_mask_f32" => {
             let x = normal_f16(rng, n, 3.0);
             let mask = softmax_mask(rng, rows, row_length, settings.fully_masked_rows);
@@ -433,7 +490,7 @@ pub fn case(
             let gamma = normal_f16(rng, total, 1.0);
             let beta = normal_f16(rng, total, 0.5);
             let epsilon = 1e-5f32;
-            let records = segments.records("layernorm_stats_f16_seg", &x);
+            let records = segments.records("layernorm_stats_f16_seg", &x, &[]);
             params.extend([
                 ("epsilon_bits", i64::from(epsilon.to_bits())),
                 ("segments", SEGMENTS as i64),
@@ -467,7 +524,7 @@ pub fn case(
             let x = layernorm_input(rng, rows * total);
             let gamma = normal_f16(rng, total, 1.0);
             let epsilon = 1e-6f32;
-            let records = segments.records("rmsnorm_stats_f16_seg", &x);
+            let records = segments.records("rmsnorm_stats_f16_seg", &x, &[]);
             params.extend([
                 ("epsilon_bits", i64::from(epsilon.to_bits())),
                 ("segments", SEGMENTS as i64),
@@ -782,8 +839,9 @@ impl Segments {
     }
 
     /// Every segment's records from the statistics kernel `stats` on the
-    /// device, gathered into each row's blocks as the exchange does.
-    fn records(&self, stats: &str, x: &[f16]) -> Vec<u8> {
+    /// device (with `extra` parameters), gathered into each row's blocks as
+    /// the exchange does.
+    fn records(&self, stats: &str, x: &[f16], extra: &[(&'static str, i64)]) -> Vec<u8> {
         let stats = crate::harness::compile(stats);
         let block = 96;
         let mut records = vec![0u8; self.rows * SEGMENTS * block];
@@ -791,12 +849,15 @@ impl Segments {
             let run = stats.run(&Run {
                 inputs: vec![&f16_bytes(&self.columns(x, segment))],
                 out_bytes: records.len(),
-                params: vec![
+                params: [
                     ("rows", self.rows as i64),
                     ("row_length", length as i64),
                     ("segment", segment as i64),
                     ("segments", SEGMENTS as i64),
-                ],
+                ]
+                .into_iter()
+                .chain(extra.iter().copied())
+                .collect(),
             });
             for r in 0..self.rows {
                 let at = (r * SEGMENTS + segment) * block;
@@ -853,6 +914,43 @@ fn part_statistics(x: &[f16], row_length: usize, rms: bool) -> (Vec<f64>, Vec<f6
                 2f64.powi(-20) * (m2 + squares),
                 0.0,
             ]);
+        }
+    }
+    (reference, tolerance)
+}
+
+/// The records `softmax_stats_f16_seg` writes, in f64, and how far the f32
+/// arithmetic may be from them: per row and worker (the shares of
+/// [`part_statistics`]), the maximum of `x * scale` over the worker's piece
+/// of the row exactly (an f16 times the scale, rounded to f32), the sum of
+/// `exp(x * scale - m)` over it within the rounding of an f32 sum, and two
+/// zero words; `-f32::MAX` and zeros where the share misses the row.
+fn softmax_part_statistics(x: &[f16], row_length: usize, scale: f32) -> (Vec<f64>, Vec<f64>) {
+    let quads = x.len() / 4;
+    let share = |w: usize| {
+        let start = w * (quads / 6) + w.min(quads % 6);
+        let end = start + quads / 6 + usize::from(w < quads % 6);
+        (4 * start, if w == 5 { x.len() } else { 4 * end })
+    };
+    let (mut reference, mut tolerance) = (Vec::new(), Vec::new());
+    for r in 0..x.len() / row_length {
+        for w in 0..6 {
+            let (start, end) = share(w);
+            let lo = start.max(r * row_length);
+            let hi = end.min((r + 1) * row_length);
+            let scaled: Vec<f32> = x[lo..hi.max(lo)]
+                .iter()
+                .map(|v| v.to_f32() * scale)
+                .collect();
+            if scaled.is_empty() {
+                reference.extend([-f64::from(f32::MAX), 0.0, 0.0, 0.0]);
+                tolerance.extend([0.0; 4]);
+                continue;
+            }
+            let m = scaled.iter().copied().fold(f32::MIN, f32::max);
+            let s: f64 = scaled.iter().map(|&y| f64::from(y - m).exp()).sum();
+            reference.extend([f64::from(m), s, 0.0, 0.0]);
+            tolerance.extend([0.0, s * scaled.len() as f64 * 2f64.powi(-23), 0.0, 0.0]);
         }
     }
     (reference, tolerance)

@@ -155,6 +155,24 @@ fn segmented_layernorm_is_within_f16_rounding_of_the_f64_reference() {
 }
 
 #[test]
+fn segmented_softmax_is_within_one_ulp() {
+    // A tile's segment of rows cut over three tiles: its block of the
+    // records, and its part of the output from every tile's records, for
+    // a positive and a negative scale.
+    let long = [(1, 256), (2, 128), (1, 1536)];
+    for scale in [0.125f32, -0.5] {
+        let settings = Settings {
+            scale,
+            ..Settings::default()
+        };
+        for kernel in ["softmax_stats_f16_seg", "softmax_parts_f16_seg"] {
+            check_shapes(kernel, SHAPES, &settings, 18);
+            check_shapes(kernel, &long, &settings, 18);
+        }
+    }
+}
+
+#[test]
 fn split_rmsnorm_is_within_f16_rounding_of_the_f64_reference() {
     let long = [(1, 768), (2, 512), (4, 384), (2, 4304)];
     for kernel in ["rmsnorm_stats_f16", "rmsnorm_parts_f16"] {

@@ -1,5 +1,6 @@
-//! Lowering of a layer or RMS normalisation whose rows are cut into segments on
-//! several tiles ([`Partition::Segments`](crate::partition::Partition)):
+//! Lowering of a layer or RMS normalisation or a softmax whose rows are
+//! cut into segments on several tiles
+//! ([`Partition::Segments`](crate::partition::Partition)):
 //! the statistics runs, the phase that gives every tile of a group the
 //! statistics of its other segments, and the normalising runs.
 
@@ -26,10 +27,19 @@ impl Lowering<'_> {
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
-        let (OpKind::Layernorm { epsilon } | OpKind::Rmsnorm { epsilon }, Some(stats)) =
-            (&node.kind, norm_prologue(kernel))
-        else {
-            return Err(LowerError::NotSegmented(node.name.clone()));
+        // The statistics kernel, and the operation's own parameter.
+        let (stats, parameter) = match (&node.kind, norm_prologue(kernel)) {
+            (OpKind::Layernorm { epsilon } | OpKind::Rmsnorm { epsilon }, Some(stats)) => {
+                (stats, ("epsilon_bits", epsilon.to_bits()))
+            }
+            (
+                OpKind::Softmax {
+                    scale,
+                    causal: false,
+                },
+                Some(stats),
+            ) => (stats, ("scale_bits", scale.to_bits())),
+            _ => return Err(LowerError::NotSegmented(node.name.clone())),
         };
         let out = graph.tensor(node.output);
         let coordinates = vec![rows, row_length];
@@ -85,7 +95,7 @@ impl Lowering<'_> {
                     ("first_row".to_string(), first_row as i64),
                     ("segment".to_string(), index as i64),
                     ("segments".to_string(), segments as i64),
-                    ("epsilon_bits".to_string(), i64::from(epsilon.to_bits())),
+                    (parameter.0.to_string(), i64::from(parameter.1)),
                     ("out_scale".to_string(), i64::from(out.scale)),
                 ];
                 first_runs.push(KernelRun {
