@@ -37,34 +37,16 @@
 // row, 52 per piece, 8 per single element of a piece and 32 per launch.
 #define RMSNORM_STATS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (3 * share + 16 * rows + 4 * 52 * pieces + 4 * 32 + 8 * pieces * singles) / 4"
 #define LAYERNORM_STATS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (6 * share + 8 * rows + 4 * 74 * pieces + 4 * 25 + 8 * pieces * singles) / 4"
-// The segmented forms' (fitted the same way): 4 issues more per row for
-// the zeroing loop and 2 more per launch.
-#define LAYERNORM_STATS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (6 * share + 24 * rows + 4 * 74 * pieces + 4 * 27 + 8 * pieces * singles) / 4"
-#define RMSNORM_STATS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (3 * share + 32 * rows + 4 * 52 * pieces + 4 * 34 + 8 * pieces * singles) / 4"
 
 // Registers beyond rows.h's: $m0 the first element of the current row
 // (once the state is read), $m1 the next element of the share, $m3 its
-// end, $m13 the row's bytes (the bytes of its records when SEGMENTED),
-// $m14 the link register of `call`; `stats_part` takes $m10 head
-// elements, $m11 the piece's elements, $m12 its quads.
-
-// The next row and its records: $m13 holds the row's bytes, or in the
-// segmented form the bytes of its records.
-.macro next_row
-#if SEGMENTED
-        add     $m7, $m7, $m2
-        add     $m7, $m7, $m2
-        add     $m9, $m9, $m13
-#else
-        add     $m7, $m7, $m13
-        add     $m9, $m9, ROW_RECORDS
-#endif
-.endm
+// end, $m13 the row's bytes, $m14 the link register of `call`;
+// `stats_part` takes $m10 head elements, $m11 the piece's elements, $m12
+// its quads.
 
         .text
 
-// State: in0, out (the records), rows, row_length; SEGMENTED adds the
-// tile's segment and the row's segments.
+// State: in0, out (the records), rows, row_length.
 #if RMS
         .globl  rmsnorm_stats_f16
         .type   rmsnorm_stats_f16, @function
@@ -76,31 +58,16 @@
         .ipub_param out, 4, ptr
         .ipub_param rows, 8, u32
         .ipub_param row_length, 12, u32
-#if SEGMENTED
-        .ipub_param segment, 16, u32
-        .ipub_param segments, 20, u32
-#endif
-#if RMS && SEGMENTED
-        .ipub_cost RMSNORM_STATS_SEG_COST
-rmsnorm_stats_f16:
-#elif RMS
+#if RMS
         .ipub_cost RMSNORM_STATS_COST
 rmsnorm_stats_f16:
-#elif SEGMENTED
-        .ipub_cost LAYERNORM_STATS_SEG_COST
-layernorm_stats_f16:
 #else
         .ipub_cost LAYERNORM_STATS_COST
 layernorm_stats_f16:
 #endif
         ld32    $m1, $m0, 8
         ld32    $m2, $m0, 12
-#if SEGMENTED
-        ld32    $m13, $m0, 20
-        mul     $m13, $m13, ROW_RECORDS
-#else
         add     $m13, $m2, $m2
-#endif
         ld32    $m7, $m0, 0
         ld32    $m9, $m0, 4
         get     $m3, $wid
@@ -109,26 +76,10 @@ layernorm_stats_f16:
         // Zeroes this worker's record of every row first.
         mov     $a0, $azero
         mov     $a1, $azero
-#if SEGMENTED
-        // The tile's block of each row: `segment` blocks in, rows
-        // `segments` blocks apart ($m13).
-        ld32    $m6, $m0, 16
-        mul     $m6, $m6, ROW_RECORDS
-        add     $m9, $m9, $m6
-        mov     $m6, $m9
-        mov     $m5, $m1
-stats_zero:
-        st64    $a0:1, $m6, 0
-        st64    $a0:1, $m6, 8
-        add     $m6, $m6, $m13
-        sub     $m5, $m5, 1
-        brnz    $m5, stats_zero
-#else
         mov     $m6, $m9
         rpt     $m1, 2
         st64    $a0:1, $m6, 8
         st64step $a0:1, $m6+=, ROW_RECORDS
-#endif
         worker_share $m3, stats_share
         mov     $m1, $m4
         mov     $m3, $m5
@@ -141,7 +92,8 @@ stats_find:
         cmpult  $m6, $m1, $m6
         brnz    $m6, stats_piece
         add     $m0, $m0, $m2
-        next_row
+        add     $m7, $m7, $m13
+        add     $m9, $m9, ROW_RECORDS
         br      stats_find
         // Each piece: the share's elements in the row, [lo, hi) within it.
 stats_piece:
@@ -153,7 +105,8 @@ stats_piece:
         cmpult  $m6, $m1, $m3
         brz     $m6, stats_done
         add     $m0, $m0, $m2
-        next_row
+        add     $m7, $m7, $m13
+        add     $m9, $m9, ROW_RECORDS
         br      stats_piece
 stats_done:
         exitz   $mzero

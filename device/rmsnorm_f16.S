@@ -33,8 +33,8 @@
 // of each worker's share of each row to the records in in2, and each
 // worker adds up the records of the rows its share meets and writes its
 // share. Its state is the whole-row kernel's with in2 last; with
-// SEGMENTED, then `segments`: each worker adds up all `6 * segments`
-// records of a row, and their counts for the row's length.
+// SEGMENTED, then `segments`: each worker adds up the row's record of
+// each segment (`include/norm.h`), and their counts for the row's length.
 #ifndef PARTS
 #define PARTS 0
 #endif
@@ -46,9 +46,9 @@
 // per row for the search of the share's first row, 40 per piece, 12 per
 // single element of a piece in rows shorter than a quad, and 32 per
 // launch; all in quarter issues. The segmented form's combination walks
-// 6 * segments records, 4 issues each.
+// a record per segment, 4 issues each, after a set-up of 39.
 #define RMSNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 26 : 12) * share + 20 * rows + 4 * 40 * pieces + 4 * 32 + 12 * pieces * singles) / 4"
-#define RMSNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 26 : 12) * share + 20 * rows + 4 * (28 + 24 * segments) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
+#define RMSNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 26 : 12) * share + 20 * rows + 4 * (39 + 4 * segments) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
 
 // Registers beyond rows.h's: $m11 head elements, then elements to write,
 // $m12 gamma cursor, $m14 the link register of `call`; $a14
@@ -105,7 +105,6 @@ parts_piece:
         mov     $m10, $m2
         mov     $a5, $azero
         ld32    $m6, $m0, 28
-        mul     $m6, $m6, 6
         rpt     $m6, 4
         ld32step $a2, $m8+=, PART_RECORD
         ld32step $a3, $m10+=, PART_RECORD

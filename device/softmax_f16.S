@@ -51,17 +51,18 @@
 #define SOFTMAX_ONCE_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 100 * (whole > 0) + 6 * (whole * (24 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
 #define SOFTMAX_ONCE_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 24 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4"
 
-// The segmented form's (fitted with `tests/row_kernels/calibration.rs`):
+// The segmented form's kernels' (fitted with
+// `tests/row_kernels/calibration.rs`):
 // six per issue of the busiest worker, the one whose share meets the most
 // rows (`pieces`, as in `layernorm_stats_f16.S`). The statistics take 16
 // issues per quad of the share (the two passes), 11 per row (the clearing
 // and the search for the share's first row), 59 per piece, 2 per single
 // element at a piece's ends and about 38 per launch; the output 18 per
-// quad, 10 per row, 32 per piece plus 7 per record of the row for the
-// combination, and 45 per launch. All in quarter issues, so quads count
+// quad, 10 per row, 32 per piece plus 7 per segment's record of the row
+// for the combination, and 45 per launch. All in quarter issues, so quads count
 // per element.
-#define SOFTMAX_STATS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (16 * share + 44 * rows + 4 * 59 * pieces + 150 + 8 * pieces * singles) / 4"
-#define SOFTMAX_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (18 * share + 40 * rows + 4 * (32 + 42 * segments) * pieces + 180) / 4"
+#define SOFTMAX_STATS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (16 * share + 44 * rows + 4 * 59 * pieces + 150 + 8 * pieces * singles) / 4"
+#define SOFTMAX_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (18 * share + 40 * rows + 4 * (32 + 7 * segments) * pieces + 180) / 4"
 
 #ifndef CAUSAL
 #define CAUSAL 0
@@ -70,7 +71,7 @@
 #define EXP_ONCE 0
 #endif
 // STATS (0 unless defined) selects the segmented form's statistics kernel,
-// SEGMENTED (`include/norm.h`) without it its output kernel.
+// SEGMENTED (`include/norm.h`) its output kernel.
 #ifndef STATS
 #define STATS 0
 #endif
@@ -292,7 +293,7 @@
 // State: in0, out, rows, row_length, scale_bits (and first_row,
 // matrix_rows when CAUSAL).
 
-#if !SEGMENTED
+#if !SEGMENTED && !STATS
 #if EXP_ONCE
 #define ENTRY softmax_f16_once
 #else
@@ -493,17 +494,17 @@ softmax_once_out_tail:
         .size   ENTRY, . - ENTRY
 #endif
 
-#if SEGMENTED && STATS
+#if STATS
 // ---- Segmented softmax: statistics -------------------------------------
 // Rows cut into segments on several tiles (`Partition::Segments`; the
 // records and shares of `include/norm.h`): each worker takes an equal
 // share of the tile's elements and writes, for each row its share meets,
 // m = the maximum of x * scale over the piece and s = the sum of
-// exp(x * scale - m) over it, in f32, to its record of the row in the
-// tile's block; its record of every other row gets m = -FLT_MAX and s = 0,
-// which the combination weighs by exp(-FLT_MAX - M) = 0.
-// State: in0, out (the records), rows, row_length, scale_bits, segment,
-// segments.
+// exp(x * scale - m) over it, in f32, to its record of the row
+// (`[rows][6]` records of 16 bytes); its record of every other row gets
+// m = -FLT_MAX and s = 0, which a combination weighs by exp(-FLT_MAX - M)
+// = 0. `fold_records.S` folds a row's six records into the tile's one.
+// State: in0, out (the records), rows, row_length, scale_bits.
         .globl  softmax_stats_f16
         .type   softmax_stats_f16, @function
         .ipub_param in0, 0, ptr
@@ -511,25 +512,18 @@ softmax_once_out_tail:
         .ipub_param rows, 8, u32
         .ipub_param row_length, 12, u32
         .ipub_param scale_bits, 16, f32
-        .ipub_param segment, 20, u32
-        .ipub_param segments, 24, u32
-        .ipub_cost SOFTMAX_STATS_SEG_COST
+        .ipub_cost SOFTMAX_STATS_COST
 softmax_stats_f16:
         ld32    $a8, $m0, 16
         mov     $a9, $a8
         mov     $a14, $azero
         ld32    $m1, $m0, 8
         ld32    $m2, $m0, 12
-        // $m13 = the bytes of a row's records.
-        ld32    $m13, $m0, 24
-        mul     $m13, $m13, ROW_RECORDS
+        setzi   $m13, ROW_RECORDS
         ld32    $m7, $m0, 0
         ld32    $m9, $m0, 4
         get     $m3, $wid
         mul     $m6, $m3, PART_RECORD
-        add     $m9, $m9, $m6
-        ld32    $m6, $m0, 20
-        mul     $m6, $m6, ROW_RECORDS
         add     $m9, $m9, $m6
         setzi   $a0, 0xffff
         sethi   $a0, 0xff7f
@@ -588,11 +582,12 @@ softmax_stats_done:
         .size   softmax_stats_f16, . - softmax_stats_f16
 #elif SEGMENTED
 // ---- Segmented softmax: the output -------------------------------------
-// After the exchange has brought every tile's block of the records, each
-// worker takes an equal share of the tile's elements and, for each row
-// its share meets, combines the row's `6 * segments` records into M = the
-// largest m and S = the sum of s * exp(m - M), then writes exp(x * scale
-// - M) * (1 / S) rounded to f16 for its piece of the row.
+// After the exchange has brought every tile's record of each row (the
+// fold of its six), each worker takes an equal share of the tile's
+// elements and, for each row its share meets, combines the row's
+// `segments` records into M = the largest m and S = the sum of
+// s * exp(m - M), then writes exp(x * scale - M) * (1 / S) rounded to f16
+// for its piece of the row.
 // State: in0, out, rows, row_length, scale_bits, in1 (the records),
 // segments.
         .globl  softmax_parts_f16
@@ -613,7 +608,6 @@ softmax_parts_f16:
 softmax_parts_piece:
         parts_piece_range 12
         ld32    $m6, $m0, 24
-        mul     $m6, $m6, 6
         // M, the largest m of the row's records.
         mov     $m8, $m2
         setzi   $a10, 0xffff

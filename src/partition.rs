@@ -176,27 +176,19 @@ pub enum KernelId {
     /// statistics of its part of every row to a tile-local buffer, which
     /// [`KernelId::LayernormParts`] reads in the same compute step
     /// ([`norm_prologue`]).
-    ///
-    /// `segmented`: the form for rows cut into segments on several tiles
-    /// ([`Partition::Segments`]), which writes the tile's block of each
-    /// row's records, for an exchange to bring to the row's other tiles.
-    LayernormStats {
-        segmented: bool,
-    },
+    LayernormStats,
     /// The normalising half of the split layernorm: each worker combines
     /// the partial statistics of every row and writes its part of the row,
-    /// as f16 or stored as `out`, an FP8 format; `segmented`, the form
-    /// combining the records of every segment of a row.
+    /// as f16 or stored as `out`, an FP8 format; `segmented`, the form for
+    /// rows cut into segments on several tiles ([`Partition::Segments`]),
+    /// which combines the row's record of each segment ([`segment_fold`]).
     LayernormParts {
         out: DType,
         segmented: bool,
     },
     /// The statistics half of the split RMS norm (`device/layernorm_stats_f16.S`
-    /// with `RMS`): the sum of squares of each worker's share of every row;
-    /// `segmented` as for [`KernelId::LayernormStats`].
-    RmsnormStats {
-        segmented: bool,
-    },
+    /// with `RMS`): the sum of squares of each worker's share of every row.
+    RmsnormStats,
     /// The normalising half of the split RMS norm (`device/rmsnorm_f16.S`
     /// with `PARTS`); `segmented` as for [`KernelId::LayernormParts`].
     RmsnormParts {
@@ -204,13 +196,20 @@ pub enum KernelId {
     },
     /// The statistics kernel of a softmax whose rows are cut into segments
     /// on several tiles ([`Partition::Segments`];
-    /// `device/softmax_f16.S` with `SEGMENTED` and `STATS`): each worker
-    /// writes the maximum and the sum of exponentials of its share of
-    /// every row to the tile's block of records.
+    /// `device/softmax_f16.S` with `STATS`): each worker writes the
+    /// maximum and the sum of exponentials of its share of every row to
+    /// the tile's six records of the row.
     SoftmaxStats,
-    /// Its output kernel (`SEGMENTED` alone): each worker combines all
-    /// `6 * segments` records of a row and writes its share of the row.
+    /// Its output kernel (`SEGMENTED`): each worker combines the row's
+    /// record of each segment and writes its share of the row.
     SoftmaxParts,
+    /// Folds the six records of each row a statistics kernel wrote on a
+    /// tile into the tile's one record of the row in a segmented plan's
+    /// records (`device/fold_records.S`): Chan's formula for the norms'
+    /// records, or a softmax's maximum and rescaled sum.
+    FoldRecords {
+        softmax: bool,
+    },
     /// An explicit block-major rearrange (`rearrange` in a project).
     RearrangeBlockMajor {
         dtype: DType,
@@ -305,9 +304,26 @@ pub(crate) fn written_dtype(producer: KernelId, output: DType) -> DType {
 /// `None` for every other kernel.
 pub(crate) fn norm_prologue(kernel: KernelId) -> Option<KernelId> {
     match kernel {
-        KernelId::LayernormParts { segmented, .. } => Some(KernelId::LayernormStats { segmented }),
-        KernelId::RmsnormParts { segmented } => Some(KernelId::RmsnormStats { segmented }),
+        KernelId::LayernormParts { .. } => Some(KernelId::LayernormStats),
+        KernelId::RmsnormParts { .. } => Some(KernelId::RmsnormStats),
         KernelId::SoftmaxParts => Some(KernelId::SoftmaxStats),
+        _ => None,
+    }
+}
+
+/// The kernel a segmented plan ([`Partition::Segments`]) runs on each tile
+/// between [`norm_prologue`]'s statistics and the statistics exchange,
+/// folding a row's six records into the tile's one; `None` for a kernel
+/// that is not a segmented form.
+pub(crate) fn segment_fold(kernel: KernelId) -> Option<KernelId> {
+    match kernel {
+        KernelId::LayernormParts {
+            segmented: true, ..
+        }
+        | KernelId::RmsnormParts { segmented: true } => {
+            Some(KernelId::FoldRecords { softmax: false })
+        }
+        KernelId::SoftmaxParts => Some(KernelId::FoldRecords { softmax: true }),
         _ => None,
     }
 }
@@ -338,9 +354,12 @@ pub(crate) fn split_norm(kernel: KernelId) -> Option<KernelId> {
 pub(crate) const NORM_PART_RECORDS_PER_ROW: usize = 24;
 
 /// The bytes of those records: one row's block of a tile's statistics
-/// (`ROW_RECORDS` in `device/include/norm.h`), which a segmented norm's
-/// statistics phase moves between tiles.
+/// (`ROW_RECORDS` in `device/include/norm.h`).
 pub(crate) const NORM_PART_ROW_BYTES: usize = NORM_PART_RECORDS_PER_ROW * 4;
+
+/// The bytes of one record (`PART_RECORD`): a segmented plan's tile holds
+/// one per row and segment, and its statistics phase moves them.
+pub(crate) const NORM_RECORD_BYTES: usize = NORM_PART_ROW_BYTES / 6;
 
 /// The elementwise operations of two operands with a kernel of their own
 /// besides `add` (whose kernel predates them).
@@ -401,9 +420,7 @@ impl KernelId {
     /// not read (a segmented norm's `segments`).
     pub(crate) fn required_fields(self) -> &'static [&'static str] {
         match self {
-            KernelId::LayernormStats { segmented: true }
-            | KernelId::RmsnormStats { segmented: true }
-            | KernelId::SoftmaxStats => &["segment", "segments"],
+            KernelId::FoldRecords { .. } => &["segment", "segments"],
             KernelId::LayernormParts {
                 segmented: true, ..
             }
@@ -512,9 +529,7 @@ impl fmt::Display for KernelId {
             ),
             KernelId::Layernorm { dtype } => write!(f, "layernorm_{}", family(dtype)),
             KernelId::LayernormCast { to } => write!(f, "layernorm_f16_{}", to.name()),
-            KernelId::LayernormStats { segmented } => {
-                write!(f, "layernorm_stats_f16{}", segmented_suffix(segmented))
-            }
+            KernelId::LayernormStats => f.write_str("layernorm_stats_f16"),
             KernelId::LayernormParts { out, segmented } if out.is_fp8() => write!(
                 f,
                 "layernorm_parts_f16_{}{}",
@@ -524,13 +539,13 @@ impl fmt::Display for KernelId {
             KernelId::LayernormParts { segmented, .. } => {
                 write!(f, "layernorm_parts_f16{}", segmented_suffix(segmented))
             }
-            KernelId::RmsnormStats { segmented } => {
-                write!(f, "rmsnorm_stats_f16{}", segmented_suffix(segmented))
-            }
+            KernelId::RmsnormStats => f.write_str("rmsnorm_stats_f16"),
             KernelId::RmsnormParts { segmented } => {
                 write!(f, "rmsnorm_parts_f16{}", segmented_suffix(segmented))
             }
-            KernelId::SoftmaxStats => f.write_str("softmax_stats_f16_seg"),
+            KernelId::SoftmaxStats => f.write_str("softmax_stats_f16"),
+            KernelId::FoldRecords { softmax: false } => f.write_str("fold_norm_records"),
+            KernelId::FoldRecords { softmax: true } => f.write_str("fold_softmax_records"),
             KernelId::SoftmaxParts => f.write_str("softmax_parts_f16_seg"),
             KernelId::RearrangeBlockMajor { dtype, rows, cols } => {
                 write!(f, "rearrange_{}_b{rows}x{cols}", family(dtype))

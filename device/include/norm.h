@@ -45,24 +45,25 @@
 #define PART_RECORD 16
 #define ROW_RECORDS 96
 
-// SEGMENTED (0 unless defined) selects the segmented form, for rows cut
-// into segments held by different tiles (`Partition::Segments`): a row's
-// records are `segments` blocks of six, one block per tile in segment
-// order, ROW_RECORDS bytes each. The statistics kernel writes its
-// segment's block of each row, an exchange brings every other tile's
-// blocks, and the normalising kernel combines all `6 * segments` records
-// of a row, taking the row's length from their counts.
+// SEGMENTED (0 unless defined) selects the segmented form of a
+// normalising kernel, for rows cut into segments held by different tiles
+// (`Partition::Segments`): a row's records are `segments` records, one
+// per tile in segment order. On each tile the statistics kernel writes
+// its six records of each row, `fold_records.S` folds them into the
+// tile's record of the row, an exchange brings every other tile's, and
+// the normalising kernel combines the row's `segments` records, taking
+// the row's length from their counts.
 #ifndef SEGMENTED
 #define SEGMENTED 0
 #endif
 
-// `reg` += the bytes of one row's records: ROW_RECORDS, times the
-// segments (at `segments_off` in the state) in the segmented form, which
-// clobbers $m6.
+// `reg` += the bytes of one row's records: ROW_RECORDS, or in the
+// segmented form a record per segment (at `segments_off` in the state),
+// which clobbers $m6.
 .macro next_row_records reg, segments_off
 #if SEGMENTED
         ld32    $m6, $m0, \segments_off
-        mul     $m6, $m6, ROW_RECORDS
+        mul     $m6, $m6, PART_RECORD
         add     \reg, \reg, $m6
 #else
         add     \reg, \reg, ROW_RECORDS

@@ -143,24 +143,17 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         } => Variant::new(name.clone(), source("layernorm_f16.S"))
             .entry("layernorm_f16_f8")
             .define("OUT_F8", if to == DType::F143 { 1 } else { 2 }),
-        KernelId::LayernormStats { segmented } => with_segments(
-            Variant::new(name.clone(), source("layernorm_stats_f16.S"))
-                .entry("layernorm_stats_f16"),
-            segmented,
-        ),
-        KernelId::RmsnormStats { segmented } => with_segments(
-            Variant::new(name.clone(), source("layernorm_stats_f16.S"))
-                .entry("rmsnorm_stats_f16")
-                .define("RMS", 1),
-            segmented,
-        ),
+        KernelId::LayernormStats => plain("layernorm_stats_f16.S"),
+        KernelId::RmsnormStats => plain("layernorm_stats_f16.S").define("RMS", 1),
         KernelId::SoftmaxStats => Variant::new(name.clone(), source("softmax_f16.S"))
             .entry("softmax_stats_f16")
-            .define("SEGMENTED", 1)
             .define("STATS", 1),
         KernelId::SoftmaxParts => Variant::new(name.clone(), source("softmax_f16.S"))
             .entry("softmax_parts_f16")
             .define("SEGMENTED", 1),
+        KernelId::FoldRecords { softmax } => {
+            plain("fold_records.S").define("SOFTMAX", i64::from(softmax))
+        }
         KernelId::RmsnormParts { segmented } => with_segments(
             Variant::new(name.clone(), source("rmsnorm_f16.S"))
                 .entry("rmsnorm_parts_f16")

@@ -266,7 +266,7 @@ fn with_branch(rows: usize) -> String {
         .replace(
             "[check]",
             &format!(
-            "[[tensor]]\nname = \"z\"\nshape = [{rows}, 64]\ndtype = \"f16\"\nrole = \"input\"\n\n\
+            "[[tensor]]\nname = \"z\"\nshape = [{rows}, 8]\ndtype = \"f16\"\nrole = \"input\"\n\n\
              [[op]]\nname = \"b\"\nop = \"softmax\"\ninputs = [\"z\"]\nscale = 1.0\ndtype = \"f16\"\n\n[check]"
         ),
         )

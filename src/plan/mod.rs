@@ -867,8 +867,8 @@ mod tests {
         );
     }
 
-    /// ViT-B's layernorm on the whole chip: its 197 rows cut into three
-    /// segments each, on 591 tiles, beat one row per tile (where the split
+    /// ViT-B's layernorm on the whole chip: its 197 rows cut into seven
+    /// segments each, on 1379 tiles, beat one row per tile (where the split
     /// form, statistics then each worker writing a sixth of the row, beats
     /// the whole-row kernel); with six rows per tile on 64 tiles, the
     /// whole-row kernel wins.
@@ -893,10 +893,10 @@ mod tests {
             expect![[r#"
                 layernorm(f16[197, 768], f16[768], f16[768]) -> f143[197, 768]*2^-3 on 1472 tiles
                   candidates 57
-                 *finalist 0: rows 197x768 per-tile 1 segment 256 kernel layernorm_parts_f16_f143_seg tiles=591 cycles=5174 (compute 3798 exchange 176 sync 1200) phases=2 peak_standard=1056 peak_interleaved=0
-                  finalist 1: rows 197x768 per-tile 1 segment 112 kernel layernorm_parts_f16_f143_seg tiles=1379 cycles=5954 (compute 4554 exchange 200 sync 1200) phases=2 peak_standard=1008 peak_interleaved=0
-                  finalist 2: rows 197x768 per-tile 1 kernel layernorm_parts_f16_f143 tiles=197 cycles=6852 (compute 5868 exchange 384 sync 600) phases=1 peak_standard=2400 peak_interleaved=0
-                  finalist 3: rows 197x768 per-tile 2 segment 256 kernel layernorm_parts_f16_f143_seg tiles=297 cycles=8836 (compute 7284 exchange 352 sync 1200) phases=2 peak_standard=2112 peak_interleaved=0
+                 *finalist 0: rows 197x768 per-tile 1 segment 112 kernel layernorm_parts_f16_f143_seg tiles=1379 cycles=4202 (compute 2922 exchange 80 sync 1200) phases=2 peak_standard=544 peak_interleaved=0
+                  finalist 1: rows 197x768 per-tile 1 segment 256 kernel layernorm_parts_f16_f143_seg tiles=591 cycles=4822 (compute 3486 exchange 136 sync 1200) phases=2 peak_standard=912 peak_interleaved=0
+                  finalist 2: rows 197x768 per-tile 2 segment 112 kernel layernorm_parts_f16_f143_seg tiles=693 cycles=6340 (compute 4980 exchange 160 sync 1200) phases=2 peak_standard=1088 peak_interleaved=0
+                  finalist 3: rows 197x768 per-tile 2 segment 56 kernel layernorm_parts_f16_f143_seg tiles=1386 cycles=6574 (compute 5214 exchange 160 sync 1200) phases=2 peak_standard=976 peak_interleaved=0
             "#]],
         );
         check(
@@ -906,8 +906,8 @@ mod tests {
                   candidates 29
                  *finalist 0: rows 384x768 per-tile 6 kernel layernorm_f16_f143 tiles=64 cycles=30020 (compute 27116 exchange 2304 sync 600) phases=1 peak_standard=13824 peak_interleaved=0
                   finalist 1: rows 384x768 per-tile 6 kernel layernorm_parts_f16_f143 tiles=64 cycles=30912 (compute 28008 exchange 2304 sync 600) phases=1 peak_standard=14400 peak_interleaved=0
-                  finalist 2: rows 384x768 per-tile 16 segment 384 kernel layernorm_parts_f16_f143_seg tiles=48 cycles=47016 (compute 42360 exchange 3456 sync 1200) phases=2 peak_standard=21504 peak_interleaved=0
-                  finalist 3: rows 384x768 per-tile 32 segment 156 kernel layernorm_parts_f16_f143_seg tiles=60 cycles=53280 (compute 46512 exchange 5568 sync 1200) phases=2 peak_standard=30336 peak_interleaved=0
+                  finalist 2: rows 384x768 per-tile 32 segment 156 kernel layernorm_parts_f16_f143_seg tiles=60 cycles=43724 (compute 39516 exchange 3008 sync 1200) phases=2 peak_standard=20608 peak_interleaved=0
+                  finalist 3: rows 384x768 per-tile 16 segment 384 kernel layernorm_parts_f16_f143_seg tiles=48 cycles=45712 (compute 41376 exchange 3136 sync 1200) phases=2 peak_standard=20480 peak_interleaved=0
             "#]],
         );
     }

@@ -11,7 +11,10 @@
 use super::cost::Estimate;
 use super::{cost, received_bytes, row_kernel, share_element_bytes, Candidate};
 use crate::graph::DType;
-use crate::partition::{norm_prologue, split_norm, KernelId, Partition, NORM_PART_ROW_BYTES};
+use crate::partition::{
+    norm_prologue, segment_fold, split_norm, KernelId, Partition, NORM_PART_ROW_BYTES,
+    NORM_RECORD_BYTES,
+};
 use crate::plan::signature::OpSignature;
 use crate::target::Target;
 
@@ -45,14 +48,14 @@ pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
 /// Candidates for every grouping of rows that leaves at least two tiles
 /// per group (1, 2, 4, ... rows to a group), each with the most segments
 /// the tiles allow and halvings of that down to two. Each is costed as its
-/// busiest tile's two kernels by their formulas (the first and the last
-/// segment, which may be shorter), the operand exchange and the statistics
-/// exchange, and two phases' sync.
+/// busiest tile's three kernels (statistics, fold, output) by their
+/// formulas (the first and the last segment, which may be shorter), the
+/// operand exchange and the statistics exchange, and two phases' sync.
 pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     let Some(kernel) = segmented_kernel(signature) else {
         return Vec::new();
     };
-    let Some(stats) = norm_prologue(kernel) else {
+    let (Some(stats), Some(fold)) = (norm_prologue(kernel), segment_fold(kernel)) else {
         return Vec::new();
     };
     let shape = &signature.output.shape;
@@ -85,14 +88,21 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                     ("segment", 0),
                     ("segments", segments as i64),
                 ];
-                Some(cost::kernel_cycles(stats, &params)? + cost::kernel_cycles(kernel, &params)?)
+                Some(
+                    cost::kernel_cycles(stats, &params)?
+                        + cost::kernel_cycles(fold, &params)?
+                        + cost::kernel_cycles(kernel, &params)?,
+                )
             };
             let (Some(first), Some(end)) = (tile_cycles(segment), tile_cycles(last)) else {
                 continue;
             };
             let elements = (rows_per_tile * segment) as u64;
-            let records = (rows_per_tile * segments * NORM_PART_ROW_BYTES) as u64;
-            let statistics = records - (rows_per_tile * NORM_PART_ROW_BYTES) as u64;
+            // The tile's six records of each row, and a record of each
+            // row from every tile of the group.
+            let folded = (rows_per_tile * segments * NORM_RECORD_BYTES) as u64;
+            let records = (rows_per_tile * NORM_PART_ROW_BYTES) as u64 + folded;
+            let statistics = folded - (rows_per_tile * NORM_RECORD_BYTES) as u64;
             let operands = received_bytes(signature, elements, segment);
             let phases = 1 + u32::from(operands > 0);
             found.push(Candidate {

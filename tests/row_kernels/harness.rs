@@ -55,14 +55,19 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::ReduceAddF32,
     ];
     for segmented in [false, true] {
-        known.push(KernelId::LayernormStats { segmented });
-        known.push(KernelId::RmsnormStats { segmented });
         known.push(KernelId::RmsnormParts { segmented });
         for out in [F16, F143, F152] {
             known.push(KernelId::LayernormParts { out, segmented });
         }
     }
-    known.extend([KernelId::SoftmaxStats, KernelId::SoftmaxParts]);
+    known.extend([
+        KernelId::LayernormStats,
+        KernelId::RmsnormStats,
+        KernelId::SoftmaxStats,
+        KernelId::SoftmaxParts,
+        KernelId::FoldRecords { softmax: false },
+        KernelId::FoldRecords { softmax: true },
+    ]);
     for dtype in [F16, F32] {
         for op in [BinaryOp::Mul, BinaryOp::Sub, BinaryOp::Div] {
             known.push(KernelId::Binary { op, dtype });

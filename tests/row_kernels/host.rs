@@ -310,51 +310,32 @@ pub fn case(
                 expected: Expected::F16 { slack, reference },
             }
         }
-        "softmax_stats_f16_seg" => {
-            // The middle tile of three holding segments of the rows: its
-            // block of each row's records (the maximum and the sum of
-            // exponentials of each worker's piece), the others untouched.
+        "softmax_stats_f16" => {
+            // Each worker piece's maximum and sum of exponentials.
             let x = normal_f16(rng, n, 3.0);
-            let (part, tolerance) = softmax_part_statistics(&x, row_length, settings.scale);
-            let untouched = f64::from(f32::from_bits(0x5A5A_5A5A));
-            let (mut reference, mut tolerances) = (Vec::new(), Vec::new());
-            for r in 0..rows {
-                for segment in 0..SEGMENTS {
-                    let block = r * 24..(r + 1) * 24;
-                    if segment == 1 {
-                        reference.extend(&part[block.clone()]);
-                        tolerances.extend(&tolerance[block]);
-                    } else {
-                        reference.extend([untouched; 24]);
-                        tolerances.extend([0.0; 24]);
-                    }
-                }
-            }
-            params.extend([
-                ("scale_bits", i64::from(settings.scale.to_bits())),
-                ("segment", 1),
-                ("segments", SEGMENTS as i64),
-            ]);
+            let (reference, tolerance) = softmax_part_statistics(&x, row_length, settings.scale);
+            params.push(("scale_bits", i64::from(settings.scale.to_bits())));
             Case {
                 inputs: vec![f16_bytes(&x)],
                 params,
                 out_bytes: 4 * reference.len(),
                 expected: Expected::F32 {
                     reference,
-                    tolerance: tolerances,
+                    tolerance,
                 },
             }
         }
         "softmax_parts_f16_seg" => {
             // Rows cut into three segments: each segment's records from
-            // `softmax_stats_f16_seg` on the device, gathered as the
-            // exchange does, then this tile's part against the f64
-            // softmax of the whole rows.
+            // `softmax_stats_f16` and `fold_softmax_records` on the
+            // device, gathered as the exchange does, then this tile's part
+            // against the f64 softmax of the whole rows.
             let segments = Segments::new(rows, row_length);
             let total = segments.total;
             let x = normal_f16(rng, rows * total, 3.0);
             let scale = ("scale_bits", i64::from(settings.scale.to_bits()));
-            let records = segments.records("softmax_stats_f16_seg", &x, &[scale]);
+            let records =
+                segments.records("softmax_stats_f16", "fold_softmax_records", &x, &[scale]);
             params.extend([scale, ("segments", SEGMENTS as i64)]);
             let whole = softmax(&x, total, settings.scale, None);
             Case {
@@ -446,30 +427,48 @@ pub fn case(
             }
             fused_cast("layernorm_parts_f16", inputs, params)
         }
-        "layernorm_stats_f16_seg" | "rmsnorm_stats_f16_seg" => {
-            // The middle tile of three holding segments of the rows: its
-            // block of each row's records, and the other blocks untouched.
+        "fold_norm_records" | "fold_softmax_records" => {
+            // The records of a statistics kernel on the device, folded into
+            // the middle tile's record of each row of three segments, the
+            // other tiles' records untouched.
+            let softmax = kernel == "fold_softmax_records";
             let x = layernorm_input(rng, n);
-            let rms = kernel == "rmsnorm_stats_f16_seg";
-            let (part, tolerance) = part_statistics(&x, row_length, rms);
+            let stats_params = vec![
+                ("rows", rows as i64),
+                ("row_length", row_length as i64),
+                ("scale_bits", i64::from(settings.scale.to_bits())),
+            ];
+            let stats = if softmax {
+                "softmax_stats_f16"
+            } else {
+                "layernorm_stats_f16"
+            };
+            let parts = crate::harness::compile(stats).run(&Run {
+                inputs: vec![&f16_bytes(&x)],
+                out_bytes: 96 * rows,
+                params: stats_params,
+            });
+            let (folded, tolerance) = fold_reference(&parts.out, softmax);
             let untouched = f64::from(f32::from_bits(0x5A5A_5A5A));
             let (mut reference, mut tolerances) = (Vec::new(), Vec::new());
             for r in 0..rows {
                 for segment in 0..SEGMENTS {
-                    let block = r * 24..(r + 1) * 24;
                     if segment == 1 {
-                        reference.extend(&part[block.clone()]);
-                        tolerances.extend(&tolerance[block]);
+                        reference.extend(&folded[4 * r..4 * r + 4]);
+                        tolerances.extend(&tolerance[4 * r..4 * r + 4]);
                     } else {
-                        reference.extend([untouched; 24]);
-                        tolerances.extend([0.0; 24]);
+                        reference.extend([untouched; 4]);
+                        tolerances.extend([0.0; 4]);
                     }
                 }
             }
-            params.extend([("segment", 1), ("segments", SEGMENTS as i64)]);
             Case {
-                inputs: vec![f16_bytes(&x)],
-                params,
+                inputs: vec![parts.out],
+                params: vec![
+                    ("rows", rows as i64),
+                    ("segment", 1),
+                    ("segments", SEGMENTS as i64),
+                ],
                 out_bytes: 4 * reference.len(),
                 expected: Expected::F32 {
                     reference,
@@ -481,16 +480,17 @@ pub fn case(
         | "layernorm_parts_f16_f143_seg"
         | "layernorm_parts_f16_f152_seg" => {
             // Rows cut into three segments, of which the tile holds the
-            // second: each segment's records from `layernorm_stats_f16_seg`
-            // on the device, gathered as the exchange does, then this
-            // tile's part against the f64 layernorm of the whole rows.
+            // second: each segment's records from `layernorm_stats_f16` and
+            // `fold_norm_records` on the device, gathered as the exchange
+            // does, then this tile's part against the f64 layernorm of the
+            // whole rows.
             let segments = Segments::new(rows, row_length);
             let total = segments.total;
             let x = layernorm_input(rng, rows * total);
             let gamma = normal_f16(rng, total, 1.0);
             let beta = normal_f16(rng, total, 0.5);
             let epsilon = 1e-5f32;
-            let records = segments.records("layernorm_stats_f16_seg", &x, &[]);
+            let records = segments.records("layernorm_stats_f16", "fold_norm_records", &x, &[]);
             params.extend([
                 ("epsilon_bits", i64::from(epsilon.to_bits())),
                 ("segments", SEGMENTS as i64),
@@ -518,13 +518,13 @@ pub fn case(
         }
         "rmsnorm_parts_f16_seg" => {
             // As the segmented layernorm's parts, with the records of
-            // `rmsnorm_stats_f16_seg`.
+            // `rmsnorm_stats_f16` folded.
             let segments = Segments::new(rows, row_length);
             let total = segments.total;
             let x = layernorm_input(rng, rows * total);
             let gamma = normal_f16(rng, total, 1.0);
             let epsilon = 1e-6f32;
-            let records = segments.records("rmsnorm_stats_f16_seg", &x, &[]);
+            let records = segments.records("rmsnorm_stats_f16", "fold_norm_records", &x, &[]);
             params.extend([
                 ("epsilon_bits", i64::from(epsilon.to_bits())),
                 ("segments", SEGMENTS as i64),
@@ -838,30 +838,44 @@ impl Segments {
         self.columns(values, 1)
     }
 
-    /// Every segment's records from the statistics kernel `stats` on the
-    /// device (with `extra` parameters), gathered into each row's blocks as
-    /// the exchange does.
-    fn records(&self, stats: &str, x: &[f16], extra: &[(&'static str, i64)]) -> Vec<u8> {
-        let stats = crate::harness::compile(stats);
-        let block = 96;
-        let mut records = vec![0u8; self.rows * SEGMENTS * block];
+    /// Every segment's records from the statistics kernel `stats` (with
+    /// `extra` parameters) and the fold `fold` on the device, each tile's
+    /// record of a row gathered into the row's records as the exchange
+    /// does.
+    fn records(
+        &self,
+        stats: &str,
+        fold: &str,
+        x: &[f16],
+        extra: &[(&'static str, i64)],
+    ) -> Vec<u8> {
+        let (stats, fold) = (
+            crate::harness::compile(stats),
+            crate::harness::compile(fold),
+        );
+        let record = 16;
+        let mut records = vec![0u8; self.rows * SEGMENTS * record];
         for (segment, &length) in self.lengths.iter().enumerate() {
-            let run = stats.run(&Run {
+            let parts = stats.run(&Run {
                 inputs: vec![&f16_bytes(&self.columns(x, segment))],
+                out_bytes: 96 * self.rows,
+                params: [("rows", self.rows as i64), ("row_length", length as i64)]
+                    .into_iter()
+                    .chain(extra.iter().copied())
+                    .collect(),
+            });
+            let folded = fold.run(&Run {
+                inputs: vec![&parts.out],
                 out_bytes: records.len(),
-                params: [
+                params: vec![
                     ("rows", self.rows as i64),
-                    ("row_length", length as i64),
                     ("segment", segment as i64),
                     ("segments", SEGMENTS as i64),
-                ]
-                .into_iter()
-                .chain(extra.iter().copied())
-                .collect(),
+                ],
             });
             for r in 0..self.rows {
-                let at = (r * SEGMENTS + segment) * block;
-                records[at..at + block].copy_from_slice(&run.out[at..at + block]);
+                let at = (r * SEGMENTS + segment) * record;
+                records[at..at + record].copy_from_slice(&folded.out[at..at + record]);
             }
         }
         records
@@ -919,7 +933,7 @@ fn part_statistics(x: &[f16], row_length: usize, rms: bool) -> (Vec<f64>, Vec<f6
     (reference, tolerance)
 }
 
-/// The records `softmax_stats_f16_seg` writes, in f64, and how far the f32
+/// The records `softmax_stats_f16` writes, in f64, and how far the f32
 /// arithmetic may be from them: per row and worker (the shares of
 /// [`part_statistics`]), the maximum of `x * scale` over the worker's piece
 /// of the row exactly (an f16 times the scale, rounded to f32), the sum of
@@ -951,6 +965,48 @@ fn softmax_part_statistics(x: &[f16], row_length: usize, scale: f32) -> (Vec<f64
             let s: f64 = scaled.iter().map(|&y| f64::from(y - m).exp()).sum();
             reference.extend([f64::from(m), s, 0.0, 0.0]);
             tolerance.extend([0.0, s * scaled.len() as f64 * 2f64.powi(-23), 0.0, 0.0]);
+        }
+    }
+    (reference, tolerance)
+}
+
+/// The fold of each row's six f32 records (`device/fold_records.S`), in
+/// f64 from the records the device wrote, and how far the f32 arithmetic
+/// may be from it. A norm's (n, mean, M2) fold with Chan's formula: the
+/// count exactly, the mean and M2 within a few f32 ulps of the terms they
+/// sum. A softmax's (m, s) fold to the largest m exactly and the sum of
+/// `s * exp(m - M)` within a few ulps of it.
+fn fold_reference(records: &[u8], softmax: bool) -> (Vec<f64>, Vec<f64>) {
+    let values: Vec<f64> = records
+        .chunks_exact(4)
+        .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+        .collect();
+    let (mut reference, mut tolerance) = (Vec::new(), Vec::new());
+    for row in values.chunks_exact(24) {
+        let record = |i: usize| &row[4 * i..4 * i + 4];
+        if softmax {
+            let m = (0..6).map(|i| record(i)[0]).fold(f64::MIN, f64::max);
+            let s: f64 = (0..6)
+                .map(|i| record(i)[1] * (record(i)[0] - m).exp())
+                .sum();
+            reference.extend([m, s, 0.0, 0.0]);
+            tolerance.extend([0.0, s * 2f64.powi(-20), 0.0, 0.0]);
+        } else {
+            let n: f64 = (0..6).map(|i| record(i)[0]).sum();
+            let weighted: f64 = (0..6).map(|i| record(i)[0] * record(i)[1]).sum();
+            let mean = weighted / n;
+            let m2: f64 = (0..6)
+                .map(|i| record(i)[2] + record(i)[0] * (record(i)[1] - mean).powi(2))
+                .sum();
+            let magnitude: f64 = (0..6).map(|i| (record(i)[0] * record(i)[1]).abs()).sum();
+            let squares: f64 = (0..6).map(|i| record(i)[0] * record(i)[1].powi(2)).sum();
+            reference.extend([n, mean, m2, 0.0]);
+            tolerance.extend([
+                0.0,
+                2f64.powi(-20) * magnitude / n,
+                2f64.powi(-20) * (m2 + squares),
+                0.0,
+            ]);
         }
     }
     (reference, tolerance)

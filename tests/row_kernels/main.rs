@@ -41,7 +41,7 @@ fn row_kernels_declare_the_emitters_fields() {
         "layernorm_stats_f16",
         "layernorm_parts_f16",
         "layernorm_parts_f16_f143",
-        "layernorm_stats_f16_seg",
+        "fold_norm_records",
         "layernorm_parts_f16_f143_seg",
         "rearrange_f16_b16x4",
         "rearrange_blocks",
@@ -52,9 +52,9 @@ fn row_kernels_declare_the_emitters_fields() {
         "rmsnorm_f16",
         "rmsnorm_stats_f16",
         "rmsnorm_parts_f16",
-        "rmsnorm_stats_f16_seg",
         "rmsnorm_parts_f16_seg",
-        "softmax_stats_f16_seg",
+        "softmax_stats_f16",
+        "fold_softmax_records",
         "softmax_parts_f16_seg",
         "softmax_f16_mask_f16",
         "softmax_f16_mask_f32",
@@ -80,7 +80,7 @@ fn row_kernels_declare_the_emitters_fields() {
         layernorm_stats_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         layernorm_parts_f16: in0@0:ptr in1@4:ptr in2@8:ptr out@12:ptr rows@16:u32 row_length@20:u32 epsilon_bits@24:f32 in3@28:ptr
         layernorm_parts_f16_f143: in0@0:ptr in1@4:ptr in2@8:ptr out@12:ptr rows@16:u32 row_length@20:u32 epsilon_bits@24:f32 out_scale@28:i32 in3@32:ptr
-        layernorm_stats_f16_seg: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 segment@16:u32 segments@20:u32
+        fold_norm_records: in0@0:ptr out@4:ptr rows@8:u32 segment@12:u32 segments@16:u32
         layernorm_parts_f16_f143_seg: in0@0:ptr in1@4:ptr in2@8:ptr out@12:ptr rows@16:u32 row_length@20:u32 epsilon_bits@24:f32 out_scale@28:i32 in3@32:ptr segments@36:u32
         rearrange_f16_b16x4: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         rearrange_blocks: in0@0:ptr out@4:ptr outer@8:u32 inner@12:u32 words@16:u32 src_offset@20:u32 src_outer@24:u32 src_inner@28:u32 dst_offset@32:u32 dst_outer@36:u32 dst_inner@40:u32
@@ -91,9 +91,9 @@ fn row_kernels_declare_the_emitters_fields() {
         rmsnorm_f16: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 epsilon_bits@20:f32
         rmsnorm_stats_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         rmsnorm_parts_f16: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 epsilon_bits@20:f32 in2@24:ptr
-        rmsnorm_stats_f16_seg: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 segment@16:u32 segments@20:u32
         rmsnorm_parts_f16_seg: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 epsilon_bits@20:f32 in2@24:ptr segments@28:u32
-        softmax_stats_f16_seg: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32 segment@20:u32 segments@24:u32
+        softmax_stats_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32
+        fold_softmax_records: in0@0:ptr out@4:ptr rows@8:u32 segment@12:u32 segments@16:u32
         softmax_parts_f16_seg: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32 in1@20:ptr segments@24:u32
         softmax_f16_mask_f16: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 scale_bits@20:f32
         softmax_f16_mask_f32: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 scale_bits@20:f32"#]].assert_eq(&fields.join("\n"));

@@ -145,7 +145,7 @@ fn segmented_layernorm_is_within_f16_rounding_of_the_f64_reference() {
     // records, and its part of the output from every tile's records.
     let long = [(1, 256), (2, 128), (1, 1536)];
     for kernel in [
-        "layernorm_stats_f16_seg",
+        "fold_norm_records",
         "layernorm_parts_f16_seg",
         "layernorm_parts_f16_f143_seg",
     ] {
@@ -165,7 +165,11 @@ fn segmented_softmax_is_within_one_ulp() {
             scale,
             ..Settings::default()
         };
-        for kernel in ["softmax_stats_f16_seg", "softmax_parts_f16_seg"] {
+        for kernel in [
+            "softmax_stats_f16",
+            "fold_softmax_records",
+            "softmax_parts_f16_seg",
+        ] {
             check_shapes(kernel, SHAPES, &settings, 18);
             check_shapes(kernel, &long, &settings, 18);
         }
@@ -181,10 +185,8 @@ fn split_rmsnorm_is_within_f16_rounding_of_the_f64_reference() {
     }
     // Rows cut over three tiles, as for the layernorm.
     let long = [(1, 256), (2, 128), (1, 1536)];
-    for kernel in ["rmsnorm_stats_f16_seg", "rmsnorm_parts_f16_seg"] {
-        check_shapes(kernel, SHAPES, &Settings::default(), 17);
-        check_shapes(kernel, &long, &Settings::default(), 17);
-    }
+    check_shapes("rmsnorm_parts_f16_seg", SHAPES, &Settings::default(), 17);
+    check_shapes("rmsnorm_parts_f16_seg", &long, &Settings::default(), 17);
 }
 
 #[test]

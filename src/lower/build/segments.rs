@@ -1,8 +1,8 @@
 //! Lowering of a layer or RMS normalisation or a softmax whose rows are
 //! cut into segments on several tiles
 //! ([`Partition::Segments`](crate::partition::Partition)):
-//! the statistics runs, the phase that gives every tile of a group the
-//! statistics of its other segments, and the normalising runs.
+//! the statistics and fold runs, the phase that gives every tile of a
+//! group the records of its other segments, and the output runs.
 
 use super::{Lowering, RowsAt, SecondStage};
 use crate::graph::{DType, OpId, OpKind};
@@ -11,13 +11,14 @@ use crate::lower::program::{Buffer, BufferRole, ExchangePhase, KernelRun, Operan
 use crate::lower::runs::{Gather, Gathers};
 use crate::lower::LowerError;
 use crate::partition::{
-    norm_prologue, KernelId, MemoryClass, Partition, NORM_PART_RECORDS_PER_ROW, NORM_PART_ROW_BYTES,
+    norm_prologue, segment_fold, KernelId, MemoryClass, Partition, NORM_PART_RECORDS_PER_ROW,
+    NORM_RECORD_BYTES,
 };
 
 impl Lowering<'_> {
-    /// Each tile's statistics run over its segments of its group's rows
-    /// (returned, the operation's first compute step), and the second
-    /// stage: the statistics exchange and the normalising runs.
+    /// Each tile's statistics and fold runs over its segments of its
+    /// group's rows (returned, the operation's first compute step), and
+    /// the second stage: the statistics exchange and the output runs.
     pub(super) fn segments(
         &mut self,
         op: OpId,
@@ -28,23 +29,27 @@ impl Lowering<'_> {
         let graph = self.graph;
         let node = graph.op(op);
         // The statistics kernel, and the operation's own parameter.
-        let (stats, parameter) = match (&node.kind, norm_prologue(kernel)) {
-            (OpKind::Layernorm { epsilon } | OpKind::Rmsnorm { epsilon }, Some(stats)) => {
-                (stats, ("epsilon_bits", epsilon.to_bits()))
+        let (Some(stats), Some(fold)) = (norm_prologue(kernel), segment_fold(kernel)) else {
+            return Err(LowerError::NotSegmented(node.name.clone()));
+        };
+        let parameter = match &node.kind {
+            OpKind::Layernorm { epsilon } | OpKind::Rmsnorm { epsilon } => {
+                ("epsilon_bits", epsilon.to_bits())
             }
-            (
-                OpKind::Softmax {
-                    scale,
-                    causal: false,
-                },
-                Some(stats),
-            ) => (stats, ("scale_bits", scale.to_bits())),
+            OpKind::Softmax {
+                scale,
+                causal: false,
+            } => ("scale_bits", scale.to_bits()),
             _ => return Err(LowerError::NotSegmented(node.name.clone())),
         };
         let out = graph.tensor(node.output);
         let coordinates = vec![rows, row_length];
         let segments = Partition::segments(row_length, segment);
-        let record_coordinates = vec![rows, segments * NORM_PART_RECORDS_PER_ROW];
+        // A tile's six records of each of its rows, and the group's records
+        // of its rows: one per segment.
+        let part_coordinates = vec![rows, NORM_PART_RECORDS_PER_ROW];
+        let record_values = NORM_RECORD_BYTES / 4;
+        let record_coordinates = vec![rows, segments * record_values];
         let rows_per_tile = rows_per_tile.max(1);
         let mut first_runs = Vec::new();
         let mut second_runs = Vec::new();
@@ -77,12 +82,23 @@ impl Lowering<'_> {
                     MemoryClass::Standard,
                 );
                 home.push(result);
+                let parts = self.add_buffer(Buffer {
+                    tile,
+                    dtype: DType::F32,
+                    piece: Piece::row_major(
+                        vec![first_row, 0],
+                        vec![count, NORM_PART_RECORDS_PER_ROW],
+                    ),
+                    coordinates: part_coordinates.clone(),
+                    class: MemoryClass::Standard,
+                    role: BufferRole::Intermediate { op },
+                });
                 let record = self.add_buffer(Buffer {
                     tile,
                     dtype: DType::F32,
                     piece: Piece::row_major(
                         vec![first_row, 0],
-                        vec![count, segments * NORM_PART_RECORDS_PER_ROW],
+                        vec![count, segments * record_values],
                     ),
                     coordinates: record_coordinates.clone(),
                     class: MemoryClass::Standard,
@@ -101,7 +117,13 @@ impl Lowering<'_> {
                 first_runs.push(KernelRun {
                     tile,
                     kernel: stats,
-                    operands: vec![operands[0].clone(), OperandRef::Buffer(record)],
+                    operands: vec![operands[0].clone(), OperandRef::Buffer(parts)],
+                    params: params.clone(),
+                });
+                first_runs.push(KernelRun {
+                    tile,
+                    kernel: fold,
+                    operands: vec![OperandRef::Buffer(parts), OperandRef::Buffer(record)],
                     params: params.clone(),
                 });
                 operands.push(OperandRef::Buffer(record));
@@ -113,17 +135,17 @@ impl Lowering<'_> {
                     params,
                 });
             }
-            // Every tile's block of each row goes to the group's other
+            // Every tile's record of each row goes to the group's other
             // tiles, at the same place in their records.
             for (index, &source) in records.iter().enumerate() {
                 for row in 0..count {
-                    let offset = ((row * segments + index) * NORM_PART_ROW_BYTES) as u32;
+                    let offset = ((row * segments + index) * NORM_RECORD_BYTES) as u32;
                     for (other, &destination) in records.iter().enumerate() {
                         if other != index {
                             gathers.push(Gather {
                                 source: source.0,
                                 source_offset: offset,
-                                bytes: NORM_PART_ROW_BYTES as u32,
+                                bytes: NORM_RECORD_BYTES as u32,
                                 destination,
                                 offset,
                             });
