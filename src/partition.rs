@@ -278,7 +278,8 @@ pub(crate) fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelI
         } | KernelId::SoftmaxMasked {
             dtype: DType::F16,
             ..
-        } | KernelId::Add { dtype: DType::F16 }
+        } | KernelId::SoftmaxParts
+            | KernelId::Add { dtype: DType::F16 }
             | KernelId::Gemm { .. }
             | KernelId::ReduceAdd
     );

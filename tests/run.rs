@@ -112,8 +112,8 @@ fn elementwise_ops_on_fewer_rows_than_tiles_pass_as_element_ranges() {
 /// each row cut into segments on several tiles with the statistics
 /// exchanged between the two kernels: an f16 result, one with its cast to
 /// FP8 fused, row lengths whose last segment is shorter, a 1 x 8192
-/// softmax. The planner chooses the segmented plan for all seven, so the
-/// test covers it.
+/// softmax, two rows to a group, a softmax stored as FP8. The planner
+/// chooses the segmented plan for all eight, so the test covers it.
 #[test]
 fn row_operations_with_rows_cut_over_tiles_pass_on_the_model() {
     let project = "tests/data/ops/segments.toml";
@@ -133,7 +133,7 @@ fn row_operations_with_rows_cut_over_tiles_pass_on_the_model() {
     );
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let chosen: Vec<&str> = stdout.lines().filter(|l| l.starts_with(" *")).collect();
-    assert_eq!(chosen.len(), 7, "{stdout}");
+    assert_eq!(chosen.len(), 8, "{stdout}");
     for line in chosen {
         assert!(
             line.contains(" segment ") && line.contains("_seg "),

@@ -12,8 +12,8 @@ use super::cost::Estimate;
 use super::{cost, received_bytes, row_kernel, share_element_bytes, Candidate};
 use crate::graph::DType;
 use crate::partition::{
-    norm_prologue, segment_fold, split_norm, KernelId, Partition, NORM_PART_ROW_BYTES,
-    NORM_RECORD_BYTES,
+    cast_epilogue, norm_prologue, segment_fold, split_norm, KernelId, Partition,
+    NORM_PART_ROW_BYTES, NORM_RECORD_BYTES,
 };
 use crate::plan::signature::OpSignature;
 use crate::target::Target;
@@ -23,15 +23,15 @@ use crate::target::Target;
 pub(crate) const SEGMENT_QUANTUM: usize = 4;
 
 /// The segmented second kernel of a signature's layernorm, RMS norm or
-/// softmax (of f16 rows to f16, neither causal nor masked), if it has one.
+/// softmax (of f16 rows, neither causal nor masked; a cast of its result
+/// to FP8 follows it on each tile), if it has one.
 pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
     let kernel = row_kernel(signature)?;
-    if kernel
-        == (KernelId::Softmax {
-            dtype: DType::F16,
-            causal: false,
-            exp_once: false,
-        })
+    if let KernelId::Softmax {
+        dtype: DType::F16,
+        causal: false,
+        ..
+    } = kernel
     {
         return Some(KernelId::SoftmaxParts);
     }
@@ -48,7 +48,8 @@ pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
 /// Candidates for every grouping of rows that leaves at least two tiles
 /// per group (1, 2, 4, ... rows to a group), each with the most segments
 /// the tiles allow and halvings of that down to two. Each is costed as its
-/// busiest tile's three kernels (statistics, fold, output) by their
+/// busiest tile's three kernels (statistics, fold, output, and a fused
+/// cast after them) by their
 /// formulas (the first and the last segment, which may be shorter), the
 /// operand exchange and the statistics exchange, and two phases' sync.
 pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
@@ -62,7 +63,8 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     let row_length = shape.last().copied().unwrap_or(1);
     let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
     let most_segments = row_length / SEGMENT_QUANTUM;
-    let element_bytes = share_element_bytes(signature, None);
+    let epilogue = cast_epilogue(kernel, signature.output.dtype);
+    let element_bytes = share_element_bytes(signature, epilogue);
     let tiles = signature.tiles as usize;
     let mut found = Vec::new();
     let mut rows_per_tile = 1;
@@ -88,10 +90,15 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                     ("segment", 0),
                     ("segments", segments as i64),
                 ];
+                let cast = match epilogue {
+                    Some(cast) => cost::kernel_cycles(cast, &params)?,
+                    None => 0,
+                };
                 Some(
                     cost::kernel_cycles(stats, &params)?
                         + cost::kernel_cycles(fold, &params)?
-                        + cost::kernel_cycles(kernel, &params)?,
+                        + cost::kernel_cycles(kernel, &params)?
+                        + cast,
                 )
             };
             let (Some(first), Some(end)) = (tile_cycles(segment), tile_cycles(last)) else {

@@ -126,14 +126,18 @@ impl Lowering<'_> {
                     operands: vec![OperandRef::Buffer(parts), OperandRef::Buffer(record)],
                     params: params.clone(),
                 });
+                // A softmax whose result is FP8 writes f16 that a cast on
+                // the tile stores.
+                let (written, cast) = self.cast_through(op, kernel, tile, result);
                 operands.push(OperandRef::Buffer(record));
-                operands.push(OperandRef::Buffer(result));
+                operands.push(OperandRef::Buffer(written));
                 second_runs.push(KernelRun {
                     tile,
                     kernel,
                     operands,
                     params,
                 });
+                second_runs.extend(cast);
             }
             // Every tile's record of each row goes to the group's other
             // tiles, at the same place in their records.
