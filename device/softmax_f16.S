@@ -59,9 +59,15 @@
 // and the search for the share's first row), 59 per piece, 2 per single
 // element at a piece's ends and about 38 per launch; the output 18 per
 // quad, 10 per row, 32 per piece plus 7 per segment's record of the row
-// for the combination, and 45 per launch. All in quarter issues, so quads count
-// per element.
+// for the combination, and 45 per launch. The split form stored as FP8:
+// its statistics 18 per quad (the sum pass stores each exponential) and
+// 54 per piece; its output 8 per quad, 10 per row, 62 per piece (the six
+// records' combination and the factor) and 4 per single element (24 per
+// piece in rows shorter than a quad, whose pieces are all set-up). All in
+// quarter issues, so quads count per element.
 #define SOFTMAX_STATS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (16 * share + 44 * rows + 4 * 59 * pieces + 150 + 8 * pieces * singles) / 4"
+#define SOFTMAX_STATS_ONCE_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (18 * share + 44 * rows + 4 * 54 * pieces + 150 + 12 * pieces * singles) / 4"
+#define SOFTMAX_PARTS_ONCE_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? 6 : row_length % 4 != 0 ? 3 : 0; 6 * (8 * share + 40 * rows + 4 * 62 * pieces + 180 + 16 * pieces * singles) / 4"
 #define SOFTMAX_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (18 * share + 40 * rows + 4 * (32 + 7 * segments) * pieces + 180) / 4"
 
 #ifndef CAUSAL
@@ -74,6 +80,14 @@
 // SEGMENTED (`include/norm.h`) its output kernel.
 #ifndef STATS
 #define STATS 0
+#endif
+// PARTS (0 unless defined) with EXP_ONCE selects the split form's output
+// kernel for a softmax stored as FP8, in the format OUT_F8 names.
+#ifndef PARTS
+#define PARTS 0
+#endif
+#ifndef OUT_F8
+#define OUT_F8 1
 #endif
 
 // Registers beyond rows.h's: $m11 head elements of the current range,
@@ -219,6 +233,52 @@
         f32v2hadd $a4, $a4:5
 .endm
 
+// Pass 2 with each f16(e) stored: s over the $m14 kept elements from $m8
+// (= $m7, whose first $m11 are single) into $a4, each e rounded to f16
+// and stored from $m10, which has the input's alignment; `p` prefixes
+// the labels.
+.macro row_sum_store p
+        mov     $a5, $azero
+        mov     $a6, $azero
+        mov     $a7, $azero
+        rpt_at  4
+        rpt     $m11, 9
+        exp_store_one
+        quads
+        brz     $m6, \p\()_sum_tail
+        sub     $m6, $m6, 1
+        // The first quad; the loop stores each quad's exponentials with
+        // the next quad's conversion.
+        .align  8
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
+        f16v2tof32 $a6:7, $a1
+        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
+        f32v4acc $a4:7
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        rpt_at  4
+        rpt     $m6, 15
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
+        { st64step $a2:3, $m10+=, 8 ; f16v2tof32 $a6:7, $a1 }
+        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
+        f32v4acc $a4:7
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        st64step $a2:3, $m10+=, 8
+        mov     $a5, $azero
+        mov     $a6, $azero
+        mov     $a7, $azero
+\p\()_sum_tail:
+        tail
+        rpt_at  4
+        rpt     $m6, 9
+        exp_store_one
+        f32v2gina $a4:5, 0
+        f32v2gina $a6:7, 1
+        f32v2add $a4:5, $a4:5, $a6:7
+        f32v2hadd $a4, $a4:5
+.endm
+
 // The output pass's $m6 whole quads from $m8 to $m10: each quad widened
 // into $a2:3 and $a4:5, turned into f16 in $a6:7 by `rest` and stored with
 // the next quad's conversion, the first quad peeled off; `len` is the loop
@@ -257,6 +317,17 @@
         st16step $m6, $m10+=, 2
 .endm
 
+// One f16 exponential at $m8 times the factor in $a12, rounded to f16 and
+// stored as FP8 at $m10 (the split form stored as FP8).
+.macro scale_one_f8
+        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a0, $a0 }
+        f32mul  $a0, $a0, $a12
+        f32tof16 $a0, $a0
+        f16v4tof8 $a0, $a0:1
+        mov     $m6, $a0
+        st8step $m6, $m10+=, 1
+.endm
+
 // The quad $a2:3 and $a4:5 (converted) times 1 / s, as f16 in $a6:7.
 .macro scale_rest
         f32v2mul $a2:3, $a2:3, $a12:13
@@ -293,7 +364,7 @@
 // State: in0, out, rows, row_length, scale_bits (and first_row,
 // matrix_rows when CAUSAL).
 
-#if !SEGMENTED && !STATS
+#if !SEGMENTED && !STATS && !PARTS
 #if EXP_ONCE
 #define ENTRY softmax_f16_once
 #else
@@ -433,45 +504,7 @@ softmax_row_once:
         // Pass 2: s, storing each f16(e) from the start of the output row.
         mov     $m8, $m7
         mov     $m10, $m9
-        mov     $a5, $azero
-        mov     $a6, $azero
-        mov     $a7, $azero
-        rpt_at  4
-        rpt     $m11, 9
-        exp_store_one
-        quads
-        brz     $m6, softmax_once_sum_tail
-        sub     $m6, $m6, 1
-        // The first quad; the loop stores each quad's exponentials with
-        // the next quad's conversion.
-        .align  8
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
-        f16v2tof32 $a6:7, $a1
-        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
-        f32v4acc $a4:7
-        f32v2tof16 $a2, $a4:5
-        f32v2tof16 $a3, $a6:7
-        rpt_at  4
-        rpt     $m6, 15
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
-        { st64step $a2:3, $m10+=, 8 ; f16v2tof32 $a6:7, $a1 }
-        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
-        f32v4acc $a4:7
-        f32v2tof16 $a2, $a4:5
-        f32v2tof16 $a3, $a6:7
-        st64step $a2:3, $m10+=, 8
-        mov     $a5, $azero
-        mov     $a6, $azero
-        mov     $a7, $azero
-softmax_once_sum_tail:
-        tail
-        rpt_at  4
-        rpt     $m6, 9
-        exp_store_one
-        f32v2gina $a4:5, 0
-        f32v2gina $a6:7, 1
-        f32v2add $a4:5, $a4:5, $a6:7
-        f32v2hadd $a4, $a4:5
+        row_sum_store softmax_once
         f32rcp  $a12, $a4
         mov     $a13, $a12
 
@@ -504,22 +537,42 @@ softmax_once_out_tail:
 // (`[rows][6]` records of 16 bytes); its record of every other row gets
 // m = -FLT_MAX and s = 0, which a combination weighs by exp(-FLT_MAX - M)
 // = 0. `fold_records.S` folds a row's six records into the tile's one.
-// State: in0, out (the records), rows, row_length, scale_bits.
-        .globl  softmax_stats_f16
-        .type   softmax_stats_f16, @function
+// With EXP_ONCE (`softmax_stats_f16_once`, before `softmax_parts_f16_once`
+// on the same tile), each f16(exp(x * scale - m)) is also stored, in in1,
+// at its element's place.
+// State: in0, out (the records), rows, row_length, scale_bits (and in1,
+// the exponentials, with EXP_ONCE).
+#if EXP_ONCE
+#define STATS_ENTRY softmax_stats_f16_once
+#else
+#define STATS_ENTRY softmax_stats_f16
+#endif
+        .globl  STATS_ENTRY
+        .type   STATS_ENTRY, @function
         .ipub_param in0, 0, ptr
         .ipub_param out, 4, ptr
         .ipub_param rows, 8, u32
         .ipub_param row_length, 12, u32
         .ipub_param scale_bits, 16, f32
+#if EXP_ONCE
+        .ipub_param in1, 20, ptr
+        .ipub_cost SOFTMAX_STATS_ONCE_COST
+#else
         .ipub_cost SOFTMAX_STATS_COST
-softmax_stats_f16:
+#endif
+STATS_ENTRY:
         ld32    $a8, $m0, 16
         mov     $a9, $a8
         mov     $a14, $azero
         ld32    $m1, $m0, 8
         ld32    $m2, $m0, 12
-        setzi   $m13, ROW_RECORDS
+#if EXP_ONCE
+        // $m13 = the exponentials' address less the input's: each element's
+        // exponential is at its input's address plus $m13.
+        ld32    $m13, $m0, 20
+        ld32    $m6, $m0, 0
+        sub     $m13, $m13, $m6
+#endif
         ld32    $m7, $m0, 0
         ld32    $m9, $m0, 4
         get     $m3, $wid
@@ -533,7 +586,7 @@ softmax_stats_f16:
 softmax_stats_clear:
         st64    $a0:1, $m6, 0
         st64    $a14:15, $m6, 8
-        add     $m6, $m6, $m13
+        add     $m6, $m6, ROW_RECORDS
         sub     $m5, $m5, 1
         brnz    $m5, softmax_stats_clear
         worker_share $m3, softmax_stats_share
@@ -551,7 +604,7 @@ softmax_stats_find:
         add     $m0, $m0, $m2
         add     $m7, $m7, $m2
         add     $m7, $m7, $m2
-        add     $m9, $m9, $m13
+        add     $m9, $m9, ROW_RECORDS
         br      softmax_stats_find
         // Each piece: the share's elements in the row, [lo, hi) within it,
         // taken as a row of their own from $m7 (the row kept in $m12).
@@ -566,7 +619,13 @@ softmax_stats_piece:
         add     $m7, $m7, $m6
         head    $m7
         row_max softmax_stats
+#if EXP_ONCE
+        mov     $m8, $m7
+        add     $m10, $m7, $m13
+        row_sum_store softmax_stats
+#else
         row_sum
+#endif
         st32    $a10, $m9, 0
         st32    $a4, $m9, 4
         mov     $m7, $m12
@@ -575,11 +634,11 @@ softmax_stats_piece:
         add     $m0, $m0, $m2
         add     $m7, $m7, $m2
         add     $m7, $m7, $m2
-        add     $m9, $m9, $m13
+        add     $m9, $m9, ROW_RECORDS
         br      softmax_stats_piece
 softmax_stats_done:
         exitz   $mzero
-        .size   softmax_stats_f16, . - softmax_stats_f16
+        .size   STATS_ENTRY, . - STATS_ENTRY
 #elif SEGMENTED
 // ---- Segmented softmax: the output -------------------------------------
 // After the exchange has brought every tile's record of each row (the
@@ -633,4 +692,93 @@ softmax_parts_piece:
 softmax_parts_done:
         exitz   $mzero
         .size   softmax_parts_f16, . - softmax_parts_f16
+#elif PARTS
+// ---- Split softmax stored as FP8: the output ----------------------------
+// After `softmax_stats_f16_once` on the same tile (the split form, for a
+// tile whose rows do not divide among the workers), each worker takes
+// the same share of the tile's elements and, for each row its share
+// meets, combines the row's six records into M = the largest m and S =
+// the sum of s * exp(m - M), then rescales the exponentials stored for
+// its piece, which are relative to its own record's m, by
+// exp(m - M) / S: f16(f16(e) * factor), converted to FP8 with the
+// output's scale (OUT_F8: 1 for F143, 2 for F152) as `cast_f8.S` does.
+// State: in0 (the exponentials), out (FP8), rows, row_length, out_scale,
+// in1 (the records).
+        .globl  softmax_parts_f16_once
+        .type   softmax_parts_f16_once, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param rows, 8, u32
+        .ipub_param row_length, 12, u32
+        .ipub_param out_scale, 16, i32
+        .ipub_param in1, 20, ptr
+        .ipub_cost SOFTMAX_PARTS_ONCE_COST
+softmax_parts_f16_once:
+#if OUT_F8 == 2
+        setzi   $m10, 1
+#else
+        setzi   $m10, 0
+#endif
+        fp8_config 16
+        parts_begin 8, 12, 4, 20, softmax_once_parts_done
+softmax_once_parts_piece:
+        parts_piece_range 12
+        // M, then S, then this worker's factor from its own record.
+        mov     $m8, $m2
+        setzi   $a10, 0xffff
+        sethi   $a10, 0xff7f
+        rpt     6, 2
+        ld64step $a0:1, $m8+=, PART_RECORD
+        f32max  $a10, $a10, $a0
+        mov     $m8, $m2
+        mov     $a12, $azero
+        rpt     6, 5
+        ld64step $a0:1, $m8+=, PART_RECORD
+        f32sub  $a0, $a0, $a10
+        f32exp  $a0, $a0
+        f32mul  $a0, $a0, $a1
+        f32add  $a12, $a12, $a0
+        f32rcp  $a12, $a12
+        get     $m6, $wid
+        mul     $m6, $m6, PART_RECORD
+        add     $m6, $m6, $m2
+        ld32    $a0, $m6, 0
+        f32sub  $a0, $a0, $a10
+        f32exp  $a0, $a0
+        f32mul  $a12, $a12, $a0
+        mov     $a13, $a12
+        // Elements [lo, hi) of the row: the exponentials from $m8, the
+        // FP8 result from $m10, at half the exponentials' byte offset.
+        add     $m6, $m4, $m4
+        add     $m8, $m7, $m6
+        ld32    $m10, $m0, 0
+        sub     $m10, $m7, $m10
+        shr     $m10, $m10, 1
+        add     $m10, $m10, $m4
+        ld32    $m11, $m0, 4
+        add     $m10, $m10, $m11
+        sub     $m14, $m5, $m4
+        head    $m8
+        rpt_at  4
+        rpt     $m11, 7
+        scale_one_f8
+        quads
+        rpt_at  4
+        rpt     $m6, 9
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        f16v2tof32 $a4:5, $a1
+        f32v2mul $a2:3, $a2:3, $a12:13
+        f32v2mul $a4:5, $a4:5, $a12:13
+        f32v2tof16 $a6, $a2:3
+        f32v2tof16 $a7, $a4:5
+        f16v4tof8 $a6, $a6:7
+        st32step $a6, $m10+=, 4
+        tail
+        rpt_at  4
+        rpt     $m6, 7
+        scale_one_f8
+        parts_next 12, 20, softmax_once_parts_piece, softmax_once_parts_done
+softmax_once_parts_done:
+        exitz   $mzero
+        .size   softmax_parts_f16_once, . - softmax_parts_f16_once
 #endif

@@ -198,11 +198,23 @@ pub enum KernelId {
     /// on several tiles ([`Partition::Segments`];
     /// `device/softmax_f16.S` with `STATS`): each worker writes the
     /// maximum and the sum of exponentials of its share of every row to
-    /// the tile's six records of the row.
-    SoftmaxStats,
+    /// the tile's six records of the row. `exp_once`: the form before
+    /// [`KernelId::SoftmaxPartsOnce`], which also stores each exponential
+    /// as f16.
+    SoftmaxStats {
+        exp_once: bool,
+    },
     /// Its output kernel (`SEGMENTED`): each worker combines the row's
     /// record of each segment and writes its share of the row.
     SoftmaxParts,
+    /// The output kernel of the split softmax stored as FP8
+    /// (`device/softmax_f16.S` with `PARTS` and `EXP_ONCE`): each worker
+    /// combines the tile's six records of a row and rescales the
+    /// exponentials [`KernelId::SoftmaxStats`] stored for its share, then
+    /// stores them as `out`, an FP8 format.
+    SoftmaxPartsOnce {
+        out: DType,
+    },
     /// Folds the six records of each row a statistics kernel wrote on a
     /// tile into the tile's one record of the row in a segmented plan's
     /// records (`device/fold_records.S`): Chan's formula for the norms'
@@ -307,7 +319,8 @@ pub(crate) fn norm_prologue(kernel: KernelId) -> Option<KernelId> {
     match kernel {
         KernelId::LayernormParts { .. } => Some(KernelId::LayernormStats),
         KernelId::RmsnormParts { .. } => Some(KernelId::RmsnormStats),
-        KernelId::SoftmaxParts => Some(KernelId::SoftmaxStats),
+        KernelId::SoftmaxParts => Some(KernelId::SoftmaxStats { exp_once: false }),
+        KernelId::SoftmaxPartsOnce { .. } => Some(KernelId::SoftmaxStats { exp_once: true }),
         _ => None,
     }
 }
@@ -347,6 +360,21 @@ pub(crate) fn split_norm(kernel: KernelId) -> Option<KernelId> {
             Some(KernelId::RmsnormParts { segmented: false })
         }
         _ => None,
+    }
+}
+
+/// The split form of a row kernel whose result is `output`: a norm's
+/// ([`split_norm`]), or for a softmax stored as FP8 the statistics of
+/// equal worker shares and [`KernelId::SoftmaxPartsOnce`], which spares
+/// the split rows' workers the whole row's statistics.
+pub(crate) fn split_row_kernel(kernel: KernelId, output: DType) -> Option<KernelId> {
+    match kernel {
+        KernelId::Softmax {
+            dtype: DType::F16,
+            causal: false,
+            exp_once: true,
+        } if output.is_fp8() => Some(KernelId::SoftmaxPartsOnce { out: output }),
+        _ => split_norm(kernel),
     }
 }
 
@@ -544,7 +572,11 @@ impl fmt::Display for KernelId {
             KernelId::RmsnormParts { segmented } => {
                 write!(f, "rmsnorm_parts_f16{}", segmented_suffix(segmented))
             }
-            KernelId::SoftmaxStats => f.write_str("softmax_stats_f16"),
+            KernelId::SoftmaxStats { exp_once: false } => f.write_str("softmax_stats_f16"),
+            KernelId::SoftmaxStats { exp_once: true } => f.write_str("softmax_stats_f16_once"),
+            KernelId::SoftmaxPartsOnce { out } => {
+                write!(f, "softmax_parts_f16_once_{}", out.name())
+            }
             KernelId::FoldRecords { softmax: false } => f.write_str("fold_norm_records"),
             KernelId::FoldRecords { softmax: true } => f.write_str("fold_softmax_records"),
             KernelId::SoftmaxParts => f.write_str("softmax_parts_f16_seg"),

@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: c5d24924020a876fa8400ffe0247cf234886476d73cc1398abbb58b168176f6c 68023
         projects/mlp-f16.toml: 667fac22dc6c5d9c6bb990fcdcaa2209a6e2441200a553cba3f426d861e529db 2532551
         projects/attention-f16.toml: 8a7dd48f7bffb4170234f2965e939e612a011cfb5562c63763c0914bbc8b7c9f 931682
-        projects/vit-fp8.toml: 61ce2d622e5cd38aa4b9bc9053eddd9cf2ec72f5d5e8786cb17a4655d59f2846 8864989
+        projects/vit-fp8.toml: e7f4f3ea911f4f930759c4ba0eaf1405712e628f62ebc3daa9e264bd9388c449 8872577
         projects/llama-block-f16.toml: 46367c0744aa7f8d8a63c853f8648e29222a04ccbe6f411659449735e884762e 8047418
     "#]].assert_eq(&lines);
 }

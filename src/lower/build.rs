@@ -853,12 +853,28 @@ impl Lowering<'_> {
                     role: BufferRole::Intermediate { op },
                 })
             });
-            let prologue_run = prologue.zip(records).map(|(stats, records)| {
-                (
-                    stats,
-                    vec![operands[0].clone(), OperandRef::Buffer(records)],
-                )
+            // The split softmax stored as FP8 keeps each exponential: its
+            // statistics kernel writes them to a buffer of the tile, which
+            // the output kernel rescales in place of the input.
+            let exponentials = matches!(kernel, KernelId::SoftmaxPartsOnce { .. }).then(|| {
+                self.add_buffer(Buffer {
+                    tile,
+                    dtype: DType::F16,
+                    piece: Piece::row_major(vec![first_row, 0], vec![count, row_length]),
+                    coordinates: coordinates.clone(),
+                    class: MemoryClass::Standard,
+                    role: BufferRole::Intermediate { op },
+                })
             });
+            let prologue_run = prologue.zip(records).map(|(stats, records)| {
+                let mut operands = vec![operands[0].clone()];
+                operands.extend(exponentials.map(OperandRef::Buffer));
+                operands.push(OperandRef::Buffer(records));
+                (stats, operands)
+            });
+            if let Some(exponentials) = exponentials {
+                operands = vec![OperandRef::Buffer(exponentials)];
+            }
             operands.extend(records.map(OperandRef::Buffer));
             operands.push(OperandRef::Buffer(intermediate.unwrap_or(c)));
             let mut params = vec![

@@ -145,9 +145,24 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
             .define("OUT_F8", if to == DType::F143 { 1 } else { 2 }),
         KernelId::LayernormStats => plain("layernorm_stats_f16.S"),
         KernelId::RmsnormStats => plain("layernorm_stats_f16.S").define("RMS", 1),
-        KernelId::SoftmaxStats => Variant::new(name.clone(), source("softmax_f16.S"))
-            .entry("softmax_stats_f16")
-            .define("STATS", 1),
+        KernelId::SoftmaxStats { exp_once: false } => {
+            Variant::new(name.clone(), source("softmax_f16.S"))
+                .entry("softmax_stats_f16")
+                .define("STATS", 1)
+        }
+        KernelId::SoftmaxStats { exp_once: true } => {
+            Variant::new(name.clone(), source("softmax_f16.S"))
+                .entry("softmax_stats_f16_once")
+                .define("STATS", 1)
+                .define("EXP_ONCE", 1)
+        }
+        KernelId::SoftmaxPartsOnce {
+            out: out @ (DType::F143 | DType::F152),
+        } => Variant::new(name.clone(), source("softmax_f16.S"))
+            .entry("softmax_parts_f16_once")
+            .define("PARTS", 1)
+            .define("EXP_ONCE", 1)
+            .define("OUT_F8", if out == DType::F143 { 1 } else { 2 }),
         KernelId::SoftmaxParts => Variant::new(name.clone(), source("softmax_f16.S"))
             .entry("softmax_parts_f16")
             .define("SEGMENTED", 1),

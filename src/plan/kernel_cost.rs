@@ -45,6 +45,8 @@ const SOFTMAX_STATS_F16: &str = "n = rows * row_length; q = n / 4; q6 = q / 6; r
 const SOFTMAX_PARTS_SEG_F16: &str = "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (18 * share + 40 * rows + 4 * (32 + 7 * segments) * pieces + 180) / 4";
 const FOLD_NORM: &str = "f = (rows + 5) / 6; 6 * (20 + f * 74)";
 const FOLD_SOFTMAX: &str = "f = (rows + 5) / 6; 6 * (20 + f * 57)";
+const SOFTMAX_STATS_ONCE_F16: &str = "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (18 * share + 44 * rows + 4 * 54 * pieces + 150 + 12 * pieces * singles) / 4";
+const SOFTMAX_PARTS_ONCE_TO_F8: &str = "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? 6 : row_length % 4 != 0 ? 3 : 0; 6 * (8 * share + 40 * rows + 4 * 62 * pieces + 180 + 16 * pieces * singles) / 4";
 const REARRANGE_BLOCK_MAJOR_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 136 + 6 * (2 * (units / 6) + (units > 0) + (tail != 0 ? 12 + 6 * tail : 2 * (units % 6 != 0)))";
 const REARRANGE_BLOCKS: &str = "(outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190";
 const GEMM_F32_OUT: &str = "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * (76 + 20 * n) - 8 * n + 20) + 360";
@@ -128,7 +130,9 @@ pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::RmsnormStats => RMSNORM_STATS_F16,
         KernelId::RmsnormParts { segmented: false } => RMSNORM_PARTS_F16,
         KernelId::RmsnormParts { segmented: true } => RMSNORM_PARTS_SEG_F16,
-        KernelId::SoftmaxStats => SOFTMAX_STATS_F16,
+        KernelId::SoftmaxStats { exp_once: false } => SOFTMAX_STATS_F16,
+        KernelId::SoftmaxStats { exp_once: true } => SOFTMAX_STATS_ONCE_F16,
+        KernelId::SoftmaxPartsOnce { out: F143 | F152 } => SOFTMAX_PARTS_ONCE_TO_F8,
         KernelId::SoftmaxParts => SOFTMAX_PARTS_SEG_F16,
         KernelId::FoldRecords { softmax: false } => FOLD_NORM,
         KernelId::FoldRecords { softmax: true } => FOLD_SOFTMAX,
@@ -210,7 +214,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 40] = [
+const ALL: [&str; 42] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -239,6 +243,8 @@ const ALL: [&str; 40] = [
     SOFTMAX_PARTS_SEG_F16,
     FOLD_NORM,
     FOLD_SOFTMAX,
+    SOFTMAX_STATS_ONCE_F16,
+    SOFTMAX_PARTS_ONCE_TO_F8,
     REARRANGE_BLOCK_MAJOR_F16,
     REARRANGE_BLOCKS,
     REDUCE_ADD_F16,
@@ -320,8 +326,11 @@ mod tests {
         all.extend([
             KernelId::LayernormStats,
             KernelId::RmsnormStats,
-            KernelId::SoftmaxStats,
+            KernelId::SoftmaxStats { exp_once: false },
+            KernelId::SoftmaxStats { exp_once: true },
             KernelId::SoftmaxParts,
+            KernelId::SoftmaxPartsOnce { out: F143 },
+            KernelId::SoftmaxPartsOnce { out: F152 },
             KernelId::FoldRecords { softmax: false },
             KernelId::FoldRecords { softmax: true },
         ]);

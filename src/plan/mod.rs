@@ -126,7 +126,12 @@ impl OperatorPlans {
                         && (1..=(*rows).max(1)).contains(rows_per_tile)
                         && rows.div_ceil(*rows_per_tile) <= signature.tiles as usize
                         && row_kernel(signature).is_some_and(|own| {
-                            *kernel == own || Some(*kernel) == crate::partition::split_norm(own)
+                            *kernel == own
+                                || Some(*kernel)
+                                    == crate::partition::split_row_kernel(
+                                        own,
+                                        signature.output.dtype,
+                                    )
                         })
                 }
                 (
@@ -328,9 +333,11 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
             received_bytes(signature, elements, row_length),
             elements * element_bytes,
         ));
-        // The split form of a norm, costed as its two kernels; the ranking
-        // keeps it where it beats the whole-row kernel.
-        if let Some(split) = crate::partition::split_norm(kernel) {
+        // The split form of a norm, or of a softmax stored as FP8 (whose
+        // exponentials take the place of the fused cast's f16 values),
+        // costed as its two kernels; the ranking keeps it where it beats
+        // the whole-row kernel.
+        if let Some(split) = crate::partition::split_row_kernel(kernel, signature.output.dtype) {
             let tile_cycles = |k| row_tile_cycles(signature, k, rows, input_length, rows_per_tile);
             let stats = crate::partition::norm_prologue(split).and_then(tile_cycles);
             if let (Some(stats), Some(parts)) = (stats, tile_cycles(split)) {

@@ -52,6 +52,8 @@ const KERNELS: &[&str] = &[
     "rmsnorm_parts_f16",
     "rmsnorm_parts_f16_seg",
     "softmax_stats_f16",
+    "softmax_stats_f16_once",
+    "softmax_parts_f16_once_f143",
     "fold_softmax_records",
     "softmax_parts_f16_seg",
     "reduce_add_f32",

@@ -63,8 +63,11 @@ pub fn kernel_named(name: &str) -> KernelId {
     known.extend([
         KernelId::LayernormStats,
         KernelId::RmsnormStats,
-        KernelId::SoftmaxStats,
+        KernelId::SoftmaxStats { exp_once: false },
+        KernelId::SoftmaxStats { exp_once: true },
         KernelId::SoftmaxParts,
+        KernelId::SoftmaxPartsOnce { out: F143 },
+        KernelId::SoftmaxPartsOnce { out: F152 },
         KernelId::FoldRecords { softmax: false },
         KernelId::FoldRecords { softmax: true },
     ]);
@@ -167,6 +170,9 @@ pub struct Run<'a> {
 
 pub struct Outcome {
     pub out: Vec<u8>,
+    /// The input buffers after the run: a kernel that writes one of its
+    /// inputs (the split softmax's exponentials) is checked through it.
+    pub inputs: Vec<Vec<u8>>,
     pub cycles: u64,
 }
 
@@ -219,10 +225,12 @@ impl Kernel {
         let mut at = DATA;
         let mut addresses = BTreeMap::new();
         let mut guards = Vec::new();
+        let mut inputs = Vec::new();
         let names = ["in0", "in1", "in2", "in3"];
         for (name, bytes) in names.iter().zip(&run.inputs) {
             tile.write_bytes(at, bytes).expect("input fits");
             addresses.insert(name.to_string(), at);
+            inputs.push((at, bytes.len() as u32));
             at = (at + bytes.len() as u32).next_multiple_of(16);
             tile.write_bytes(at, &[GUARD_BYTE; GUARD as usize])
                 .expect("guard fits");
@@ -278,6 +286,10 @@ impl Kernel {
                 .read_bytes(out, run.out_bytes as u32)
                 .expect("output readable")
                 .to_vec(),
+            inputs: inputs
+                .into_iter()
+                .map(|(at, len)| tile.read_bytes(at, len).expect("input readable").to_vec())
+                .collect(),
             cycles: stats.cycles,
         }
     }

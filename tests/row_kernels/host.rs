@@ -310,13 +310,19 @@ pub fn case(
                 expected: Expected::F16 { slack, reference },
             }
         }
-        "softmax_stats_f16" => {
-            // Each worker piece's maximum and sum of exponentials.
+        "softmax_stats_f16" | "softmax_stats_f16_once" => {
+            // Each worker piece's maximum and sum of exponentials (the
+            // exponentials the `_once` form stores are checked through
+            // `softmax_parts_f16_once_*`).
             let x = normal_f16(rng, n, 3.0);
             let (reference, tolerance) = softmax_part_statistics(&x, row_length, settings.scale);
             params.push(("scale_bits", i64::from(settings.scale.to_bits())));
+            let mut inputs = vec![f16_bytes(&x)];
+            if kernel.ends_with("_once") {
+                inputs.push(vec![0; 2 * n]);
+            }
             Case {
-                inputs: vec![f16_bytes(&x)],
+                inputs,
                 params,
                 out_bytes: 4 * reference.len(),
                 expected: Expected::F32 {
@@ -324,6 +330,42 @@ pub fn case(
                     tolerance,
                 },
             }
+        }
+        "softmax_parts_f16_once_f143" | "softmax_parts_f16_once_f152" => {
+            // The exponentials and records of `softmax_stats_f16_once` on
+            // the device; the output must be their rescaling as the kernel
+            // documents it, exactly, and within an FP8 step (and the f16
+            // roundings before it) of the f64 softmax.
+            let x = normal_f16(rng, n, 3.0);
+            let scale = ("scale_bits", i64::from(settings.scale.to_bits()));
+            let stats = crate::harness::compile("softmax_stats_f16_once").run(&Run {
+                inputs: vec![&f16_bytes(&x), &vec![0; 2 * n]],
+                out_bytes: 96 * rows,
+                params: vec![
+                    ("rows", rows as i64),
+                    ("row_length", row_length as i64),
+                    scale,
+                ],
+            });
+            let exponentials = stats.inputs[1].clone();
+            let format = fp8_format(kernel);
+            let out_scale = settings.out_scale as i32;
+            let expected = rescaled_once(&exponentials, &stats.out, row_length)
+                .iter()
+                .map(|&v| format.from_f16(v, out_scale))
+                .collect::<Vec<u8>>();
+            let reference = softmax(&x, row_length, settings.scale, None);
+            for (k, (&b, &e)) in expected.iter().zip(&reference).enumerate() {
+                let y = format.to_f16(b, out_scale).to_f64();
+                let step = format.to_f16(b.wrapping_add(1) & 0x7f, out_scale).to_f64()
+                    - format.to_f16(b & 0x7f, out_scale).to_f64();
+                assert!(
+                    (y - e).abs() <= step.abs() + 2f64.powi(-9) * e.abs() + 2f64.powi(-24),
+                    "element {k}: {y} from the device's exponentials, softmax {e}"
+                );
+            }
+            params.push(("out_scale", settings.out_scale));
+            bytes(vec![exponentials, stats.out], expected, params)
         }
         "softmax_parts_f16_seg" => {
             // Rows cut into three segments: each segment's records from
@@ -968,6 +1010,39 @@ fn softmax_part_statistics(x: &[f16], row_length: usize, scale: f32) -> (Vec<f64
         }
     }
     (reference, tolerance)
+}
+
+/// What `softmax_parts_f16_once_*` computes before its cast, emulated with
+/// the model's arithmetic: for each row and worker share, M and S over
+/// the row's six records (in record order, f32 operations, `f32exp` and
+/// `f32rcp` rounded from f64), the factor `(1 / S) * exp(m - M)` from the
+/// share's own record, and each stored exponential times it, rounded to
+/// f16.
+fn rescaled_once(exponentials: &[u8], records: &[u8], row_length: usize) -> Vec<f16> {
+    let e: Vec<f16> = f16_values(exponentials);
+    let record = |r: usize, w: usize| -> (f32, f32) {
+        let at = (r * 6 + w) * 16;
+        let word = |o: usize| f32::from_le_bytes(records[at + o..at + o + 4].try_into().unwrap());
+        (word(0), word(4))
+    };
+    let exp = |v: f32| f64::from(v).exp() as f32;
+    let quads = e.len() / 4;
+    let mut out = Vec::with_capacity(e.len());
+    // Worker w's share starts here (`worker_share`); the last one also
+    // takes the tail, and an empty share starts where the next one does.
+    let start = |w: usize| 4 * (w * (quads / 6) + w.min(quads % 6));
+    for (k, &value) in e.iter().enumerate() {
+        let r = k / row_length;
+        let w = (0..6).rev().find(|&w| start(w) <= k).unwrap_or(0);
+        let m = (0..6).fold(f32::from_bits(0xff7f_ffff), |m, i| m.max(record(r, i).0));
+        let s = (0..6).fold(0f32, |s, i| {
+            let (mi, si) = record(r, i);
+            s + exp(mi - m) * si
+        });
+        let factor = (1.0 / f64::from(s)) as f32 * exp(record(r, w).0 - m);
+        out.push(f16::from_f32(value.to_f32() * factor));
+    }
+    out
 }
 
 /// The fold of each row's six f32 records (`device/fold_records.S`), in

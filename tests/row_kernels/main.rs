@@ -54,6 +54,8 @@ fn row_kernels_declare_the_emitters_fields() {
         "rmsnorm_parts_f16",
         "rmsnorm_parts_f16_seg",
         "softmax_stats_f16",
+        "softmax_stats_f16_once",
+        "softmax_parts_f16_once_f143",
         "fold_softmax_records",
         "softmax_parts_f16_seg",
         "softmax_f16_mask_f16",
@@ -93,6 +95,8 @@ fn row_kernels_declare_the_emitters_fields() {
         rmsnorm_parts_f16: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 epsilon_bits@20:f32 in2@24:ptr
         rmsnorm_parts_f16_seg: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 epsilon_bits@20:f32 in2@24:ptr segments@28:u32
         softmax_stats_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32
+        softmax_stats_f16_once: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32 in1@20:ptr
+        softmax_parts_f16_once_f143: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 out_scale@16:i32 in1@20:ptr
         fold_softmax_records: in0@0:ptr out@4:ptr rows@8:u32 segment@12:u32 segments@16:u32
         softmax_parts_f16_seg: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32 in1@20:ptr segments@24:u32
         softmax_f16_mask_f16: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 scale_bits@20:f32

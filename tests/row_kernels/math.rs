@@ -177,6 +177,28 @@ fn segmented_softmax_is_within_one_ulp() {
 }
 
 #[test]
+fn split_softmax_stored_as_fp8_rescales_its_stored_exponentials() {
+    // Rows that do not divide among the workers, a long row, misaligned
+    // rows, both formats and a negative scale.
+    let long = [(1, 197), (2, 197), (7, 64), (1, 1536)];
+    for (scale, out_scale) in [(0.125f32, 4), (-0.5, 6)] {
+        let settings = Settings {
+            scale,
+            out_scale,
+            ..Settings::default()
+        };
+        for kernel in [
+            "softmax_stats_f16_once",
+            "softmax_parts_f16_once_f143",
+            "softmax_parts_f16_once_f152",
+        ] {
+            check_shapes(kernel, SHAPES, &settings, 19);
+            check_shapes(kernel, &long, &settings, 19);
+        }
+    }
+}
+
+#[test]
 fn split_rmsnorm_is_within_f16_rounding_of_the_f64_reference() {
     let long = [(1, 768), (2, 512), (4, 384), (2, 4304)];
     for kernel in ["rmsnorm_stats_f16", "rmsnorm_parts_f16"] {
