@@ -73,46 +73,19 @@ fold_norm_records:
 fold_row:
         cmpult  $m6, $m3, $m1
         brz     $m6, fold_done
-        mov     $m8, $m7
 #if SOFTMAX
-        // M, the largest m; then S, each s rescaled to M.
-        setzi   $a10, 0xffff
-        sethi   $a10, 0xff7f
-        rpt     6, 2
-        ld64step $a0:1, $m8+=, PART_RECORD
-        f32max  $a10, $a10, $a0
-        mov     $m8, $m7
-        mov     $a12, $azero
-        rpt     6, 5
-        ld64step $a0:1, $m8+=, PART_RECORD
-        f32sub  $a0, $a0, $a10
-        f32exp  $a0, $a0
-        f32mul  $a0, $a0, $a1
-        f32add  $a12, $a12, $a0
+        softmax_records $m7, 6
         st32    $a10, $m9, 0
         st32    $a12, $m9, 4
         st32    $mzero, $m9, 8
 #else
         // n and sum n_i mean_i, the mean; then M2.
+        mov     $m8, $m7
         mov     $m11, $m7
         mov     $a0, $azero
         mov     $a1, $azero
-        mov     $a5, $azero
-        rpt     6, 4
-        ld64step $a2:3, $m8+=, PART_RECORD
-        f32add  $a5, $a5, $a2
-        f32mul  $a2, $a2, $a3
-        f32add  $a0, $a0, $a2
-        f32rcp  $a14, $a5
-        f32mul  $a10, $a0, $a14
-        rpt     6, 7
-        ld64step $a2:3, $m11+=, 8
-        ld32step $a4, $m11+=, 8
-        f32sub  $a3, $a3, $a10
-        f32mul  $a3, $a3, $a3
-        f32mul  $a3, $a3, $a2
-        f32add  $a1, $a1, $a4
-        f32add  $a1, $a1, $a3
+        chan_mean 6
+        chan_m2 6, $m11
         st32    $a5, $m9, 0
         st32    $a10, $m9, 4
         st32    $a1, $m9, 8

@@ -186,17 +186,10 @@ parts_piece:
 #if SEGMENTED
         // The row's record of each segment, whose counts sum to its
         // length: $a14 = 1 / that.
-        mov     $a5, $azero
         ld32    $m6, $m0, PARTIALS_OFF + 4
-        rpt     $m6, 4
-        ld64step $a2:3, $m8+=, PART_RECORD
-        f32add  $a5, $a5, $a2
-        f32mul  $a2, $a2, $a3
-        f32add  $a0, $a0, $a2
-        f32rcp  $a14, $a5
-        f32mul  $a10, $a0, $a14
+        chan_mean $m6
         mov     $a11, $a10
-        rpt     $m6, 7
+        chan_m2 $m6, $m10
 #else
         rpt     6, 3
         ld64step $a2:3, $m8+=, PART_RECORD
@@ -204,15 +197,8 @@ parts_piece:
         f32add  $a0, $a0, $a2
         f32mul  $a10, $a0, $a14
         mov     $a11, $a10
-        rpt     6, 7
+        chan_m2 6, $m10
 #endif
-        ld64step $a2:3, $m10+=, 8
-        ld32step $a4, $m10+=, 8
-        f32sub  $a3, $a3, $a10
-        f32mul  $a3, $a3, $a3
-        f32mul  $a3, $a3, $a2
-        f32add  $a1, $a1, $a4
-        f32add  $a1, $a1, $a3
         f32mul  $a4, $a1, $a14
         ld32    $a8, $m0, 24
         f32add  $a4, $a4, $a8

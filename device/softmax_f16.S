@@ -666,23 +666,9 @@ softmax_parts_f16:
         mov     $a14, $azero
 softmax_parts_piece:
         parts_piece_range 12
+        // M and S over the row's records, then 1 / S.
         ld32    $m6, $m0, 24
-        // M, the largest m of the row's records.
-        mov     $m8, $m2
-        setzi   $a10, 0xffff
-        sethi   $a10, 0xff7f
-        rpt     $m6, 2
-        ld64step $a0:1, $m8+=, PART_RECORD
-        f32max  $a10, $a10, $a0
-        // S, each record's sum rescaled to M, then 1 / S.
-        mov     $m8, $m2
-        mov     $a12, $azero
-        rpt     $m6, 5
-        ld64step $a0:1, $m8+=, PART_RECORD
-        f32sub  $a0, $a0, $a10
-        f32exp  $a0, $a0
-        f32mul  $a0, $a0, $a1
-        f32add  $a12, $a12, $a0
+        softmax_records $m2, $m6
         f32rcp  $a12, $a12
         mov     $a13, $a12
         mov     $a11, $a10
@@ -724,20 +710,7 @@ softmax_parts_f16_once:
 softmax_once_parts_piece:
         parts_piece_range 12
         // M, then S, then this worker's factor from its own record.
-        mov     $m8, $m2
-        setzi   $a10, 0xffff
-        sethi   $a10, 0xff7f
-        rpt     6, 2
-        ld64step $a0:1, $m8+=, PART_RECORD
-        f32max  $a10, $a10, $a0
-        mov     $m8, $m2
-        mov     $a12, $azero
-        rpt     6, 5
-        ld64step $a0:1, $m8+=, PART_RECORD
-        f32sub  $a0, $a0, $a10
-        f32exp  $a0, $a0
-        f32mul  $a0, $a0, $a1
-        f32add  $a12, $a12, $a0
+        softmax_records $m2, 6
         f32rcp  $a12, $a12
         get     $m6, $wid
         mul     $m6, $m6, PART_RECORD

@@ -70,6 +70,53 @@
 #endif
 .endm
 
+// Chan's parallel formula over `count` (n, mean, M2) records, in two
+// passes. The first, from $m8 with $a0 = 0 on entry: $a5 = n, $a14 =
+// 1 / n and $a10 = the mean.
+.macro chan_mean count
+        mov     $a5, $azero
+        rpt     \count, 4
+        ld64step $a2:3, $m8+=, PART_RECORD
+        f32add  $a5, $a5, $a2
+        f32mul  $a2, $a2, $a3
+        f32add  $a0, $a0, $a2
+        f32rcp  $a14, $a5
+        f32mul  $a10, $a0, $a14
+.endm
+
+// The second, from `cursor`: $a1 += M2_i + n_i (mean_i - mean)^2, with
+// the mean in $a10.
+.macro chan_m2 count, cursor
+        rpt     \count, 7
+        ld64step $a2:3, \cursor+=, 8
+        ld32step $a4, \cursor+=, 8
+        f32sub  $a3, $a3, $a10
+        f32mul  $a3, $a3, $a3
+        f32mul  $a3, $a3, $a2
+        f32add  $a1, $a1, $a4
+        f32add  $a1, $a1, $a3
+.endm
+
+// A softmax's `count` (m, s) records from `base` combined: $a10 = M, the
+// largest m, and $a12 = S, the sum of s * exp(m - M). Clobbers $m8, $a0
+// and $a1.
+.macro softmax_records base, count
+        mov     $m8, \base
+        setzi   $a10, 0xffff
+        sethi   $a10, 0xff7f
+        rpt     \count, 2
+        ld64step $a0:1, $m8+=, PART_RECORD
+        f32max  $a10, $a10, $a0
+        mov     $m8, \base
+        mov     $a12, $azero
+        rpt     \count, 5
+        ld64step $a0:1, $m8+=, PART_RECORD
+        f32sub  $a0, $a0, $a10
+        f32exp  $a0, $a0
+        f32mul  $a0, $a0, $a1
+        f32add  $a12, $a12, $a0
+.endm
+
 // $m4 = the first element and $m5 = the end of worker `w`'s share of
 // $m1 rows of $m2 elements. Clobbers $m6, $m10 and $m11. The quads are
 // fewer than 98304 (a tile's f16 operand), as the division by 6 needs.

@@ -941,38 +941,54 @@ fn layernorm_input(rng: &mut Rng, n: usize) -> Vec<f16> {
 /// The RMS norm's records (`rms`) have a zero mean, so their M2 is the sum
 /// of squares.
 fn part_statistics(x: &[f16], row_length: usize, rms: bool) -> (Vec<f64>, Vec<f64>) {
-    let quads = x.len() / 4;
-    let share = |w: usize| {
-        let start = w * (quads / 6) + w.min(quads % 6);
-        let end = start + quads / 6 + usize::from(w < quads % 6);
-        (4 * start, if w == 5 { x.len() } else { 4 * end })
-    };
     let (mut reference, mut tolerance) = (Vec::new(), Vec::new());
-    for r in 0..x.len() / row_length {
-        for w in 0..6 {
-            let (start, end) = share(w);
-            let lo = start.max(r * row_length);
-            let hi = end.min((r + 1) * row_length);
-            let part: Vec<f64> = x[lo..hi.max(lo)].iter().map(|v| v.to_f64()).collect();
-            let n = part.len() as f64;
-            let mean = if part.is_empty() || rms {
-                0.0
-            } else {
-                part.iter().sum::<f64>() / n
-            };
-            let m2: f64 = part.iter().map(|v| (v - mean).powi(2)).sum();
-            let magnitude: f64 = part.iter().map(|v| v.abs()).sum::<f64>();
-            let squares: f64 = part.iter().map(|v| v * v).sum::<f64>();
-            reference.extend([n, mean, m2, 0.0]);
-            tolerance.extend([
-                0.0,
-                2f64.powi(-20) * magnitude / n.max(1.0),
-                2f64.powi(-20) * (m2 + squares),
-                0.0,
-            ]);
-        }
+    for piece in worker_pieces(x.len(), row_length) {
+        let part: Vec<f64> = x[piece].iter().map(|v| v.to_f64()).collect();
+        let n = part.len() as f64;
+        let mean = if part.is_empty() || rms {
+            0.0
+        } else {
+            part.iter().sum::<f64>() / n
+        };
+        let m2: f64 = part.iter().map(|v| (v - mean).powi(2)).sum();
+        let magnitude: f64 = part.iter().map(|v| v.abs()).sum::<f64>();
+        let squares: f64 = part.iter().map(|v| v * v).sum::<f64>();
+        reference.extend([n, mean, m2, 0.0]);
+        tolerance.extend([
+            0.0,
+            2f64.powi(-20) * magnitude / n.max(1.0),
+            2f64.powi(-20) * (m2 + squares),
+            0.0,
+        ]);
     }
     (reference, tolerance)
+}
+
+/// The start of worker `w`'s share of `elements` (`worker_share` in
+/// `device/include/norm.h`: equal runs of whole quads, the first ones a
+/// quad more, the last worker also the tail; an empty share starts where
+/// the next one does).
+fn share_start(elements: usize, w: usize) -> usize {
+    let quads = elements / 4;
+    4 * (w * (quads / 6) + w.min(quads % 6))
+}
+
+/// Each row's six worker pieces, in row order: the elements of worker
+/// `w`'s share in the row, empty where the share misses it.
+fn worker_pieces(elements: usize, row_length: usize) -> Vec<std::ops::Range<usize>> {
+    let end = |w: usize| match w {
+        5 => elements,
+        _ => share_start(elements, w + 1),
+    };
+    let mut pieces = Vec::new();
+    for r in 0..elements / row_length {
+        for w in 0..6 {
+            let lo = share_start(elements, w).max(r * row_length);
+            let hi = end(w).min((r + 1) * row_length);
+            pieces.push(lo..hi.max(lo));
+        }
+    }
+    pieces
 }
 
 /// The records `softmax_stats_f16` writes, in f64, and how far the f32
@@ -982,32 +998,18 @@ fn part_statistics(x: &[f16], row_length: usize, rms: bool) -> (Vec<f64>, Vec<f6
 /// `exp(x * scale - m)` over it within the rounding of an f32 sum, and two
 /// zero words; `-f32::MAX` and zeros where the share misses the row.
 fn softmax_part_statistics(x: &[f16], row_length: usize, scale: f32) -> (Vec<f64>, Vec<f64>) {
-    let quads = x.len() / 4;
-    let share = |w: usize| {
-        let start = w * (quads / 6) + w.min(quads % 6);
-        let end = start + quads / 6 + usize::from(w < quads % 6);
-        (4 * start, if w == 5 { x.len() } else { 4 * end })
-    };
     let (mut reference, mut tolerance) = (Vec::new(), Vec::new());
-    for r in 0..x.len() / row_length {
-        for w in 0..6 {
-            let (start, end) = share(w);
-            let lo = start.max(r * row_length);
-            let hi = end.min((r + 1) * row_length);
-            let scaled: Vec<f32> = x[lo..hi.max(lo)]
-                .iter()
-                .map(|v| v.to_f32() * scale)
-                .collect();
-            if scaled.is_empty() {
-                reference.extend([-f64::from(f32::MAX), 0.0, 0.0, 0.0]);
-                tolerance.extend([0.0; 4]);
-                continue;
-            }
-            let m = scaled.iter().copied().fold(f32::MIN, f32::max);
-            let s: f64 = scaled.iter().map(|&y| f64::from(y - m).exp()).sum();
-            reference.extend([f64::from(m), s, 0.0, 0.0]);
-            tolerance.extend([0.0, s * scaled.len() as f64 * 2f64.powi(-23), 0.0, 0.0]);
+    for piece in worker_pieces(x.len(), row_length) {
+        let scaled: Vec<f32> = x[piece].iter().map(|v| v.to_f32() * scale).collect();
+        if scaled.is_empty() {
+            reference.extend([-f64::from(f32::MAX), 0.0, 0.0, 0.0]);
+            tolerance.extend([0.0; 4]);
+            continue;
         }
+        let m = scaled.iter().copied().fold(f32::MIN, f32::max);
+        let s: f64 = scaled.iter().map(|&y| f64::from(y - m).exp()).sum();
+        reference.extend([f64::from(m), s, 0.0, 0.0]);
+        tolerance.extend([0.0, s * scaled.len() as f64 * 2f64.powi(-23), 0.0, 0.0]);
     }
     (reference, tolerance)
 }
@@ -1026,14 +1028,14 @@ fn rescaled_once(exponentials: &[u8], records: &[u8], row_length: usize) -> Vec<
         (word(0), word(4))
     };
     let exp = |v: f32| f64::from(v).exp() as f32;
-    let quads = e.len() / 4;
     let mut out = Vec::with_capacity(e.len());
-    // Worker w's share starts here (`worker_share`); the last one also
-    // takes the tail, and an empty share starts where the next one does.
-    let start = |w: usize| 4 * (w * (quads / 6) + w.min(quads % 6));
     for (k, &value) in e.iter().enumerate() {
         let r = k / row_length;
-        let w = (0..6).rev().find(|&w| start(w) <= k).unwrap_or(0);
+        // The worker whose share holds element k.
+        let w = (0..6)
+            .rev()
+            .find(|&w| share_start(e.len(), w) <= k)
+            .unwrap_or(0);
         let m = (0..6).fold(f32::from_bits(0xff7f_ffff), |m, i| m.max(record(r, i).0));
         let s = (0..6).fold(0f32, |s, i| {
             let (mi, si) = record(r, i);
