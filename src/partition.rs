@@ -75,17 +75,17 @@ pub enum Partition {
         rows_per_tile: usize,
         kernel: KernelId,
     },
-    /// The rows of a layer or RMS normalisation grouped `rows_per_tile` at a
-    /// time as for [`Partition::Rows`], and each row cut into segments of
-    /// `segment` elements (the last may be shorter), each segment of a
-    /// group on a tile of its own: group `g`'s segment `s` is on tile
-    /// `g * segments + s`. Each tile computes its segments' partial
-    /// statistics ([`norm_prologue`] of `kernel`, segmented), an exchange
-    /// phase gives every tile of a group the statistics of the others, and
-    /// `kernel` (a segmented [`KernelId::LayernormParts`] or
-    /// [`KernelId::RmsnormParts`]) combines them
-    /// and normalises the tile's segments. For rows too few to fill the
-    /// chip one to a tile.
+    /// The rows of a layer or RMS normalisation or a softmax grouped
+    /// `rows_per_tile` at a time as for [`Partition::Rows`], and each row
+    /// cut into segments of `segment` elements (the last may be shorter),
+    /// each segment of a group on a tile of its own: group `g`'s segment
+    /// `s` is on tile `g * segments + s`. Each tile computes its segments'
+    /// partial statistics ([`norm_prologue`] of `kernel`) and folds them
+    /// into one record per row ([`segment_fold`]), an exchange phase gives
+    /// every tile of a group the others' records, and `kernel` (a segmented
+    /// [`KernelId::LayernormParts`] or [`KernelId::RmsnormParts`], or
+    /// [`KernelId::SoftmaxParts`]) combines them and writes the tile's
+    /// segments. For rows too few to fill the chip one to a tile.
     Segments {
         rows: usize,
         row_length: usize,
@@ -194,9 +194,8 @@ pub enum KernelId {
     RmsnormParts {
         segmented: bool,
     },
-    /// The statistics kernel of a softmax whose rows are cut into segments
-    /// on several tiles ([`Partition::Segments`];
-    /// `device/softmax_f16.S` with `STATS`): each worker writes the
+    /// The statistics kernel of a softmax's split and segmented forms
+    /// (`device/softmax_f16.S` with `STATS`): each worker writes the
     /// maximum and the sum of exponentials of its share of every row to
     /// the tile's six records of the row. `exp_once`: the form before
     /// [`KernelId::SoftmaxPartsOnce`], which also stores each exponential
@@ -204,8 +203,10 @@ pub enum KernelId {
     SoftmaxStats {
         exp_once: bool,
     },
-    /// Its output kernel (`SEGMENTED`): each worker combines the row's
-    /// record of each segment and writes its share of the row.
+    /// The output kernel of a softmax whose rows are cut into segments on
+    /// several tiles ([`Partition::Segments`]; `SEGMENTED`): each worker
+    /// combines the row's record of each segment and writes its share of
+    /// the row.
     SoftmaxParts,
     /// The output kernel of the split softmax stored as FP8
     /// (`device/softmax_f16.S` with `PARTS` and `EXP_ONCE`): each worker

@@ -48,10 +48,10 @@ pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
 /// Candidates for every grouping of rows that leaves at least two tiles
 /// per group (1, 2, 4, ... rows to a group), each with the most segments
 /// the tiles allow and halvings of that down to two. Each is costed as its
-/// busiest tile's three kernels (statistics, fold, output, and a fused
-/// cast after them) by their
-/// formulas (the first and the last segment, which may be shorter), the
-/// operand exchange and the statistics exchange, and two phases' sync.
+/// busiest tile's kernels (statistics, fold, output, and a fused cast
+/// after them) by their formulas (the first and the last segment, which
+/// may be shorter), the operand exchange and the statistics exchange, and
+/// two phases' sync.
 pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     let Some(kernel) = segmented_kernel(signature) else {
         return Vec::new();

@@ -28,7 +28,8 @@ impl Lowering<'_> {
     ) -> Result<Vec<KernelRun>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
-        // The statistics kernel, and the operation's own parameter.
+        // The statistics and fold kernels before the exchange, and the
+        // operation's own parameter for all three.
         let (Some(stats), Some(fold)) = (norm_prologue(kernel), segment_fold(kernel)) else {
             return Err(LowerError::NotSegmented(node.name.clone()));
         };
