@@ -44,6 +44,16 @@
 // `stats_part` takes $m10 head elements, $m11 the piece's elements, $m12
 // its quads.
 
+// A piece of the walk (`share_pieces`), and the next row: $m13 holds the
+// row's bytes.
+.macro stats_call
+        call    $m14, stats_part
+.endm
+.macro stats_next_row
+        add     $m7, $m7, $m13
+        add     $m9, $m9, ROW_RECORDS
+.endm
+
         .text
 
 // State: in0, out (the records), rows, row_length.
@@ -80,35 +90,7 @@ layernorm_stats_f16:
         rpt     $m1, 2
         st64    $a0:1, $m6, 8
         st64step $a0:1, $m6+=, ROW_RECORDS
-        worker_share $m3, stats_share
-        mov     $m1, $m4
-        mov     $m3, $m5
-        cmpult  $m6, $m1, $m3
-        brz     $m6, stats_done
-        // The row holding the share's first element.
-        mov     $m0, $mzero
-stats_find:
-        add     $m6, $m0, $m2
-        cmpult  $m6, $m1, $m6
-        brnz    $m6, stats_piece
-        add     $m0, $m0, $m2
-        add     $m7, $m7, $m13
-        add     $m9, $m9, ROW_RECORDS
-        br      stats_find
-        // Each piece: the share's elements in the row, [lo, hi) within it.
-stats_piece:
-        sub     $m4, $m1, $m0
-        sub     $m5, $m3, $m0
-        min     $m5, $m5, $m2
-        add     $m1, $m0, $m5
-        call    $m14, stats_part
-        cmpult  $m6, $m1, $m3
-        brz     $m6, stats_done
-        add     $m0, $m0, $m2
-        add     $m7, $m7, $m13
-        add     $m9, $m9, ROW_RECORDS
-        br      stats_piece
-stats_done:
+        share_pieces stats, stats_call, stats_next_row
         exitz   $mzero
 
 // Elements [lo, hi) (lo < hi) of the row at $m7 into the record at $m9.

@@ -528,6 +528,34 @@ softmax_once_out_tail:
 #endif
 
 #if STATS
+// A piece of the statistics walk (`share_pieces`), taken as a row of its
+// own from $m7 (the row kept in $m12): its maximum and sum into its
+// record, and with EXP_ONCE its exponentials stored $m13 bytes on.
+.macro softmax_stats_piece_body
+        mov     $m12, $m7
+        sub     $m14, $m5, $m4
+        add     $m6, $m4, $m4
+        add     $m7, $m7, $m6
+        head    $m7
+        row_max softmax_stats
+#if EXP_ONCE
+        mov     $m8, $m7
+        add     $m10, $m7, $m13
+        row_sum_store softmax_stats
+#else
+        row_sum
+#endif
+        st32    $a10, $m9, 0
+        st32    $a4, $m9, 4
+        mov     $m7, $m12
+.endm
+// The next row: $m13 is taken, so the row's bytes are added twice.
+.macro softmax_stats_next_row
+        add     $m7, $m7, $m2
+        add     $m7, $m7, $m2
+        add     $m9, $m9, ROW_RECORDS
+.endm
+
 // ---- Segmented softmax: statistics -------------------------------------
 // Rows cut into segments on several tiles (`Partition::Segments`; the
 // records and shares of `include/norm.h`): each worker takes an equal
@@ -589,54 +617,7 @@ softmax_stats_clear:
         add     $m6, $m6, ROW_RECORDS
         sub     $m5, $m5, 1
         brnz    $m5, softmax_stats_clear
-        worker_share $m3, softmax_stats_share
-        mov     $m1, $m4
-        mov     $m3, $m5
-        cmpult  $m6, $m1, $m3
-        brz     $m6, softmax_stats_done
-        // The row holding the share's first element ($m0 its first
-        // element, the state no longer needed).
-        mov     $m0, $mzero
-softmax_stats_find:
-        add     $m6, $m0, $m2
-        cmpult  $m6, $m1, $m6
-        brnz    $m6, softmax_stats_piece
-        add     $m0, $m0, $m2
-        add     $m7, $m7, $m2
-        add     $m7, $m7, $m2
-        add     $m9, $m9, ROW_RECORDS
-        br      softmax_stats_find
-        // Each piece: the share's elements in the row, [lo, hi) within it,
-        // taken as a row of their own from $m7 (the row kept in $m12).
-softmax_stats_piece:
-        sub     $m4, $m1, $m0
-        sub     $m5, $m3, $m0
-        min     $m5, $m5, $m2
-        add     $m1, $m0, $m5
-        mov     $m12, $m7
-        sub     $m14, $m5, $m4
-        add     $m6, $m4, $m4
-        add     $m7, $m7, $m6
-        head    $m7
-        row_max softmax_stats
-#if EXP_ONCE
-        mov     $m8, $m7
-        add     $m10, $m7, $m13
-        row_sum_store softmax_stats
-#else
-        row_sum
-#endif
-        st32    $a10, $m9, 0
-        st32    $a4, $m9, 4
-        mov     $m7, $m12
-        cmpult  $m6, $m1, $m3
-        brz     $m6, softmax_stats_done
-        add     $m0, $m0, $m2
-        add     $m7, $m7, $m2
-        add     $m7, $m7, $m2
-        add     $m9, $m9, ROW_RECORDS
-        br      softmax_stats_piece
-softmax_stats_done:
+        share_pieces softmax_stats, softmax_stats_piece_body, softmax_stats_next_row
         exitz   $mzero
         .size   STATS_ENTRY, . - STATS_ENTRY
 #elif SEGMENTED

@@ -144,6 +144,43 @@
 \label:
 .endm
 
+// A statistics kernel's walk over this worker's share of the tile's $m1
+// rows of $m2 elements, with $m3 = the worker, the first row's input at
+// $m7 and its record at $m9: for each piece, the share's elements in a
+// row, [lo, hi) in $m4 and $m5 within the row, `body` (a macro) runs;
+// `next` (a macro) moves $m7 and $m9 to the next row. $m0 holds the
+// row's first element, so the state must have been read; $m1 and $m3
+// hold the share's cursor and end. `p` prefixes the labels, and the walk
+// ends at `p`_done.
+.macro share_pieces p, body, next
+        worker_share $m3, \p\()_share
+        mov     $m1, $m4
+        mov     $m3, $m5
+        cmpult  $m6, $m1, $m3
+        brz     $m6, \p\()_done
+        // The row holding the share's first element.
+        mov     $m0, $mzero
+\p\()_find:
+        add     $m6, $m0, $m2
+        cmpult  $m6, $m1, $m6
+        brnz    $m6, \p\()_piece
+        add     $m0, $m0, $m2
+        \next
+        br      \p\()_find
+\p\()_piece:
+        sub     $m4, $m1, $m0
+        sub     $m5, $m3, $m0
+        min     $m5, $m5, $m2
+        add     $m1, $m0, $m5
+        \body
+        cmpult  $m6, $m1, $m3
+        brz     $m6, \p\()_done
+        add     $m0, $m0, $m2
+        \next
+        br      \p\()_piece
+\p\()_done:
+.endm
+
 // The start of a normalising kernel (the PARTS variants): $a14 = 1 /
 // row_length, $m1 and $m3 the first element and the end of this worker's
 // share of the tile's elements (to `done` when it is empty), $m7 and $m9
