@@ -321,14 +321,7 @@ layernorm_write:
         add     $m6, $m4, $m4
         add     $m8, $m7, $m6
 #if OUT_F8
-        // One byte per element: the row's first element is at half its
-        // byte offset in the f16 input.
-        ld32    $m10, $m0, 0
-        sub     $m10, $m7, $m10
-        shr     $m10, $m10, 1
-        add     $m10, $m10, $m4
-        ld32    $m11, $m0, 12
-        add     $m10, $m10, $m11
+        fp8_cursor 12
 #else
         add     $m10, $m9, $m6
 #endif

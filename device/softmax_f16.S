@@ -705,12 +705,7 @@ softmax_once_parts_piece:
         // FP8 result from $m10, at half the exponentials' byte offset.
         add     $m6, $m4, $m4
         add     $m8, $m7, $m6
-        ld32    $m10, $m0, 0
-        sub     $m10, $m7, $m10
-        shr     $m10, $m10, 1
-        add     $m10, $m10, $m4
-        ld32    $m11, $m0, 4
-        add     $m10, $m10, $m11
+        fp8_cursor 4
         sub     $m14, $m5, $m4
         head    $m8
         rpt_at  4

@@ -53,6 +53,19 @@
         add     \reg, \reg, $m6
 .endm
 
+// $m10 = where element $m4 of the f16 row at $m7 (in the f16 operand at
+// state offset 0) goes in the FP8 output at state offset `out_off`: one
+// byte per element, so the row starts at half its byte offset in the
+// input. Clobbers $m11.
+.macro fp8_cursor out_off
+        ld32    $m10, $m0, 0
+        sub     $m10, $m7, $m10
+        shr     $m10, $m10, 1
+        add     $m10, $m10, $m4
+        ld32    $m11, $m0, \out_off
+        add     $m10, $m10, $m11
+.endm
+
 // Sets the FP8 configuration from the format bit in `$m10` (0 F143, 1
 // F152) and the scale in the low byte of the state field at `off`, which
 // goes to bits 15..8 of `$fp8cfg`. Clobbers `$m6` and `$m10`.

@@ -625,6 +625,20 @@ impl Lowering<'_> {
         )
     }
 
+    /// A tile-local f16 buffer of `op` holding `piece` of rows of
+    /// `coordinates`: a fused operation's f16 result before its cast, or
+    /// the exponentials of the split softmax stored as FP8.
+    fn f16_rows(&mut self, op: OpId, tile: u32, piece: Piece, coordinates: &[usize]) -> BufferId {
+        self.add_buffer(Buffer {
+            tile,
+            dtype: DType::F16,
+            piece,
+            coordinates: coordinates.to_vec(),
+            class: MemoryClass::Standard,
+            role: BufferRole::Intermediate { op },
+        })
+    }
+
     /// Where `kernel` on `tile` writes the f16 result that belongs in home
     /// buffer `home` of `op`'s output: the home itself, or when a cast to
     /// FP8 is fused into the operation ([`crate::partition::cast_epilogue`])
@@ -828,16 +842,8 @@ impl Lowering<'_> {
             // A fused operation's kernel writes its f16 rows next to the
             // result, where the cast that follows it on the tile reads them.
             let epilogue = crate::partition::cast_epilogue(kernel, out.dtype);
-            let intermediate = epilogue.map(|_| {
-                self.add_buffer(Buffer {
-                    tile,
-                    dtype: DType::F16,
-                    piece: row_piece,
-                    coordinates: coordinates.clone(),
-                    class: MemoryClass::Standard,
-                    role: BufferRole::Intermediate { op },
-                })
-            });
+            let intermediate =
+                epilogue.map(|_| self.f16_rows(op, tile, row_piece.clone(), &coordinates));
             // A split norm's statistics kernel writes each row's partial
             // statistics to a buffer of the tile, which the normalising
             // kernel reads before its result.
@@ -856,16 +862,8 @@ impl Lowering<'_> {
             // The split softmax stored as FP8 keeps each exponential: its
             // statistics kernel writes them to a buffer of the tile, which
             // the output kernel rescales in place of the input.
-            let exponentials = matches!(kernel, KernelId::SoftmaxPartsOnce { .. }).then(|| {
-                self.add_buffer(Buffer {
-                    tile,
-                    dtype: DType::F16,
-                    piece: Piece::row_major(vec![first_row, 0], vec![count, row_length]),
-                    coordinates: coordinates.clone(),
-                    class: MemoryClass::Standard,
-                    role: BufferRole::Intermediate { op },
-                })
-            });
+            let exponentials = matches!(kernel, KernelId::SoftmaxPartsOnce { .. })
+                .then(|| self.f16_rows(op, tile, row_piece, &coordinates));
             let prologue_run = prologue.zip(records).map(|(stats, records)| {
                 let mut operands = vec![operands[0].clone()];
                 operands.extend(exponentials.map(OperandRef::Buffer));
