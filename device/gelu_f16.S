@@ -28,13 +28,18 @@
         f32v2mul \x, \x, \t
 .endm
 
-// The constants into $a8..$a13, this worker's units of four values into
-// $m5 and its input and output cursors into $m7 and $m9, the output taking
-// `out_unit` bytes per unit (8 for f16, 4 for FP8).
-.macro gelu_setup out_unit
+// The constants into $a8..$a13.
+.macro gelu_constants
         set_pair $a8, $a9, RSQRT2_BITS
         set_pair $a10, $a11, ONE_BITS
         set_pair $a12, $a13, HALF_BITS
+.endm
+
+// The constants, this worker's units of four values into $m5 and its input
+// and output cursors into $m7 and $m9, the output taking `out_unit` bytes
+// per unit (8 for f16, 4 for FP8).
+.macro gelu_setup out_unit
+        gelu_constants
         flat_split 8, 12, 2
         worker_ptr $m7, 0, 8
         worker_ptr $m9, 4, \out_unit
@@ -56,6 +61,7 @@
 
         .text
 
+#if !ADD
 // State: in0, out, rows, row_length.
 
         .globl  gelu_f16
@@ -174,4 +180,159 @@ gelu_f16_f8_tail_check:
         store_bytes $m10, $m9, gelu_f16_f8_tail
 gelu_f16_f8_done:
         exitz   $mzero
+#endif
+#endif
+
+// ---- GELU of a sum -------------------------------------------------------
+// An add fused into the GELU (`src/fuse.rs`: a bias add before the
+// activation), assembled only with ADD set, so that the other variants
+// carry none of its code. Each quad of the two operands is added with
+// `f16v4add`, so rounded to f16 exactly as `add_f16` stores it, and then
+// goes through the GELU exactly as in `gelu_f16` (and, stored as FP8, the
+// cast as in `gelu_f16_f143`): the bytes are those of the kernels one
+// after the other, in one pass over the data.
+//
+// The first operand's load rides with the previous quad's last conversion,
+// the second's with the addition, and the store with the first conversion:
+// one issue per quad more than the GELU alone (21 for f16, 22 stored as
+// FP8). The first quad is peeled off and the last one's result drained
+// after the loop, so no load reads past the worker's last unit.
+// State: in0, in1, out, rows, row_length (and out_scale for FP8).
+#if ADD
+
+// This worker's units, cursors $m7 and $m8 on the operands and $m9 on the
+// output (`out_unit` bytes per unit), and the constants.
+.macro add_gelu_setup out_unit
+        gelu_constants
+        flat_split 12, 16, 2
+        worker_ptr $m7, 0, 8
+        worker_ptr $m8, 4, 8
+        worker_ptr $m9, 8, \out_unit
+.endm
+
+// The first quad's sum through the GELU, its result in $a6 and the pair
+// still to round in $a4:5.
+.macro add_gelu_first
+        ld64step $a0:1, $m7+=, 48
+        ld64step $a2:3, $m8+=, 48
+        f16v4add $a0:1, $a0:1, $a2:3
+        f16v2tof32 $a2:3, $a0
+        f16v2tof32 $a4:5, $a1
+        add_gelu_pairs
+.endm
+
+// Both pairs through the GELU, the first rounded into $a6.
+.macro add_gelu_pairs
+        gelu_pair $a2:3, $a6:7, $a6, $a7
+        gelu_pair $a4:5, $a6:7, $a6, $a7
+        f32v2tof16 $a6, $a2:3
+.endm
+
+// The tail (worker 5's last 1..3 values): the aligned 8 bytes holding it
+// in each operand lie inside tile memory, and the lanes past the end are
+// computed but never stored. Leaves the f16 results in $a6:7.
+.macro add_gelu_tail out_unit
+        tail_ptr $m7, 0, 8
+        tail_ptr $m8, 4, 8
+        tail_ptr $m9, 8, \out_unit
+        ld64    $a0:1, $m7, 0
+        ld64    $a2:3, $m8, 0
+        f16v4add $a0:1, $a0:1, $a2:3
+        f16v2tof32 $a2:3, $a0
+        f16v2tof32 $a4:5, $a1
+        gelu_rest
+.endm
+
+        .globl  add_gelu_f16
+        .type   add_gelu_f16, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param in1, 4, ptr
+        .ipub_param out, 8, ptr
+        .ipub_param rows, 12, u32
+        .ipub_param row_length, 16, u32
+        // 21 issues per unit of four values on the busiest worker, plus
+        // the peeled first unit, the tail and the launch (fitted with
+        // `tests/row_kernels/calibration.rs`).
+        .ipub_cost "n = rows * row_length; units = n / 4; tail = n % 4; 230 + 6 * (21 * (units / 6) + 3 * (units > 0) + (tail != 0 ? 33 + 6 * tail : 21 * (units % 6 != 0)))"
+add_gelu_f16:
+        add_gelu_setup 8
+        brz     $m5, add_gelu_f16_tail_check
+        sub     $m5, $m5, 1
+        add_gelu_first
+        rpt_at  4
+        rpt     $m5, 20
+        { ld64step $a0:1, $m7+=, 48 ; f32v2tof16 $a7, $a4:5 }
+        { ld64step $a2:3, $m8+=, 48 ; f16v4add $a0:1, $a0:1, $a2:3 }
+        { st64step $a6:7, $m9+=, 48 ; f16v2tof32 $a2:3, $a0 }
+        f16v2tof32 $a4:5, $a1
+        add_gelu_pairs
+        f32v2tof16 $a7, $a4:5
+        st64step $a6:7, $m9+=, 48
+add_gelu_f16_tail_check:
+        tail_owner add_gelu_f16_done
+        add_gelu_tail 8
+        mov     $m10, $a6
+        mov     $m11, $a7
+        store_f16_lanes $m10, $m11, $m9, add_gelu_f16_tail
+add_gelu_f16_done:
+        exitz   $mzero
+        .size   add_gelu_f16, . - add_gelu_f16
+
+#ifdef OUT_F8
+#define ADD_GELU_TO_F8_COST "n = rows * row_length; units = n / 4; tail = n % 4; 246 + 6 * (22 * (units / 6) + 5 * (units > 0) + (tail != 0 ? 34 + 3 * tail : 22 * (units % 6 != 0)))"
+
+        .globl  add_gelu_f16_f143
+        .type   add_gelu_f16_f143, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param in1, 4, ptr
+        .ipub_param out, 8, ptr
+        .ipub_param rows, 12, u32
+        .ipub_param row_length, 16, u32
+        .ipub_param out_scale, 20, i32
+        .ipub_cost ADD_GELU_TO_F8_COST
+add_gelu_f16_f143:
+        setzi   $m10, 0
+        br      add_gelu_f16_f8
+        .size   add_gelu_f16_f143, . - add_gelu_f16_f143
+
+        .globl  add_gelu_f16_f152
+        .type   add_gelu_f16_f152, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param in1, 4, ptr
+        .ipub_param out, 8, ptr
+        .ipub_param rows, 12, u32
+        .ipub_param row_length, 16, u32
+        .ipub_param out_scale, 20, i32
+        .ipub_cost ADD_GELU_TO_F8_COST
+add_gelu_f16_f152:
+        setzi   $m10, 1
+        .size   add_gelu_f16_f152, . - add_gelu_f16_f152
+
+// $m10 holds the format bit, as in `gelu_f16_f8`.
+add_gelu_f16_f8:
+        fp8_config 20
+        add_gelu_setup 4
+        brz     $m5, add_gelu_f16_f8_tail_check
+        sub     $m5, $m5, 1
+        add_gelu_first
+        rpt_at  4
+        rpt     $m5, 21
+        { ld64step $a0:1, $m7+=, 48 ; f32v2tof16 $a7, $a4:5 }
+        { ld64step $a2:3, $m8+=, 48 ; f16v4tof8 $a6, $a6:7 }
+        { st32step $a6, $m9+=, 24 ; f16v4add $a0:1, $a0:1, $a2:3 }
+        f16v2tof32 $a2:3, $a0
+        f16v2tof32 $a4:5, $a1
+        add_gelu_pairs
+        f32v2tof16 $a7, $a4:5
+        f16v4tof8 $a6, $a6:7
+        st32step $a6, $m9+=, 24
+add_gelu_f16_f8_tail_check:
+        tail_owner add_gelu_f16_f8_done
+        add_gelu_tail 4
+        f16v4tof8 $a6, $a6:7
+        mov     $m10, $a6
+        store_bytes $m10, $m9, add_gelu_f16_f8_tail
+add_gelu_f16_f8_done:
+        exitz   $mzero
+#endif
 #endif

@@ -2,25 +2,35 @@
 //! one operation the planner plans, lowering lowers and the profile reports
 //! as a unit.
 //!
-//! The pass runs on the legalized graph ([`crate::legalize`]) and folds a
-//! cast to FP8 into the operation that produces its f16 input (a row-wise
-//! `layernorm`, `softmax`, `gelu` or `add`, or a `matmul`): the fused
-//! operation keeps the producer's kind and inputs and writes the cast's
-//! FP8 result, and is named for both (`ln1+ln1_f8`). GELU and layernorm
-//! run a kernel variant that stores FP8 in the same pass; softmax, add and
-//! the matrix product (its GEMM, or the reduction of a split K) run their
-//! kernel into a tile-local f16 buffer and the cast's kernel after it, in
-//! the same compute step (`partition::cast_epilogue`). Either way the
-//! bytes are those of the unfused graph, and the cast's own step is gone.
+//! The pass runs on the legalized graph ([`crate::legalize`]) and merges
+//! two kinds of pairs, each a producer and the one operation that reads its
+//! f16 result:
+//!
+//! - an `add` of f16 operands followed by a `gelu` (a bias add before the
+//!   activation) becomes a `gelu` of the add's two operands, whose kernel
+//!   adds them, rounds the sum to f16 as `add_f16` stores it, and applies
+//!   the GELU in the same pass (`device/gelu_f16.S` with `ADD`);
+//! - a cast to FP8 folds into the operation that produces its f16 input (a
+//!   row-wise `layernorm`, `softmax`, `gelu` or `add`, or a `matmul`). GELU
+//!   and layernorm run a kernel variant that stores FP8 in the same pass;
+//!   softmax, add and the matrix product (its GEMM, or the reduction of a
+//!   split K) run their kernel into a tile-local f16 buffer and the cast's
+//!   kernel after it, in the same compute step
+//!   (`partition::cast_epilogue`).
+//!
+//! Pairs chain: `fc1_bias`, `gelu` and `gelu_f8` become one operation,
+//! `fc1_bias+gelu+gelu_f8`, at the first one's place, with the first one's
+//! inputs and the last one's result. Either way the bytes are those of the
+//! unfused graph, and the merged operations' own steps are gone.
 //!
 //! A pair fuses only when the f16 intermediate has no other reader, is not
 //! an output the host reads back, and both operations are in the same
 //! repeat scope (both in one repeat body, or both outside any). The
-//! intermediate tensor keeps its id (no operation produces it any more),
-//! so bindings and the host reference, which evaluates the unfused graph,
-//! still line up.
+//! intermediate tensors keep their ids (no operation produces them any
+//! more), so bindings and the host reference, which evaluates the unfused
+//! graph, still line up.
 
-use crate::graph::{DType, Graph, OpId, OpKind, TensorId};
+use crate::graph::{DType, Graph, Op, OpId, OpKind, TensorId};
 use std::fmt::Write as _;
 
 /// One fused operation of the fused graph.
@@ -28,9 +38,12 @@ use std::fmt::Write as _;
 pub(crate) struct FusedOp {
     /// The fused operation in [`Fusion::graph`].
     pub op: OpId,
-    /// The tensor between the producer and the cast it merges, which no
-    /// operation materialises any more.
-    pub intermediate: TensorId,
+    /// The kinds of the operations it merges, in order (`add`, `gelu`,
+    /// `cast`).
+    pub merged: Vec<&'static str>,
+    /// The tensors between the merged operations, which no operation
+    /// materialises any more.
+    pub intermediates: Vec<TensorId>,
 }
 
 /// The fused graph and what fusion merged.
@@ -42,21 +55,27 @@ pub(crate) struct Fusion {
 
 impl Fusion {
     /// Text dump for `ipub build --emit fusion`: each fused operation with
-    /// the operations it merges and the intermediate it removes, then the
+    /// the operations it merges and the intermediates it removes, then the
     /// count.
     pub(crate) fn dump(&self) -> String {
         let mut out = String::new();
         for fused in &self.fused {
             let op = self.graph.op(fused.op);
-            let intermediate = self.graph.tensor(fused.intermediate);
+            let intermediates: Vec<String> = fused
+                .intermediates
+                .iter()
+                .map(|&t| {
+                    let t = self.graph.tensor(t);
+                    format!("{}{:?}", t.name, t.shape)
+                })
+                .collect();
             let output = self.graph.tensor(op.output);
             let _ = writeln!(
                 out,
-                "{}: {} -> cast, {}{:?} not materialised, writes {}{:?}{}",
+                "{}: {}, {} not materialised, writes {}{:?}{}",
                 op.name,
-                op.kind.name(),
-                intermediate.name,
-                intermediate.shape,
+                fused.merged.join(" -> "),
+                intermediates.join(", "),
                 output.dtype,
                 output.shape,
                 if output.dtype.is_fp8() {
@@ -85,9 +104,56 @@ fn casts_fold_into(kind: &OpKind) -> bool {
     )
 }
 
-/// Fuses `graph`: every producer/cast pair that may fuse becomes one
-/// operation at the producer's place. A graph with nothing to fuse comes
-/// back equal.
+/// A chain of merged operations: the operation it has become so far, and
+/// what it merged.
+struct Chain {
+    op: Op,
+    merged: Vec<&'static str>,
+    intermediates: Vec<TensorId>,
+}
+
+/// The operation `chain` becomes when it absorbs `consumer`, the one
+/// reader of its f16 result, or `None` when the pair does not fuse.
+fn absorb(graph: &Graph, chain: &Chain, consumer: &Op) -> Option<Op> {
+    let f16 = |t: TensorId| graph.tensor(t).dtype == DType::F16;
+    let producer = &chain.op;
+    if !f16(producer.output) {
+        return None;
+    }
+    let fused = |kind: OpKind, inputs: Vec<TensorId>| Op {
+        name: format!("{}+{}", producer.name, consumer.name),
+        kind,
+        inputs,
+        output: consumer.output,
+    };
+    match consumer.kind {
+        OpKind::Cast if graph.tensor(consumer.output).dtype.is_fp8() => {
+            // A matrix product's f16 result is rounded by its kernel (or
+            // the reduction of a split K) whatever its inputs; the row
+            // kernels take f16 rows.
+            let fits = match producer.kind {
+                OpKind::Matmul { .. } => true,
+                ref kind => casts_fold_into(kind) && f16(producer.inputs[0]),
+            };
+            fits.then(|| fused(producer.kind.clone(), producer.inputs.clone()))
+        }
+        // An add of two f16 operands, not merged with anything yet, into
+        // the GELU of its sum.
+        OpKind::Gelu
+            if matches!(producer.kind, OpKind::Add)
+                && chain.merged.len() == 1
+                && producer.inputs.iter().all(|&t| f16(t))
+                && f16(consumer.output) =>
+        {
+            Some(fused(OpKind::Gelu, producer.inputs.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// Fuses `graph`: every pair that may fuse becomes one operation at the
+/// producer's place, chains of pairs one operation at the first one's
+/// place. A graph with nothing to fuse comes back equal.
 pub(crate) fn fuse(graph: &Graph) -> Fusion {
     let readers = reader_counts(graph);
     let scope = scopes(graph);
@@ -96,57 +162,65 @@ pub(crate) fn fuse(graph: &Graph) -> Fusion {
     for (i, op) in graph.ops.iter().enumerate() {
         producer[op.output.0 as usize] = Some(i);
     }
-    // For each producer index, the index of the cast folded into it.
-    let mut folded: Vec<Option<usize>> = vec![None; graph.ops.len()];
-    let mut removed = vec![false; graph.ops.len()];
+    // Each operation's chain, at the index of its first operation; `None`
+    // for an operation merged into an earlier one, whose chain `root`
+    // names.
+    let mut chains: Vec<Option<Chain>> = graph
+        .ops
+        .iter()
+        .map(|op| {
+            Some(Chain {
+                op: op.clone(),
+                merged: vec![op.kind.name()],
+                intermediates: Vec::new(),
+            })
+        })
+        .collect();
+    let mut root: Vec<usize> = (0..graph.ops.len()).collect();
     for (i, op) in graph.ops.iter().enumerate() {
-        if !matches!(op.kind, OpKind::Cast) || !graph.tensor(op.output).dtype.is_fp8() {
+        // Only single-input operations merge into their producer, so the
+        // chain's place has every input of the merged operation.
+        let [input] = op.inputs[..] else {
             continue;
-        }
-        let input = op.inputs[0];
+        };
         let Some(p) = producer[input.0 as usize] else {
             continue;
         };
-        let source = &graph.ops[p];
-        let f16 = |t: TensorId| graph.tensor(t).dtype == DType::F16;
-        // A matrix product's f16 result is rounded by its kernel (or the
-        // reduction of a split K) whatever its inputs; the row kernels
-        // take f16 rows.
-        let producer_fits = match source.kind {
-            OpKind::Matmul { .. } => true,
-            ref kind => casts_fold_into(kind) && f16(source.inputs[0]),
+        let r = root[p];
+        let Some(chain) = chains[r].as_ref() else {
+            continue;
         };
-        if producer_fits
-            && f16(source.output)
-            && readers[input.0 as usize] == 1
-            && scope[p] == scope[i]
-            && folded[p].is_none()
-        {
-            folded[p] = Some(i);
-            removed[i] = true;
+        if chain.op.output != input || readers[input.0 as usize] != 1 || scope[r] != scope[i] {
+            continue;
         }
+        let Some(merged) = absorb(graph, chain, op) else {
+            continue;
+        };
+        let chain = chains[r].as_mut().expect("the chain exists");
+        chain.op = merged;
+        chain.merged.push(op.kind.name());
+        chain.intermediates.push(input);
+        chains[i] = None;
+        root[i] = r;
     }
     let mut fused_graph = graph.clone();
     fused_graph.ops.clear();
     let mut renumbered = vec![None; graph.ops.len()];
     let mut fused = Vec::new();
-    for (i, op) in graph.ops.iter().enumerate() {
-        if removed[i] {
+    for (i, chain) in chains.into_iter().enumerate() {
+        let Some(chain) = chain else {
             continue;
-        }
+        };
         let id = OpId(fused_graph.ops.len() as u32);
         renumbered[i] = Some(id);
-        let mut op = op.clone();
-        if let Some(c) = folded[i] {
-            let cast = &graph.ops[c];
+        if !chain.intermediates.is_empty() {
             fused.push(FusedOp {
                 op: id,
-                intermediate: op.output,
+                merged: chain.merged,
+                intermediates: chain.intermediates,
             });
-            op.name = format!("{}+{}", op.name, cast.name);
-            op.output = cast.output;
         }
-        fused_graph.ops.push(op);
+        fused_graph.ops.push(chain.op);
     }
     for repeat in &mut fused_graph.repeats {
         repeat.body = repeat

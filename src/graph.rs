@@ -190,7 +190,9 @@ pub enum OpKind {
     /// RMS normalisation over the last axis: inputs are `x` and `gamma`;
     /// `x / sqrt(mean(x^2) + epsilon) * gamma`.
     Rmsnorm { epsilon: f32 },
-    /// Exact GELU: `x * 0.5 * (1 + erf(x / sqrt(2)))`.
+    /// Exact GELU: `x * 0.5 * (1 + erf(x / sqrt(2)))`. Projects give it
+    /// one input; in the fused graph a second is added to the first before
+    /// the GELU (an `add` fusion merged into it, `crate::fuse`).
     Gelu,
     /// Softmax over the last axis of `x * scale`; with `causal`, element
     /// `[.., i, j]` with `j > i` is masked out. A second input is an

@@ -145,13 +145,18 @@ pub enum KernelId {
     Add {
         dtype: DType,
     },
+    /// GELU of `dtype` values; with `add`, of the sum of two operands,
+    /// rounded to f16 first (an `add` fused into the GELU, `crate::fuse`).
     Gelu {
         dtype: DType,
+        add: bool,
     },
     /// GELU of f16 values stored as `to` (an FP8 format) with the result's
-    /// scale: a cast to FP8 fused into the GELU (`crate::fuse`).
+    /// scale: a cast to FP8 fused into the GELU (`crate::fuse`); `add` as
+    /// for [`KernelId::Gelu`].
     GeluCast {
         to: DType,
+        add: bool,
     },
     /// Softmax of `dtype` rows; with `exp_once`, whole rows store their
     /// exponentials and rescale them rather than computing them twice (a
@@ -518,6 +523,15 @@ impl Partition {
     }
 }
 
+/// The prefix of a kernel with an `add` fused before it.
+fn add_prefix(add: bool) -> &'static str {
+    if add {
+        "add_"
+    } else {
+        ""
+    }
+}
+
 /// The family part of a kernel name: `f8` for either FP8 format.
 fn family(dtype: DType) -> &'static str {
     if dtype.is_fp8() {
@@ -544,8 +558,12 @@ impl fmt::Display for KernelId {
             ),
             KernelId::Cast { from, to } => write!(f, "cast_{}_{}", from.name(), to.name()),
             KernelId::Add { dtype } => write!(f, "add_{}", family(dtype)),
-            KernelId::Gelu { dtype } => write!(f, "gelu_{}", family(dtype)),
-            KernelId::GeluCast { to } => write!(f, "gelu_f16_{}", to.name()),
+            KernelId::Gelu { dtype, add } => {
+                write!(f, "{}gelu_{}", add_prefix(add), family(dtype))
+            }
+            KernelId::GeluCast { to, add } => {
+                write!(f, "{}gelu_f16_{}", add_prefix(add), to.name())
+            }
             KernelId::Softmax {
                 dtype,
                 causal,

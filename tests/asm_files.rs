@@ -187,7 +187,14 @@ fn code_disassembles_and_reassembles_to_the_same_words() {
             to: F143,
         },
         KernelId::Add { dtype: F16 },
-        KernelId::Gelu { dtype: F16 },
+        KernelId::Gelu {
+            dtype: F16,
+            add: false,
+        },
+        KernelId::Gelu {
+            dtype: F16,
+            add: true,
+        },
         KernelId::Softmax {
             dtype: F16,
             causal: true,

@@ -61,9 +61,9 @@ fn shipped_packages_are_byte_identical() {
     expect![[r#"
         projects/matmul-f8.toml: 74c3315602aed4ef2e450c721b58cae7cad1e1426ec63b3ec396579940b08eb5 103596
         projects/mixed-f8.toml: c5d24924020a876fa8400ffe0247cf234886476d73cc1398abbb58b168176f6c 68023
-        projects/mlp-f16.toml: 667fac22dc6c5d9c6bb990fcdcaa2209a6e2441200a553cba3f426d861e529db 2532551
+        projects/mlp-f16.toml: 00c675b7f7156597a32b0b47494106a920a4f577585287bf883d812d29b7aee3 2529691
         projects/attention-f16.toml: 8a7dd48f7bffb4170234f2965e939e612a011cfb5562c63763c0914bbc8b7c9f 931682
-        projects/vit-fp8.toml: e7f4f3ea911f4f930759c4ba0eaf1405712e628f62ebc3daa9e264bd9388c449 8872577
+        projects/vit-fp8.toml: 7f927e7d8ca643f02a06752a27a8b96859090f9a907c82579deeea5971029846 8868581
         projects/llama-block-f16.toml: 46367c0744aa7f8d8a63c853f8648e29222a04ccbe6f411659449735e884762e 8047418
     "#]].assert_eq(&lines);
 }

@@ -398,3 +398,101 @@ dtype = "f16"
         "#]],
     );
 }
+
+/// An add of f16 operands folds into the GELU that reads it, and the chain
+/// then folds the GELU's cast: one operation with the add's inputs and the
+/// cast's result. An add read twice stays apart, and so does a GELU of a
+/// cast (from an f32 add).
+#[test]
+fn an_add_folds_into_the_gelu_that_follows_it_and_chains_with_its_cast() {
+    let ops = r#"
+[[tensor]]
+name = "w"
+shape = [16, 32]
+dtype = "f32"
+role = "input"
+
+[[op]]
+name = "biased"
+op = "add"
+inputs = ["x", "b"]
+dtype = "f16"
+
+[[op]]
+name = "act"
+op = "gelu"
+inputs = ["biased"]
+dtype = "f16"
+
+[[op]]
+name = "act_f8"
+op = "cast"
+inputs = ["act"]
+dtype = "f143"
+scale = -1
+
+[[op]]
+name = "back"
+op = "cast"
+inputs = ["act_f8"]
+dtype = "f16"
+
+[[op]]
+name = "twice"
+op = "add"
+inputs = ["back", "b"]
+dtype = "f16"
+
+[[op]]
+name = "act2"
+op = "gelu"
+inputs = ["twice"]
+dtype = "f16"
+
+[[op]]
+name = "wide"
+op = "add"
+inputs = ["w", "w"]
+dtype = "f32"
+
+[[op]]
+name = "narrow"
+op = "cast"
+inputs = ["wide"]
+dtype = "f16"
+
+[[op]]
+name = "act3"
+op = "gelu"
+inputs = ["narrow"]
+dtype = "f16"
+
+[[op]]
+name = "both"
+op = "add"
+inputs = ["act2", "twice"]
+dtype = "f16"
+
+[[op]]
+name = "y"
+op = "add"
+inputs = ["both", "act3"]
+dtype = "f16"
+"#;
+    check(
+        &format!("{HEAD}{ops}{CHECK_Y}"),
+        expect![[r#"
+            biased+act+act_f8: add -> gelu -> cast, biased[16, 32], act[16, 32] not materialised, writes f143[16, 32]*2^-1
+            1 fused operations, 9 operations left
+              biased+act+act_f8 = gelu(x, b) -> act_f8
+              back = cast(act_f8) -> back
+              twice = add(back, b) -> twice
+              act2 = gelu(twice) -> act2
+              wide = add(w, w) -> wide
+              narrow = cast(wide) -> narrow
+              act3 = gelu(narrow) -> act3
+              both = add(act2, twice) -> both
+              y = add(both, act3) -> y
+        "#]],
+    );
+}

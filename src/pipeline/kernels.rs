@@ -120,10 +120,16 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
             dtype: DType::F16 | DType::F32,
         } => plain("add.S"),
         KernelId::RearrangeBlocks => plain("rearrange_blocks.S"),
-        KernelId::Gelu { dtype: DType::F16 } => plain("gelu_f16.S"),
+        KernelId::Gelu {
+            dtype: DType::F16,
+            add,
+        } => plain("gelu_f16.S").define("ADD", u32::from(add)),
         KernelId::GeluCast {
             to: DType::F143 | DType::F152,
-        } => plain("gelu_f16.S").define("OUT_F8", 1),
+            add,
+        } => plain("gelu_f16.S")
+            .define("OUT_F8", 1)
+            .define("ADD", u32::from(add)),
         KernelId::ReduceAdd => plain("reduce_add.S"),
         KernelId::GemmF32Out {
             interleaved,
@@ -382,7 +388,14 @@ mod tests {
             cols: 4,
         };
         assert!(variant_of(rearrange, dir).is_some());
-        assert!(variant_of(KernelId::Gelu { dtype: DType::F32 }, dir).is_none());
+        assert!(variant_of(
+            KernelId::Gelu {
+                dtype: DType::F32,
+                add: false,
+            },
+            dir,
+        )
+        .is_none());
         let cast = KernelId::Cast {
             from: DType::F143,
             to: DType::F152,

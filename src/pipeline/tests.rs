@@ -284,6 +284,7 @@ fn a_kernel_edit_recompiles_its_variants_and_re_emits_only_the_tiles_that_run_th
         .filter(|(_, w)| {
             w.kernels().contains(&crate::partition::KernelId::Gelu {
                 dtype: crate::graph::DType::F16,
+                add: false,
             })
         })
         .map(|(t, _)| *t)

@@ -26,6 +26,8 @@ const ADD_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 154 +
 const ADD_F32: &str = "n = rows * row_length; units = n / 2; 154 + 6 * (3 * (units / 6) + (units > 0) + (n % 2 != 0 ? 14 : 3 * (units % 6 != 0)))";
 const GELU_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 196 + 6 * (20 * (units / 6) + 2 * (units > 0) + (tail != 0 ? 29 + 6 * tail : 20 * (units % 6 != 0)))";
 const GELU_TO_F8: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 228 + 6 * (21 * (units / 6) + 4 * (units > 0) + (tail != 0 ? 30 + 3 * tail : 21 * (units % 6 != 0)))";
+const ADD_GELU_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 230 + 6 * (21 * (units / 6) + 3 * (units > 0) + (tail != 0 ? 33 + 6 * tail : 21 * (units % 6 != 0)))";
+const ADD_GELU_TO_F8: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 246 + 6 * (22 * (units / 6) + 5 * (units > 0) + (tail != 0 ? 34 + 3 * tail : 22 * (units % 6 != 0)))";
 const SOFTMAX_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 6 * (whole * (34 * row_length + 30 * singles + 360) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4";
 const SOFTMAX_CAUSAL_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 37 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4";
 const SOFTMAX_ONCE_F16: &str = "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 100 * (whole > 0) + 6 * (whole * (24 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4";
@@ -81,8 +83,22 @@ pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::Cast { from: F32, to: F16 } => CAST_FROM_F32,
         KernelId::Add { dtype: F16 } => ADD_F16,
         KernelId::Add { dtype: F32 } => ADD_F32,
-        KernelId::Gelu { dtype: F16 } => GELU_F16,
-        KernelId::GeluCast { to: F143 | F152 } => GELU_TO_F8,
+        KernelId::Gelu {
+            dtype: F16,
+            add: false,
+        } => GELU_F16,
+        KernelId::GeluCast {
+            to: F143 | F152,
+            add: false,
+        } => GELU_TO_F8,
+        KernelId::Gelu {
+            dtype: F16,
+            add: true,
+        } => ADD_GELU_F16,
+        KernelId::GeluCast {
+            to: F143 | F152,
+            add: true,
+        } => ADD_GELU_TO_F8,
         KernelId::Softmax {
             dtype: F16,
             causal: false,
@@ -214,7 +230,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 42] = [
+const ALL: [&str; 44] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -224,6 +240,8 @@ const ALL: [&str; 42] = [
     ADD_F32,
     GELU_F16,
     GELU_TO_F8,
+    ADD_GELU_F16,
+    ADD_GELU_TO_F8,
     SOFTMAX_F16,
     SOFTMAX_CAUSAL_F16,
     SOFTMAX_ONCE_F16,
@@ -310,13 +328,12 @@ mod tests {
         ] {
             all.push(KernelId::Cast { from, to });
         }
-        all.extend([
-            KernelId::Add { dtype: F16 },
-            KernelId::Add { dtype: F32 },
-            KernelId::Gelu { dtype: F16 },
-            KernelId::GeluCast { to: F143 },
-            KernelId::GeluCast { to: F152 },
-        ]);
+        all.extend([KernelId::Add { dtype: F16 }, KernelId::Add { dtype: F32 }]);
+        for add in [false, true] {
+            all.push(KernelId::Gelu { dtype: F16, add });
+            all.push(KernelId::GeluCast { to: F143, add });
+            all.push(KernelId::GeluCast { to: F152, add });
+        }
         for segmented in [false, true] {
             all.push(KernelId::RmsnormParts { segmented });
             for out in [F16, F143, F152] {
@@ -445,7 +462,10 @@ mod tests {
 
     #[test]
     fn kernels_without_a_formula_here_cost_none() {
-        let f16_gelu_of_f32 = KernelId::Gelu { dtype: DType::F32 };
+        let f16_gelu_of_f32 = KernelId::Gelu {
+            dtype: DType::F32,
+            add: false,
+        };
         assert_eq!(cycles(f16_gelu_of_f32, &[("rows", 1)]), None);
     }
 }

@@ -198,12 +198,17 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
         SignatureKind::Add => KernelId::Add { dtype },
         // A GELU whose result is FP8 has a cast fused into it
         // (`crate::fuse`), which its kernel variant stores in the same pass.
+        // A second input is an add fused into the GELU.
         SignatureKind::Gelu if dtype == DType::F16 && signature.output.dtype.is_fp8() => {
             KernelId::GeluCast {
                 to: signature.output.dtype,
+                add: signature.inputs.len() == 2,
             }
         }
-        SignatureKind::Gelu => KernelId::Gelu { dtype },
+        SignatureKind::Gelu => KernelId::Gelu {
+            dtype,
+            add: signature.inputs.len() == 2,
+        },
         // A second input is the additive mask.
         SignatureKind::Softmax { .. } if signature.inputs.len() == 2 => KernelId::SoftmaxMasked {
             dtype,

@@ -45,6 +45,20 @@ fn gelu_stored_as_fp8_is_gelu_then_the_cast_bit_for_bit() {
 }
 
 #[test]
+fn gelu_of_a_sum_is_the_add_then_the_gelu_bit_for_bit() {
+    check_shapes("add_gelu_f16", SHAPES, &Settings::default(), 0xadd);
+    for kernel in ["add_gelu_f16_f143", "add_gelu_f16_f152"] {
+        for out_scale in [0, 2, -5] {
+            let settings = Settings {
+                out_scale,
+                ..Settings::default()
+            };
+            check_shapes(kernel, SHAPES, &settings, 0xadd8);
+        }
+    }
+}
+
+#[test]
 fn layernorm_stored_as_fp8_is_layernorm_then_the_cast_bit_for_bit() {
     // Split rows (1, 2, 3, 7 and 13 rows) and misaligned ones (odd
     // lengths) as well as the aligned shapes.

@@ -43,9 +43,6 @@ pub fn kernel_named(name: &str) -> KernelId {
     let mut known = vec![
         KernelId::Add { dtype: F16 },
         KernelId::Add { dtype: F32 },
-        KernelId::Gelu { dtype: F16 },
-        KernelId::GeluCast { to: F143 },
-        KernelId::GeluCast { to: F152 },
         KernelId::Layernorm { dtype: F16 },
         KernelId::LayernormCast { to: F143 },
         KernelId::LayernormCast { to: F152 },
@@ -54,6 +51,11 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::Rmsnorm { dtype: F16 },
         KernelId::ReduceAddF32,
     ];
+    for add in [false, true] {
+        known.push(KernelId::Gelu { dtype: F16, add });
+        known.push(KernelId::GeluCast { to: F143, add });
+        known.push(KernelId::GeluCast { to: F152, add });
+    }
     for segmented in [false, true] {
         known.push(KernelId::RmsnormParts { segmented });
         for out in [F16, F143, F152] {

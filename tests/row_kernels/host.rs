@@ -258,6 +258,34 @@ pub fn case(
             let x = normal_f16(rng, n, 6.0);
             fused_cast("gelu_f16", vec![f16_bytes(&x)], params)
         }
+        "add_gelu_f16" | "add_gelu_f16_f143" | "add_gelu_f16_f152" => {
+            // An add fused into the GELU must store exactly the bytes of
+            // `add_f16` (the correctly rounded f16 sum, which its own test
+            // holds the device to), then `gelu_f16` run on the device, then
+            // for FP8 the host's cast.
+            let a = normal_f16(rng, n, 4.0);
+            let b = normal_f16(rng, n, 2.0);
+            let sums: Vec<f16> = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| f16::from_f64(x.to_f64() + y.to_f64()))
+                .collect();
+            let gelu = crate::harness::compile("gelu_f16").run(&Run {
+                inputs: vec![&f16_bytes(&sums)],
+                out_bytes: 2 * n,
+                params: params.clone(),
+            });
+            let expected = if kernel == "add_gelu_f16" {
+                gelu.out
+            } else {
+                let format = fp8_format(kernel);
+                f16_values(&gelu.out)
+                    .iter()
+                    .map(|&v| format.from_f16(v, settings.out_scale as i32))
+                    .collect()
+            };
+            bytes(vec![f16_bytes(&a), f16_bytes(&b)], expected, params)
+        }
         "gelu_f16" => {
             let x = normal_f16(rng, n, 2.5);
             let reference = x

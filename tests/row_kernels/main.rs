@@ -34,6 +34,8 @@ fn row_kernels_declare_the_emitters_fields() {
         "add_f32",
         "gelu_f16",
         "gelu_f16_f143",
+        "add_gelu_f16",
+        "add_gelu_f16_f143",
         "softmax_f16",
         "softmax_f16_causal",
         "layernorm_f16",
@@ -75,6 +77,8 @@ fn row_kernels_declare_the_emitters_fields() {
         add_f32: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32
         gelu_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         gelu_f16_f143: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 out_scale@16:i32
+        add_gelu_f16: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32
+        add_gelu_f16_f143: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 out_scale@20:i32
         softmax_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32
         softmax_f16_causal: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32 first_row@20:u32 matrix_rows@24:u32
         layernorm_f16: in0@0:ptr in1@4:ptr in2@8:ptr out@12:ptr rows@16:u32 row_length@20:u32 epsilon_bits@24:f32
