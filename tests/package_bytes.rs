@@ -60,10 +60,10 @@ fn shipped_packages_are_byte_identical() {
     }
     expect![[r#"
         projects/matmul-f8.toml: 74c3315602aed4ef2e450c721b58cae7cad1e1426ec63b3ec396579940b08eb5 103596
-        projects/mixed-f8.toml: c5d24924020a876fa8400ffe0247cf234886476d73cc1398abbb58b168176f6c 68023
+        projects/mixed-f8.toml: 3474c0f55fb6372d9895a137f1925146a9bbb71369aefbf8ef3eef95dc9985f2 66902
         projects/mlp-f16.toml: 00c675b7f7156597a32b0b47494106a920a4f577585287bf883d812d29b7aee3 2529691
-        projects/attention-f16.toml: 8a7dd48f7bffb4170234f2965e939e612a011cfb5562c63763c0914bbc8b7c9f 931682
-        projects/vit-fp8.toml: 7f927e7d8ca643f02a06752a27a8b96859090f9a907c82579deeea5971029846 8868581
-        projects/llama-block-f16.toml: 46367c0744aa7f8d8a63c853f8648e29222a04ccbe6f411659449735e884762e 8047418
+        projects/attention-f16.toml: f5de0c188afec86f636142d52fa49aeabd2cdbd5c63d545f6d0df304c1efadc9 931675
+        projects/vit-fp8.toml: 0f5648bc3052b715e52f1cdaa1073756d8305b44f5498442bf23029873f127ff 8859625
+        projects/llama-block-f16.toml: e0af8202efa2c2450f2c262fd2d0ea04caadcf97967c4d723579634a97a6ff3a 8499560
     "#]].assert_eq(&lines);
 }

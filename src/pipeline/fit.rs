@@ -4,8 +4,9 @@
 //! plan knows what the others leave free on a tile. [`fitted_program`]
 //! lowers the plans, and when the lowered program overfills a tile
 //! ([`crate::place::pressure`]) it re-plans the operation owning most of
-//! that tile one spread level higher (each level halves what a tile may
-//! hold for it: more tiles, smaller shards, K splits), and tries again.
+//! that tile one spread level higher (the first levels halve the copies
+//! of its weights the tiles may keep, later ones what a tile may hold for
+//! it: more tiles, smaller shards, K splits), and tries again.
 //! Every later phase works on the program it settles on; the rounds it
 //! needed are kept so a placement that still fails says what was tried.
 //!
@@ -24,7 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The highest spread level an operation is planned at.
-pub(crate) const MAX_SPREAD: u8 = 4;
+pub(crate) const MAX_SPREAD: u8 = 4 + crate::plan::REPLICATION_LEVELS;
 
 /// Re-planning rounds before the pipeline settles on what it has.
 pub(crate) const MAX_FIT_ROUNDS: usize = 8;
@@ -84,16 +85,44 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
             return done(attempts, Some(why));
         }
         // On each overfull tile, the operation owning most of it whose plan
-        // at some higher level holds less per tile.
-        let mut raised: BTreeMap<OpId, u8> = BTreeMap::new();
-        for tile in &overfull {
-            let next = tile.by_op.iter().find_map(|&(op, _)| {
-                let i = op.0 as usize;
-                let level = raised.get(&op).copied().unwrap_or(spreads[i]);
-                tighter_level(db, &signatures[i], level).map(|l| (op, l))
-            });
-            if let Some((op, level)) = next {
-                raised.insert(op, level);
+        // at some higher level holds less per tile. A round first gives up
+        // copies of weights (the replication levels); only when no tile has
+        // an operation left that can do so does it confine plans to less
+        // memory, so replication is given up everywhere first.
+        // Each raised operation with the bytes per tile it is expected to
+        // free.
+        let mut raised: BTreeMap<OpId, (u8, u64)> = BTreeMap::new();
+        for (highest, tighter) in [
+            (crate::plan::REPLICATION_LEVELS, Tighter::Weights),
+            (MAX_SPREAD, Tighter::Peak),
+        ] {
+            for tile in &overfull {
+                // One level per round and operation, and only as many
+                // operations as the tile's excess asks for: an operation
+                // raised for another tile may already relieve this one.
+                let mut excess = tile.needed.saturating_sub(tile.available);
+                for &(op, _) in &tile.by_op {
+                    if excess == 0 {
+                        break;
+                    }
+                    let freed = match raised.get(&op) {
+                        Some(&(_, freed)) => freed,
+                        None => {
+                            let i = op.0 as usize;
+                            let Some((level, freed)) =
+                                tighter_level(db, &signatures[i], spreads[i], highest, tighter)
+                            else {
+                                continue;
+                            };
+                            raised.insert(op, (level, freed));
+                            freed
+                        }
+                    };
+                    excess = excess.saturating_sub(freed);
+                }
+            }
+            if !raised.is_empty() {
+                break;
             }
         }
         if raised.is_empty() {
@@ -102,7 +131,7 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
         }
         let names: Vec<String> = raised
             .iter()
-            .map(|(&op, &level)| {
+            .map(|(&op, &(level, _))| {
                 spreads[op.0 as usize] = level;
                 format!("`{}` to level {level}", graph.op(op).name)
             })
@@ -120,25 +149,47 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
     }
 }
 
-/// The lowest level above `level` at which the operation's selected plan
-/// holds fewer bytes per tile, if any up to [`MAX_SPREAD`] does (views
-/// have no plans to change).
-fn tighter_level(db: &dyn Db, signature: &OpSignature, level: u8) -> Option<u8> {
+/// How a higher spread level must shrink an operation's selected plan to
+/// help an overfull tile.
+#[derive(Clone, Copy)]
+enum Tighter {
+    /// Fewer bytes of weights resident for the whole program.
+    Weights,
+    /// Fewer bytes per tile in all.
+    Peak,
+}
+
+/// The lowest level above `level`, up to `highest`, at which the
+/// operation's selected plan is tighter in the sense of `tighter`, with the
+/// bytes per tile it holds less there, if any level is (views have no
+/// plans to change).
+fn tighter_level(
+    db: &dyn Db,
+    signature: &OpSignature,
+    level: u8,
+    highest: u8,
+    tighter: Tighter,
+) -> Option<(u8, u64)> {
     if signature.kind == SignatureKind::View {
         return None;
     }
-    let peak = |spread: u8| {
+    let bytes = |spread: u8| {
         let signature = OpSignature {
             spread,
             ..signature.clone()
         };
-        operator_plans(db, Signature::new(db, signature))
-            .selected()
-            .estimate
-            .peak_total_bytes()
+        let plans = operator_plans(db, Signature::new(db, signature));
+        let estimate = &plans.selected().estimate;
+        match tighter {
+            Tighter::Weights => estimate.resident_weight_bytes,
+            Tighter::Peak => estimate.peak_total_bytes(),
+        }
     };
-    let now = peak(level);
-    (level + 1..=MAX_SPREAD).find(|&higher| peak(higher) < now)
+    let now = bytes(level);
+    (level + 1..=highest).find_map(|higher| {
+        let then = bytes(higher);
+        (then < now).then(|| (higher, now - then))
+    })
 }
 
 /// Each operation's signature at the spread level the program was fitted

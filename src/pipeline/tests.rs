@@ -744,3 +744,30 @@ fn a_new_process_reuses_persisted_results_through_the_hooks() {
     assert_eq!(phases_of(&second), again, "{second:?}");
     assert_eq!(*first_bytes, *second_bytes);
 }
+
+/// mlp-f16's products replicate their weights as far as the budget allows
+/// and together overfill the tiles; giving up copies (the replication
+/// levels) is enough, so no plan is confined to less tile memory, and no
+/// operation rises more than one level a round.
+#[test]
+fn replicated_weights_are_given_up_before_tile_memory() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/projects/mlp-f16.toml");
+    let text = std::fs::read_to_string(path).expect("mlp-f16 reads");
+    let (db, file) = fitted(&text);
+    let fitted = fitted_program(&db, file).clone().expect("lowers");
+    assert!(
+        !fitted.attempts.is_empty(),
+        "the first plans should not fit"
+    );
+    assert_eq!(fitted.unresolved, None);
+    assert!(
+        fitted
+            .spreads
+            .iter()
+            .all(|&level| level <= crate::plan::REPLICATION_LEVELS),
+        "{:?}",
+        fitted.attempts
+    );
+    assert!(fitted.attempts.len() <= usize::from(crate::plan::REPLICATION_LEVELS));
+    assert!(placement(&db, file).is_ok());
+}

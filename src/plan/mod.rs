@@ -535,7 +535,8 @@ fn received_bytes(signature: &OpSignature, elements: u64, row_length: usize) -> 
 
 /// Whether a candidate's memory fits one tile, leaving `code_reserve` bytes
 /// of region 0 for code, exchange tables and the runtime, within the
-/// signature's spread level (each level halves what a tile may hold).
+/// signature's spread level (each level past [`REPLICATION_LEVELS`] halves
+/// what a tile may hold).
 fn fits_memory(
     target: &Target,
     signature: &OpSignature,
@@ -545,7 +546,7 @@ fn fits_memory(
     // Standard buffers go in region 0 first and overflow into region 1, so
     // the bound on them is the whole loadable memory less the code reserve.
     let memory = &target.memory;
-    let shift = u32::from(signature.spread).min(16);
+    let shift = u32::from(signature.spread.saturating_sub(REPLICATION_LEVELS)).min(16);
     let region1 = u64::from(memory.loadable.end - memory.region1.start) >> shift;
     let total =
         u64::from(memory.loadable.end - memory.tile.start).saturating_sub(code_reserve) >> shift;
@@ -566,10 +567,18 @@ fn fits(
 }
 
 /// How many copies of its weights, on average over the tiles, an operation
-/// may keep resident. Weights stay resident for the whole program (one
-/// instance per repeat iteration), so replicating them to save exchange
-/// must stay bounded or the tiles fill up with copies.
-pub(crate) const WEIGHT_REPLICATION_LIMIT: u64 = 2;
+/// may keep resident at spread level 0. Weights stay resident for the whole
+/// program (one instance per repeat iteration), so replicating them to save
+/// exchange must stay bounded or the tiles fill up with copies: when they
+/// do, the pipeline raises the spread level of the operations owning the
+/// overfull tiles (`pipeline::fit`), and each of the first
+/// [`REPLICATION_LEVELS`] levels halves this limit before any level halves
+/// the tile memory a plan may use.
+pub(crate) const WEIGHT_REPLICATION_LIMIT: u64 = 8;
+
+/// Spread levels that trade replicated weights for exchange (8, 4, then 2
+/// copies) before later levels trade tile memory for more tiles.
+pub(crate) const REPLICATION_LEVELS: u8 = 2;
 
 /// Resident weight bytes per tile any operation may keep, however small
 /// its weights: below this, replication costs less memory than a kernel's
@@ -586,7 +595,8 @@ pub(crate) fn weight_budget(signature: &OpSignature) -> u64 {
         .filter(|o| o.weight)
         .map(|o| (o.shape.iter().product::<usize>() * o.dtype.size_bytes()) as u64)
         .sum();
-    (WEIGHT_REPLICATION_LIMIT * weights.div_ceil(u64::from(signature.tiles.max(1))))
+    let shift = u32::from(signature.spread.min(REPLICATION_LEVELS));
+    ((WEIGHT_REPLICATION_LIMIT * weights.div_ceil(u64::from(signature.tiles.max(1)))) >> shift)
         .max(WEIGHT_BUDGET_FLOOR_BYTES)
 }
 
@@ -1056,8 +1066,9 @@ mod tests {
 
     /// An inner dimension of 269 AMP blocks (a prime) splits only unevenly
     /// (at most 16 ways here), so on 192 tiles the weights cannot stay
-    /// within their budget: the planner still finds a plan that fits tile
-    /// memory, and a higher spread level asks each tile to hold less.
+    /// within their budget once the replication levels have tightened it:
+    /// the planner still finds a plan that fits tile memory, and a higher
+    /// spread level asks each tile to hold less.
     #[test]
     fn a_matmul_over_the_weight_budget_still_fits_memory_and_spreads_further_when_asked() {
         let mut signature = OpSignature {
@@ -1071,7 +1082,7 @@ mod tests {
             output: operand(&[1536, 64], DType::F16, false),
             tiles: 192,
             target: crate::target::TargetId::Ipu21,
-            spread: 0,
+            spread: REPLICATION_LEVELS,
         };
         let relaxed = finalists(&signature, &IPU21);
         assert!(!fits(
@@ -1086,7 +1097,7 @@ mod tests {
             relaxed.selected(),
             CODE_RESERVE_BYTES
         ));
-        signature.spread = 1;
+        signature.spread = REPLICATION_LEVELS + 1;
         let spread = finalists(&signature, &IPU21);
         assert!(fits_memory(
             &IPU21,
@@ -1098,5 +1109,41 @@ mod tests {
             spread.selected().estimate.peak_total_bytes()
                 < relaxed.selected().estimate.peak_total_bytes()
         );
+    }
+
+    /// The first spread levels halve how many copies of its weights an
+    /// operation may keep (8, 4, then 2 per tile on average) and leave the
+    /// tile's memory whole; later levels halve the memory and keep 2.
+    #[test]
+    fn spread_levels_give_up_weight_copies_before_tile_memory() {
+        let signature = |spread| OpSignature {
+            kind: SignatureKind::Matmul {
+                transpose_rhs: false,
+            },
+            inputs: vec![
+                operand(&[197, 384], DType::F143, false),
+                operand(&[384, 1536], DType::F143, true),
+            ],
+            output: operand(&[197, 1536], DType::F16, false),
+            tiles: 64,
+            target: crate::target::TargetId::Ipu21,
+            spread,
+        };
+        let once = (384 * 1536) / 64;
+        let budgets: Vec<u64> = (0..5).map(|s| weight_budget(&signature(s))).collect();
+        assert_eq!(budgets, [8 * once, 4 * once, 2 * once, 2 * once, 2 * once]);
+        // A plan holding just under half the region fits at every
+        // replication level and stops fitting at the first memory level.
+        let region1 = u64::from(IPU21.memory.loadable.end - IPU21.memory.region1.start);
+        let mut candidate = finalists(&signature(0), &IPU21).selected().clone();
+        candidate.estimate.peak_standard_bytes = 0;
+        candidate.estimate.peak_interleaved_bytes = region1 / 2 + 8;
+        let fit: Vec<bool> = (0..=REPLICATION_LEVELS + 1)
+            .map(|s| fits_memory(&IPU21, &signature(s), &candidate, CODE_RESERVE_BYTES))
+            .collect();
+        assert_eq!(fit, [true, true, true, false]);
+        // With the budget at 8 copies, fc1's plan keeps more than 2.
+        let wide = finalists(&signature(0), &IPU21);
+        assert!(wide.selected().estimate.resident_weight_bytes > 2 * once);
     }
 }

@@ -89,9 +89,10 @@ pub(crate) struct OpSignature {
     /// How many tiles the program may use.
     pub tiles: u32,
     /// How hard the planner must spread the operation to save memory: 0
-    /// normally; each level halves the bytes a tile may hold for it. The
-    /// pipeline raises it for operations whose buffers overfill a tile
-    /// (see `pipeline::fitted_program`).
+    /// normally; the first levels halve how many copies of its weights
+    /// the tiles may keep (`plan::REPLICATION_LEVELS`), each later one the
+    /// bytes a tile may hold for it. The pipeline raises it for operations
+    /// whose buffers overfill a tile (see `pipeline::fitted_program`).
     #[serde(default)]
     pub spread: u8,
     /// The machine the operation is planned for.
