@@ -120,10 +120,12 @@ fn absorb(graph: &Graph, chain: &Chain, consumer: &Op) -> Option<Op> {
     if !f16(producer.output) {
         return None;
     }
-    let fused = |kind: OpKind, inputs: Vec<TensorId>| Op {
+    // The merged operation keeps the chain's inputs and writes the
+    // consumer's result.
+    let fused = |kind: OpKind| Op {
         name: format!("{}+{}", producer.name, consumer.name),
         kind,
-        inputs,
+        inputs: producer.inputs.clone(),
         output: consumer.output,
     };
     match consumer.kind {
@@ -135,7 +137,7 @@ fn absorb(graph: &Graph, chain: &Chain, consumer: &Op) -> Option<Op> {
                 OpKind::Matmul { .. } => true,
                 ref kind => casts_fold_into(kind) && f16(producer.inputs[0]),
             };
-            fits.then(|| fused(producer.kind.clone(), producer.inputs.clone()))
+            fits.then(|| fused(producer.kind.clone()))
         }
         // An add of two f16 operands, not merged with anything yet, into
         // the GELU of its sum.
@@ -145,7 +147,7 @@ fn absorb(graph: &Graph, chain: &Chain, consumer: &Op) -> Option<Op> {
                 && producer.inputs.iter().all(|&t| f16(t))
                 && f16(consumer.output) =>
         {
-            Some(fused(OpKind::Gelu, producer.inputs.clone()))
+            Some(fused(OpKind::Gelu))
         }
         _ => None,
     }

@@ -3,7 +3,7 @@
 //! Each operation is planned on its own ([`super::operator_plans`]), so no
 //! plan knows what the others leave free on a tile. [`fitted_program`]
 //! lowers the plans, and when the lowered program overfills a tile
-//! ([`crate::place::pressure`]) it re-plans the operation owning most of
+//! ([`crate::place::pressure`]) it re-plans the operations owning most of
 //! that tile one spread level higher (the first levels halve the copies
 //! of its weights the tiles may keep, later ones what a tile may hold for
 //! it: more tiles, smaller shards, K splits), and tries again.
@@ -84,13 +84,13 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
             let why = format!("{worst} after {MAX_FIT_ROUNDS} rounds");
             return done(attempts, Some(why));
         }
-        // On each overfull tile, the operation owning most of it whose plan
-        // at some higher level holds less per tile. A round first gives up
-        // copies of weights (the replication levels); only when no tile has
-        // an operation left that can do so does it confine plans to less
-        // memory, so replication is given up everywhere first.
-        // Each raised operation with the bytes per tile it is expected to
-        // free.
+        // On each overfull tile, the operations owning most of it whose
+        // plans at some higher level hold less per tile. A round first gives
+        // up copies of weights (the replication levels); only when no tile
+        // has an operation left that can do so does it confine plans to less
+        // memory, so replication is given up everywhere first. `raised`
+        // holds each raised operation's level and the bytes per tile it is
+        // expected to free.
         let mut raised: BTreeMap<OpId, (u8, u64)> = BTreeMap::new();
         for (highest, tighter) in [
             (crate::plan::REPLICATION_LEVELS, Tighter::Weights),

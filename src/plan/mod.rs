@@ -199,16 +199,17 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
         // A GELU whose result is FP8 has a cast fused into it
         // (`crate::fuse`), which its kernel variant stores in the same pass.
         // A second input is an add fused into the GELU.
-        SignatureKind::Gelu if dtype == DType::F16 && signature.output.dtype.is_fp8() => {
-            KernelId::GeluCast {
-                to: signature.output.dtype,
-                add: signature.inputs.len() == 2,
+        SignatureKind::Gelu => {
+            let add = signature.inputs.len() == 2;
+            if dtype == DType::F16 && signature.output.dtype.is_fp8() {
+                KernelId::GeluCast {
+                    to: signature.output.dtype,
+                    add,
+                }
+            } else {
+                KernelId::Gelu { dtype, add }
             }
         }
-        SignatureKind::Gelu => KernelId::Gelu {
-            dtype,
-            add: signature.inputs.len() == 2,
-        },
         // A second input is the additive mask.
         SignatureKind::Softmax { .. } if signature.inputs.len() == 2 => KernelId::SoftmaxMasked {
             dtype,
@@ -546,7 +547,7 @@ fn fits_memory(
     // Standard buffers go in region 0 first and overflow into region 1, so
     // the bound on them is the whole loadable memory less the code reserve.
     let memory = &target.memory;
-    let shift = u32::from(signature.spread.saturating_sub(REPLICATION_LEVELS)).min(16);
+    let shift = signature.memory_halvings();
     let region1 = u64::from(memory.loadable.end - memory.region1.start) >> shift;
     let total =
         u64::from(memory.loadable.end - memory.tile.start).saturating_sub(code_reserve) >> shift;
@@ -595,9 +596,8 @@ pub(crate) fn weight_budget(signature: &OpSignature) -> u64 {
         .filter(|o| o.weight)
         .map(|o| (o.shape.iter().product::<usize>() * o.dtype.size_bytes()) as u64)
         .sum();
-    let shift = u32::from(signature.spread.min(REPLICATION_LEVELS));
-    ((WEIGHT_REPLICATION_LIMIT * weights.div_ceil(u64::from(signature.tiles.max(1)))) >> shift)
-        .max(WEIGHT_BUDGET_FLOOR_BYTES)
+    let copies = WEIGHT_REPLICATION_LIMIT >> signature.replication_halvings();
+    (copies * weights.div_ceil(u64::from(signature.tiles.max(1)))).max(WEIGHT_BUDGET_FLOOR_BYTES)
 }
 
 /// Bytes of region 0 the planner leaves for code and runtime tables.

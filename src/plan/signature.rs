@@ -101,6 +101,18 @@ pub(crate) struct OpSignature {
 }
 
 impl OpSignature {
+    /// How many times the spread level halves the copies of weights the
+    /// operation may keep (the first `plan::REPLICATION_LEVELS` levels).
+    pub(crate) fn replication_halvings(&self) -> u32 {
+        u32::from(self.spread.min(super::REPLICATION_LEVELS))
+    }
+
+    /// How many times the spread level halves the tile memory a plan may
+    /// use (the levels past the replication levels).
+    pub(crate) fn memory_halvings(&self) -> u32 {
+        u32::from(self.spread.saturating_sub(super::REPLICATION_LEVELS)).min(16)
+    }
+
     pub(crate) fn of(graph: &Graph, op: &Op) -> OpSignature {
         let operand = |id| {
             let t = graph.tensor(id);
