@@ -53,8 +53,11 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
     let signatures = op_signatures(db, project);
     let mut spreads = vec![0u8; signatures.len()];
     let mut attempts = Vec::new();
+    // The operations the last round raised: their level before it and the
+    // cycles the raise was expected to add.
+    let mut last_round: Vec<(OpId, u8, u64)> = Vec::new();
     loop {
-        let program = lowered(db, &graph, signatures, &spreads)?;
+        let mut program = lowered(db, &graph, signatures, &spreads)?;
         let overfull =
             crate::place::pressure::overfull_tiles(target, &graph, &program, CODE_RESERVE_BYTES);
         let done = |attempts, unresolved| {
@@ -71,7 +74,37 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
                 std::cmp::Reverse(t.tile),
             )
         }) else {
-            return done(attempts, None);
+            // The round's estimates of the bytes each raise frees are per
+            // operation, so together they may free more than the tiles
+            // needed: undo the raises the program fits without, the
+            // costliest first.
+            last_round.sort_by_key(|&(op, _, extra)| (std::cmp::Reverse(extra), op));
+            for (op, before, _) in std::mem::take(&mut last_round) {
+                let i = op.0 as usize;
+                let raised_to = std::mem::replace(&mut spreads[i], before);
+                let undone = lowered(db, &graph, signatures, &spreads)?;
+                if crate::place::pressure::overfull_tiles(
+                    target,
+                    &graph,
+                    &undone,
+                    CODE_RESERVE_BYTES,
+                )
+                .is_empty()
+                {
+                    program = undone;
+                    let undo = format!("`{}` back to level {before}", graph.op(op).name);
+                    tracing::info!(undo = undo.as_str(), "kept an operation at its lower level");
+                    attempts.push(undo);
+                } else {
+                    spreads[i] = raised_to;
+                }
+            }
+            return Ok(Arc::new(Fitted {
+                program: Arc::new(program),
+                spreads,
+                attempts,
+                unresolved: None,
+            }));
         };
         let worst = format!(
             "{} tiles overfull (tile {} needs {} of {} bytes)",
@@ -84,41 +117,51 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
             let why = format!("{worst} after {MAX_FIT_ROUNDS} rounds");
             return done(attempts, Some(why));
         }
-        // On each overfull tile, the operations owning most of it whose
-        // plans at some higher level hold less per tile. A round first gives
-        // up copies of weights (the replication levels); only when no tile
-        // has an operation left that can do so does it confine plans to less
+        // On each overfull tile (worst first), operations whose plans at
+        // some higher level hold less per tile. A round first gives up
+        // copies of weights (the replication levels); only when no tile has
+        // an operation left that can do so does it confine plans to less
         // memory, so replication is given up everywhere first. `raised`
-        // holds each raised operation's level and the bytes per tile it is
-        // expected to free.
-        let mut raised: BTreeMap<OpId, (u8, u64)> = BTreeMap::new();
+        // holds what each raised operation offers.
+        let mut raised: BTreeMap<OpId, Offer> = BTreeMap::new();
+        let mut by_excess: Vec<_> = overfull.iter().collect();
+        by_excess.sort_by_key(|t| std::cmp::Reverse(t.needed.saturating_sub(t.available)));
         for (highest, tighter) in [
             (crate::plan::REPLICATION_LEVELS, Tighter::Weights),
             (MAX_SPREAD, Tighter::Peak),
         ] {
-            for tile in &overfull {
+            for tile in &by_excess {
                 // One level per round and operation, and only as many
                 // operations as the tile's excess asks for: an operation
                 // raised for another tile may already relieve this one.
                 let mut excess = tile.needed.saturating_sub(tile.available);
+                let mut offers = Vec::new();
                 for &(op, _) in &tile.by_op {
+                    match raised.get(&op) {
+                        Some(offer) => excess = excess.saturating_sub(offer.freed),
+                        None => {
+                            let i = op.0 as usize;
+                            if let Some(offer) =
+                                tighter_level(db, &signatures[i], spreads[i], highest, tighter)
+                            {
+                                offers.push((op, offer));
+                            }
+                        }
+                    }
+                }
+                // The cheapest relief first: the fewest estimated cycles
+                // the higher level adds per byte it frees.
+                offers.sort_by(|(a_op, a), (b_op, b)| {
+                    let a_cost = u128::from(a.extra_cycles) * u128::from(b.freed);
+                    let b_cost = u128::from(b.extra_cycles) * u128::from(a.freed);
+                    a_cost.cmp(&b_cost).then(a_op.cmp(b_op))
+                });
+                for (op, offer) in offers {
                     if excess == 0 {
                         break;
                     }
-                    let freed = match raised.get(&op) {
-                        Some(&(_, freed)) => freed,
-                        None => {
-                            let i = op.0 as usize;
-                            let Some((level, freed)) =
-                                tighter_level(db, &signatures[i], spreads[i], highest, tighter)
-                            else {
-                                continue;
-                            };
-                            raised.insert(op, (level, freed));
-                            freed
-                        }
-                    };
-                    excess = excess.saturating_sub(freed);
+                    raised.insert(op, offer);
+                    excess = excess.saturating_sub(offer.freed);
                 }
             }
             if !raised.is_empty() {
@@ -129,11 +172,15 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
             let why = format!("{worst}, and no operation on them can spread further");
             return done(attempts, Some(why));
         }
+        last_round = raised
+            .iter()
+            .map(|(&op, offer)| (op, spreads[op.0 as usize], offer.extra_cycles))
+            .collect();
         let names: Vec<String> = raised
             .iter()
-            .map(|(&op, &(level, _))| {
-                spreads[op.0 as usize] = level;
-                format!("`{}` to level {level}", graph.op(op).name)
+            .map(|(&op, offer)| {
+                spreads[op.0 as usize] = offer.level;
+                format!("`{}` to level {}", graph.op(op).name, offer.level)
             })
             .collect();
         let attempt = format!(
@@ -159,36 +206,56 @@ enum Tighter {
     Peak,
 }
 
+/// What raising an operation one step offers an overfull tile.
+#[derive(Clone, Copy, Debug)]
+struct Offer {
+    /// The level it rises to.
+    level: u8,
+    /// The bytes per tile its selected plan holds less there.
+    freed: u64,
+    /// The estimated cycles its selected plan takes more there (zero when
+    /// it is no slower).
+    extra_cycles: u64,
+}
+
 /// The lowest level above `level`, up to `highest`, at which the
-/// operation's selected plan is tighter in the sense of `tighter`, with the
-/// bytes per tile it holds less there, if any level is (views have no
-/// plans to change).
+/// operation's selected plan is tighter in the sense of `tighter`, if any
+/// level is (views have no plans to change).
 fn tighter_level(
     db: &dyn Db,
     signature: &OpSignature,
     level: u8,
     highest: u8,
     tighter: Tighter,
-) -> Option<(u8, u64)> {
+) -> Option<Offer> {
     if signature.kind == SignatureKind::View {
         return None;
     }
-    let bytes = |spread: u8| {
+    let figures = |spread: u8| {
         let signature = OpSignature {
             spread,
             ..signature.clone()
         };
         let plans = operator_plans(db, Signature::new(db, signature));
-        let estimate = &plans.selected().estimate;
-        match tighter {
+        let selected = plans.selected();
+        let estimate = &selected.estimate;
+        let bytes = match tighter {
             Tighter::Weights => estimate.resident_weight_bytes,
             Tighter::Peak => estimate.peak_total_bytes(),
-        }
+        };
+        let cycles = selected
+            .refined
+            .map_or(estimate.total_cycles(), |r| r.refined_cycles);
+        (bytes, cycles)
     };
-    let now = bytes(level);
+    let (now, cycles_now) = figures(level);
     (level + 1..=highest).find_map(|higher| {
-        let then = bytes(higher);
-        (then < now).then(|| (higher, now - then))
+        let (then, cycles_then) = figures(higher);
+        (then < now).then(|| Offer {
+            level: higher,
+            freed: now - then,
+            extra_cycles: cycles_then.saturating_sub(cycles_now),
+        })
     })
 }
 
