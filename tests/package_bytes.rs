@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: 3474c0f55fb6372d9895a137f1925146a9bbb71369aefbf8ef3eef95dc9985f2 66902
         projects/mlp-f16.toml: 00c675b7f7156597a32b0b47494106a920a4f577585287bf883d812d29b7aee3 2529691
         projects/attention-f16.toml: f5de0c188afec86f636142d52fa49aeabd2cdbd5c63d545f6d0df304c1efadc9 931675
-        projects/vit-fp8.toml: 0f5648bc3052b715e52f1cdaa1073756d8305b44f5498442bf23029873f127ff 8859625
-        projects/llama-block-f16.toml: e0af8202efa2c2450f2c262fd2d0ea04caadcf97967c4d723579634a97a6ff3a 8499560
+        projects/vit-fp8.toml: 0bad089b34314c279a33adf5db42606e929a9663015107d56b7f501d6c50ca11 8797732
+        projects/llama-block-f16.toml: c3e502ba714b760ff540b4f5ea3fa9cb8c66cd7627f6c5b43a947401c70b17a3 8371756
     "#]].assert_eq(&lines);
 }

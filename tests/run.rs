@@ -446,6 +446,6 @@ fn vit_fp8_cycles_and_output_bits_are_pinned() {
         &steps.finalize().to_hex()[..16],
         &outputs.finalize().to_hex()[..16],
     );
-    expect_test::expect!["cycles 719136, 185 steps 92af50dfcff24d85, outputs 6da8f16cca405702"]
+    expect_test::expect!["cycles 694494, 179 steps 7da9f4f3361ea340, outputs d2f2f05c16664a45"]
         .assert_eq(&summary);
 }

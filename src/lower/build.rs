@@ -47,6 +47,7 @@ pub fn lower(graph: &Graph, plan_of: &dyn Fn(OpId) -> Partition) -> Result<Progr
         homes: HashMap::new(),
         owners: HashMap::new(),
         host_buffers: HashMap::new(),
+        gathered: HashMap::new(),
         bindings: HashMap::new(),
         repeat: None,
         local_runs: Vec::new(),
@@ -95,6 +96,12 @@ struct Lowering<'g> {
     /// For each materialised activation: element → (buffer, slot).
     owners: HashMap<TensorId, Arc<OwnerTable>>,
     host_buffers: HashMap<(TensorId, Option<u32>, u32, Piece, View), BufferId>,
+    /// Operand buffers gathered so far in the current step sequence (the
+    /// program's top level, or a repeat's body), by tile, piece, view and
+    /// memory class. Activations never change once written, so a later
+    /// operation demanding the same piece reads the earlier buffer instead
+    /// of gathering it again (projections of one input share it).
+    gathered: HashMap<(u32, Piece, View, MemoryClass), BufferId>,
     bindings: BindingPieces,
     /// The repeat being lowered: (index, iteration count).
     repeat: Option<(u32, u32)>,
@@ -253,6 +260,25 @@ impl Lowering<'_> {
         demand: Demand,
         transfers: &mut Gathers,
     ) -> Result<BufferId, LowerError> {
+        let key = (
+            demand.tile,
+            demand.piece.clone(),
+            demand.view.clone(),
+            demand.class,
+        );
+        if let Some(&id) = self.gathered.get(&key) {
+            return Ok(id);
+        }
+        let id = self.gather(demand, transfers)?;
+        if matches!(self.program.buffer(id).role, BufferRole::Operand { .. }) {
+            self.gathered.insert(key, id);
+        }
+        Ok(id)
+    }
+
+    /// A new buffer with `demand`'s elements, or the activation's own
+    /// buffer when it already holds them in place.
+    fn gather(&mut self, demand: Demand, transfers: &mut Gathers) -> Result<BufferId, LowerError> {
         let base = demand.view.base;
         let owners = self.owner_table(base)?;
         // A tile that already holds exactly the demanded elements, in the
@@ -993,12 +1019,16 @@ impl Lowering<'_> {
         }
         self.set_home(repeat.carry_in, home.clone());
 
+        // The body's operand buffers are refilled every iteration, and
+        // those gathered before it are not the body's to keep alive.
+        let outside = std::mem::take(&mut self.gathered);
         self.repeat = Some((number, repeat.count));
         let mut body = Vec::new();
         for &op in &repeat.body {
             body.extend(self.operation(op, &plan_of(op))?);
         }
         self.repeat = None;
+        self.gathered = outside;
 
         // The body's result may be a view (a reshape back to the carry's
         // shape): the carry reads it through the view.

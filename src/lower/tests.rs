@@ -545,3 +545,64 @@ fn the_verifier_finds_a_concat_slot_written_twice() {
     let error = verify(&b.graph, &program).expect_err("a slot written twice");
     assert!(error.0.contains("is written 2 times"), "{error}");
 }
+
+/// Two products of one FP8 activation with weights of the same shape have
+/// the same plan, so each tile needs the same piece of the activation for
+/// both: the second reads the buffer the first gathered (and rearranged)
+/// rather than gathering it again.
+#[test]
+fn products_of_one_activation_share_its_gathered_pieces() {
+    let mut b = Builder::new(16);
+    let x = b.tensor("x", &[64, 128], DType::F16, Role::Input);
+    let x8 = b.op(OpKind::Cast, &[x], &[64, 128], DType::F143);
+    let product = OpKind::Matmul {
+        transpose_rhs: false,
+    };
+    let mut outputs = Vec::new();
+    for name in ["w1", "w2"] {
+        let w = b.tensor(name, &[128, 64], DType::F143, Role::Weight);
+        outputs.push(b.op(product.clone(), &[x8, w], &[64, 64], DType::F16));
+    }
+    b.graph.outputs = outputs;
+    let program = lowered(&b.graph);
+    let (first, second) = (OpId(1), OpId(2));
+    let operand_of = |op: OpId| {
+        let runs = program.steps.iter().find_map(|step| match step {
+            Step::Compute { op: o, runs } if *o == op => Some(runs),
+            _ => None,
+        });
+        let gemms = runs
+            .expect("a compute step")
+            .iter()
+            .filter(|r| matches!(r.kernel, crate::partition::KernelId::Gemm { .. }));
+        gemms
+            .map(|r| match &r.operands[0] {
+                OperandRef::Buffer(id) => (r.tile, *id),
+                other => panic!("{other:?}"),
+            })
+            .collect::<Vec<_>>()
+    };
+    let (ones, twos) = (operand_of(first), operand_of(second));
+    assert!(!ones.is_empty());
+    assert_eq!(ones, twos);
+    for (_, id) in &ones {
+        let role = &program.buffer(*id).role;
+        assert!(
+            matches!(role, BufferRole::Operand { op, operand: 0 } if *op == first),
+            "{role:?}"
+        );
+    }
+    assert!(!program
+        .buffers
+        .iter()
+        .any(|b| matches!(b.role, BufferRole::Operand { op, operand: 0 } if op == second)));
+    // The estimate learns what the second is spared: its busiest tile's
+    // shared bytes.
+    let most = ones
+        .iter()
+        .map(|(_, id)| u64::from(program.buffer(*id).bytes()))
+        .max();
+    let shared = program.shared_operand_bytes();
+    assert_eq!(shared.keys().collect::<Vec<_>>(), [&second]);
+    assert_eq!(shared.get(&second).copied(), most);
+}

@@ -14,7 +14,7 @@ use super::{BuildError, KernelMap, Signature};
 use crate::asm::CostFormula;
 use crate::db::{Db, SourceFile};
 use crate::graph::{DType, Graph, Op, OpId, OpKind};
-use crate::lower::KernelRun;
+use crate::lower::{KernelRun, Program};
 use crate::package::file::{Encoded, Part};
 use crate::package::{ExchangeProgram, OpEstimate, Package};
 use crate::target::Target;
@@ -60,6 +60,8 @@ pub(crate) fn op_estimates(
 ) -> Result<Vec<OpEstimate>, BuildError> {
     let graph = graph(db, project)?;
     let target = super::target_of(&graph);
+    let program = program(db, project).clone()?;
+    let shared = program.shared_operand_bytes();
     Ok(planned_signatures(db, project)
         .iter()
         .enumerate()
@@ -69,19 +71,47 @@ pub(crate) fn op_estimates(
             let id = OpId(i as u32);
             let op = graph.op(id);
             let (macs, roofline_cycles) = matmul_roofline(&graph, target, op);
+            let (exchange_cycles, sync_cycles) =
+                spared_gathers(&graph, target, &program, &shared, id, &selected.estimate);
             OpEstimate {
                 name: op.name.clone(),
                 kind: op.kind.name().to_string(),
                 executions: graph.repeat_of(id).map_or(1, |r| r.count),
                 tiles: selected.tiles_used,
                 compute_cycles: selected.estimate.compute_cycles,
-                exchange_cycles: selected.estimate.exchange_cycles,
-                sync_cycles: selected.estimate.sync_cycles,
+                exchange_cycles,
+                sync_cycles,
                 macs,
                 roofline_cycles,
             }
         })
         .collect())
+}
+
+/// An operation's estimated exchange and sync cycles, less what reading
+/// operand pieces another operation gathered spares it: the shared bytes
+/// of its busiest tile, and the sync of its gather phase when it has none
+/// left. (The plan is costed per signature, so it cannot see the sharing.)
+fn spared_gathers(
+    graph: &Graph,
+    target: &Target,
+    program: &Program,
+    shared: &BTreeMap<OpId, u64>,
+    op: OpId,
+    estimate: &crate::plan::cost::Estimate,
+) -> (u64, u64) {
+    let (exchange, sync) = (estimate.exchange_cycles, estimate.sync_cycles);
+    let Some(&bytes) = shared.get(&op) else {
+        return (exchange, sync);
+    };
+    let exchange = exchange.saturating_sub(crate::plan::cost::exchange_cycles(target, bytes));
+    let purpose = crate::lower::ExchangePhase::gather_purpose(&graph.op(op).name);
+    let gathers = program.phases.iter().any(|p| p.purpose == purpose);
+    let sync = match gathers {
+        true => sync,
+        false => sync.saturating_sub(crate::plan::cost::sync_cycles(target, 1)),
+    };
+    (exchange, sync)
 }
 
 /// A matrix product's multiply-accumulates, and the cycles they take at the
