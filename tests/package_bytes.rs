@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: 3474c0f55fb6372d9895a137f1925146a9bbb71369aefbf8ef3eef95dc9985f2 66902
         projects/mlp-f16.toml: 00c675b7f7156597a32b0b47494106a920a4f577585287bf883d812d29b7aee3 2529691
         projects/attention-f16.toml: f5de0c188afec86f636142d52fa49aeabd2cdbd5c63d545f6d0df304c1efadc9 931675
-        projects/vit-fp8.toml: 0bad089b34314c279a33adf5db42606e929a9663015107d56b7f501d6c50ca11 8797732
+        projects/vit-fp8.toml: 1f5d23cfac7886af1674b00548a424370c47ae6edec5597a75e15c9949bfb29c 8770425
         projects/llama-block-f16.toml: c3e502ba714b760ff540b4f5ea3fa9cb8c66cd7627f6c5b43a947401c70b17a3 8371756
     "#]].assert_eq(&lines);
 }

@@ -92,7 +92,7 @@ pub(crate) fn op_estimates(
 /// operand pieces another operation gathered spares it: the shared bytes
 /// of its busiest tile, and the sync of its gather phase when it has none
 /// left. (The plan is costed per signature, so it cannot see the sharing.)
-fn spared_gathers(
+pub(super) fn spared_gathers(
     graph: &Graph,
     target: &Target,
     program: &Program,

@@ -774,9 +774,9 @@ fn replicated_weights_are_given_up_before_tile_memory() {
 
 /// A round's raises are sized from each operation's own estimate, so
 /// together they may free more than the tiles needed: vit-fp8's first
-/// round raises six products, and the program still fits with the
-/// costliest of them back at their lower level. Each undone raise is one
-/// the final program fits without, and the program places.
+/// round raises six products, and the program still fits, estimated
+/// faster, with some of them back at their lower level. Each undone raise
+/// is one the final program fits without, and the program places.
 #[test]
 fn raises_the_program_fits_without_are_undone() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("projects");
