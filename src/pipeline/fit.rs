@@ -85,7 +85,12 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
             for (op, before, _) in std::mem::take(&mut last_round) {
                 let i = op.0 as usize;
                 let raised_to = std::mem::replace(&mut spreads[i], before);
-                let undone = lowered(db, &graph, signatures, &spreads)?;
+                // A program that does not lower at the lower level keeps
+                // the raise (the raised one lowered).
+                let Ok(undone) = lowered(db, &graph, signatures, &spreads) else {
+                    spreads[i] = raised_to;
+                    continue;
+                };
                 let fits = crate::place::pressure::overfull_tiles(
                     target,
                     &graph,
