@@ -291,8 +291,8 @@ fn at_spreads(signatures: &[OpSignature], spreads: &[u8]) -> Vec<OpSignature> {
 }
 
 /// The program's estimated cycles: each operation's selected plan at its
-/// spread level, times its repeat count, less the gathers it shares
-/// ([`super::package::spared_gathers`]).
+/// spread level, times its repeat count, with its exchange as lowered
+/// ([`super::package::lowered_exchange`]).
 fn estimated(
     db: &dyn Db,
     graph: &Graph,
@@ -307,12 +307,12 @@ fn estimated(
         .enumerate()
         .map(|(i, signature)| {
             let plans = operator_plans(db, Signature::new(db, signature));
-            let estimate = &plans.selected().estimate;
+            let selected = plans.selected();
             let op = OpId(i as u32);
             let (exchange, sync) =
-                super::package::spared_gathers(graph, target, program, &shared, op, estimate);
+                super::package::lowered_exchange(graph, target, program, &shared, op, selected);
             let executions = graph.repeat_of(op).map_or(1, |r| r.count);
-            (estimate.compute_cycles + exchange + sync) * u64::from(executions)
+            (selected.estimate.compute_cycles + exchange + sync) * u64::from(executions)
         })
         .sum()
 }

@@ -72,7 +72,7 @@ pub(crate) fn op_estimates(
             let op = graph.op(id);
             let (macs, roofline_cycles) = matmul_roofline(&graph, target, op);
             let (exchange_cycles, sync_cycles) =
-                spared_gathers(&graph, target, &program, &shared, id, &selected.estimate);
+                lowered_exchange(&graph, target, &program, &shared, id, selected);
             OpEstimate {
                 name: op.name.clone(),
                 kind: op.kind.name().to_string(),
@@ -88,25 +88,37 @@ pub(crate) fn op_estimates(
         .collect())
 }
 
-/// An operation's estimated exchange and sync cycles, less what reading
-/// operand pieces another operation gathered spares it: the shared bytes
-/// of its busiest tile, and the sync of its gather phase when it has none
-/// left. (The plan is costed per signature, so it cannot see the sharing.)
-pub(super) fn spared_gathers(
+/// An operation's estimated exchange and sync cycles, corrected by what
+/// the lowered program shows and the plan, costed per signature, cannot
+/// see: an operation whose operands are all in place has no exchange phase
+/// and spends nothing on sync, and on exchange only what it rearranges of
+/// the pieces it holds (the refined `rearrange` figure); one that reads
+/// operand pieces another operation gathered is spared its busiest tile's
+/// shared bytes, and the sync of its gather phase when it has none left.
+pub(super) fn lowered_exchange(
     graph: &Graph,
     target: &Target,
     program: &Program,
     shared: &BTreeMap<OpId, u64>,
     op: OpId,
-    estimate: &crate::plan::cost::Estimate,
+    selected: &crate::plan::Candidate,
 ) -> (u64, u64) {
+    use crate::lower::ExchangePhase;
+    let name = &graph.op(op).name;
+    let has_phase = |purpose: String| program.phases.iter().any(|p| p.purpose == purpose);
+    let gathers = has_phase(ExchangePhase::gather_purpose(name));
+    if !gathers
+        && !has_phase(ExchangePhase::reduction_purpose(name))
+        && !has_phase(ExchangePhase::statistics_purpose(name))
+    {
+        return (selected.refined.map_or(0, |r| r.rearrange_cycles), 0);
+    }
+    let estimate = &selected.estimate;
     let (exchange, sync) = (estimate.exchange_cycles, estimate.sync_cycles);
     let Some(&bytes) = shared.get(&op) else {
         return (exchange, sync);
     };
     let exchange = exchange.saturating_sub(crate::plan::cost::exchange_cycles(target, bytes));
-    let purpose = crate::lower::ExchangePhase::gather_purpose(&graph.op(op).name);
-    let gathers = program.phases.iter().any(|p| p.purpose == purpose);
     let sync = match gathers {
         true => sync,
         false => sync.saturating_sub(crate::plan::cost::sync_cycles(target, 1)),
