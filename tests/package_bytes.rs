@@ -59,11 +59,11 @@ fn shipped_packages_are_byte_identical() {
         lines.push_str(&format!("{project}: {}\n", package_hash(project)));
     }
     expect![[r#"
-        projects/matmul-f8.toml: 74c3315602aed4ef2e450c721b58cae7cad1e1426ec63b3ec396579940b08eb5 103596
+        projects/matmul-f8.toml: bb5ed1cf2210d3616702780f2a0b390f511dcd017aec61b1cbc4dc51e61a2952 103595
         projects/mixed-f8.toml: 3474c0f55fb6372d9895a137f1925146a9bbb71369aefbf8ef3eef95dc9985f2 66902
-        projects/mlp-f16.toml: 00c675b7f7156597a32b0b47494106a920a4f577585287bf883d812d29b7aee3 2529691
+        projects/mlp-f16.toml: 37b79ee331f887ae693169b6f43a25f078a77c8460fd2da9791b71be4b8299b1 2529689
         projects/attention-f16.toml: f5de0c188afec86f636142d52fa49aeabd2cdbd5c63d545f6d0df304c1efadc9 931675
-        projects/vit-fp8.toml: 1f5d23cfac7886af1674b00548a424370c47ae6edec5597a75e15c9949bfb29c 8770425
-        projects/llama-block-f16.toml: c3e502ba714b760ff540b4f5ea3fa9cb8c66cd7627f6c5b43a947401c70b17a3 8371756
+        projects/vit-fp8.toml: 8ddcdac91b9bc62e3c4b812e661e0c266d7cc6d45428b2e2a2272ebd459794ab 8770416
+        projects/llama-block-f16.toml: a0156ce41921e24d47a845a0ef3357045d97a641b1e04ee5be3d749780b52117 8371752
     "#]].assert_eq(&lines);
 }
