@@ -57,7 +57,7 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
     // cycles the raise was expected to add.
     let mut last_round: Vec<(OpId, u8, u64)> = Vec::new();
     loop {
-        let mut program = lowered(db, &graph, signatures, &spreads)?;
+        let program = lowered(db, &graph, signatures, &spreads)?;
         let overfull =
             crate::place::pressure::overfull_tiles(target, &graph, &program, CODE_RESERVE_BYTES);
         let done = |attempts, unresolved| {
@@ -74,41 +74,17 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
                 std::cmp::Reverse(t.tile),
             )
         }) else {
-            // The round's estimates of the bytes each raise frees are per
-            // operation, so together they may free more than the tiles
-            // needed: undo the raises the program fits without and is
-            // estimated faster without, the costliest first. (Faster as a
-            // whole: raising one of several products of one input may
-            // make it share that input's gathers with the others.)
-            last_round.sort_by_key(|&(op, _, extra)| (std::cmp::Reverse(extra), op));
-            let mut best = estimated(db, &graph, signatures, &spreads, &program);
-            for (op, before, _) in std::mem::take(&mut last_round) {
-                let i = op.0 as usize;
-                let raised_to = std::mem::replace(&mut spreads[i], before);
-                // A program that does not lower at the lower level keeps
-                // the raise (the raised one lowered).
-                let Ok(undone) = lowered(db, &graph, signatures, &spreads) else {
-                    spreads[i] = raised_to;
-                    continue;
-                };
-                let fits = crate::place::pressure::overfull_tiles(
-                    target,
-                    &graph,
-                    &undone,
-                    CODE_RESERVE_BYTES,
-                )
-                .is_empty();
-                let cycles = estimated(db, &graph, signatures, &spreads, &undone);
-                if fits && cycles < best {
-                    best = cycles;
-                    program = undone;
-                    let undo = format!("`{}` back to level {before}", graph.op(op).name);
-                    tracing::info!(undo = undo.as_str(), "kept an operation at its lower level");
-                    attempts.push(undo);
-                } else {
-                    spreads[i] = raised_to;
-                }
-            }
+            // The program fits: at once (nothing raised), or with the last
+            // round's raises, some of which it may not need.
+            let program = undo_unneeded(
+                db,
+                &graph,
+                signatures,
+                &mut spreads,
+                program,
+                last_round,
+                &mut attempts,
+            );
             return Ok(Arc::new(Fitted {
                 program: Arc::new(program),
                 spreads,
@@ -204,6 +180,59 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
         );
         attempts.push(attempt);
     }
+}
+
+/// The program with each of `raised` (an operation, its level before the
+/// last round and the cycles its raise was expected to add) put back at
+/// its earlier level when the program still fits and is estimated faster
+/// without it, the costliest raise first. The round sized each raise from
+/// the operation's own estimate, so together they may free more than the
+/// tiles needed; and faster is judged over the whole program, since
+/// raising one of several products of one input may let it share that
+/// input's gathers with the others. Each undo is logged and kept in
+/// `attempts`.
+fn undo_unneeded(
+    db: &dyn Db,
+    graph: &Graph,
+    signatures: &[OpSignature],
+    spreads: &mut [u8],
+    mut program: Program,
+    mut raised: Vec<(OpId, u8, u64)>,
+    attempts: &mut Vec<String>,
+) -> Program {
+    if raised.is_empty() {
+        return program;
+    }
+    let target = target_of(graph);
+    raised.sort_by_key(|&(op, _, extra)| (std::cmp::Reverse(extra), op));
+    let mut best = estimated(db, graph, signatures, spreads, &program);
+    for (op, before, _) in raised {
+        let i = op.0 as usize;
+        let raised_to = std::mem::replace(&mut spreads[i], before);
+        // A program that does not lower at the lower level keeps the raise
+        // (the raised one lowered).
+        let better = lowered(db, graph, signatures, spreads)
+            .ok()
+            .filter(|undone| {
+                crate::place::pressure::overfull_tiles(target, graph, undone, CODE_RESERVE_BYTES)
+                    .is_empty()
+            })
+            .map(|undone| {
+                let cycles = estimated(db, graph, signatures, spreads, &undone);
+                (undone, cycles)
+            })
+            .filter(|&(_, cycles)| cycles < best);
+        let Some((undone, cycles)) = better else {
+            spreads[i] = raised_to;
+            continue;
+        };
+        best = cycles;
+        program = undone;
+        let undo = format!("`{}` back to level {before}", graph.op(op).name);
+        tracing::info!(undo = undo.as_str(), "kept an operation at its lower level");
+        attempts.push(undo);
+    }
+    program
 }
 
 /// How a higher spread level must shrink an operation's selected plan to
