@@ -17,7 +17,8 @@
 // max(1, 6 / col_blocks) groups and worker w takes column block
 // w % col_blocks and row group w / col_blocks of every batch.
 //
-// A unit runs one pass per K block: load the 512-byte CWEI block, then
+// A unit runs one pass per K block: load the 512-byte CWEI block (32
+// 128-bit loads from interleaved memory, 64 64-bit ones otherwise), then
 // stream the unit's rows through the AMP. The partials of the first pass
 // are zero (an all-zero register pair); later passes read the previous
 // pass's outputs and overwrite them in place, which is safe because every
@@ -49,6 +50,18 @@
 #define KB_SHIFT 4
 #endif
 
+// The unit's next 512-byte CWEI block from $m7: 128-bit loads where the
+// operands are in interleaved memory, 64-bit ones otherwise.
+.macro load_weights
+#if INTERLEAVED
+        rpt     32, 1
+        ld128cwei $m7+=
+#else
+        rpt     64, 1
+        ldcwei  $m7+=
+#endif
+.endm
+
 // A filler for the aux half of a bundle: keeps a bundle 8-byte aligned
 // without spending an issue on a nop ($a7 is always zero).
 #define AUXNOP mov $a7, $azero
@@ -70,11 +83,14 @@
         .ipub_param rhs_f152, 40, u32
 #endif
         // Six cycles per issue. Per worker: its units (column blocks) times,
-        // per K block, 72 issues of weights and pointers plus four AMP issues
-        // per row (twelve without interleaved memory), plus the flush row,
-        // plus the set-up. N is the rows a worker streams: all of them, or
-        // one of max(1, 6 / column blocks) row groups.
-        .ipub_cost "6 * ((C + 95) / 96) * (((K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16)) * (72 + (INTERLEAVED ? 4 : 12) * ((C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)))) + 16) + 360"
+        // per K block, 40 issues of weights and pointers plus four AMP issues
+        // per row (72 and twelve without interleaved memory, whose weights
+        // load 64 bits at a time), plus 44 per unit for the flush row and
+        // the unit's set-up (16 for the plain passes), plus the set-up. N
+        // is the rows a worker streams: all of them, or one of
+        // max(1, 6 / column blocks) row groups (fitted with
+        // `tests/gemm_kernel.rs`, the interleaved form within 10 %).
+        .ipub_cost "6 * ((C + 95) / 96) * (((K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16)) * ((INTERLEAVED ? 40 : 72) + (INTERLEAVED ? 4 : 12) * ((C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)))) + (INTERLEAVED ? 44 : 16)) + 360"
 
         .align  8
 gemm_amp:
@@ -228,8 +244,7 @@ done:
         .align  8
 plain_unit:
         // First K block: zero partials, nothing loaded for them.
-        rpt     64, 1
-        ldcwei  $m7+=
+        load_weights
         { mov $m4, $m9 ; AUXNOP }
         .rept 4
         { ld64step $a0:1, $m4+=, 8 ; AMP $a4:5, $a0:1, $a6:7 }
@@ -249,8 +264,7 @@ plain_unit:
         .align  8
 plain_pass:
         // Later K blocks: partials from the previous pass's outputs.
-        rpt     64, 1
-        ldcwei  $m7+=
+        load_weights
         mov     $m4, $m9
         mov     $m5, $m8
         .rept 4
@@ -287,8 +301,7 @@ plain_pass:
 paced_unit:
         // First K block: zero partials; the paced loads of "partials" read
         // this pass's inputs, which are valid interleaved memory.
-        rpt     64, 1
-        ldcwei  $m7+=
+        load_weights
         mov     $m4, $m9
         mov     $m5, $m9
         .rept 5
@@ -310,8 +323,7 @@ paced_unit:
 paced_second:
         // Second K block: the first four issues drain the first block's
         // last row, whose partials are zero.
-        rpt     64, 1
-        ldcwei  $m7+=
+        load_weights
         { mov $m4, $m9 ; AUXNOP }
         .rept 4
         PACE($a6:7)
@@ -327,8 +339,7 @@ paced_second:
 
         .align  8
 paced_pass:
-        rpt     64, 1
-        ldcwei  $m7+=
+        load_weights
         { mov $m4, $m9 ; AUXNOP }
         .rept 4
         PACE($a2:3)

@@ -11,8 +11,8 @@
 // partial). FP8 operands reach this kernel as f16: the AMP has no FP8 path
 // with f32 partials, so the compiler casts them first.
 //
-// Defines: INTERLEAVED (0/1; the loops are the same, the memory class only
-// tells the planner where the operands live), K, C, R (the shard's largest
+// Defines: INTERLEAVED (0/1; the loops are the same, but weights in
+// interleaved memory load 128 bits at a time), K, C, R (the shard's largest
 // inner size, columns and rows; loop counts come from the state struct
 // because edge shards are smaller).
 //
@@ -48,6 +48,18 @@
 //   $m1 batch index, $m2 column block, $m3 column blocks, $m12 batch count,
 //   $m13 column-block step; $a2 K blocks, $a3 A + first row,
 //   $a12 C + first row, $a13 B
+
+// The unit's next 512-byte CWEI block from $m7: 128-bit loads from
+// interleaved memory, 64-bit ones otherwise.
+.macro load_weights
+#if INTERLEAVED
+        rpt     32, 1
+        ld128cwei $m7+=
+#else
+        rpt     64, 1
+        ldcwei  $m7+=
+#endif
+.endm
 
         .text
 gemm_text_start:
@@ -90,12 +102,13 @@ gemm_text_start:
         .ipub_param inner, 20, u32
         .ipub_param cols, 24, u32
         // Six cycles per issue. Per worker: its units (column blocks) times,
-        // per K block, the weights and pointers plus five issues per AMP
+        // per K block, the weights and pointers (44 issues from interleaved
+        // memory, 76 otherwise) plus five issues per AMP
         // issue of the rows and the flush row (three in the first block),
         // plus the set-up. N is the rows a worker streams: all of them, or
         // one of max(1, 6 / column blocks) row groups (fitted with
         // `tests/gemm_kernel.rs`).
-        .ipub_cost "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * (76 + 20 * n) - 8 * n + 20) + 360"
+        .ipub_cost "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * ((INTERLEAVED ? 44 : 76) + 20 * n) - 8 * n + 20) + 360"
 
         .align  8
 gemm_amp_f32out:
@@ -199,8 +212,7 @@ unit:
         mov     $a7, $azero
 
         // First K block.
-        rpt     64, 1
-        ldcwei  $m7+=
+        load_weights
         mov     $m4, $m9
         mov     $m6, $m8
         rpt_at  4
@@ -219,8 +231,7 @@ unit:
 
 pass:
         // Later K blocks: partials from the previous pass's outputs.
-        rpt     64, 1
-        ldcwei  $m7+=
+        load_weights
         mov     $m4, $m9
         mov     $m5, $m8
         mov     $m6, $m8

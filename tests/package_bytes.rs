@@ -59,11 +59,11 @@ fn shipped_packages_are_byte_identical() {
         lines.push_str(&format!("{project}: {}\n", package_hash(project)));
     }
     expect![[r#"
-        projects/matmul-f8.toml: bb5ed1cf2210d3616702780f2a0b390f511dcd017aec61b1cbc4dc51e61a2952 103595
-        projects/mixed-f8.toml: 3474c0f55fb6372d9895a137f1925146a9bbb71369aefbf8ef3eef95dc9985f2 66902
-        projects/mlp-f16.toml: 37b79ee331f887ae693169b6f43a25f078a77c8460fd2da9791b71be4b8299b1 2529689
-        projects/attention-f16.toml: f5de0c188afec86f636142d52fa49aeabd2cdbd5c63d545f6d0df304c1efadc9 931675
-        projects/vit-fp8.toml: 8ddcdac91b9bc62e3c4b812e661e0c266d7cc6d45428b2e2a2272ebd459794ab 8770416
-        projects/llama-block-f16.toml: a0156ce41921e24d47a845a0ef3357045d97a641b1e04ee5be3d749780b52117 8371752
+        projects/matmul-f8.toml: 40c36497b4f9613e89eab4a006b8f7a81161d616488425461987d87b77d6081a 103595
+        projects/mixed-f8.toml: 3057dfd0b94bb311b54a5b493173ec0eabacfbb60de9f53108266770322579c3 66902
+        projects/mlp-f16.toml: 135734080605defde6161f417d78d7bb04472e15d662b74017e61824021644bb 2529689
+        projects/attention-f16.toml: 65fe90b1d0c3ff33dcf52e084c082ff43cfdc353f24f4ef8b9cc14bcd85101f8 941104
+        projects/vit-fp8.toml: 2ae664c7c0b247fef38bd6217aefc36bb2749875357b5269a50b813cd5f1d857 8735235
+        projects/llama-block-f16.toml: 4f2c41f522ac4bfcec67b816c6f05f174b9c21be589ce8bf9d5112b6a9392f16 8586130
     "#]].assert_eq(&lines);
 }

@@ -76,11 +76,14 @@ impl Amp {
         self.slot = 0;
     }
 
-    /// `ldcwei`: 8 bytes into the write slot.
-    pub(super) fn load_weights(&mut self, bytes: [u8; 8]) {
-        let at = usize::from(self.slot) * 8;
-        self.cwei[at..at + 8].copy_from_slice(&bytes);
-        self.slot = (self.slot + 1) % 64;
+    /// `ldcwei` (8 bytes) and `ld128cwei` (16): each 8 bytes into the
+    /// write slot, which advances.
+    pub(super) fn load_weights<const N: usize>(&mut self, bytes: [u8; N]) {
+        for word in bytes.chunks_exact(8) {
+            let at = usize::from(self.slot) * 8;
+            self.cwei[at..at + 8].copy_from_slice(word);
+            self.slot = (self.slot + 1) % 64;
+        }
         self.decoded = Decoded::Stale;
     }
 

@@ -131,6 +131,10 @@ fn every_fault_cause_is_reported_with_context_and_pc() {
             "pace outside interleaved",
             "mov $m4, $m0\nld2xst64pace $a0:1, $a2:3, $a4:5, $m4:6+=",
         ),
+        (
+            "wide weights outside interleaved",
+            "mov $m4, $m0\nld128cwei $m4+=",
+        ),
         ("watchdog", "loop:\nbr loop"),
         ("zero words are nops up to the watchdog", "nop"),
     ];
@@ -153,6 +157,7 @@ fn every_fault_cause_is_reported_with_context_and_pc() {
         read-only creg: tile 7, worker 3, pc 0x4c000: invalid instruction 0x00200006: write to a read-only control register
         128 bits in region 0: tile 7, worker 3, pc 0x4c004: 128-bit or paired access at 0x60000 is outside interleaved memory
         pace outside interleaved: tile 7, worker 3, pc 0x4c004: 128-bit or paired access at 0x60000 is outside interleaved memory
+        wide weights outside interleaved: tile 7, worker 3, pc 0x4c004: 128-bit or paired access at 0x60000 is outside interleaved memory
         watchdog: tile 7, worker 3, pc 0x4c000: watchdog: the step ran past its cycle limit
         zero words are nops up to the watchdog: tile 7, worker 3, pc 0x4cfa0: watchdog: the step ran past its cycle limit
         supervisor float: tile 7, supervisor, pc 0x4c000: invalid instruction 0x4e000000: worker-only instruction in the supervisor
@@ -349,9 +354,10 @@ fn values(seed: u32, n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// The GEMM inner loop of `book/src/isa.md` for one worker: loads 64 CWEI
-/// words, streams `rows` input rows with partials, stores 16 channels/row.
-pub(crate) fn gemm_kernel(amp: &str, rows: u32) -> String {
+/// The GEMM inner loop of `book/src/isa.md` for one worker: loads a CWEI
+/// block with `load` (from `$m7`), streams `rows` input rows with
+/// partials, stores 16 channels/row.
+fn gemm_kernel(amp: &str, rows: u32, load: &str) -> String {
     format!(
         "
         ld32 $m4, $m0, 0
@@ -361,8 +367,7 @@ pub(crate) fn gemm_kernel(amp: &str, rows: u32) -> String {
         ld32 $m8, $m0, 16
         put $fp8cfg, $m8
         ampclr
-        rpt 64, 1
-        ldcwei $m7+=
+        {load}
         rpt {}, 2
         {{ ld2xst64pace $a0:1, $a2:3, $a4:5, $m4:6+= ; {amp} $a4:5, $a0:1, $a2:3 }}
         st64step $a4:5, $m6+=, 8
@@ -372,18 +377,28 @@ pub(crate) fn gemm_kernel(amp: &str, rows: u32) -> String {
     )
 }
 
-fn run_gemm(fp8: Option<(Fp8Format, Fp8Format)>) -> (Vec<Vec<f16>>, Vec<Vec<f16>>) {
+/// How the GEMM of [`run_gemm`] loads its weights.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum WeightLoads {
+    /// 64 `ldcwei` from ordinary memory.
+    Narrow,
+    /// 32 `ld128cwei` from interleaved memory.
+    Wide,
+}
+
+fn run_gemm(
+    fp8: Option<(Fp8Format, Fp8Format)>,
+    loads: WeightLoads,
+) -> (Vec<Vec<f16>>, Vec<Vec<f16>>) {
     let rows = 5usize;
     let k = if fp8.is_some() { 32 } else { 16 };
-    let (x_at, p_at, out_at, w_at, state) = (
-        INTERLEAVED,
-        INTERLEAVED + 0x1000,
-        DATA + 0x100,
-        DATA + 0x2000,
-        DATA,
-    );
+    let (w_at, load) = match loads {
+        WeightLoads::Narrow => (DATA + 0x2000, "rpt 64, 1\nldcwei $m7+="),
+        WeightLoads::Wide => (INTERLEAVED + 0x2000, "rpt 32, 1\nld128cwei $m7+="),
+    };
+    let (x_at, p_at, out_at, state) = (INTERLEAVED, INTERLEAVED + 0x1000, DATA + 0x100, DATA);
     let amp = if fp8.is_some() { "f8v8amp" } else { "f16v4amp" };
-    let mut tile = tile_with(&gemm_kernel(amp, rows as u32));
+    let mut tile = tile_with(&gemm_kernel(amp, rows as u32, load));
     let raw_x = values(1, rows * k);
     let raw_w = values(2, 16 * k);
     let partials: Vec<Vec<f16>> = values(3, rows * 16)
@@ -456,7 +471,7 @@ fn run_gemm(fp8: Option<(Fp8Format, Fp8Format)>) -> (Vec<Vec<f16>>, Vec<Vec<f16>
 
 #[test]
 fn f16_amp_gemm_matches_the_scalar_reference_bit_for_bit() {
-    let (device, reference) = run_gemm(None);
+    let (device, reference) = run_gemm(None, WeightLoads::Narrow);
     assert_eq!(device, reference);
     assert!(device.iter().flatten().any(|v| v.to_f32().abs() > 1.0));
 }
@@ -468,8 +483,17 @@ fn f8_amp_gemm_matches_the_scalar_reference_in_both_formats() {
         (Fp8Format::F152, Fp8Format::F143),
         (Fp8Format::F143, Fp8Format::F152),
     ] {
-        let (device, reference) = run_gemm(Some(formats));
+        let (device, reference) = run_gemm(Some(formats), WeightLoads::Narrow);
         assert_eq!(device, reference, "{formats:?}");
+    }
+}
+
+#[test]
+fn wide_weight_loads_fill_cwei_as_narrow_ones_do() {
+    for fp8 in [None, Some((Fp8Format::F143, Fp8Format::F152))] {
+        let (wide, reference) = run_gemm(fp8, WeightLoads::Wide);
+        assert_eq!(wide, reference, "{fp8:?}");
+        assert_eq!(wide, run_gemm(fp8, WeightLoads::Narrow).0, "{fp8:?}");
     }
 }
 

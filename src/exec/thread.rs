@@ -377,6 +377,13 @@ impl Thread {
                 self.amp.load_weights(bytes);
                 r.set_m(d, base.wrapping_add(8));
             }
+            Op::Ld128cwei => {
+                let base = r.m(d);
+                mem.check_interleaved(base)?;
+                let bytes = mem.read::<16>(base)?;
+                self.amp.load_weights(bytes);
+                r.set_m(d, base.wrapping_add(16));
+            }
             Op::AddR => alu!(ma.wrapping_add(mb)),
             Op::SubR => alu!(ma.wrapping_sub(mb)),
             Op::AndR => alu!(ma & mb),

@@ -33,6 +33,7 @@ pub enum Op {
     BrReg,
     Ampclr,
     Ldcwei,
+    Ld128cwei,
     // Integer register forms.
     AddR,
     SubR,
@@ -504,6 +505,7 @@ pub(super) static TABLE: &[OpInfo] = &[
     control(grouped(Op::BrReg, "br", G_SYS, 7, R_M, Main, Both, "Jumps to the address in the register (returns from `call`).")),
     grouped(Op::Ampclr, "ampclr", G_SYS, 8, NONE, Aux, Worker, "Zeroes both AMP accumulator banks, the AMP phase and the CWEI write slot."),
     grouped(Op::Ldcwei, "ldcwei", G_SYS, 9, R_MINC, Main, Worker, "Loads 64 bits from the address into CWEI at the write slot, advances the slot (mod 64) and adds 8 to the register."),
+    grouped(Op::Ld128cwei, "ld128cwei", G_SYS, 10, R_MINC, Main, Worker, "Loads 128 bits from interleaved memory at the address into CWEI at the write slot and the next, advances the slot by two (mod 64) and adds 16 to the register."),
     // Integer register forms.
     grouped(Op::AddR, "add", G_ALU, 0, R_MMM, Main, Both, "d = a + b (wrapping)."),
     grouped(Op::SubR, "sub", G_ALU, 1, R_MMM, Main, Both, "d = a - b (wrapping)."),

@@ -143,6 +143,7 @@ fn every_instruction_round_trips_through_decode_and_disassembly() {
         00600007  br $m3
         00000008  ampclr
         00400009  ldcwei $m2+=
+        0040000a  ld128cwei $m2+=
         02666000  add $m3, $m3, $m3
         02666001  sub $m3, $m3, $m3
         02666002  and $m3, $m3, $m3

@@ -92,9 +92,11 @@ pub(crate) fn op_estimates(
 /// the lowered program shows and the plan, costed per signature, cannot
 /// see: an operation whose operands are all in place has no exchange phase
 /// and spends nothing on sync, and on exchange only what it rearranges of
-/// the pieces it holds (the refined `rearrange` figure); one that reads
-/// operand pieces another operation gathered is spared its busiest tile's
-/// shared bytes, and the sync of its gather phase when it has none left.
+/// the pieces it holds (the refined `rearrange` figure); one with fewer
+/// phases than its plan (a gather left out because the operands were in
+/// place or gathered by another operation) syncs only for those it has;
+/// one that reads operand pieces another operation gathered is spared its
+/// busiest tile's shared bytes.
 pub(super) fn lowered_exchange(
     graph: &Graph,
     target: &Target,
@@ -105,23 +107,29 @@ pub(super) fn lowered_exchange(
 ) -> (u64, u64) {
     use crate::lower::ExchangePhase;
     let name = &graph.op(op).name;
-    let has_phase = |purpose: String| program.phases.iter().any(|p| p.purpose == purpose);
-    let gathers = has_phase(ExchangePhase::gather_purpose(name));
-    if !gathers
-        && !has_phase(ExchangePhase::reduction_purpose(name))
-        && !has_phase(ExchangePhase::statistics_purpose(name))
-    {
+    let purposes = [
+        ExchangePhase::gather_purpose(name),
+        ExchangePhase::reduction_purpose(name),
+        ExchangePhase::statistics_purpose(name),
+    ];
+    let phases = program
+        .phases
+        .iter()
+        .filter(|p| purposes.contains(&p.purpose))
+        .count();
+    if phases == 0 {
         return (selected.refined.map_or(0, |r| r.rearrange_cycles), 0);
     }
     let estimate = &selected.estimate;
-    let (exchange, sync) = (estimate.exchange_cycles, estimate.sync_cycles);
-    let Some(&bytes) = shared.get(&op) else {
-        return (exchange, sync);
-    };
-    let exchange = exchange.saturating_sub(crate::plan::cost::exchange_cycles(target, bytes));
-    let sync = match gathers {
-        true => sync,
-        false => sync.saturating_sub(crate::plan::cost::sync_cycles(target, 1)),
+    let sync = estimate.sync_cycles.min(crate::plan::cost::sync_cycles(
+        target,
+        u32::try_from(phases).unwrap_or(u32::MAX),
+    ));
+    let exchange = match shared.get(&op) {
+        Some(&bytes) => estimate
+            .exchange_cycles
+            .saturating_sub(crate::plan::cost::exchange_cycles(target, bytes)),
+        None => estimate.exchange_cycles,
     };
     (exchange, sync)
 }

@@ -57,8 +57,15 @@ pub(crate) fn amp_block_inputs(input: DType) -> u64 {
 }
 
 /// Issue slots of one GEMM pass (one weight block: 16 channels by one K
-/// block) besides the AMP bundles: 64 weight loads and loop set-up.
-const GEMM_PASS_OVERHEAD_ISSUES: u64 = 64 + 12;
+/// block) besides the AMP bundles: the 512-byte weight load (64 64-bit
+/// loads, or 32 128-bit ones from interleaved memory) and loop set-up.
+fn gemm_pass_overhead_issues(interleaved: bool) -> u64 {
+    if interleaved {
+        32 + 8
+    } else {
+        64 + 8
+    }
+}
 
 /// Cycles of a tile GEMM of `rows x inner` by `inner x cols`: the
 /// calibrated `.ipub_cost` of the GEMM variant for this shard
@@ -108,7 +115,7 @@ fn gemm_schedule_cycles(
     let rows_per_worker = rows.div_ceil(row_groups);
     let blocks_per_worker = col_blocks.div_ceil(workers);
     let per_row = if interleaved { 4 } else { 12 };
-    let pass = (rows_per_worker + 1) * per_row + GEMM_PASS_OVERHEAD_ISSUES;
+    let pass = (rows_per_worker + 1) * per_row + gemm_pass_overhead_issues(interleaved);
     let issues = blocks_per_worker
         .saturating_mul(k_blocks)
         .saturating_mul(pass);
