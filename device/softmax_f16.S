@@ -9,12 +9,16 @@
 //
 // With EXP_ONCE=1 (`softmax_f16_once`, for a softmax whose result is cast
 // to FP8 next: `partition::cast_epilogue`), a worker that owns a whole row
-// stores each `f16(e_j)` in the output row during the sum and the last pass
-// rescales the row in place: `f16(f16(e_j) * (1 / s))`, within about 1.5
-// f16 ulp of `e_j / s`, which the FP8 rounding after it (an FP8 ulp is 128
-// f16 ulps) does not see. The pass costs 17 issues per quad instead of 15
-// and the output 6 instead of 18. The parts of split rows recompute, as
-// the sum covers the whole row while other workers write its other parts.
+// computes the exponentials in f16 (`row_sum_store`: `f16v2exp` of
+// `f16((x_j - ext) * f16(scale))`, ext the row's extreme), stores each in
+// the output row during the sum and the last pass rescales the row in
+// place in f16: `f16(e_j * f16(1 / s))`. That is within a few f16 ulps of
+// `e_j / s` where it matters (the argument's rounding grows with its size,
+// and so shrinks the element), which the FP8 rounding after it (an FP8
+// ulp is 128 f16 ulps) does not see. The pass costs 7 issues per quad
+// instead of 15 and the output 2 instead of 18. The parts of split rows
+// recompute in f32, as the sum covers the whole row while other workers
+// write its other parts.
 //
 // Three passes per row: the maximum (one bundle per quad: the f16 maximum,
 // or the minimum for a negative scale, as rounding is monotonic), the sum
@@ -45,11 +49,12 @@
 // tile's matrix rows, assuming `matrix_rows <= row_length` (square score
 // matrices); the busiest worker is taken to have the average row.
 #define SOFTMAX_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 37 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4"
-// With EXP_ONCE, a whole row costs 24 issues per quad (1 + 17 + 6), its
-// causal form 24 per kept element in quarter issues, with a fixed 100
-// cycles more for a worker that has whole rows; split rows as above.
-#define SOFTMAX_ONCE_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 100 * (whole > 0) + 6 * (whole * (24 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
-#define SOFTMAX_ONCE_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 24 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4"
+// With EXP_ONCE, a whole row costs 10 issues per quad (1 + 7 + 2, the
+// last two passes in f16), its causal form 10 per kept element in quarter
+// issues, with a fixed 100 cycles more for a worker that has whole rows;
+// split rows as above.
+#define SOFTMAX_ONCE_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 100 * (whole > 0) + 6 * (whole * (10 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
+#define SOFTMAX_ONCE_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 10 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4"
 
 // The segmented form's kernels' (fitted with
 // `tests/row_kernels/calibration.rs`):
@@ -59,15 +64,15 @@
 // and the search for the share's first row), 59 per piece, 2 per single
 // element at a piece's ends and about 38 per launch; the output 18 per
 // quad, 10 per row, 32 per piece plus 7 per segment's record of the row
-// for the combination, and 45 per launch. The split form stored as FP8:
-// its statistics 18 per quad (the sum pass stores each exponential) and
-// 54 per piece; its output 8 per quad, 10 per row, 62 per piece (the six
-// records' combination and the factor) and 4 per single element (24 per
-// piece in rows shorter than a quad, whose pieces are all set-up). All in
-// quarter issues, so quads count per element.
+// for the combination, and 45 per launch. The split form stored as FP8,
+// in f16 (`row_sum_store`): its statistics 8 per quad (the sum pass
+// stores each exponential) and 62 per piece; its output 3 per quad, 10 per
+// row, 82 per piece (the six records' combination and the factor) and 3
+// per single element (none in rows shorter than a quad, whose pieces are
+// all set-up). All in quarter issues, so quads count per element.
 #define SOFTMAX_STATS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (16 * share + 44 * rows + 4 * 59 * pieces + 150 + 8 * pieces * singles) / 4"
-#define SOFTMAX_STATS_ONCE_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (18 * share + 44 * rows + 4 * 54 * pieces + 150 + 12 * pieces * singles) / 4"
-#define SOFTMAX_PARTS_ONCE_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? 6 : row_length % 4 != 0 ? 3 : 0; 6 * (8 * share + 40 * rows + 4 * 62 * pieces + 180 + 16 * pieces * singles) / 4"
+#define SOFTMAX_STATS_ONCE_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (8 * share + 44 * rows + 4 * 62 * pieces + 150 + 12 * pieces * singles) / 4"
+#define SOFTMAX_PARTS_ONCE_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? 0 : row_length % 4 != 0 ? 3 : 0; 6 * (3 * share + 40 * rows + 4 * 82 * pieces + 180 + 12 * pieces * singles) / 4"
 #define SOFTMAX_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (18 * share + 40 * rows + 4 * (32 + 7 * segments) * pieces + 180) / 4"
 
 #ifndef CAUSAL
@@ -234,44 +239,37 @@
 .endm
 
 // Pass 2 with each f16(e) stored: s over the $m14 kept elements from $m8
-// (= $m7, whose first $m11 are single) into $a4, each e rounded to f16
-// and stored from $m10, which has the input's alignment; `p` prefixes
-// the labels.
+// (= $m7, whose first $m11 are single) into $a4, each e stored as f16 from
+// $m10, which has the input's alignment; `p` prefixes the labels. The
+// exponentials are computed in f16, as the FP8 result they feed is
+// rounded far more coarsely: e = exp((x - ext) * scale) with the row's
+// extreme ext (of `row_max`, in $a2; m = ext * scale) and the scale
+// rounded to f16, `f16v2exp` rounding each e once, and s their sum in
+// f32 (`f16v4acc`): seven issues per quad.
 .macro row_sum_store p
-        mov     $a5, $azero
-        mov     $a6, $azero
-        mov     $a7, $azero
+        // ext and scale as f16 in every lane of $a4:5 and $a6:7.
+        f32tof16 $a4, $a2
+        f16v2pack $a4, $a4, $a4
+        mov     $a5, $a4
+        f32tof16 $a6, $a8
+        f16v2pack $a6, $a6, $a6
+        mov     $a7, $a6
+        mov     $a1, $azero
         rpt_at  4
-        rpt     $m11, 9
+        rpt     $m11, 8
         exp_store_one
         quads
-        brz     $m6, \p\()_sum_tail
-        sub     $m6, $m6, 1
-        // The first quad; the loop stores each quad's exponentials with
-        // the next quad's conversion.
-        .align  8
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
-        f16v2tof32 $a6:7, $a1
-        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
-        f32v4acc $a4:7
-        f32v2tof16 $a2, $a4:5
-        f32v2tof16 $a3, $a6:7
         rpt_at  4
-        rpt     $m6, 15
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a4:5, $a0 }
-        { st64step $a2:3, $m10+=, 8 ; f16v2tof32 $a6:7, $a1 }
-        exp_rest $a4:5, $a6:7, $a4, $a5, $a6, $a7
-        f32v4acc $a4:7
-        f32v2tof16 $a2, $a4:5
-        f32v2tof16 $a3, $a6:7
-        st64step $a2:3, $m10+=, 8
-        mov     $a5, $azero
-        mov     $a6, $azero
-        mov     $a7, $azero
-\p\()_sum_tail:
+        rpt     $m6, 8
+        { ld64step $a0:1, $m8+=, 8 ; f16v4sub $a0:1, $a0:1, $a4:5 }
+        f16v4mul $a0:1, $a0:1, $a6:7
+        f16v2exp $a2, $a0
+        { nop ; f16v2exp $a3, $a1 }
+        { st64step $a2:3, $m10+=, 8 ; f16v4acc $a2:3 }
+        mov     $a1, $azero
         tail
         rpt_at  4
-        rpt     $m6, 9
+        rpt     $m6, 8
         exp_store_one
         f32v2gina $a4:5, 0
         f32v2gina $a6:7, 1
@@ -298,42 +296,42 @@
         st64step $a6:7, $m10+=, 8
 .endm
 
-// e = exp(x * scale - m) of one element into $a4, added to the sum and
-// stored as f16 at $m10.
+// e = f16(exp(f16((x - ext) * scale))) of one element, in f16 with the
+// row's extreme in both halves of $a4 and the scale of $a6 (see
+// `row_sum_store`): added to the sum (lane 0 of $a0:1 alone, $a1 zero)
+// and stored at $m10.
 .macro exp_store_one
-        exp_one
-        f32v4acc $a4:7
-        f32tof16 $a0, $a4
+        { ldb16step $a0, $m8+=, 2 ; f16v2sub $a0, $a0, $a4 }
+        f16v2mul $a0, $a0, $a6
+        f16v2exp $a0, $a0
+        f16v2pack $a0, $a0, $azero
+        f16v4acc $a0:1
         mov     $m6, $a0
         st16step $m6, $m10+=, 2
 .endm
 
-// One f16 output element at $m8 times 1 / s, stored at $m10.
+// One f16 exponential at $m8 times the f16 factor in $a12 (both halves),
+// stored at $m10.
 .macro scale_one
-        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a0, $a0 }
-        f32mul  $a0, $a0, $a12
-        f32tof16 $a0, $a0
+        { ldb16step $a0, $m8+=, 2 ; f16v2mul $a0, $a0, $a12 }
         mov     $m6, $a0
         st16step $m6, $m10+=, 2
 .endm
 
-// One f16 exponential at $m8 times the factor in $a12, rounded to f16 and
-// stored as FP8 at $m10 (the split form stored as FP8).
+// One f16 exponential at $m8 times the f16 factor in $a12, stored as FP8
+// at $m10 (the split form stored as FP8).
 .macro scale_one_f8
-        { ldb16step $a0, $m8+=, 2 ; f16tof32 $a0, $a0 }
-        f32mul  $a0, $a0, $a12
-        f32tof16 $a0, $a0
+        { ldb16step $a0, $m8+=, 2 ; f16v2mul $a0, $a0, $a12 }
         f16v4tof8 $a0, $a0:1
         mov     $m6, $a0
         st8step $m6, $m10+=, 1
 .endm
 
-// The quad $a2:3 and $a4:5 (converted) times 1 / s, as f16 in $a6:7.
-.macro scale_rest
-        f32v2mul $a2:3, $a2:3, $a12:13
-        f32v2mul $a4:5, $a4:5, $a12:13
-        f32v2tof16 $a6, $a2:3
-        f32v2tof16 $a7, $a4:5
+// The f32 factor in $a12 as f16 in every lane of $a12:13.
+.macro factor_f16
+        f32tof16 $a12, $a12
+        f16v2pack $a12, $a12, $a12
+        mov     $a13, $a12
 .endm
 
 // Pass 3 of a row: elements [lo, min(hi, kept)) ($m4, $m5 and $m14) of
@@ -506,20 +504,22 @@ softmax_row_once:
         mov     $m10, $m9
         row_sum_store softmax_once
         f32rcp  $a12, $a4
-        mov     $a13, $a12
+        factor_f16
 
-        // Pass 3: the kept elements times 1 / s, in place.
+        // Pass 3: the kept elements times f16(1 / s), in place, in f16.
         mov     $m8, $m9
         mov     $m10, $m9
         rpt_at  4
-        rpt     $m11, 6
+        rpt     $m11, 4
         scale_one
         quads
-        store_quads scale_rest, 8, softmax_once_out_tail
-softmax_once_out_tail:
+        rpt_at  4
+        rpt     $m6, 4
+        { ld64step $a0:1, $m8+=, 8 ; f16v4mul $a0:1, $a0:1, $a12:13 }
+        { st64step $a0:1, $m10+=, 8 ; mov $a2, $azero }
         tail
         rpt_at  4
-        rpt     $m6, 6
+        rpt     $m6, 4
         scale_one
         br      softmax_zeros
 #endif
@@ -700,7 +700,7 @@ softmax_once_parts_piece:
         f32sub  $a0, $a0, $a10
         f32exp  $a0, $a0
         f32mul  $a12, $a12, $a0
-        mov     $a13, $a12
+        factor_f16
         // Elements [lo, hi) of the row: the exponentials from $m8, the
         // FP8 result from $m10, at half the exponentials' byte offset.
         add     $m6, $m4, $m4
@@ -709,22 +709,17 @@ softmax_once_parts_piece:
         sub     $m14, $m5, $m4
         head    $m8
         rpt_at  4
-        rpt     $m11, 7
+        rpt     $m11, 5
         scale_one_f8
         quads
         rpt_at  4
-        rpt     $m6, 9
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        f16v2tof32 $a4:5, $a1
-        f32v2mul $a2:3, $a2:3, $a12:13
-        f32v2mul $a4:5, $a4:5, $a12:13
-        f32v2tof16 $a6, $a2:3
-        f32v2tof16 $a7, $a4:5
-        f16v4tof8 $a6, $a6:7
+        rpt     $m6, 4
+        { ld64step $a0:1, $m8+=, 8 ; f16v4mul $a0:1, $a0:1, $a12:13 }
+        f16v4tof8 $a6, $a0:1
         st32step $a6, $m10+=, 4
         tail
         rpt_at  4
-        rpt     $m6, 7
+        rpt     $m6, 5
         scale_one_f8
         parts_next 12, 20, softmax_once_parts_piece, softmax_once_parts_done
 softmax_once_parts_done:

@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: 3057dfd0b94bb311b54a5b493173ec0eabacfbb60de9f53108266770322579c3 66902
         projects/mlp-f16.toml: 135734080605defde6161f417d78d7bb04472e15d662b74017e61824021644bb 2529689
         projects/attention-f16.toml: 65fe90b1d0c3ff33dcf52e084c082ff43cfdc353f24f4ef8b9cc14bcd85101f8 941104
-        projects/vit-fp8.toml: 2ae664c7c0b247fef38bd6217aefc36bb2749875357b5269a50b813cd5f1d857 8735235
+        projects/vit-fp8.toml: e56c2d7148b643938d49cdd8fcc876c78faa2086d30427ccde38def81dd25280 8733995
         projects/llama-block-f16.toml: 4f2c41f522ac4bfcec67b816c6f05f174b9c21be589ce8bf9d5112b6a9392f16 8586130
     "#]].assert_eq(&lines);
 }

@@ -574,6 +574,7 @@ fn float_helpers_round_once() {
         f32v2hadd $a8, $a6:7
         f32toi32 $a9, $a8
         f32fromi32 $a10, $a9
+        f16v2exp $a11, $a4
         exitz $mzero
         ",
         one_lo = 1.0f32.to_bits() & 0xFFFF,
@@ -591,6 +592,9 @@ fn float_helpers_round_once() {
     assert_eq!(f32::from_bits(a[8]), 1.25);
     assert_eq!(a[9], 1);
     assert_eq!(f32::from_bits(a[10]), 1.0);
+    // Each f16 lane's exponential, rounded to f16 once from f64.
+    let lanes = [1.5f64.exp(), (-0.25f64).exp()].map(|v| f16::from_f64(v).to_f32());
+    assert_eq!(format!("{:#x}", a[11]), h2(lanes[0], lanes[1]));
 }
 
 #[test]
