@@ -50,17 +50,7 @@
 #define KB_SHIFT 4
 #endif
 
-// The unit's next 512-byte CWEI block from $m7: 128-bit loads where the
-// operands are in interleaved memory, 64-bit ones otherwise.
-.macro load_weights
-#if INTERLEAVED
-        rpt     32, 1
-        ld128cwei $m7+=
-#else
-        rpt     64, 1
-        ldcwei  $m7+=
-#endif
-.endm
+#include "include/cwei.h"
 
 // A filler for the aux half of a bundle: keeps a bundle 8-byte aligned
 // without spending an issue on a nop ($a7 is always zero).

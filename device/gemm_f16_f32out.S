@@ -49,17 +49,7 @@
 //   $m13 column-block step; $a2 K blocks, $a3 A + first row,
 //   $a12 C + first row, $a13 B
 
-// The unit's next 512-byte CWEI block from $m7: 128-bit loads from
-// interleaved memory, 64-bit ones otherwise.
-.macro load_weights
-#if INTERLEAVED
-        rpt     32, 1
-        ld128cwei $m7+=
-#else
-        rpt     64, 1
-        ldcwei  $m7+=
-#endif
-.endm
+#include "include/cwei.h"
 
         .text
 gemm_text_start:

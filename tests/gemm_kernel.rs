@@ -665,9 +665,7 @@ fn max_relative_error(case: &Case) -> f64 {
 /// every estimate within 15 % of the measured cycles.
 #[test]
 fn f32_out_cost_formula_fits_the_measured_cycles() {
-    let mut table = String::new();
-    let mut misfits = Vec::new();
-    for (rows, inner, cols) in [
+    let shapes = [
         (1, 16, 16),
         (4, 64, 16),
         (16, 64, 32),
@@ -676,34 +674,12 @@ fn f32_out_cost_formula_fits_the_measured_cycles() {
         (32, 256, 192),
         (25, 384, 16),
         (7, 48, 48),
-    ] {
-        for interleaved in [true, false] {
-            let mut case = Case::new(1, rows, inner, cols).f32_out();
-            if !interleaved {
-                case = case.plain();
-            }
-            let run = check(case);
-            let error = (run.cost as f64 - run.stats.cycles as f64) / run.stats.cycles as f64;
-            let line = format!(
-                "{}: {} cycles, formula {} ({:+.1}%)",
-                case.kernel(),
-                run.stats.cycles,
-                run.cost,
-                100.0 * error
-            );
-            table += &line;
-            table += "\n";
-            if error.abs() > 0.15 {
-                misfits.push(line);
-            }
-        }
-    }
-    println!("{table}");
-    assert!(
-        misfits.is_empty(),
-        "formula misses:\n{}",
-        misfits.join("\n")
-    );
+    ];
+    let cases = shapes.into_iter().flat_map(|(rows, inner, cols)| {
+        let case = Case::new(1, rows, inner, cols).f32_out();
+        [case, case.plain()]
+    });
+    formula_fits(cases, 0.15);
 }
 
 /// The GEMM's cycles against its `.ipub_cost` over a grid of shard shapes
@@ -712,9 +688,7 @@ fn f32_out_cost_formula_fits_the_measured_cycles() {
 /// estimate within 10 % of the measured cycles.
 #[test]
 fn cost_formula_fits_the_measured_cycles() {
-    let mut table = String::new();
-    let mut misfits = Vec::new();
-    for (rows, inner, cols) in [
+    let shapes = [
         (1, 32, 16),
         (2, 32, 48),
         (9, 32, 48),
@@ -726,26 +700,33 @@ fn cost_formula_fits_the_measured_cycles() {
         (64, 384, 96),
         (99, 96, 48),
         (7, 64, 200),
-    ] {
-        for fp8 in [true, false] {
-            let mut case = Case::new(1, rows, inner, cols);
-            if fp8 {
-                case = case.fp8(F143, 0, F143, 0);
-            }
-            let run = check(case);
-            let error = (run.cost as f64 - run.stats.cycles as f64) / run.stats.cycles as f64;
-            let line = format!(
-                "{}: {} cycles, formula {} ({:+.1}%)",
-                case.kernel(),
-                run.stats.cycles,
-                run.cost,
-                100.0 * error
-            );
-            table += &line;
-            table += "\n";
-            if error.abs() > 0.10 {
-                misfits.push(line);
-            }
+    ];
+    let cases = shapes.into_iter().flat_map(|(rows, inner, cols)| {
+        let case = Case::new(1, rows, inner, cols);
+        [case.fp8(F143, 0, F143, 0), case]
+    });
+    formula_fits(cases, 0.10);
+}
+
+/// Runs each case and prints its cycles beside its `.ipub_cost`; fails
+/// when an estimate is further than `tolerance` from the measured cycles.
+fn formula_fits(cases: impl Iterator<Item = Case>, tolerance: f64) {
+    let mut table = String::new();
+    let mut misfits = Vec::new();
+    for case in cases {
+        let run = check(case);
+        let error = (run.cost as f64 - run.stats.cycles as f64) / run.stats.cycles as f64;
+        let line = format!(
+            "{}: {} cycles, formula {} ({:+.1}%)",
+            case.kernel(),
+            run.stats.cycles,
+            run.cost,
+            100.0 * error
+        );
+        table += &line;
+        table += "\n";
+        if error.abs() > tolerance {
+            misfits.push(line);
         }
     }
     println!("{table}");

@@ -330,7 +330,10 @@ pub fn case(
                 true => reference
                     .iter()
                     .zip(softmax_arguments(&x, row_length, settings.scale, causal))
-                    .map(|(e, arg)| e.abs() * 2f64.powi(-9) * (2.0 + arg.abs()) + 2f64.powi(-24))
+                    .map(|(e, arg)| match arg.is_finite() {
+                        true => e.abs() * 2f64.powi(-9) * (2.0 + arg.abs()) + 2f64.powi(-24),
+                        false => 2f64.powi(-24),
+                    })
                     .collect(),
                 false => vec![0.0; n],
             };
@@ -810,28 +813,19 @@ fn rmsnorm(x: &[f16], gamma: &[f16], row_length: usize, epsilon: f32) -> Vec<f64
 /// Softmax of `x * scale` over the kept prefix of each row (all of it, or
 /// `j <= i` for matrix row i when causal), in f64.
 fn softmax(x: &[f16], row_length: usize, scale: f32, causal: Option<(usize, usize)>) -> Vec<f64> {
-    let mut out = Vec::with_capacity(x.len());
-    for (r, row) in x.chunks(row_length).enumerate() {
-        let kept = match causal {
-            Some((first_row, matrix_rows)) => ((first_row + r) % matrix_rows + 1).min(row_length),
-            None => row_length,
-        };
-        let scaled: Vec<f64> = row[..kept]
-            .iter()
-            .map(|v| f64::from(v.to_f32() * scale))
-            .collect();
-        let max = scaled.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let exps: Vec<f64> = scaled.iter().map(|s| (s - max).exp()).collect();
-        let sum: f64 = exps.iter().sum();
-        out.extend(exps.iter().map(|e| e / sum));
-        out.extend(std::iter::repeat_n(0.0, row_length - kept));
-    }
-    out
+    let arguments = softmax_arguments(x, row_length, scale, causal);
+    arguments
+        .chunks(row_length)
+        .flat_map(|row| {
+            let sum: f64 = row.iter().map(|a| a.exp()).sum();
+            row.iter().map(move |a| a.exp() / sum)
+        })
+        .collect()
 }
 
 /// Each element's exponent `x * scale - max` in [`softmax`] of its row
-/// (the maximum of `x * scale` over the row's kept elements; 0 for the
-/// others).
+/// (the maximum of `x * scale` over the row's kept elements), -inf for the
+/// elements a causal row leaves out.
 fn softmax_arguments(
     x: &[f16],
     row_length: usize,
@@ -850,7 +844,7 @@ fn softmax_arguments(
             .collect();
         let max = scaled.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         out.extend(scaled.iter().map(|s| s - max));
-        out.extend(std::iter::repeat_n(0.0, row_length - kept));
+        out.extend(std::iter::repeat_n(f64::NEG_INFINITY, row_length - kept));
     }
     out
 }
