@@ -852,3 +852,27 @@ fn estimates_follow_the_lowered_exchange() {
         (plan.exchange_cycles, plan.sync_cycles)
     );
 }
+
+/// An operation syncs only for the exchange phases its lowered program
+/// has: vit-head-f16's `qkv` plans a gather and a reduction (two syncs),
+/// but the host writes its input where the plan reads it, so it lowers to
+/// the reduction alone and is estimated with one sync.
+#[test]
+fn an_operation_syncs_only_for_the_phases_it_lowers_to() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("projects");
+    let fs = with_kernels();
+    fs.write(
+        PATH,
+        &std::fs::read_to_string(root.join("vit-head-f16.toml")).expect("project reads"),
+    );
+    let db = Database::new(Arc::new(fs));
+    let file = db.file(Utf8Path::new(PATH));
+    let estimates = super::package::op_estimates(&db, file).expect("estimates");
+    let signatures = planned_signatures(&db, file);
+    let i = estimates.iter().position(|e| e.name == "qkv").expect("qkv");
+    let plans = operator_plans(&db, Signature::new(&db, signatures[i].clone()));
+    let plan = plans.selected().estimate;
+    assert_eq!(plan.sync_cycles, 1200, "{plan:?}");
+    assert_eq!(estimates[i].sync_cycles, 600, "{:?}", estimates[i]);
+    assert_eq!(estimates[i].exchange_cycles, plan.exchange_cycles);
+}
