@@ -765,6 +765,11 @@ pub fn dump(db: &Database, file: SourceFile, emit: Emit) -> String {
                     ));
                 }
             }
+            if program.phases.is_empty() {
+                // Every operand is where its kernels read it (written
+                // there by the host or the package).
+                out.push_str("no exchange phases\n");
+            }
             out
         }
         Emit::Placement => match (program, pipeline::placement(db, file)) {
