@@ -139,10 +139,14 @@ fn plan_section(session: &Session, root: &Utf8Path, graph: &Graph, name: &str, o
     let Ok(legal) = crate::pipeline::graph(db, file) else {
         return;
     };
-    let Some(position) = legal.ops.iter().position(|o| o.name == name) else {
+    let Some(position) = planned_position(&legal, name) else {
         out.push_str("\n\nnot planned: nothing reads its result, so it is removed");
         return;
     };
+    let planned = &legal.ops[position].name;
+    if planned != name {
+        let _ = write!(out, "\n\nfused into `{planned}`, planned as one operation");
+    }
     let signatures = crate::pipeline::planned_signatures(db, file);
     let Some(signature) = signatures.get(position) else {
         return;
@@ -197,10 +201,18 @@ pub(super) fn chosen_partition(
     let db = &session.db;
     let file = db.file(root);
     let legal = crate::pipeline::graph(db, file).ok()?;
-    let position = legal.ops.iter().position(|o| o.name == name)?;
+    let position = planned_position(&legal, name)?;
     let signature = crate::pipeline::planned_signatures(db, file)
         .get(position)?
         .clone();
     let plans = crate::pipeline::operator_plans(db, crate::pipeline::Signature::new(db, signature));
     Some(plans.selected().partition.clone())
+}
+
+/// Where op `name` is planned in the legalized graph: its own operation,
+/// or the fused one it was merged into (named for the operations it
+/// merges, `fc1+fc1_bias+gelu`); `None` when legalization removed it.
+fn planned_position(legal: &Graph, name: &str) -> Option<usize> {
+    (legal.ops.iter().position(|o| o.name == name))
+        .or_else(|| (legal.ops.iter()).position(|o| o.name.split('+').any(|part| part == name)))
 }
