@@ -3,9 +3,21 @@
 //! as a unit.
 //!
 //! The pass runs on the legalized graph ([`crate::legalize`]) and merges
-//! two kinds of pairs, each a producer and the one operation that reads its
-//! f16 result:
+//! three kinds of pairs, each a producer and the one operation that reads
+//! its f16 result:
 //!
+//! - an elementwise `add`, `mul`, `gelu`, `silu` or `gelu_tanh` of f16
+//!   after a `matmul` joins the product's epilogue (`OpKind::Matmul`'s
+//!   `epilogue`, the other operand of a binary step an extra input): each
+//!   tile that keeps a piece of the product's result runs the steps' kernels
+//!   over that piece in the step that writes it
+//!   (`partition::epilogue_kernels`), so the result never crosses the
+//!   exchange between them and the steps' own syncs are gone. The other
+//!   operand must exist at the product's place (made before it), the
+//!   product's shape must be the result's, and the pipeline's cost model
+//!   must find the merged plan no slower than the two apart ([`fuse_with`]):
+//!   an epilogue runs on the product's tiles, which may be fewer than the
+//!   operation alone would spread over;
 //! - an `add` of f16 operands followed by a `gelu` (a bias add before the
 //!   activation) becomes a `gelu` of the add's two operands, whose kernel
 //!   adds them, rounds the sum to f16 as `add_f16` stores it, and applies
@@ -18,9 +30,10 @@
 //!   kernel after it, in the same compute step
 //!   (`partition::cast_epilogue`).
 //!
-//! Pairs chain: `fc1_bias`, `gelu` and `gelu_f8` become one operation,
-//! `fc1_bias+gelu+gelu_f8`, at the first one's place, with the first one's
-//! inputs and the last one's result. Either way the bytes are those of the
+//! Pairs chain: `fc1`, `fc1_bias`, `gelu` and `gelu_f8` become one
+//! operation, `fc1+fc1_bias+gelu+gelu_f8`, at the first one's place, with
+//! the first one's inputs (and the epilogue's extra ones) and the last one's
+//! result. Either way the bytes are those of the
 //! unfused graph, and the merged operations' own steps are gone.
 //!
 //! A pair fuses only when the f16 intermediate has no other reader, is not
@@ -30,7 +43,7 @@
 //! more), so bindings and the host reference, which evaluates the unfused
 //! graph, still line up.
 
-use crate::graph::{DType, Graph, Op, OpId, OpKind, TensorId};
+use crate::graph::{DType, EpilogueStep, Graph, Op, OpId, OpKind, TensorId};
 use std::fmt::Write as _;
 
 /// One fused operation of the fused graph.
@@ -112,22 +125,62 @@ struct Chain {
     intermediates: Vec<TensorId>,
 }
 
+/// Whether a matrix product whose epilogue could absorb an elementwise
+/// operation should: given the product as it stands, the operation, and
+/// the product with it merged.
+pub(crate) type Worthwhile<'a> = &'a dyn Fn(&Op, &Op, &Op) -> bool;
+
 /// The operation `chain` becomes when it absorbs `consumer`, the one
-/// reader of its f16 result, or `None` when the pair does not fuse.
-fn absorb(graph: &Graph, chain: &Chain, consumer: &Op) -> Option<Op> {
+/// reader of its f16 result, whose other inputs are `others`, or `None`
+/// when the pair does not fuse.
+fn absorb(
+    graph: &Graph,
+    chain: &Chain,
+    consumer: &Op,
+    others: &[TensorId],
+    worthwhile: Worthwhile,
+) -> Option<Op> {
     let f16 = |t: TensorId| graph.tensor(t).dtype == DType::F16;
     let producer = &chain.op;
     if !f16(producer.output) {
         return None;
     }
-    // The merged operation keeps the chain's inputs and writes the
-    // consumer's result.
+    // The merged operation keeps the chain's inputs (and an epilogue's
+    // extra operand after them) and writes the consumer's result.
     let fused = |kind: OpKind| Op {
         name: format!("{}+{}", producer.name, consumer.name),
         kind,
-        inputs: producer.inputs.clone(),
+        inputs: producer.inputs.iter().chain(others).copied().collect(),
         output: consumer.output,
     };
+    if let OpKind::Matmul {
+        transpose_rhs,
+        epilogue,
+    } = &producer.kind
+    {
+        // An elementwise step of the product's epilogue: f16 in and out,
+        // at the product's shape (an extra operand broadcasts to it, never
+        // the other way round).
+        if let Some(step) = EpilogueStep::of(&consumer.kind) {
+            let same_shape =
+                graph.tensor(consumer.output).shape == graph.tensor(producer.output).shape;
+            let fits = step.is_binary() == (others.len() == 1)
+                && others.iter().all(|&t| f16(t))
+                && f16(consumer.output)
+                && same_shape;
+            return fits
+                .then(|| {
+                    fused(OpKind::Matmul {
+                        transpose_rhs: *transpose_rhs,
+                        epilogue: epilogue.iter().copied().chain([step]).collect(),
+                    })
+                })
+                .filter(|merged| worthwhile(producer, consumer, merged));
+        }
+    }
+    if !others.is_empty() {
+        return None;
+    }
     match consumer.kind {
         OpKind::Cast if graph.tensor(consumer.output).dtype.is_fp8() => {
             // A matrix product's f16 result is rounded by its kernel (or
@@ -156,7 +209,16 @@ fn absorb(graph: &Graph, chain: &Chain, consumer: &Op) -> Option<Op> {
 /// Fuses `graph`: every pair that may fuse becomes one operation at the
 /// producer's place, chains of pairs one operation at the first one's
 /// place. A graph with nothing to fuse comes back equal.
+#[cfg(test)]
 pub(crate) fn fuse(graph: &Graph) -> Fusion {
+    fuse_with(graph, &|_, _, _| true)
+}
+
+/// [`fuse`], with a matrix product's epilogue absorbing an elementwise
+/// operation only when `worthwhile` says so (the pipeline asks the cost
+/// model: an epilogue runs on the tiles of the product's plan, which may
+/// be fewer than the operation alone would spread over).
+pub(crate) fn fuse_with(graph: &Graph, worthwhile: Worthwhile) -> Fusion {
     let readers = reader_counts(graph);
     let scope = scopes(graph);
     // The producer of each tensor, by op index.
@@ -180,30 +242,39 @@ pub(crate) fn fuse(graph: &Graph) -> Fusion {
         .collect();
     let mut root: Vec<usize> = (0..graph.ops.len()).collect();
     for (i, op) in graph.ops.iter().enumerate() {
-        // Only single-input operations merge into their producer, so the
-        // chain's place has every input of the merged operation.
-        let [input] = op.inputs[..] else {
-            continue;
-        };
-        let Some(p) = producer[input.0 as usize] else {
-            continue;
-        };
-        let r = root[p];
-        let Some(chain) = chains[r].as_ref() else {
-            continue;
-        };
-        if chain.op.output != input || readers[input.0 as usize] != 1 || scope[r] != scope[i] {
-            continue;
+        // The operation joins the chain of one of its inputs; the merged
+        // operation sits at the chain's place, so every other input must
+        // be there already (made by an earlier operation, or none).
+        for (slot, &input) in op.inputs.iter().enumerate() {
+            let Some(p) = producer[input.0 as usize] else {
+                continue;
+            };
+            let r = root[p];
+            let Some(chain) = chains[r].as_ref() else {
+                continue;
+            };
+            if chain.op.output != input || readers[input.0 as usize] != 1 || scope[r] != scope[i] {
+                continue;
+            }
+            let others: Vec<TensorId> = (op.inputs.iter().enumerate())
+                .filter(|&(s, _)| s != slot)
+                .map(|(_, &t)| t)
+                .collect();
+            let before = |t: &TensorId| producer[t.0 as usize].is_none_or(|q| root[q] < r);
+            if !others.iter().all(before) {
+                continue;
+            }
+            let Some(merged) = absorb(graph, chain, op, &others, worthwhile) else {
+                continue;
+            };
+            let chain = chains[r].as_mut().expect("the chain exists");
+            chain.op = merged;
+            chain.merged.push(op.kind.name());
+            chain.intermediates.push(input);
+            chains[i] = None;
+            root[i] = r;
+            break;
         }
-        let Some(merged) = absorb(graph, chain, op) else {
-            continue;
-        };
-        let chain = chains[r].as_mut().expect("the chain exists");
-        chain.op = merged;
-        chain.merged.push(op.kind.name());
-        chain.intermediates.push(input);
-        chains[i] = None;
-        root[i] = r;
     }
     let mut fused_graph = graph.clone();
     fused_graph.ops.clear();

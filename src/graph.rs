@@ -125,7 +125,7 @@ pub enum Init {
 
 impl Init {
     /// The tensor file this init reads, if any.
-    pub fn file(&self) -> Option<(&str, Option<&str>)> {
+    pub(crate) fn file(&self) -> Option<(&str, Option<&str>)> {
         match self {
             Init::File { path, key } => Some((path, key.as_deref())),
             _ => None,
@@ -168,8 +168,16 @@ impl Tensor {
 pub enum OpKind {
     /// `[.., M, K] x [.., K, N] -> [.., M, N]` (or `[.., N, K]` when
     /// `transpose_rhs`); leading batch dimensions must match or the right
-    /// operand is 2-D and shared by every batch.
-    Matmul { transpose_rhs: bool },
+    /// operand is 2-D and shared by every batch. Projects leave `epilogue`
+    /// empty; in the fused graph it lists the elementwise operations merged
+    /// after the product (`crate::fuse`), applied in order to its f16
+    /// result, each rounded to f16, and each binary step takes the next
+    /// input after the two factors, broadcast to the output's shape.
+    Matmul {
+        transpose_rhs: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        epilogue: Vec<EpilogueStep>,
+    },
     /// Element type conversion; FP8 outputs use the output tensor's scale.
     Cast,
     /// Elementwise add with NumPy broadcasting.
@@ -220,6 +228,49 @@ pub enum OpKind {
     Reduce { reduction: Reduction },
 }
 
+/// One elementwise operation of a matrix product's epilogue
+/// ([`OpKind::Matmul`]): a binary step combines the running result with
+/// the next extra input (both operations are commutative, so the side the
+/// project wrote it on does not matter), a unary step applies a function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpilogueStep {
+    Add,
+    Mul,
+    Gelu,
+    Silu,
+    GeluTanh,
+}
+
+impl EpilogueStep {
+    /// The step an operation of `kind` becomes, if it has one.
+    pub(crate) fn of(kind: &OpKind) -> Option<EpilogueStep> {
+        Some(match kind {
+            OpKind::Add => EpilogueStep::Add,
+            OpKind::Mul => EpilogueStep::Mul,
+            OpKind::Gelu => EpilogueStep::Gelu,
+            OpKind::Silu => EpilogueStep::Silu,
+            OpKind::GeluTanh => EpilogueStep::GeluTanh,
+            _ => return None,
+        })
+    }
+
+    /// Whether the step takes an extra input.
+    pub(crate) fn is_binary(self) -> bool {
+        matches!(self, EpilogueStep::Add | EpilogueStep::Mul)
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            EpilogueStep::Add => "add",
+            EpilogueStep::Mul => "mul",
+            EpilogueStep::Gelu => "gelu",
+            EpilogueStep::Silu => "silu",
+            EpilogueStep::GeluTanh => "gelu_tanh",
+        }
+    }
+}
+
 /// What a [`OpKind::Reduce`] computes over each row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -265,7 +316,16 @@ impl PartialEq for OpKind {
     fn eq(&self, other: &Self) -> bool {
         use OpKind::*;
         match (self, other) {
-            (Matmul { transpose_rhs: a }, Matmul { transpose_rhs: b }) => a == b,
+            (
+                Matmul {
+                    transpose_rhs: a,
+                    epilogue: e,
+                },
+                Matmul {
+                    transpose_rhs: b,
+                    epilogue: f,
+                },
+            ) => a == b && e == f,
             (
                 Softmax {
                     scale: a,

@@ -8,6 +8,7 @@
 //! `lower` stand on this module, so neither needs the other.
 
 use crate::graph::DType;
+use crate::graph::EpilogueStep;
 use crate::graph::Reduction;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -305,6 +306,90 @@ pub(crate) fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelI
         from: DType::F16,
         to: output,
     })
+}
+
+/// One kernel run of a matrix product's epilogue: the kernel, and which
+/// of the product's extra operands (the inputs after its two factors) it
+/// reads besides the running result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EpilogueKernel {
+    pub kernel: KernelId,
+    pub operand: Option<usize>,
+}
+
+/// The kernels that carry out a matrix product's `epilogue` over each
+/// tile's f16 result, slot by slot, for a result of `output`: one per
+/// step, except that an add followed by a GELU is one run of the GELU of
+/// a sum. A result stored as FP8 is stored by the GELU's FP8 variant when
+/// a GELU comes last, and by a cast after the last step otherwise. Each
+/// run rounds to f16 exactly as the operation it stands for, so the bytes
+/// are those of the unfused operations. Empty for an empty epilogue.
+pub(crate) fn epilogue_kernels(epilogue: &[EpilogueStep], output: DType) -> Vec<EpilogueKernel> {
+    let f16 = DType::F16;
+    let mut runs = Vec::new();
+    let mut operands = 0..;
+    let mut steps = epilogue.iter().peekable();
+    while let Some(&step) = steps.next() {
+        let (kernel, binary) = match step {
+            EpilogueStep::Add if steps.peek() == Some(&&EpilogueStep::Gelu) => {
+                steps.next();
+                (
+                    KernelId::Gelu {
+                        dtype: f16,
+                        add: true,
+                    },
+                    true,
+                )
+            }
+            EpilogueStep::Add => (KernelId::Add { dtype: f16 }, true),
+            EpilogueStep::Mul => (
+                KernelId::Binary {
+                    op: BinaryOp::Mul,
+                    dtype: f16,
+                },
+                true,
+            ),
+            EpilogueStep::Gelu => (
+                KernelId::Gelu {
+                    dtype: f16,
+                    add: false,
+                },
+                false,
+            ),
+            EpilogueStep::Silu => (
+                KernelId::Unary {
+                    op: UnaryOp::Silu,
+                    dtype: f16,
+                },
+                false,
+            ),
+            EpilogueStep::GeluTanh => (
+                KernelId::Unary {
+                    op: UnaryOp::GeluTanh,
+                    dtype: f16,
+                },
+                false,
+            ),
+        };
+        let operand = binary.then(|| operands.next().unwrap_or_default());
+        runs.push(EpilogueKernel { kernel, operand });
+    }
+    if output.is_fp8() && !runs.is_empty() {
+        match runs.last_mut() {
+            Some(last) if matches!(last.kernel, KernelId::Gelu { .. }) => {
+                let add = matches!(last.kernel, KernelId::Gelu { add: true, .. });
+                last.kernel = KernelId::GeluCast { to: output, add };
+            }
+            _ => runs.push(EpilogueKernel {
+                kernel: KernelId::Cast {
+                    from: f16,
+                    to: output,
+                },
+                operand: None,
+            }),
+        }
+    }
+    runs
 }
 
 /// The dtype `producer` writes for a result of `output`: f16 when a cast
@@ -700,6 +785,45 @@ mod tests {
                 "softmax_f16_mask_f32",
                 "reduce_mean_f32"
             ]
+        );
+    }
+
+    #[test]
+    fn an_epilogue_runs_one_kernel_per_step_an_add_and_gelu_as_one() {
+        use EpilogueStep::*;
+        let kernels = |steps: &[EpilogueStep], output| -> Vec<(String, Option<usize>)> {
+            epilogue_kernels(steps, output)
+                .into_iter()
+                .map(|run| (run.kernel.to_string(), run.operand))
+                .collect()
+        };
+        let named = |list: &[(&str, Option<usize>)]| -> Vec<(String, Option<usize>)> {
+            list.iter().map(|&(n, o)| (n.to_string(), o)).collect()
+        };
+        assert!(kernels(&[], DType::F143).is_empty());
+        assert_eq!(
+            kernels(&[Add, Gelu], DType::F143),
+            named(&[("add_gelu_f16_f143", Some(0))])
+        );
+        assert_eq!(
+            kernels(&[Add, Add], DType::F16),
+            named(&[("add_f16", Some(0)), ("add_f16", Some(1))])
+        );
+        assert_eq!(
+            kernels(&[Silu, Mul, Gelu], DType::F152),
+            named(&[
+                ("silu_f16", None),
+                ("mul_f16", Some(0)),
+                ("gelu_f16_f152", None)
+            ])
+        );
+        assert_eq!(
+            kernels(&[GeluTanh, Add], DType::F143),
+            named(&[
+                ("gelu_tanh_f16", None),
+                ("add_f16", Some(0)),
+                ("cast_f16_f143", None)
+            ])
         );
     }
 }

@@ -330,8 +330,11 @@ fn an_editor_session_from_first_keystroke_to_rebuild_on_save() {
         at(&layer_uri, position(LAYER, "\"h\"", 0, 1)),
     );
     let text = hover_text(&hover);
+    // `h` runs fused with the operation after it, and its hover shows
+    // the fused operation's plan.
     for needle in [
         "op `matmul`",
+        "fused into `h+",
         "**plan**",
         "tiles",
         "estimated",

@@ -60,10 +60,10 @@ fn shipped_packages_are_byte_identical() {
     }
     expect![[r#"
         projects/matmul-f8.toml: 40c36497b4f9613e89eab4a006b8f7a81161d616488425461987d87b77d6081a 103595
-        projects/mixed-f8.toml: 3057dfd0b94bb311b54a5b493173ec0eabacfbb60de9f53108266770322579c3 66902
-        projects/mlp-f16.toml: 135734080605defde6161f417d78d7bb04472e15d662b74017e61824021644bb 2529689
-        projects/attention-f16.toml: 65fe90b1d0c3ff33dcf52e084c082ff43cfdc353f24f4ef8b9cc14bcd85101f8 941104
-        projects/vit-fp8.toml: e56c2d7148b643938d49cdd8fcc876c78faa2086d30427ccde38def81dd25280 8733995
-        projects/llama-block-f16.toml: 4f2c41f522ac4bfcec67b816c6f05f174b9c21be589ce8bf9d5112b6a9392f16 8586130
+        projects/mixed-f8.toml: 91b407d25d7ef6cec0c160fd738d72d5ecd4a724854440401b6083de4877e585 64516
+        projects/mlp-f16.toml: 94d6ab972b8cc5ad6a13de5d2dcc352b44f7da5395d11dffead40ee5b31c9d1c 2883499
+        projects/attention-f16.toml: 1a438383370010a1b6215005355e49f0e6d979bf9e587970297c59e5f5444072 1301307
+        projects/vit-fp8.toml: 58f6e46035e95e74bae19e0be66d2054726eae8901302c916be5e0071b2e427b 7785385
+        projects/llama-block-f16.toml: e39b6f79a257c6ca037495c0ee65da28cac46f18ca3fe8697af42742bd1819d9 9008906
     "#]].assert_eq(&lines);
 }

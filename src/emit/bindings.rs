@@ -174,6 +174,7 @@ mod tests {
         let y = b.op(
             OpKind::Matmul {
                 transpose_rhs: false,
+                epilogue: Vec::new(),
             },
             &[x, w],
             &[4, 32],

@@ -496,3 +496,129 @@ dtype = "f16"
         "#]],
     );
 }
+
+const EPILOGUES: &str = r#"
+[[tensor]]
+name = "w"
+shape = [32, 32]
+dtype = "f16"
+role = "weight"
+
+[[tensor]]
+name = "big"
+shape = [2, 16, 32]
+dtype = "f16"
+role = "input"
+
+[[op]]
+name = "p"
+op = "matmul"
+inputs = ["x", "w"]
+dtype = "f16"
+
+[[op]]
+name = "pb"
+op = "add"
+inputs = ["b", "p"]
+dtype = "f16"
+
+[[op]]
+name = "pg"
+op = "gelu"
+inputs = ["pb"]
+dtype = "f16"
+
+[[op]]
+name = "pc"
+op = "cast"
+inputs = ["pg"]
+dtype = "f143"
+
+[[op]]
+name = "q"
+op = "matmul"
+inputs = ["x", "w"]
+dtype = "f16"
+
+[[op]]
+name = "late"
+op = "gelu"
+inputs = ["x"]
+dtype = "f16"
+
+[[op]]
+name = "ql"
+op = "add"
+inputs = ["q", "late"]
+dtype = "f16"
+
+[[op]]
+name = "s"
+op = "matmul"
+inputs = ["x", "w"]
+dtype = "f16"
+
+[[op]]
+name = "wide"
+op = "add"
+inputs = ["s", "big"]
+dtype = "f16"
+
+[[op]]
+name = "u"
+op = "matmul"
+inputs = ["x", "w"]
+dtype = "f16"
+
+[[op]]
+name = "us"
+op = "sub"
+inputs = ["u", "b"]
+dtype = "f16"
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["pc", "ql", "wide", "us"]
+"#;
+
+#[test]
+fn a_matrix_product_absorbs_the_elementwise_steps_after_it_into_its_epilogue() {
+    // The bias add (on either side), the GELU and the cast fuse; an add of
+    // a tensor made after the product does not (the merged operation sits
+    // at the product's place), nor one that broadcasts the product to a
+    // larger shape, nor a subtraction (not an epilogue step).
+    check(
+        &format!("{HEAD}{EPILOGUES}"),
+        expect![[r#"
+            p+pb+pg+pc: matmul -> add -> gelu -> cast, p[16, 32], pb[16, 32], pg[16, 32] not materialised, writes f143[16, 32]*2^0
+            1 fused operations, 8 operations left
+              p+pb+pg+pc = matmul(x, w, b) -> pc
+              q = matmul(x, w) -> q
+              late = gelu(x) -> late
+              ql = add(q, late) -> ql
+              s = matmul(x, w) -> s
+              wide = add(s, big) -> wide
+              u = matmul(x, w) -> u
+              us = sub(u, b) -> us
+        "#]],
+    );
+    let graph = legalized(&format!("{HEAD}{EPILOGUES}"));
+    let fused = fuse(&graph);
+    let OpKind::Matmul { epilogue, .. } = &fused.graph.ops[0].kind else {
+        panic!("a product first");
+    };
+    assert_eq!(*epilogue, [EpilogueStep::Add, EpilogueStep::Gelu]);
+}
+
+#[test]
+fn a_step_the_cost_model_declines_stays_apart_and_the_cast_still_folds() {
+    let graph = legalized(&format!("{HEAD}{EPILOGUES}"));
+    let fusion = fuse_with(&graph, &|_, _, _| false);
+    let names: Vec<&str> = fusion.graph.ops.iter().map(|op| op.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["p", "pb+pg+pc", "q", "late", "ql", "s", "wide", "u", "us"]
+    );
+}

@@ -18,6 +18,7 @@ use crate::plan::cost;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod epilogue;
 mod reduce;
 mod segments;
 
@@ -481,7 +482,8 @@ impl Lowering<'_> {
         let transpose_rhs = matches!(
             node.kind,
             OpKind::Matmul {
-                transpose_rhs: true
+                transpose_rhs: true,
+                ..
             }
         );
         let (lhs, rhs, out) = (
@@ -581,9 +583,10 @@ impl Lowering<'_> {
                                 coordinates.clone(),
                                 weights,
                             );
-                            let (written, cast) = self.cast_through(op, kernel, tile, home);
+                            let (written, epilogue) =
+                                self.epilogue_through(op, kernel, tile, home, transfers)?;
                             slice_outputs.push(home);
-                            (written, cast)
+                            (written, epilogue)
                         } else {
                             let partial = self.add_buffer(Buffer {
                                 tile,
@@ -597,7 +600,7 @@ impl Lowering<'_> {
                                 },
                             });
                             slice_outputs.push(partial);
-                            (partial, None)
+                            (partial, Vec::new())
                         };
                         runs.push(KernelRun {
                             tile,
@@ -617,7 +620,7 @@ impl Lowering<'_> {
             }
         }
         if slices > 1 {
-            let home = self.reduction(op, grid, shard, weights, &outputs)?;
+            let home = self.reduction(op, (grid, shard, weights), &outputs, transfers)?;
             self.set_home(node.output, home);
         } else {
             self.set_home(node.output, outputs.concat());
@@ -709,15 +712,19 @@ impl Lowering<'_> {
     /// `r`-th band of the shard's rows. It receives the other tiles'
     /// partials of that band (and copies its own) into one buffer, slice
     /// after slice, and sums them with the reduce kernel into its home of
-    /// the output. The transfers and runs wait in `self.reduction` for
-    /// [`Self::operation`]; the homes are returned.
+    /// the output (through a fused epilogue, whose extra operands gather in
+    /// the product's own phase, `first_phase`). The transfers and runs wait
+    /// in `self.reduction` for [`Self::operation`]; the homes are returned.
     fn reduction(
         &mut self,
         op: OpId,
-        grid: &crate::partition::Grid,
-        shard: &crate::partition::Shard,
-        class: MemoryClass,
+        (grid, shard, class): (
+            &crate::partition::Grid,
+            &crate::partition::Shard,
+            MemoryClass,
+        ),
         partials: &[Vec<BufferId>],
+        first_phase: &mut Gathers,
     ) -> Result<Vec<BufferId>, LowerError> {
         let graph = self.graph;
         let node = graph.op(op);
@@ -770,7 +777,12 @@ impl Lowering<'_> {
                     },
                     coordinates: vec![slices, batch, m, n],
                     class,
-                    role: BufferRole::Operand { op, operand: 2 },
+                    // Numbered after the operation's inputs (an epilogue's
+                    // extra operands among them).
+                    role: BufferRole::Operand {
+                        op,
+                        operand: node.inputs.len() as u32,
+                    },
                 });
                 // Slice `s` of the group's partial sums is one buffer on
                 // tile `group_tile + s` with the group's piece, so each band
@@ -797,7 +809,7 @@ impl Lowering<'_> {
                 }
                 let c = self.output_buffer(node.output, tile, kept, vec![batch, m, n], class);
                 home.push(c);
-                let (sum, cast) = self.cast_through(op, reduce, tile, c);
+                let (sum, epilogue) = self.epilogue_through(op, reduce, tile, c, first_phase)?;
                 runs.push(KernelRun {
                     tile,
                     kernel: reduce,
@@ -807,7 +819,7 @@ impl Lowering<'_> {
                         ("length".into(), length as i64),
                     ],
                 });
-                runs.extend(cast);
+                runs.extend(epilogue);
             }
         }
         self.second = Some(SecondStage {

@@ -99,6 +99,7 @@ fn cast_then_fp8_matmul(b: &mut Builder) -> TensorId {
     b.op(
         OpKind::Matmul {
             transpose_rhs: false,
+            epilogue: Vec::new(),
         },
         &[x8, w],
         &[64, 64],
@@ -166,6 +167,7 @@ fn attention_heads_through_views() {
     let s = b.op(
         OpKind::Matmul {
             transpose_rhs: true,
+            epilogue: Vec::new(),
         },
         &[qt, kt],
         &[2, 16, 16],
@@ -207,6 +209,7 @@ fn repeats_are_lowered_once_with_per_iteration_weights() {
     let y = b.op(
         OpKind::Matmul {
             transpose_rhs: false,
+            epilogue: Vec::new(),
         },
         &[h, w],
         &[8, 16],
@@ -231,7 +234,7 @@ fn repeats_are_lowered_once_with_per_iteration_weights() {
         Input x: f16[8, 16] init=Normal { std: 1.0 }
         Weight w: f16[16, 16] init=Normal { std: 1.0 } per-iteration of repeat 0
         repeat layers x3: h = x -> out = add1
-            matmul0 = Matmul { transpose_rhs: false }(h, w) : f16[8, 16]
+            matmul0 = Matmul { transpose_rhs: false, epilogue: [] }(h, w) : f16[8, 16]
             add1 = Add(matmul0, h) : f16[8, 16]
         gelu2 = Gelu(out) : f16[8, 16]
         outputs gelu2
@@ -318,6 +321,7 @@ fn split_inner_graph() -> Graph {
     let y = b.op(
         OpKind::Matmul {
             transpose_rhs: false,
+            epilogue: Vec::new(),
         },
         &[x, w],
         &[20, 24],
@@ -493,6 +497,7 @@ fn concat_is_an_exchange_phase_without_a_kernel() {
     let y = b.op(
         OpKind::Matmul {
             transpose_rhs: false,
+            epilogue: Vec::new(),
         },
         &[wide, w],
         &[2, 8, 16],
@@ -557,6 +562,7 @@ fn products_of_one_activation_share_its_gathered_pieces() {
     let x8 = b.op(OpKind::Cast, &[x], &[64, 128], DType::F143);
     let product = OpKind::Matmul {
         transpose_rhs: false,
+        epilogue: Vec::new(),
     };
     let mut outputs = Vec::new();
     for name in ["w1", "w2"] {

@@ -348,6 +348,7 @@ mod tests {
         let z = b.op(
             OpKind::Matmul {
                 transpose_rhs: false,
+                epilogue: Vec::new(),
             },
             &[y, w],
             &[16, 16],

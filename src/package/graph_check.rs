@@ -259,7 +259,9 @@ fn op<'g>(
         table.insert("dtype".into(), output.dtype.name().into());
     }
     match &op.kind {
-        OpKind::Matmul { transpose_rhs } => {
+        // Projects write no epilogue (fusion adds it), so a package's
+        // graph has none, and one that did fails the round trip.
+        OpKind::Matmul { transpose_rhs, .. } => {
             if *transpose_rhs {
                 table.insert("transpose_rhs".into(), true.into());
             }

@@ -33,6 +33,7 @@ pub(crate) fn sample_graph() -> Graph {
             name: "y".into(),
             kind: OpKind::Matmul {
                 transpose_rhs: false,
+                epilogue: Vec::new(),
             },
             inputs: vec![TensorId(0), TensorId(1)],
             output: TensorId(2),

@@ -121,7 +121,18 @@ pub(crate) fn fusion(
         tracing::info!(op = op.as_str(), "operation result is never read; removed");
     }
     tracing::info!(inserted = inserted.len(), "inserted implicit casts");
-    let fusion = crate::fuse::fuse(&legal);
+    // A product absorbs an elementwise step when its plan with the step
+    // is no slower than the two plans apart.
+    let cycles = |op: &crate::graph::Op| {
+        let signature = OpSignature::of(&legal, op);
+        let plans = operator_plans(db, Signature::new(db, signature));
+        refine::selection_cycles(plans.selected())
+    };
+    let worthwhile =
+        |product: &crate::graph::Op, step: &crate::graph::Op, merged: &crate::graph::Op| {
+            cycles(merged) <= cycles(product) + cycles(step)
+        };
+    let fusion = crate::fuse::fuse_with(&legal, &worthwhile);
     tracing::info!(fused = fusion.fused.len(), "fused operations");
     for fused in &fusion.fused {
         let op = fusion.graph.op(fused.op).name.as_str();

@@ -52,7 +52,13 @@ pub(crate) fn operator_plans(signature: &OpSignature) -> OperatorPlans {
 /// have no device work to schedule.
 pub(crate) fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
     let kind = match signature.kind {
-        SignatureKind::Matmul { transpose_rhs } => OpKind::Matmul { transpose_rhs },
+        SignatureKind::Matmul {
+            transpose_rhs,
+            ref epilogue,
+        } => OpKind::Matmul {
+            transpose_rhs,
+            epilogue: epilogue.clone(),
+        },
         SignatureKind::Cast => OpKind::Cast,
         SignatureKind::Add => OpKind::Add,
         SignatureKind::Gelu => OpKind::Gelu,
@@ -396,7 +402,7 @@ pub(crate) fn pruning_bound_cycles(candidate: &Candidate) -> u64 {
 
 /// The cycles a finalist is selected by: refined if it was, estimated if
 /// lowering refused it.
-fn selection_cycles(candidate: &Candidate) -> u64 {
+pub(crate) fn selection_cycles(candidate: &Candidate) -> u64 {
     candidate
         .refined
         .map_or(candidate.estimate.total_cycles(), |r| r.refined_cycles)
@@ -516,6 +522,7 @@ mod tests {
         OpSignature {
             kind: SignatureKind::Matmul {
                 transpose_rhs: false,
+                epilogue: Vec::new(),
             },
             inputs: vec![operand(&[16, 32], false), operand(&[32, 16], true)],
             output: operand(&[16, 16], false),
@@ -595,6 +602,7 @@ mod tests {
         let signature = OpSignature {
             kind: SignatureKind::Matmul {
                 transpose_rhs: false,
+                epilogue: Vec::new(),
             },
             inputs: vec![operand(&[128, 512], false), operand(&[512, 64], true)],
             output: Operand {

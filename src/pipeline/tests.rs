@@ -59,7 +59,7 @@ dtype = "f16"
 reference_precision = "device"
 min_cosine_similarity = 0.99
 max_abs_error = 0.1
-outputs = ["y"]
+outputs = ["h", "y"]
 "#;
 
 const PATH: &str = "p/two-layers.toml";
@@ -270,7 +270,7 @@ fn with_branch(rows: usize) -> String {
              [[op]]\nname = \"b\"\nop = \"softmax\"\ninputs = [\"z\"]\nscale = 1.0\ndtype = \"f16\"\n\n[check]"
         ),
         )
-        .replace("outputs = [\"y\"]", "outputs = [\"y\", \"b\"]")
+        .replace("outputs = [\"h\", \"y\"]", "outputs = [\"h\", \"y\", \"b\"]")
 }
 
 #[test]

@@ -302,6 +302,7 @@ mod tests {
         let y = b.op(
             OpKind::Matmul {
                 transpose_rhs: false,
+                epilogue: Vec::new(),
             },
             &[x, w],
             &[rows, width],

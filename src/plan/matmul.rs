@@ -11,9 +11,9 @@
 use super::cost::{self, Estimate, MemoryClass, AMP_OUTPUT_CHANNELS};
 use super::{Candidate, Partition};
 use crate::graph::DType;
-use crate::partition::KernelId;
+use crate::partition::{epilogue_kernels, EpilogueKernel, KernelId};
 pub(crate) use crate::partition::{reduced_rows, Grid, Shard};
-use crate::plan::signature::{OpSignature, Operand};
+use crate::plan::signature::{OpSignature, Operand, SignatureKind};
 use crate::target::Target;
 
 /// The logical problem: `batch` products of `[rows, inner] x [inner, cols]`.
@@ -92,6 +92,7 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
         &signature.inputs[1],
         &signature.output,
     );
+    let fused = Epilogue::of(signature);
     let input = lhs.dtype;
     let inner_block = cost::amp_block_inputs(input) as usize;
     let col_blocks = shape.cols.div_ceil(AMP_OUTPUT_CHANNELS as usize);
@@ -115,6 +116,7 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                                 target,
                                 (grid, shard, weights, swapped),
                                 (lhs, rhs, out),
+                                &fused,
                             ));
                         }
                     }
@@ -140,10 +142,75 @@ fn shard_of(shape: &MatmulShape, grid: &Grid, input: DType) -> Shard {
     }
 }
 
+/// A product's fused epilogue (`crate::fuse`) as the planner costs it:
+/// the kernels that run over each tile's piece of the result, and the
+/// extra operands they read.
+struct Epilogue<'s> {
+    kernels: Vec<EpilogueKernel>,
+    extras: &'s [Operand],
+}
+
+impl<'s> Epilogue<'s> {
+    fn of(signature: &'s OpSignature) -> Epilogue<'s> {
+        let steps = match &signature.kind {
+            SignatureKind::Matmul { epilogue, .. } => epilogue.as_slice(),
+            _ => &[],
+        };
+        Epilogue {
+            kernels: epilogue_kernels(steps, signature.output.dtype),
+            extras: signature.inputs.get(2..).unwrap_or_default(),
+        }
+    }
+
+    /// Compute cycles, received bytes, buffer bytes and resident weight
+    /// bytes of the epilogue over `slots` slots of a tile's result: each
+    /// run's kernel, each extra operand gathered into the result's layout
+    /// unless the host or the package writes it there (a weight stays
+    /// for the whole program), and an f16 buffer per run.
+    fn cost(&self, target: &Target, slots: u64) -> EpilogueCost {
+        let f16 = DType::F16.size_bytes() as u64;
+        let params = [("rows", slots as i64), ("row_length", 1)];
+        let mut total = EpilogueCost::default();
+        for run in &self.kernels {
+            // A kernel without a calibrated formula is priced as the
+            // unfused operation's plan prices it.
+            total.compute += cost::kernel_cycles(run.kernel, &params).unwrap_or_else(|| {
+                let kind = match run.kernel {
+                    KernelId::Binary { op, .. } => SignatureKind::Binary { op },
+                    KernelId::Unary { op, .. } => SignatureKind::Unary { op },
+                    _ => SignatureKind::Add,
+                };
+                let issues = super::issues_per_vector(&kind);
+                cost::vector_tile_cycles(target, issues, DType::F16, slots)
+            });
+            total.bytes += f16 * slots;
+            if let Some(extra) = run.operand.and_then(|j| self.extras.get(j)) {
+                total.bytes += f16 * slots;
+                if extra.weight {
+                    total.resident += f16 * slots;
+                } else if !extra.host {
+                    total.received += f16 * slots;
+                }
+            }
+        }
+        total
+    }
+}
+
+/// What an epilogue adds to a plan's estimate ([`Epilogue::cost`]).
+#[derive(Default)]
+struct EpilogueCost {
+    compute: u64,
+    received: u64,
+    bytes: u64,
+    resident: u64,
+}
+
 fn estimate(
     target: &Target,
     (grid, shard, weights, swapped): (Grid, Shard, MemoryClass, bool),
     (lhs, rhs, out): (&Operand, &Operand, &Operand),
+    fused: &Epilogue,
 ) -> Candidate {
     let b = shard.batch;
     let lhs_bytes = bytes(lhs, b * shard.rows * shard.inner);
@@ -222,7 +289,14 @@ fn estimate(
         operands += element * (partials + kept);
         phases += 1;
     }
-    if let Some(cast) = epilogue {
+    let mut resident = if rhs.weight { rhs_bytes } else { 0 };
+    if !fused.kernels.is_empty() {
+        let added = fused.cost(target, slots);
+        compute += added.compute;
+        received += added.received;
+        operands += added.bytes;
+        resident += added.resident;
+    } else if let Some(cast) = epilogue {
         let params = [("rows", slots as i64), ("row_length", 1)];
         compute += cost::kernel_cycles(cast, &params).unwrap_or(0);
         // The reduction's result is already counted as f16 above.
@@ -241,7 +315,7 @@ fn estimate(
         exchange_phases: phases,
         peak_standard_bytes: standard,
         peak_interleaved_bytes: interleaved,
-        resident_weight_bytes: if rhs.weight { rhs_bytes } else { 0 },
+        resident_weight_bytes: resident,
     };
     Candidate {
         partition: Partition::Matmul {
@@ -277,7 +351,15 @@ pub(super) fn partition_fits(signature: &OpSignature, partition: &Partition) -> 
     let Some(lhs) = signature.inputs.first() else {
         return false;
     };
-    if signature.inputs.len() != 2 || signature.output.shape.len() < 2 || lhs.shape.is_empty() {
+    let extras = Epilogue::of(signature)
+        .kernels
+        .iter()
+        .filter(|run| run.operand.is_some())
+        .count();
+    if signature.inputs.len() != 2 + extras
+        || signature.output.shape.len() < 2
+        || lhs.shape.is_empty()
+    {
         return false;
     }
     let axes = [grid.batch, grid.rows, grid.cols, grid.inner];

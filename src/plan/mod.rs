@@ -818,6 +818,7 @@ mod tests {
             OpSignature {
                 kind: SignatureKind::Matmul {
                     transpose_rhs: false,
+                    epilogue: Vec::new(),
                 },
                 inputs: vec![
                     operand(&[128, 512], DType::F143, false),
@@ -1037,6 +1038,7 @@ mod tests {
         let signature = OpSignature {
             kind: SignatureKind::Matmul {
                 transpose_rhs: false,
+                epilogue: Vec::new(),
             },
             inputs: vec![
                 operand(&[197, 1536], DType::F143, false),
@@ -1074,6 +1076,7 @@ mod tests {
         let mut signature = OpSignature {
             kind: SignatureKind::Matmul {
                 transpose_rhs: false,
+                epilogue: Vec::new(),
             },
             inputs: vec![
                 operand(&[1536, 4304], DType::F16, false),
@@ -1119,6 +1122,7 @@ mod tests {
         let signature = |spread| OpSignature {
             kind: SignatureKind::Matmul {
                 transpose_rhs: false,
+                epilogue: Vec::new(),
             },
             inputs: vec![
                 operand(&[197, 384], DType::F143, false),

@@ -6,7 +6,7 @@
 //! attention block, share one plan each.
 
 use crate::graph::Reduction;
-use crate::graph::{DType, Graph, Op, OpKind, Role};
+use crate::graph::{DType, EpilogueStep, Graph, Op, OpKind, Role};
 use crate::partition::{BinaryOp, UnaryOp};
 use crate::target::TargetId;
 use serde::{Deserialize, Serialize};
@@ -18,6 +18,9 @@ use std::fmt;
 pub(crate) enum SignatureKind {
     Matmul {
         transpose_rhs: bool,
+        /// The fused elementwise steps after the product; their extra
+        /// operands follow the two factors in `inputs`.
+        epilogue: Vec<EpilogueStep>,
     },
     Cast,
     Add,
@@ -125,8 +128,12 @@ impl OpSignature {
             }
         };
         let kind = match &op.kind {
-            OpKind::Matmul { transpose_rhs } => SignatureKind::Matmul {
+            OpKind::Matmul {
+                transpose_rhs,
+                epilogue,
+            } => SignatureKind::Matmul {
                 transpose_rhs: *transpose_rhs,
+                epilogue: epilogue.clone(),
             },
             OpKind::Cast => SignatureKind::Cast,
             OpKind::Add => SignatureKind::Add,
@@ -196,7 +203,14 @@ impl fmt::Display for OpSignature {
             }
             write!(f, "{input}")?;
         }
-        write!(f, ") -> {} on {} tiles", self.output, self.tiles)?;
+        f.write_str(")")?;
+        if let SignatureKind::Matmul { epilogue, .. } = &self.kind {
+            let steps: Vec<&str> = epilogue.iter().map(|step| step.name()).collect();
+            if !steps.is_empty() {
+                write!(f, " then {}", steps.join(", "))?;
+            }
+        }
+        write!(f, " -> {} on {} tiles", self.output, self.tiles)?;
         if self.spread > 0 {
             write!(f, ", spread {}", self.spread)?;
         }

@@ -392,6 +392,7 @@ fn matmul(
     Ok(plain(
         OpKind::Matmul {
             transpose_rhs: transpose,
+            epilogue: Vec::new(),
         },
         shape,
         out,

@@ -97,7 +97,7 @@ fn ops_are_ordered_by_dependency_across_includes() {
             Weight w: f143[16, 16] scale=-3 init=Uniform { scale: 0.25 } per-iteration of repeat 0
             repeat stack x2: h = x -> stack = h_next
                 h_f8 = Cast(h) : f143[8, 16] scale=0
-                mixed = Matmul { transpose_rhs: false }(h_f8, w) : f16[8, 16]
+                mixed = Matmul { transpose_rhs: false, epilogue: [] }(h_f8, w) : f16[8, 16]
                 h_next = Add(h, mixed) : f16[8, 16]
             y = Softmax { scale: 0.5, causal: true }(stack) : f16[8, 16]
             outputs y

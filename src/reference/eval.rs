@@ -291,7 +291,13 @@ impl Evaluator<'_> {
     ) -> Result<Vec<f32>, String> {
         let (x, x_tensor) = inputs[0];
         Ok(match &op.kind {
-            OpKind::Matmul { transpose_rhs } => {
+            OpKind::Matmul { epilogue, .. } if !epilogue.is_empty() => {
+                return Err(format!(
+                    "`{}` has a fused epilogue; the reference evaluates the unfused graph",
+                    op.name
+                ))
+            }
+            OpKind::Matmul { transpose_rhs, .. } => {
                 let (w, w_tensor) = inputs[1];
                 let shape = MatmulShape::new(&x_tensor.shape, &w_tensor.shape, *transpose_rhs)?;
                 // A mixed matmul reads its f16 operand converted to the

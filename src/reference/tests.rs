@@ -111,9 +111,11 @@ fn check(b: &Builder, output: TensorId, expected: Expect) {
 
 const MATMUL: OpKind = OpKind::Matmul {
     transpose_rhs: false,
+    epilogue: Vec::new(),
 };
 const MATMUL_T: OpKind = OpKind::Matmul {
     transpose_rhs: true,
+    epilogue: Vec::new(),
 };
 
 #[test]

@@ -1,0 +1,114 @@
+//! Lowering of a matrix product's fused epilogue (`crate::fuse`): the
+//! elementwise steps merged after the product run on each tile that keeps
+//! a piece of the result, over that piece's slots, in the compute step
+//! that writes it, so the result never crosses the exchange between them.
+
+use super::{Demand, Lowering};
+use crate::graph::{DType, OpId, OpKind};
+use crate::lower::program::{Buffer, BufferId, BufferRole, KernelRun, OperandRef};
+use crate::lower::runs::Gathers;
+use crate::lower::view::View;
+use crate::lower::LowerError;
+use crate::partition::{epilogue_kernels, KernelId, MemoryClass};
+
+impl Lowering<'_> {
+    /// Where `kernel` on `tile` writes the f16 result that belongs in home
+    /// buffer `home` of `op`'s output, and the runs that follow it in the
+    /// same step: the fused cast ([`Self::cast_through`]), or a matrix
+    /// product's epilogue ([`epilogue_kernels`]). Each epilogue run reads
+    /// the previous one's f16 result from a tile-local buffer with the
+    /// home's piece and layout, the last writes the home; an extra operand
+    /// is gathered into that piece too, in this phase's `transfers` (a
+    /// weight is written there with the package).
+    pub(super) fn epilogue_through(
+        &mut self,
+        op: OpId,
+        kernel: KernelId,
+        tile: u32,
+        home: BufferId,
+        transfers: &mut Gathers,
+    ) -> Result<(BufferId, Vec<KernelRun>), LowerError> {
+        let graph = self.graph;
+        let node = graph.op(op);
+        let out = graph.tensor(node.output);
+        let kernels = match &node.kind {
+            OpKind::Matmul { epilogue, .. } => epilogue_kernels(epilogue, out.dtype),
+            _ => Vec::new(),
+        };
+        if kernels.is_empty() {
+            let (written, cast) = self.cast_through(op, kernel, tile, home);
+            return Ok((written, cast.into_iter().collect()));
+        }
+        // The product's kernel writes its result in its own memory class;
+        // the epilogue's kernels take any, so the rest stays in standard
+        // memory, sparing the interleaved region the GEMMs need.
+        let written = self.program.buffer(home).clone();
+        self.program.buffers[home.0 as usize].class = MemoryClass::Standard;
+        let buffer = self.program.buffer(home).clone();
+        let slots = buffer.piece.slots() as i64;
+        let intermediate = |lowering: &mut Self| {
+            lowering.add_buffer(Buffer {
+                dtype: DType::F16,
+                role: BufferRole::Intermediate { op },
+                ..buffer.clone()
+            })
+        };
+        let first = self.add_buffer(Buffer {
+            dtype: DType::F16,
+            role: BufferRole::Intermediate { op },
+            ..written
+        });
+        let mut current = first;
+        let mut runs = Vec::new();
+        for (i, step) in kernels.iter().enumerate() {
+            let destination = match i + 1 == kernels.len() {
+                true => home,
+                false => intermediate(self),
+            };
+            let mut operands = vec![OperandRef::Buffer(current)];
+            if let Some(extra) = step.operand {
+                operands.push(self.epilogue_operand(op, 2 + extra, &buffer, transfers)?);
+            }
+            operands.push(OperandRef::Buffer(destination));
+            runs.push(KernelRun {
+                tile,
+                kernel: step.kernel,
+                operands,
+                params: vec![
+                    ("rows".into(), slots),
+                    ("row_length".into(), 1),
+                    ("out_scale".into(), i64::from(out.scale)),
+                ],
+            });
+            current = destination;
+        }
+        Ok((first, runs))
+    }
+
+    /// Input `operand` of the product `op` (an epilogue's extra operand)
+    /// broadcast to the result and laid out as `like`, a piece of it.
+    fn epilogue_operand(
+        &mut self,
+        op: OpId,
+        operand: usize,
+        like: &Buffer,
+        transfers: &mut Gathers,
+    ) -> Result<OperandRef, LowerError> {
+        let graph = self.graph;
+        let node = graph.op(op);
+        let view = View::of(graph, node.inputs[operand])
+            .broadcast_to(&graph.tensor(node.output).shape)
+            .reshaped(&like.coordinates);
+        self.demand(
+            Demand {
+                op,
+                operand: operand as u32,
+                view,
+                tile: like.tile,
+                piece: like.piece.clone(),
+                class: like.class,
+            },
+            transfers,
+        )
+    }
+}
