@@ -18,6 +18,25 @@ fn ipub(args: &[&str], cache: &std::path::Path) -> (i32, String, String) {
     )
 }
 
+/// What `ipub build PROJECT --emit WHAT` prints, the build succeeding.
+fn emitted(project: &str, what: &str) -> String {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = dir.path().join("out");
+    let (code, stdout, stderr) = ipub(
+        &[
+            "build",
+            project,
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--emit",
+            what,
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    stdout
+}
+
 fn run_passes(project: &str) {
     let dir = tempfile::tempdir().expect("temporary directory");
     let out = dir.path().join("out");
@@ -118,20 +137,7 @@ fn elementwise_ops_on_fewer_rows_than_tiles_pass_as_element_ranges() {
 fn row_operations_with_rows_cut_over_tiles_pass_on_the_model() {
     let project = "tests/data/ops/segments.toml";
     run_passes(project);
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let out = dir.path().join("out");
-    let (code, stdout, stderr) = ipub(
-        &[
-            "build",
-            project,
-            "--out",
-            out.to_str().expect("utf-8"),
-            "--emit",
-            "plan",
-        ],
-        dir.path(),
-    );
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let stdout = emitted(project, "plan");
     let chosen: Vec<&str> = stdout.lines().filter(|l| l.starts_with(" *")).collect();
     assert_eq!(chosen.len(), 8, "{stdout}");
     for line in chosen {
@@ -213,20 +219,7 @@ fn matrix_products_with_a_fused_cast_to_fp8_pass() {
 fn matrix_products_with_fused_epilogues_pass_on_the_model() {
     let project = "tests/data/ops/matmul-epilogues.toml";
     run_passes(project);
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let out = dir.path().join("out");
-    let (code, stdout, stderr) = ipub(
-        &[
-            "build",
-            project,
-            "--out",
-            out.to_str().unwrap(),
-            "--emit",
-            "fusion",
-        ],
-        dir.path(),
-    );
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let stdout = emitted(project, "fusion");
     for chain in [
         "y1+y1b+g1+g1_f8: matmul -> add -> gelu -> cast",
         "y2+h2: matmul -> add",
