@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: 91b407d25d7ef6cec0c160fd738d72d5ecd4a724854440401b6083de4877e585 64516
         projects/mlp-f16.toml: 94d6ab972b8cc5ad6a13de5d2dcc352b44f7da5395d11dffead40ee5b31c9d1c 2883499
         projects/attention-f16.toml: 1a438383370010a1b6215005355e49f0e6d979bf9e587970297c59e5f5444072 1301307
-        projects/vit-fp8.toml: 58f6e46035e95e74bae19e0be66d2054726eae8901302c916be5e0071b2e427b 7785385
-        projects/llama-block-f16.toml: e39b6f79a257c6ca037495c0ee65da28cac46f18ca3fe8697af42742bd1819d9 9008906
+        projects/vit-fp8.toml: 3d2057df31c4c0ddb3ac5b67b5ac981d1bf37933ddbac287594364fc79ade11c 7765985
+        projects/llama-block-f16.toml: ccd7c6de977a8fd98a8c68415b1ba48d3992f93d3a07f8b4ee4e92b7d1d1a541 9587465
     "#]].assert_eq(&lines);
 }

@@ -122,15 +122,22 @@ pub(crate) fn fusion(
     }
     tracing::info!(inserted = inserted.len(), "inserted implicit casts");
     // A product absorbs an elementwise step when its plan with the step
-    // is no slower than the two plans apart.
-    let cycles = |op: &crate::graph::Op| {
+    // is no slower than the two plans apart. A step planned alone is
+    // refined against operands laid out as it wants them, which the
+    // channel blocks of a product's result never are, so it is costed
+    // with the analytical exchange of every operand when that is more.
+    let plan = |op: &crate::graph::Op| {
         let signature = OpSignature::of(&legal, op);
-        let plans = operator_plans(db, Signature::new(db, signature));
-        refine::selection_cycles(plans.selected())
+        operator_plans(db, Signature::new(db, signature))
+            .selected()
+            .clone()
     };
     let worthwhile =
         |product: &crate::graph::Op, step: &crate::graph::Op, merged: &crate::graph::Op| {
-            cycles(merged) <= cycles(product) + cycles(step)
+            let alone = plan(step);
+            let step_cycles = refine::selection_cycles(&alone).max(alone.estimate.total_cycles());
+            refine::selection_cycles(&plan(merged))
+                <= refine::selection_cycles(&plan(product)) + step_cycles
         };
     let fusion = crate::fuse::fuse_with(&legal, &worthwhile);
     tracing::info!(fused = fusion.fused.len(), "fused operations");
