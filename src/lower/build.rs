@@ -584,7 +584,7 @@ impl Lowering<'_> {
                                 weights,
                             );
                             let (written, epilogue) =
-                                self.epilogue_through(op, kernel, tile, home, transfers)?;
+                                self.epilogue_through(op, kernel, home, transfers)?;
                             slice_outputs.push(home);
                             (written, epilogue)
                         } else {
@@ -668,7 +668,7 @@ impl Lowering<'_> {
         })
     }
 
-    /// Where `kernel` on `tile` writes the f16 result that belongs in home
+    /// Where `kernel` writes the f16 result that belongs in home
     /// buffer `home` of `op`'s output: the home itself, or when a cast to
     /// FP8 is fused into the operation ([`crate::partition::cast_epilogue`])
     /// a tile-local f16 buffer with the same piece, with the run of the
@@ -678,32 +678,28 @@ impl Lowering<'_> {
         &mut self,
         op: OpId,
         kernel: KernelId,
-        tile: u32,
         home: BufferId,
     ) -> (BufferId, Option<KernelRun>) {
         let out = self.graph.tensor(self.graph.op(op).output);
         let Some(cast) = crate::partition::cast_epilogue(kernel, out.dtype) else {
             return (home, None);
         };
-        let scale = i64::from(out.scale);
         let buffer = self.program.buffer(home).clone();
-        let slots = buffer.piece.slots() as i64;
-        let intermediate = self.add_buffer(Buffer {
+        let intermediate = self.f16_like(op, &buffer);
+        let operands = vec![OperandRef::Buffer(intermediate), OperandRef::Buffer(home)];
+        let run = slot_run(cast, operands, &buffer, out.scale);
+        (intermediate, Some(run))
+    }
+
+    /// A tile-local f16 buffer of `op` with `like`'s tile, piece, layout
+    /// and memory class: what a kernel writes for the next one of the same
+    /// step to read slot for slot.
+    fn f16_like(&mut self, op: OpId, like: &Buffer) -> BufferId {
+        self.add_buffer(Buffer {
             dtype: DType::F16,
             role: BufferRole::Intermediate { op },
-            ..buffer
-        });
-        let run = KernelRun {
-            tile,
-            kernel: cast,
-            operands: vec![OperandRef::Buffer(intermediate), OperandRef::Buffer(home)],
-            params: vec![
-                ("rows".into(), slots),
-                ("row_length".into(), 1),
-                ("out_scale".into(), scale),
-            ],
-        };
-        (intermediate, Some(run))
+            ..like.clone()
+        })
     }
 
     /// The reduction stage of a matrix product with a split inner
@@ -809,7 +805,7 @@ impl Lowering<'_> {
                 }
                 let c = self.output_buffer(node.output, tile, kept, vec![batch, m, n], class);
                 home.push(c);
-                let (sum, epilogue) = self.epilogue_through(op, reduce, tile, c, first_phase)?;
+                let (sum, epilogue) = self.epilogue_through(op, reduce, c, first_phase)?;
                 runs.push(KernelRun {
                     tile,
                     kernel: reduce,
@@ -1226,6 +1222,27 @@ impl Lowering<'_> {
             .add_phase(ExchangePhase::gather_purpose(&node.name), transfers)
             .into_iter()
             .collect())
+    }
+}
+
+/// A run of the elementwise `kernel` on `like`'s tile over every slot of
+/// `like` (padding included), its buffers laid out alike, storing FP8 with
+/// `out_scale`.
+fn slot_run(
+    kernel: KernelId,
+    operands: Vec<OperandRef>,
+    like: &Buffer,
+    out_scale: i8,
+) -> KernelRun {
+    KernelRun {
+        tile: like.tile,
+        kernel,
+        operands,
+        params: vec![
+            ("rows".into(), like.piece.slots() as i64),
+            ("row_length".into(), 1),
+            ("out_scale".into(), i64::from(out_scale)),
+        ],
     }
 }
 

@@ -4,15 +4,15 @@
 //! that writes it, so the result never crosses the exchange between them.
 
 use super::{Demand, Lowering};
-use crate::graph::{DType, OpId, OpKind};
-use crate::lower::program::{Buffer, BufferId, BufferRole, KernelRun, OperandRef};
+use crate::graph::{OpId, OpKind};
+use crate::lower::program::{Buffer, BufferId, KernelRun, OperandRef};
 use crate::lower::runs::Gathers;
 use crate::lower::view::View;
 use crate::lower::LowerError;
 use crate::partition::{epilogue_kernels, KernelId, MemoryClass};
 
 impl Lowering<'_> {
-    /// Where `kernel` on `tile` writes the f16 result that belongs in home
+    /// Where `kernel` writes the f16 result that belongs in home
     /// buffer `home` of `op`'s output, and the runs that follow it in the
     /// same step: the fused cast ([`Self::cast_through`]), or a matrix
     /// product's epilogue ([`epilogue_kernels`]). Each epilogue run reads
@@ -24,7 +24,6 @@ impl Lowering<'_> {
         &mut self,
         op: OpId,
         kernel: KernelId,
-        tile: u32,
         home: BufferId,
         transfers: &mut Gathers,
     ) -> Result<(BufferId, Vec<KernelRun>), LowerError> {
@@ -36,50 +35,29 @@ impl Lowering<'_> {
             _ => Vec::new(),
         };
         if kernels.is_empty() {
-            let (written, cast) = self.cast_through(op, kernel, tile, home);
+            let (written, cast) = self.cast_through(op, kernel, home);
             return Ok((written, cast.into_iter().collect()));
         }
         // The product's kernel writes its result in its own memory class;
         // the epilogue's kernels take any, so the rest stays in standard
         // memory, sparing the interleaved region the GEMMs need.
         let written = self.program.buffer(home).clone();
+        let first = self.f16_like(op, &written);
         self.program.buffers[home.0 as usize].class = MemoryClass::Standard;
         let buffer = self.program.buffer(home).clone();
-        let slots = buffer.piece.slots() as i64;
-        let intermediate = |lowering: &mut Self| {
-            lowering.add_buffer(Buffer {
-                dtype: DType::F16,
-                role: BufferRole::Intermediate { op },
-                ..buffer.clone()
-            })
-        };
-        let first = self.add_buffer(Buffer {
-            dtype: DType::F16,
-            role: BufferRole::Intermediate { op },
-            ..written
-        });
         let mut current = first;
         let mut runs = Vec::new();
         for (i, step) in kernels.iter().enumerate() {
             let destination = match i + 1 == kernels.len() {
                 true => home,
-                false => intermediate(self),
+                false => self.f16_like(op, &buffer),
             };
             let mut operands = vec![OperandRef::Buffer(current)];
             if let Some(extra) = step.operand {
                 operands.push(self.epilogue_operand(op, 2 + extra, &buffer, transfers)?);
             }
             operands.push(OperandRef::Buffer(destination));
-            runs.push(KernelRun {
-                tile,
-                kernel: step.kernel,
-                operands,
-                params: vec![
-                    ("rows".into(), slots),
-                    ("row_length".into(), 1),
-                    ("out_scale".into(), i64::from(out.scale)),
-                ],
-            });
+            runs.push(super::slot_run(step.kernel, operands, &buffer, out.scale));
             current = destination;
         }
         Ok((first, runs))

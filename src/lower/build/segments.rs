@@ -129,7 +129,7 @@ impl Lowering<'_> {
                 });
                 // A softmax whose result is FP8 writes f16 that a cast on
                 // the tile stores.
-                let (written, cast) = self.cast_through(op, kernel, tile, result);
+                let (written, cast) = self.cast_through(op, kernel, result);
                 operands.push(OperandRef::Buffer(record));
                 operands.push(OperandRef::Buffer(written));
                 second_runs.push(KernelRun {
