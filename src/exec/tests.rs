@@ -116,6 +116,42 @@ fn loads_and_stores_in_their_three_addressing_forms() {
     );
 }
 
+/// The register-stride step forms: each access at the base, then the
+/// base advanced by the third register (negative strides wrap).
+#[test]
+fn step_loads_and_stores_advance_by_a_register() {
+    check_worker(
+        "
+        setzi $m1, 0x5678
+        sethi $m1, 0x1234
+        st32 $m1, $m0, 0
+        st32 $m1, $m0, 4
+        setzi $m2, 16
+        mov $m3, $m0
+        ld64step $a0:1, $m3+=, $m2
+        mov $m4, $m0
+        st64step $a0:1, $m4+=, $m2
+        sub $m5, $mzero, 8
+        st64step $a0:1, $m4+=, $m5
+        ld64 $a2:3, $m0, 16
+        exitz $mzero
+        ",
+        expect![[r#"
+            issues 13 instructions 13
+            m0 = 0x60000
+            m1 = 0x12345678
+            m2 = 0x10
+            m3 = 0x60010
+            m4 = 0x60008
+            m5 = 0xfffffff8
+            a0 = 0x12345678
+            a1 = 0x12345678
+            a2 = 0x12345678
+            a3 = 0x12345678
+        "#]],
+    );
+}
+
 #[test]
 fn every_fault_cause_is_reported_with_context_and_pc() {
     let cases = [

@@ -633,7 +633,7 @@ impl Thread {
             | St16R | St32MR | St32AR | St64R | St128R => (base.wrapping_add(r.m(b)), false),
             Ldz8Step | Lds8Step | Ldz16Step | Lds16Step | Ldb16Step | Ld32MStep | Ld32AStep
             | Ld64Step | Ld128Step | St8Step | St16Step | St32MStep | St32AStep | St64Step
-            | St128Step | Ld64StepR => (base, true),
+            | St128Step | Ld64StepR | St64StepR => (base, true),
             _ => (base.wrapping_add(inst.imm as u32), false),
         };
         match inst.op {
@@ -664,7 +664,7 @@ impl Thread {
             St16R | St16 | St16Step => mem.write::<2>(addr, (r.m(d) as u16).to_le_bytes())?,
             St32MR | St32M | St32MStep => mem.write::<4>(addr, r.m(d).to_le_bytes())?,
             St32AR | St32A | St32AStep => mem.write::<4>(addr, r.a(d).to_le_bytes())?,
-            St64R | St64 | St64Step => mem.write::<8>(addr, r.pair(d).to_le_bytes())?,
+            St64R | St64 | St64Step | St64StepR => mem.write::<8>(addr, r.pair(d).to_le_bytes())?,
             St128R | St128 | St128Step => {
                 mem.check_interleaved(addr)?;
                 let v = u128::from(r.pair(d)) | (u128::from(r.pair(d + 2)) << 64);
@@ -678,10 +678,10 @@ impl Thread {
             }
         }
         if step {
-            // The register-stride form adds its third operand; the others
+            // The register-stride forms add their third operand; the others
             // their immediate.
             let delta = match inst.op {
-                Ld64StepR => r.m(b),
+                Ld64StepR | St64StepR => r.m(b),
                 _ => inst.imm as u32,
             };
             r.set_m(a, base.wrapping_add(delta));

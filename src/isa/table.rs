@@ -147,6 +147,7 @@ pub enum Op {
     St128R,
     Ld2xSt64Pace,
     Ld64StepR,
+    St64StepR,
     // Immediate-offset loads and stores.
     Ldz8,
     Lds8,
@@ -620,6 +621,7 @@ pub(super) static TABLE: &[OpInfo] = &[
     grouped(Op::St128R, "st128", G_MEM, 14, MR_Q, Main, Worker, "Stores quad d at a + b (interleaved memory only)."),
     grouped(Op::Ld2xSt64Pace, "ld2xst64pace", G_MEM, 15, PACE, Main, Worker, "Loads d from [$mN] and a from [$mN+1] (both interleaved memory), stores b to [$mN+2], then adds 8 to all three."),
     grouped(Op::Ld64StepR, "ld64step", G_MEM, 16, MSR_P, Main, Worker, "Pair d = 64 bits at a; a += b."),
+    grouped(Op::St64StepR, "st64step", G_MEM, 17, MSR_P, Main, Worker, "Stores pair d at a; a += b."),
 ];
 
 /// Immediate-offset and post-incrementing memory forms: each shares a major

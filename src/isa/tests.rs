@@ -252,6 +252,7 @@ fn every_instruction_round_trips_through_decode_and_disassembly() {
         0686600e  st128 $a4:7, $m3, $m3
         0644480f  ld2xst64pace $a2:3, $a2:3, $a2:3, $m4:6+=
         06446010  ld64step $a2:3, $m2+=, $m3
+        06446011  st64step $a2:3, $m2+=, $m3
         4066fffb  ldz8 $m3, $m3, -5
         4266fffb  lds8 $m3, $m3, -5
         4466fffb  ldz16 $m3, $m3, -5
