@@ -7,8 +7,68 @@
 //
 // Worker `w` takes o = w, w + 6, ...: the lowering makes `outer` the
 // larger of the two counts, so the six workers share the work.
+//
+// Chunks of four words (a 32-byte K-block row) or two (a 16-byte row of a
+// GEMM result's channel block) take a path without loop overhead per
+// chunk: a `rpt` body of a load and a store per word, whose last pair
+// steps by a register to the next chunk (`ld64step` / `st64step` with a
+// register increment), 2 issues per word. With one chunk per o the body
+// walks the worker's o's directly (6 apart); otherwise it walks one o's
+// chunks, and the o's take a short loop. Other chunk sizes take the
+// general loop: `rpt` over the words of each chunk.
+
+#include "include/rows.h"
 
         .text
+
+// One chunk of `words` (2 or 4) words from $m8 to $m10; the last load and
+// store step by $m11 and $m12 (the distance to the next chunk, less the
+// words before the last).
+.macro copy_chunk words
+        .rept \words - 1
+        ld64step $a0:1, $m8+=, 8
+        st64step $a0:1, $m10+=, 8
+        .endr
+        ld64step $a0:1, $m8+=, $m11
+        st64step $a0:1, $m10+=, $m12
+.endm
+
+// The path for chunks of `words` (2 or 4) words: with one chunk per o,
+// one `rpt` over the worker's o's, 6 apart ((outer - wid + 5) / 6 of them,
+// none when wid >= outer); otherwise one `rpt` over each o's chunks.
+// Expects the set-up below ($m1 outer, $m3 wid, $m7 and $m9 the first
+// chunk, $m13 and $m14 the step to o + 6, $m11 and $m12 the inner strides).
+.macro chunks_of words, rows_label, next_label
+        ld32    $m2, $m0, 12
+        cmpeq   $m6, $m2, 1
+        brz     $m6, \rows_label
+        sub     $m11, $m13, 8 * (\words - 1)
+        sub     $m12, $m14, 8 * (\words - 1)
+        sub     $m5, $m1, $m3
+        add     $m5, $m5, 5
+        setzi   $m6, DIV6_MUL
+        mul     $m5, $m5, $m6
+        shr     $m5, $m5, DIV6_SHIFT
+        mov     $m8, $m7
+        mov     $m10, $m9
+        rpt     $m5, 2 * \words
+        copy_chunk \words
+        exitz   $mzero
+\rows_label:
+        sub     $m11, $m11, 8 * (\words - 1)
+        sub     $m12, $m12, 8 * (\words - 1)
+\next_label:
+        cmpult  $m6, $m3, $m1
+        brz     $m6, rearrange_blocks_done
+        mov     $m8, $m7
+        mov     $m10, $m9
+        rpt     $m2, 2 * \words
+        copy_chunk \words
+        add     $m7, $m7, $m13
+        add     $m9, $m9, $m14
+        add     $m3, $m3, 6
+        br      \next_label
+.endm
 
 // State: in0, out, then the geometry.
 
@@ -25,7 +85,9 @@
         .ipub_param dst_offset, 32, u32
         .ipub_param dst_outer, 36, u32
         .ipub_param dst_inner, 40, u32
-        .ipub_cost "(outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190"
+        // Six cycles per issue of worker 0, which has the most o's
+        // (fitted with `tests/row_kernels/calibration.rs`).
+        .ipub_cost "words == 2 || words == 4 ? (inner == 1 ? 12 * words * ((outer + 5) / 6) + 228 : (outer + 5) / 6 * 6 * (inner * 2 * words + 9) + 198) : (outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190"
 rearrange_blocks:
         ld32    $m1, $m0, 8
         get     $m3, $wid
@@ -48,6 +110,13 @@ rearrange_blocks:
         ld32    $m4, $m0, 16
         ld32    $m11, $m0, 28
         ld32    $m12, $m0, 40
+        cmpeq   $m6, $m4, 4
+        brnz    $m6, rearrange_blocks_four
+        cmpeq   $m6, $m4, 2
+        brz     $m6, rearrange_blocks_outer
+        chunks_of 2, rearrange_blocks_rows2, rearrange_blocks_next2
+rearrange_blocks_four:
+        chunks_of 4, rearrange_blocks_rows4, rearrange_blocks_next4
 rearrange_blocks_outer:
         cmpult  $m6, $m3, $m1
         brz     $m6, rearrange_blocks_done

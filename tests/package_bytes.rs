@@ -59,11 +59,11 @@ fn shipped_packages_are_byte_identical() {
         lines.push_str(&format!("{project}: {}\n", package_hash(project)));
     }
     expect![[r#"
-        projects/matmul-f8.toml: 40c36497b4f9613e89eab4a006b8f7a81161d616488425461987d87b77d6081a 103595
-        projects/mixed-f8.toml: 91b407d25d7ef6cec0c160fd738d72d5ecd4a724854440401b6083de4877e585 64516
-        projects/mlp-f16.toml: 94d6ab972b8cc5ad6a13de5d2dcc352b44f7da5395d11dffead40ee5b31c9d1c 2883499
-        projects/attention-f16.toml: 1a438383370010a1b6215005355e49f0e6d979bf9e587970297c59e5f5444072 1301307
-        projects/vit-fp8.toml: 3d2057df31c4c0ddb3ac5b67b5ac981d1bf37933ddbac287594364fc79ade11c 7765985
-        projects/llama-block-f16.toml: ccd7c6de977a8fd98a8c68415b1ba48d3992f93d3a07f8b4ee4e92b7d1d1a541 9587465
+        projects/matmul-f8.toml: 7fff774fc81f5b4e38335c908ad0f520e105a7b5606f9e89f1997c34d13c20c3 103907
+        projects/mixed-f8.toml: f4f362612634304f4fc656fe22ddc9c05db5b002d07308ae34ec3064f433a6f0 64828
+        projects/mlp-f16.toml: 8d40d8d31cf2846ac4454819ae3462f37fc17eb62c2dc4c16295f3decd6b0f2c 2883811
+        projects/attention-f16.toml: 218106e2fadbf60cdfa8734437243c58098d69718aaae41ef424690b123edd4b 1302243
+        projects/vit-fp8.toml: 43bfbc886f5c345d79c27384db3f9ce3518a78a1c4aa73fffedb6b0abf5cb059 7768429
+        projects/llama-block-f16.toml: de66eaf1c9c28a66b55e5925e94a885582a36c46dfc74cb1731155a4986a4ed3 9589025
     "#]].assert_eq(&lines);
 }

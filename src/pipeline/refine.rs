@@ -579,10 +579,10 @@ mod tests {
             .collect();
         expect_test::expect![[r#"
             [
-                "estimated 1816 refined 2158 scheduled 0 rearrange 406 pressure 0/256",
-                "estimated 1848 refined 2218 scheduled 60 rearrange 406 pressure 256/256",
-                "estimated 1912 refined 2254 scheduled 0 rearrange 406 pressure 0/256",
-                "estimated 1928 refined 2286 scheduled 80 rearrange 406 pressure 512/256",
+                "estimated 1816 refined 2100 scheduled 0 rearrange 348 pressure 0/256",
+                "estimated 1848 refined 2160 scheduled 60 rearrange 348 pressure 256/256",
+                "estimated 1912 refined 2196 scheduled 0 rearrange 348 pressure 0/256",
+                "estimated 1928 refined 2228 scheduled 80 rearrange 348 pressure 512/256",
             ]
         "#]]
         .assert_debug_eq(&figures);
@@ -618,10 +618,10 @@ mod tests {
         expect_test::expect![[r#"
             matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
               candidates 600
-              finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=4466 (compute 2562 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=4928 (scheduled exchange 760, rearrange 406, pressure 2688 rotated 2816)
-             *finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=4482 (compute 2322 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=4902 (scheduled exchange 974, rearrange 406, pressure 3712 rotated 3840)
-              finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=4562 (compute 2658 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=4942 (scheduled exchange 678, rearrange 406, pressure 2560 rotated 2816)
-              finalist 3: grid b1xm2xn4xk8 shard 1x64x64x16 weights interleaved kernel gemm_f8_interleaved_k64_c16_r64 tiles=64 cycles=4994 (compute 2322 exchange 1472 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=5407 (scheduled exchange 1479, rearrange 406, pressure 5760 rotated 5888)
+              finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=4466 (compute 2562 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=4870 (scheduled exchange 760, rearrange 348, pressure 2688 rotated 2816)
+             *finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=4482 (compute 2322 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=4844 (scheduled exchange 974, rearrange 348, pressure 3712 rotated 3840)
+              finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=4562 (compute 2658 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=4884 (scheduled exchange 678, rearrange 348, pressure 2560 rotated 2816)
+              finalist 3: grid b1xm2xn4xk8 shard 1x64x64x16 weights interleaved kernel gemm_f8_interleaved_k64_c16_r64 tiles=64 cycles=4994 (compute 2322 exchange 1472 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=5349 (scheduled exchange 1479, rearrange 348, pressure 5760 rotated 5888)
         "#]].assert_eq(&crate::plan::dump(&signature, &plans));
     }
 

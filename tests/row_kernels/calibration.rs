@@ -185,6 +185,11 @@ fn rearrange_blocks() -> Vec<(String, bool)> {
         (13, 16, 2),
         (24, 50, 4),
         (3, 197, 8),
+        (5, 1, 4),
+        (50, 1, 4),
+        (600, 1, 4),
+        (50, 2, 2),
+        (50, 1, 2),
     ] {
         let chunk = 8 * words;
         let source: Vec<u8> = (0..outer * inner * chunk)

@@ -222,6 +222,9 @@ fn rearrange_blocks_moves_each_chunk_and_nothing_else() {
         (5, 1, 4, 1, 0),
         (13, 7, 4, 16, 8),
         (2, 2, 1, 4, 1),
+        (14, 1, 4, 3, 1),
+        (9, 3, 2, 5, 1),
+        (7, 1, 2, 2, 0),
     ] {
         let chunk = 8 * words;
         let row_bytes = blocks * chunk;
