@@ -28,7 +28,9 @@
 //!   softmax, add and the matrix product (its GEMM, or the reduction of a
 //!   split K) run their kernel into a tile-local f16 buffer and the cast's
 //!   kernel after it, in the same compute step
-//!   (`partition::cast_epilogue`).
+//!   (`partition::cast_epilogue`). A cast reached from such a producer
+//!   through transposes and reshapes first moves before them
+//!   ([`views`]): the views then carry FP8, and the cast folds as above.
 //!
 //! Pairs chain: `fc1`, `fc1_bias`, `gelu` and `gelu_f8` become one
 //! operation, `fc1+fc1_bias+gelu+gelu_f8`, at the first one's place, with
@@ -41,7 +43,8 @@
 //! repeat scope (both in one repeat body, or both outside any). The
 //! intermediate tensors keep their ids (no operation produces them any
 //! more), so bindings and the host reference, which evaluates the unfused
-//! graph, still line up.
+//! graph, still line up; the FP8 results of views a cast moved before are
+//! new tensors after them.
 
 use crate::graph::{DType, EpilogueStep, Graph, Op, OpId, OpKind, TensorId};
 use std::fmt::Write as _;
@@ -117,6 +120,18 @@ fn casts_fold_into(kind: &OpKind) -> bool {
     )
 }
 
+/// Whether a cast to FP8 of `op`'s result folds into `op`: a matrix
+/// product's f16 result is rounded by its kernel (or the reduction of a
+/// split K) whatever its inputs; the row kernels take f16 rows.
+fn takes_cast(graph: &Graph, op: &Op) -> bool {
+    let f16 = |t: TensorId| graph.tensor(t).dtype == DType::F16;
+    f16(op.output)
+        && match op.kind {
+            OpKind::Matmul { .. } => true,
+            ref kind => casts_fold_into(kind) && f16(op.inputs[0]),
+        }
+}
+
 /// A chain of merged operations: the operation it has become so far, and
 /// what it merged.
 struct Chain {
@@ -183,14 +198,7 @@ fn absorb(
     }
     match consumer.kind {
         OpKind::Cast if graph.tensor(consumer.output).dtype.is_fp8() => {
-            // A matrix product's f16 result is rounded by its kernel (or
-            // the reduction of a split K) whatever its inputs; the row
-            // kernels take f16 rows.
-            let fits = match producer.kind {
-                OpKind::Matmul { .. } => true,
-                ref kind => casts_fold_into(kind) && f16(producer.inputs[0]),
-            };
-            fits.then(|| fused(producer.kind.clone()))
+            takes_cast(graph, producer).then(|| fused(producer.kind.clone()))
         }
         // An add of two f16 operands, not merged with anything yet, into
         // the GELU of its sum.
@@ -219,8 +227,13 @@ pub(crate) fn fuse(graph: &Graph) -> Fusion {
 /// model: an epilogue runs on the tiles of the product's plan, which may
 /// be fewer than the operation alone would spread over).
 pub(crate) fn fuse_with(graph: &Graph, worthwhile: Worthwhile) -> Fusion {
-    let readers = reader_counts(graph);
     let scope = scopes(graph);
+    let (moved, unproduced) =
+        views::casts_before_views(graph, &reader_counts(graph), &scope, &|op| {
+            takes_cast(graph, op)
+        });
+    let graph = &moved;
+    let readers = reader_counts(graph);
     // The producer of each tensor, by op index.
     let mut producer = vec![None; graph.tensors.len()];
     for (i, op) in graph.ops.iter().enumerate() {
@@ -271,6 +284,7 @@ pub(crate) fn fuse_with(graph: &Graph, worthwhile: Worthwhile) -> Fusion {
             chain.op = merged;
             chain.merged.push(op.kind.name());
             chain.intermediates.push(input);
+            chain.intermediates.extend_from_slice(&unproduced[i]);
             chains[i] = None;
             root[i] = r;
             break;
@@ -352,3 +366,4 @@ fn scopes(graph: &Graph) -> Vec<Option<usize>> {
 
 #[cfg(test)]
 mod tests;
+mod views;

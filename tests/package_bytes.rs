@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: f4f362612634304f4fc656fe22ddc9c05db5b002d07308ae34ec3064f433a6f0 64828
         projects/mlp-f16.toml: 8d40d8d31cf2846ac4454819ae3462f37fc17eb62c2dc4c16295f3decd6b0f2c 2883811
         projects/attention-f16.toml: 218106e2fadbf60cdfa8734437243c58098d69718aaae41ef424690b123edd4b 1302243
-        projects/vit-fp8.toml: 43bfbc886f5c345d79c27384db3f9ce3518a78a1c4aa73fffedb6b0abf5cb059 7768429
+        projects/vit-fp8.toml: 7a7093a43b4af58c0494d63a4c9c98c0fbaa0987a167c81158ebe732e0cca225 7709085
         projects/llama-block-f16.toml: de66eaf1c9c28a66b55e5925e94a885582a36c46dfc74cb1731155a4986a4ed3 9589025
     "#]].assert_eq(&lines);
 }
