@@ -59,11 +59,11 @@ fn shipped_packages_are_byte_identical() {
         lines.push_str(&format!("{project}: {}\n", package_hash(project)));
     }
     expect![[r#"
-        projects/matmul-f8.toml: 7fff774fc81f5b4e38335c908ad0f520e105a7b5606f9e89f1997c34d13c20c3 103907
-        projects/mixed-f8.toml: f4f362612634304f4fc656fe22ddc9c05db5b002d07308ae34ec3064f433a6f0 64828
-        projects/mlp-f16.toml: 8d40d8d31cf2846ac4454819ae3462f37fc17eb62c2dc4c16295f3decd6b0f2c 2883811
-        projects/attention-f16.toml: 218106e2fadbf60cdfa8734437243c58098d69718aaae41ef424690b123edd4b 1302243
-        projects/vit-fp8.toml: 7a7093a43b4af58c0494d63a4c9c98c0fbaa0987a167c81158ebe732e0cca225 7709085
-        projects/llama-block-f16.toml: de66eaf1c9c28a66b55e5925e94a885582a36c46dfc74cb1731155a4986a4ed3 9589025
+        projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
+        projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
+        projects/mlp-f16.toml: 048245ce34af4cbc00b277f1335342b46975176d074b60ab92e0e8e510db069d 2883811
+        projects/attention-f16.toml: ae2e59f8b41288df7391522a650999be37ad6f20df38bcc652215d657429c51a 1302244
+        projects/vit-fp8.toml: 99010b89d2e908893b11a285e98695741cc3b775f417f7214e0135013b94a773 7709085
+        projects/llama-block-f16.toml: 067dc78a65a629b13823fa621cbb221e986448dc1b2810ce2bc4875c0481a63b 9589025
     "#]].assert_eq(&lines);
 }

@@ -341,7 +341,9 @@ fn estimated(
             let (exchange, sync) =
                 super::package::lowered_exchange(graph, target, program, &shared, op, selected);
             let executions = graph.repeat_of(op).map_or(1, |r| r.count);
-            (selected.estimate.compute_cycles + exchange + sync) * u64::from(executions)
+            let compute = selected.estimate.compute_cycles
+                + super::refine::held_rearrange_cycles(program, op);
+            (compute + exchange + sync) * u64::from(executions)
         })
         .sum()
 }

@@ -78,7 +78,8 @@ pub(crate) fn op_estimates(
                 kind: op.kind.name().to_string(),
                 executions: graph.repeat_of(id).map_or(1, |r| r.count),
                 tiles: selected.tiles_used,
-                compute_cycles: selected.estimate.compute_cycles,
+                compute_cycles: selected.estimate.compute_cycles
+                    + super::refine::held_rearrange_cycles(&program, id),
                 exchange_cycles,
                 sync_cycles,
                 macs,
@@ -91,8 +92,8 @@ pub(crate) fn op_estimates(
 /// An operation's estimated exchange and sync cycles, corrected by what
 /// the lowered program shows and the plan, costed per signature, cannot
 /// see: an operation whose operands are all in place has no exchange phase
-/// and spends nothing on sync, and on exchange only what it rearranges of
-/// the pieces it holds (the refined `rearrange` figure); one with fewer
+/// and spends nothing on exchange and sync (what it rearranges of the
+/// pieces it holds is compute: `refine::held_rearrange_cycles`); one with fewer
 /// phases than its plan (a gather left out because the operands were in
 /// place or gathered by another operation) syncs only for those it has;
 /// one that reads operand pieces another operation gathered is spared its
@@ -118,7 +119,7 @@ pub(super) fn lowered_exchange(
         .filter(|p| purposes.contains(&p.purpose))
         .count();
     if phases == 0 {
-        return (selected.refined.map_or(0, |r| r.rearrange_cycles), 0);
+        return (0, 0);
     }
     let estimate = &selected.estimate;
     let sync = estimate.sync_cycles.min(crate::plan::cost::sync_cycles(

@@ -282,6 +282,13 @@ fn rearranges(program: &Program, op: OpId) -> Vec<(&KernelRun, local::BlockCopy)
     out
 }
 
+/// The cycles of the busiest tile's rearranges in `op`'s compute steps of
+/// `program`: compute its plan's estimate does not hold, as the plan
+/// cannot know which pieces of its operands a tile already holds.
+pub(super) fn held_rearrange_cycles(program: &Program, op: OpId) -> u64 {
+    rearrange_cycles(&rearranges(program, op))
+}
+
 /// The cycles of the busiest tile's rearranges.
 fn rearrange_cycles(rearranges: &[(&KernelRun, local::BlockCopy)]) -> u64 {
     let mut per_tile: BTreeMap<u32, u64> = BTreeMap::new();
