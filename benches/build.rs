@@ -20,8 +20,12 @@ fn main() {
         "mixed-f8",
         "mlp-f16",
         "attention-f16",
+        "vit-head-f16",
         "vit-fp8",
+        "llama-block-f16",
         "siglip-mlp-f8",
+        "siglip-block-f8",
+        "vit-b16-fp8",
     ] {
         // Remove compiled kernels so every build is cold.
         let _ = std::fs::remove_dir_all(cache.path().join("kernels"));
