@@ -50,6 +50,15 @@ fn check(text: &str, expected: Expect) {
     // of the legalized graph, ids unchanged, and the FP8 results of views
     // a cast moved before after them.
     assert!(fuse(&fusion.graph).fused.is_empty());
+    // Every operation reads only tensors made before it (or by none).
+    let mut made = vec![false; fusion.graph.tensors.len()];
+    for op in &fusion.graph.ops {
+        for &t in &op.inputs {
+            let produced = fusion.graph.ops.iter().any(|o| o.output == t);
+            assert!(!produced || made[t.0 as usize], "{} reads ahead", op.name);
+        }
+        made[op.output.0 as usize] = true;
+    }
     assert_eq!(
         fusion.graph.tensors[..graph.tensors.len()],
         graph.tensors[..]
@@ -164,10 +173,22 @@ inputs = ["ln"]
 perm = [1, 0]
 
 [[op]]
+name = "s"
+op = "add"
+inputs = ["x", "x"]
+dtype = "f16"
+
+[[op]]
 name = "r"
 op = "reshape"
 inputs = ["t"]
 shape = [8, 64]
+
+[[op]]
+name = "st"
+op = "transpose"
+inputs = ["s"]
+perm = [1, 0]
 
 [[op]]
 name = "r_f8"
@@ -195,18 +216,6 @@ inputs = ["xt"]
 dtype = "f143"
 
 [[op]]
-name = "s"
-op = "add"
-inputs = ["x", "x"]
-dtype = "f16"
-
-[[op]]
-name = "st"
-op = "transpose"
-inputs = ["s"]
-perm = [1, 0]
-
-[[op]]
 name = "st_f8"
 op = "cast"
 inputs = ["st"]
@@ -227,19 +236,19 @@ outputs = ["y", "xt_f8", "st_f8", "st2"]
     check(
         &format!("{HEAD}{ops}"),
         expect![[r#"
-        ln+r_f8: layernorm -> cast, ln[16, 32], t[32, 16], r[8, 64] not materialised, writes f143[16, 32]*2^-1
-        1 fused operations, 10 operations left
-          ln+r_f8 = layernorm(x, g, b) -> ln+r_f8
-          t = transpose(ln+r_f8) -> t+r_f8
-          r = reshape(t+r_f8) -> r_f8
-          y = cast(r_f8) -> y
-          xt = transpose(x) -> xt
-          xt_f8 = cast(xt) -> xt_f8
-          s = add(x, x) -> s
-          st = transpose(s) -> st
-          st_f8 = cast(st) -> st_f8
-          st2 = add(st, st) -> st2
-    "#]],
+            ln+r_f8: layernorm -> cast, ln[16, 32], t[32, 16], r[8, 64] not materialised, writes f143[16, 32]*2^-1
+            1 fused operations, 10 operations left
+              ln+r_f8 = layernorm(x, g, b) -> ln+r_f8
+              s = add(x, x) -> s
+              t = transpose(ln+r_f8) -> t+r_f8
+              st = transpose(s) -> st
+              r = reshape(t+r_f8) -> r_f8
+              y = cast(r_f8) -> y
+              xt = transpose(x) -> xt
+              xt_f8 = cast(xt) -> xt_f8
+              st_f8 = cast(st) -> st_f8
+              st2 = add(st, st) -> st2
+        "#]],
     );
 }
 
