@@ -79,21 +79,22 @@ pub(super) fn casts_before_views(
             });
             id
         };
-        let mut input = root.output;
-        let mut written = fp8(input);
+        // Each operation of the chain one place later: the cast at the
+        // first view's, each view at the next one's, the last at the cast's.
+        let places = views.iter().skip(1).copied().chain([c]);
+        let mut written = fp8(root.output);
         moved.ops[views[0]] = Op {
-            inputs: vec![input],
+            inputs: vec![root.output],
             output: written,
             ..cast.clone()
         };
-        for (k, &view) in views.iter().enumerate() {
+        for (&view, place) in views.iter().zip(places) {
             let view = &graph.ops[view];
-            input = written;
-            written = match views.get(k + 1) {
-                Some(_) => fp8(view.output),
-                None => cast.output,
+            let input = written;
+            written = match place == c {
+                true => cast.output,
+                false => fp8(view.output),
             };
-            let place = views.get(k + 1).copied().unwrap_or(c);
             moved.ops[place] = Op {
                 inputs: vec![input],
                 output: written,
