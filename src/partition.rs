@@ -327,51 +327,40 @@ pub(crate) struct EpilogueKernel {
 pub(crate) fn epilogue_kernels(epilogue: &[EpilogueStep], output: DType) -> Vec<EpilogueKernel> {
     let f16 = DType::F16;
     let mut runs = Vec::new();
-    let mut operands = 0..;
+    // The binary steps' other operands, in order.
+    let mut operands = 0;
     let mut steps = epilogue.iter().peekable();
     while let Some(&step) = steps.next() {
-        let (kernel, binary) = match step {
+        let kernel = match step {
             EpilogueStep::Add if steps.peek() == Some(&&EpilogueStep::Gelu) => {
                 steps.next();
-                (
-                    KernelId::Gelu {
-                        dtype: f16,
-                        add: true,
-                    },
-                    true,
-                )
-            }
-            EpilogueStep::Add => (KernelId::Add { dtype: f16 }, true),
-            EpilogueStep::Mul => (
-                KernelId::Binary {
-                    op: BinaryOp::Mul,
-                    dtype: f16,
-                },
-                true,
-            ),
-            EpilogueStep::Gelu => (
                 KernelId::Gelu {
                     dtype: f16,
-                    add: false,
-                },
-                false,
-            ),
-            EpilogueStep::Silu => (
-                KernelId::Unary {
-                    op: UnaryOp::Silu,
-                    dtype: f16,
-                },
-                false,
-            ),
-            EpilogueStep::GeluTanh => (
-                KernelId::Unary {
-                    op: UnaryOp::GeluTanh,
-                    dtype: f16,
-                },
-                false,
-            ),
+                    add: true,
+                }
+            }
+            EpilogueStep::Add => KernelId::Add { dtype: f16 },
+            EpilogueStep::Mul => KernelId::Binary {
+                op: BinaryOp::Mul,
+                dtype: f16,
+            },
+            EpilogueStep::Gelu => KernelId::Gelu {
+                dtype: f16,
+                add: false,
+            },
+            EpilogueStep::Silu => KernelId::Unary {
+                op: UnaryOp::Silu,
+                dtype: f16,
+            },
+            EpilogueStep::GeluTanh => KernelId::Unary {
+                op: UnaryOp::GeluTanh,
+                dtype: f16,
+            },
         };
-        let operand = binary.then(|| operands.next().unwrap_or_default());
+        let operand = step.is_binary().then(|| {
+            operands += 1;
+            operands - 1
+        });
         runs.push(EpilogueKernel { kernel, operand });
     }
     if output.is_fp8() && !runs.is_empty() {
