@@ -9,7 +9,7 @@
 //! to issue (a pair issues serially); a copy within a tile runs at the local
 //! copy rate and does not use the exchange.
 
-use crate::lower::{ExchangePhase, Program};
+use crate::lower::{ExchangePhase, Program, Transfer};
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -117,7 +117,21 @@ pub(crate) fn exchange_schedule(
     program: &Program,
     phase: &ExchangePhase,
 ) -> ExchangeSchedule {
-    let loads = tile_loads(phase.transfers.iter().map(|transfer| {
+    transfers_schedule(target, program, &phase.transfers)
+}
+
+/// The horizon of `transfers` scheduled as a phase of their own: what one
+/// part of a merged phase would take alone.
+pub(crate) fn transfers_horizon(target: &Target, program: &Program, transfers: &[Transfer]) -> u64 {
+    transfers_schedule(target, program, transfers).horizon()
+}
+
+fn transfers_schedule(
+    target: &Target,
+    program: &Program,
+    transfers: &[Transfer],
+) -> ExchangeSchedule {
+    let loads = tile_loads(transfers.iter().map(|transfer| {
         let destinations = transfer
             .destinations
             .iter()
@@ -155,7 +169,7 @@ mod tests {
     use super::*;
     use crate::graph::DType;
     use crate::lower::layout::Piece;
-    use crate::lower::{Buffer, BufferId, BufferRole, Transfer};
+    use crate::lower::{Buffer, BufferId, BufferRole};
     use crate::partition::MemoryClass;
     use crate::target::IPU21;
 
@@ -194,6 +208,7 @@ mod tests {
         let program = program(&[0, 1, 2, 3]);
         let phase = ExchangePhase {
             purpose: "test".into(),
+            merged: Vec::new(),
             transfers: (0..4).map(|t| transfer(t, 1024, &[(t + 1) % 4])).collect(),
         };
         let schedule = exchange_schedule(&IPU21, &program, &phase);
@@ -208,6 +223,7 @@ mod tests {
         let program = program(&[0, 1, 2, 5]);
         let phase = ExchangePhase {
             purpose: "test".into(),
+            merged: Vec::new(),
             transfers: vec![transfer(0, 4096, &[3])],
         };
         let schedule = exchange_schedule(&IPU21, &program, &phase);
@@ -221,6 +237,7 @@ mod tests {
         let program = program(&[0, 1, 2, 3]);
         let phase = ExchangePhase {
             purpose: "test".into(),
+            merged: Vec::new(),
             transfers: vec![transfer(0, 400, &[1, 2, 3]), transfer(1, 800, &[1])],
         };
         let schedule = exchange_schedule(&IPU21, &program, &phase);

@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
         projects/mlp-f16.toml: 048245ce34af4cbc00b277f1335342b46975176d074b60ab92e0e8e510db069d 2883811
         projects/attention-f16.toml: ae2e59f8b41288df7391522a650999be37ad6f20df38bcc652215d657429c51a 1302244
-        projects/vit-fp8.toml: 99010b89d2e908893b11a285e98695741cc3b775f417f7214e0135013b94a773 7709085
-        projects/llama-block-f16.toml: 067dc78a65a629b13823fa621cbb221e986448dc1b2810ce2bc4875c0481a63b 9589025
+        projects/vit-fp8.toml: a1248dfbb401f799de1dafa37ba7f9416e03b7b6b860bd951727ac150b979002 7709465
+        projects/llama-block-f16.toml: 7bcbf85200fc44339d639527239d4eefefad8e14666e034b6b999528e250ad8b 9588785
     "#]].assert_eq(&lines);
 }

@@ -756,7 +756,7 @@ pub fn dump(db: &Database, file: SourceFile, emit: Emit) -> String {
                 if let Some(s) = pipeline::phase_schedule(db, key) {
                     out.push_str(&format!(
                         "phase {i} ({}): {} transfers, senders={} ordinary={} paired={} chosen={}\n",
-                        phase.purpose,
+                        phase.label(),
                         phase.transfers.len(),
                         s.senders,
                         s.ordinary_horizon,

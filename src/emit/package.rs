@@ -246,7 +246,7 @@ pub(crate) fn exchange_programs(
                 })
                 .collect::<Result<Vec<_>, Unaddressed>>()?;
             Ok(ExchangeProgram {
-                label: phase.purpose.clone(),
+                label: phase.label(),
                 transfers,
                 paired: schedule.use_paired,
                 horizon_cycles: schedule.horizon(),

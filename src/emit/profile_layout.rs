@@ -87,7 +87,9 @@ pub(super) fn compute_preorder(run: &HostCall) -> Vec<u32> {
 /// that directly follows it in its step list (an operation's gather or
 /// reduction); a phase before a repeat or at the end of its body carries a
 /// value and serves no one operation. An operation without a kernel (a
-/// `concat`) is its phase alone, named by the phase's purpose.
+/// `concat`) is its phase alone, named by the phase's purpose. A merged
+/// phase (`crate::lower::merge_phases`) serves the first operation its
+/// purposes name, as the estimates charge it.
 pub(super) fn exchange_ops(graph: &Graph, program: &Program, run: &HostCall) -> Vec<ExchangeOp> {
     fn walk(
         graph: &Graph,
@@ -101,7 +103,9 @@ pub(super) fn exchange_ops(graph: &Graph, program: &Program, run: &HostCall) -> 
                 ProgramStep::Compute { .. } => *position += 1,
                 ProgramStep::Exchange(phase) => {
                     *position += 1;
-                    if let Some(op) = gathered_op(graph, program.phase(*phase)) {
+                    let phase = program.phase(*phase);
+                    if let Some(op) = gathered_op(graph, phase).or_else(|| merged_op(graph, phase))
+                    {
                         out.push((*position, op));
                     } else if let Some(ProgramStep::Compute { op, .. }) = steps.get(i + 1) {
                         out.push((*position, graph.op(*op).name.clone()));
@@ -124,6 +128,22 @@ pub(super) fn exchange_ops(graph: &Graph, program: &Program, run: &HostCall) -> 
             })
         })
         .collect()
+}
+
+/// The first operation a merged phase's purposes name, if any.
+fn merged_op(graph: &Graph, phase: &crate::lower::ExchangePhase) -> Option<String> {
+    use crate::lower::ExchangePhase;
+    if phase.merged.is_empty() {
+        return None;
+    }
+    phase.purposes().find_map(|purpose| {
+        graph.ops.iter().find_map(|op| {
+            ExchangePhase::purposes_of(&op.name)
+                .iter()
+                .any(|p| p == purpose)
+                .then(|| op.name.clone())
+        })
+    })
 }
 
 /// The operation without a kernel whose gather `phase` is, if any.

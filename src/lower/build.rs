@@ -149,6 +149,7 @@ impl Lowering<'_> {
         self.program.phases.push(ExchangePhase {
             purpose,
             transfers: transfers.merge_broadcasts(),
+            merged: Vec::new(),
         });
         Some(Step::Exchange(id))
     }

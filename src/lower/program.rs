@@ -88,14 +88,40 @@ pub struct Transfer {
     pub destinations: Vec<(BufferId, u32)>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ExchangePhase {
     /// What the phase is for, for logs and dumps (`op qkv`, `carry encoder`).
     pub purpose: String,
     pub transfers: Vec<Transfer>,
+    /// The phases merged into this one (`super::merge`), in order: each
+    /// one's purpose and the index of its first transfer. `purpose` is that
+    /// of the transfers before the first.
+    pub merged: Vec<(String, u32)>,
 }
 
 impl ExchangePhase {
+    /// Every purpose the phase serves, its own first.
+    pub(crate) fn purposes(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.purpose.as_str()).chain(self.merged.iter().map(|(p, _)| p.as_str()))
+    }
+
+    /// The transfers of each purpose, in order.
+    pub(crate) fn parts(&self) -> Vec<(&str, &[Transfer])> {
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(self.merged.iter().map(|&(_, start)| start as usize))
+            .chain(std::iter::once(self.transfers.len()))
+            .collect();
+        self.purposes()
+            .zip(starts.windows(2))
+            .map(|(purpose, range)| (purpose, &self.transfers[range[0]..range[1]]))
+            .collect()
+    }
+
+    /// The purposes, joined: what dumps and the package call the phase.
+    pub(crate) fn label(&self) -> String {
+        self.purposes().collect::<Vec<_>>().join(", ")
+    }
+
     /// The purpose of the phase gathering operation `op`'s operands.
     pub(crate) fn gather_purpose(op: &str) -> String {
         format!("op {op}")
@@ -105,6 +131,15 @@ impl ExchangePhase {
     /// the statistics of its rows' other segments.
     pub(crate) fn statistics_purpose(op: &str) -> String {
         format!("op {op} statistics")
+    }
+
+    /// Every purpose a phase of operation `op` may have.
+    pub(crate) fn purposes_of(op: &str) -> [String; 3] {
+        [
+            Self::gather_purpose(op),
+            Self::reduction_purpose(op),
+            Self::statistics_purpose(op),
+        ]
     }
 
     /// The purpose of the phase bringing the partials of a split matrix
@@ -286,7 +321,7 @@ impl Program {
                         out,
                         "{indent}exchange {} ({}): {} transfers, {} bytes delivered",
                         id.0,
-                        phase.purpose,
+                        phase.label(),
                         phase.transfers.len(),
                         bytes
                     );

@@ -330,16 +330,17 @@ fn estimated(
     program: &Program,
 ) -> u64 {
     let target = target_of(graph);
-    let shared = program.shared_operand_bytes();
-    at_spreads(signatures, spreads)
+    let selected: Vec<&crate::plan::Candidate> = at_spreads(signatures, spreads)
         .into_iter()
+        .map(|signature| operator_plans(db, Signature::new(db, signature)).selected())
+        .collect();
+    let exchanges = super::package::lowered_exchange(graph, target, program, &selected);
+    selected
+        .iter()
+        .zip(exchanges)
         .enumerate()
-        .map(|(i, signature)| {
-            let plans = operator_plans(db, Signature::new(db, signature));
-            let selected = plans.selected();
+        .map(|(i, (selected, (exchange, sync)))| {
             let op = OpId(i as u32);
-            let (exchange, sync) =
-                super::package::lowered_exchange(graph, target, program, &shared, op, selected);
             let executions = graph.repeat_of(op).map_or(1, |r| r.count);
             let compute = selected.estimate.compute_cycles
                 + super::refine::held_rearrange_cycles(program, op);
@@ -366,7 +367,8 @@ fn lowered(
         })
         .collect();
     let plan_of = |op: OpId| partitions[op.0 as usize].clone();
-    let program = crate::lower::lower(graph, &plan_of)?;
+    let mut program = crate::lower::lower(graph, &plan_of)?;
+    crate::lower::merge_phases(&mut program);
     crate::lower::verify::verify(graph, &program).map_err(LowerBug::from)?;
     Ok(program)
 }

@@ -94,7 +94,7 @@ fn item(db: &dyn Db, key: DatabaseKeyIndex) -> Option<Item> {
             let program = super::program(db, key.project(db)).as_ref().ok()?;
             let index = key.phase(db);
             let phase = program.phases.get(index as usize)?;
-            ("schedule", format!("phase {index} ({})", phase.purpose))
+            ("schedule", format!("phase {index} ({})", phase.label()))
         }
         "kernel_object" => (
             "kernels",

@@ -61,18 +61,19 @@ pub(crate) fn op_estimates(
     let graph = graph(db, project)?;
     let target = super::target_of(&graph);
     let program = program(db, project).clone()?;
-    let shared = program.shared_operand_bytes();
-    Ok(planned_signatures(db, project)
+    let selected: Vec<&crate::plan::Candidate> = planned_signatures(db, project)
         .iter()
+        .map(|signature| operator_plans(db, Signature::new(db, signature.clone())).selected())
+        .collect();
+    let exchanges = lowered_exchange(&graph, target, &program, &selected);
+    Ok(selected
+        .iter()
+        .zip(exchanges)
         .enumerate()
-        .map(|(i, signature)| {
-            let plans = operator_plans(db, Signature::new(db, signature.clone()));
-            let selected = plans.selected();
+        .map(|(i, (selected, (exchange_cycles, sync_cycles)))| {
             let id = OpId(i as u32);
             let op = graph.op(id);
             let (macs, roofline_cycles) = matmul_roofline(&graph, target, op);
-            let (exchange_cycles, sync_cycles) =
-                lowered_exchange(&graph, target, &program, &shared, id, selected);
             OpEstimate {
                 name: op.name.clone(),
                 kind: op.kind.name().to_string(),
@@ -89,7 +90,7 @@ pub(crate) fn op_estimates(
         .collect())
 }
 
-/// An operation's estimated exchange and sync cycles, corrected by what
+/// Each operation's estimated exchange and sync cycles, corrected by what
 /// the lowered program shows and the plan, costed per signature, cannot
 /// see: an operation whose operands are all in place has no exchange phase
 /// and spends nothing on exchange and sync (what it rearranges of the
@@ -97,42 +98,77 @@ pub(crate) fn op_estimates(
 /// phases than its plan (a gather left out because the operands were in
 /// place or gathered by another operation) syncs only for those it has;
 /// one that reads operand pieces another operation gathered is spared its
-/// busiest tile's shared bytes.
+/// busiest tile's shared bytes. A phase merged into another's
+/// (`crate::lower::merge_phases`) syncs with it, and its share of the
+/// operation's exchange (by the part's horizon among the operation's
+/// phases) is charged to the operation the merged phase first serves, as
+/// the profile charges the merged phase.
 pub(super) fn lowered_exchange(
     graph: &Graph,
     target: &Target,
     program: &Program,
-    shared: &BTreeMap<OpId, u64>,
-    op: OpId,
-    selected: &crate::plan::Candidate,
-) -> (u64, u64) {
+    selected: &[&crate::plan::Candidate],
+) -> Vec<(u64, u64)> {
     use crate::lower::ExchangePhase;
-    let name = &graph.op(op).name;
-    let purposes = [
-        ExchangePhase::gather_purpose(name),
-        ExchangePhase::reduction_purpose(name),
-        ExchangePhase::statistics_purpose(name),
-    ];
-    let phases = program
-        .phases
-        .iter()
-        .filter(|p| purposes.contains(&p.purpose))
-        .count();
-    if phases == 0 {
-        return (0, 0);
+    let shared = program.shared_operand_bytes();
+    let mut served: BTreeMap<String, OpId> = BTreeMap::new();
+    for (i, op) in graph.ops.iter().enumerate() {
+        for purpose in ExchangePhase::purposes_of(&op.name) {
+            served.insert(purpose, OpId(i as u32));
+        }
     }
-    let estimate = &selected.estimate;
-    let sync = estimate.sync_cycles.min(crate::plan::cost::sync_cycles(
-        target,
-        u32::try_from(phases).unwrap_or(u32::MAX),
-    ));
-    let exchange = match shared.get(&op) {
-        Some(&bytes) => estimate
-            .exchange_cycles
-            .saturating_sub(crate::plan::cost::exchange_cycles(target, bytes)),
-        None => estimate.exchange_cycles,
-    };
-    (exchange, sync)
+    // Every phase part an operation has: the operation whose purpose comes
+    // first in its phase, and the part's horizon.
+    let mut parts: BTreeMap<OpId, Vec<(Option<OpId>, u64)>> = BTreeMap::new();
+    for phase in &program.phases {
+        let first = phase.purposes().find_map(|p| served.get(p).copied());
+        for (purpose, transfers) in phase.parts() {
+            if let Some(&op) = served.get(purpose) {
+                let horizon = crate::schedule::transfers_horizon(target, program, transfers);
+                parts.entry(op).or_default().push((first, horizon));
+            }
+        }
+    }
+    let mut cycles: Vec<(u64, u64)> = selected
+        .iter()
+        .enumerate()
+        .map(|(i, selected)| {
+            let op = OpId(i as u32);
+            let Some(parts) = parts.get(&op) else {
+                return (0, 0);
+            };
+            let own = parts.iter().filter(|&&(first, _)| first == Some(op));
+            let estimate = &selected.estimate;
+            let sync = estimate.sync_cycles.min(crate::plan::cost::sync_cycles(
+                target,
+                u32::try_from(own.count()).unwrap_or(u32::MAX),
+            ));
+            let exchange = match shared.get(&op) {
+                Some(&bytes) => estimate
+                    .exchange_cycles
+                    .saturating_sub(crate::plan::cost::exchange_cycles(target, bytes)),
+                None => estimate.exchange_cycles,
+            };
+            (exchange, sync)
+        })
+        .collect();
+    // Shares are taken of each operation's own exchange, before any moves.
+    let own: Vec<u64> = cycles.iter().map(|&(exchange, _)| exchange).collect();
+    for (&op, parts) in &parts {
+        let total: u64 = parts.iter().map(|&(_, horizon)| horizon).sum();
+        let exchange = own[op.0 as usize];
+        for &(first, horizon) in parts {
+            let Some(owner) = first.filter(|&owner| owner != op) else {
+                continue;
+            };
+            let share = (exchange * horizon)
+                .checked_div(total)
+                .unwrap_or(exchange / parts.len() as u64);
+            cycles[op.0 as usize].0 -= share;
+            cycles[owner.0 as usize].0 += share;
+        }
+    }
+    cycles
 }
 
 /// A matrix product's multiply-accumulates, and the cycles they take at the

@@ -200,11 +200,7 @@ pub(crate) fn refine(
     };
     let program = crate::lower::lower(graph, &plan_of).ok()?;
     let name = &graph.op(consumer).name;
-    let purposes = [
-        crate::lower::ExchangePhase::gather_purpose(name),
-        crate::lower::ExchangePhase::reduction_purpose(name),
-        crate::lower::ExchangePhase::statistics_purpose(name),
-    ];
+    let purposes = crate::lower::ExchangePhase::purposes_of(name);
     let feeding: Vec<&crate::lower::ExchangePhase> = program
         .phases
         .iter()

@@ -821,8 +821,10 @@ fn vit_fp8(read: &dyn Fn(&str) -> String) -> (Database, SourceFile) {
 /// the per-signature plans cannot: vit-fp8's first layernorm reads the
 /// repeat's carry in place, so it has no exchange phase and is estimated
 /// without exchange or sync; `k+k_f8` and `v+v_f8` read the pieces
-/// `q+q_f8` gathered, so they are estimated with less exchange and one sync
-/// less than their own plans, which `q+q_f8` keeps.
+/// `q+q_f8` gathered, and their reduction phases are merged into `q+q_f8`'s
+/// (`crate::lower::merge_phases`), so they are estimated with no exchange
+/// or sync of their own; `q+q_f8` keeps its plan's syncs and takes on their
+/// exchange.
 #[test]
 fn estimates_follow_the_lowered_exchange() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("projects");
@@ -839,18 +841,13 @@ fn estimates_follow_the_lowered_exchange() {
     assert!(plan.exchange_cycles > 0 && plan.sync_cycles > 0, "{plan:?}");
     assert_eq!((ln1.exchange_cycles, ln1.sync_cycles), (0, 0));
     for name in ["k+k_f8", "v+v_f8"] {
-        let (shares, plan) = find(name);
-        assert!(
-            shares.exchange_cycles < plan.exchange_cycles,
-            "{shares:?} {plan:?}"
-        );
-        assert!(shares.sync_cycles < plan.sync_cycles, "{shares:?} {plan:?}");
+        let (merged, plan) = find(name);
+        assert!(plan.exchange_cycles > 0 && plan.sync_cycles > 0, "{plan:?}");
+        assert_eq!((merged.exchange_cycles, merged.sync_cycles), (0, 0));
     }
     let (q, plan) = find("q+q_f8");
-    assert_eq!(
-        (q.exchange_cycles, q.sync_cycles),
-        (plan.exchange_cycles, plan.sync_cycles)
-    );
+    assert!(q.exchange_cycles > plan.exchange_cycles, "{q:?} {plan:?}");
+    assert_eq!(q.sync_cycles, plan.sync_cycles);
 }
 
 /// An operation syncs only for the exchange phases its lowered program
