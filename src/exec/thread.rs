@@ -328,7 +328,7 @@ impl Thread {
             }};
         }
         match inst.op {
-            Op::Nop => {}
+            Op::Nop | Op::Fnop => {}
             Op::Exitz => {
                 self.exit_ok = r.m(d) == 0;
                 return Ok(Flow::Event(Event::Exit));
