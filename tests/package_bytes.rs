@@ -61,9 +61,9 @@ fn shipped_packages_are_byte_identical() {
     expect![[r#"
         projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
         projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
-        projects/mlp-f16.toml: 048245ce34af4cbc00b277f1335342b46975176d074b60ab92e0e8e510db069d 2883811
+        projects/mlp-f16.toml: 46370aef8af6599957480bda771020f719c80c4d45b16b9feb40d9768c3ad72b 2883779
         projects/attention-f16.toml: ae2e59f8b41288df7391522a650999be37ad6f20df38bcc652215d657429c51a 1302244
-        projects/vit-fp8.toml: a1248dfbb401f799de1dafa37ba7f9416e03b7b6b860bd951727ac150b979002 7709465
-        projects/llama-block-f16.toml: 7bcbf85200fc44339d639527239d4eefefad8e14666e034b6b999528e250ad8b 9588785
+        projects/vit-fp8.toml: 2ccbfc342d9aada56efd9974f8359378a915ea39b9d9abe0f97df5f41f32ad69 7709337
+        projects/llama-block-f16.toml: 08028bc799884364fa08cb668fad7dfd79512d2e7a517996f1d73f284c5bffcc 9240668
     "#]].assert_eq(&lines);
 }

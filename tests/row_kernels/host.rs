@@ -123,6 +123,24 @@ fn fp8_format(kernel: &str) -> Fp8Format {
     }
 }
 
+/// A `reduce_add_f16` run over `count` partials of `length` values, expected
+/// to store their sums taken in f32 (from +0, as the vector accumulators
+/// start) in partial order and rounded once.
+pub fn reduce_case(partials: &[f16], count: usize, length: usize) -> Case {
+    let sums: Vec<f16> = (0..length)
+        .map(|i| {
+            let sum = (0..count).fold(0f32, |acc, k| acc + partials[k * length + i].to_f32());
+            f16::from_f32(sum)
+        })
+        .collect();
+    Case {
+        inputs: vec![f16_bytes(partials)],
+        params: vec![("count", count as i64), ("length", length as i64)],
+        out_bytes: 2 * length,
+        expected: Expected::Bytes(f16_bytes(&sums)),
+    }
+}
+
 /// A run of `kernel` over `rows x row_length` values (for `reduce_add_f16`,
 /// `rows` partials of `row_length` values) on seeded data.
 pub fn case(
@@ -220,20 +238,7 @@ pub fn case(
             let sums: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
             bytes(vec![le(&a), le(&b)], le(&sums), params)
         }
-        "reduce_add_f16" => {
-            // `rows` partials of `row_length` values, summed in f32 in
-            // partial order and rounded once.
-            let partials = normal_f16(rng, n, 1.0);
-            let sums: Vec<f16> = (0..row_length)
-                .map(|i| {
-                    let sum =
-                        (0..rows).fold(0f32, |acc, k| acc + partials[k * row_length + i].to_f32());
-                    f16::from_f32(sum)
-                })
-                .collect();
-            params = vec![("count", rows as i64), ("length", row_length as i64)];
-            bytes(vec![f16_bytes(&partials)], f16_bytes(&sums), params)
-        }
+        "reduce_add_f16" => reduce_case(&normal_f16(rng, n, 1.0), rows, row_length),
         "reduce_add_f32" => {
             // `rows` f32 partials of `row_length` values, summed in f32 in
             // partial order, each addition rounded to f32.

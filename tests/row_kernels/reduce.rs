@@ -1,7 +1,8 @@
 //! Reduce-add of GEMM partials: bit-exact against f32 sums rounded once
 //! (f16 partials), or against f32 sums in partial order (f32 partials).
 
-use crate::host::{check_shapes, Settings};
+use crate::host::{check, check_shapes, reduce_case, Settings};
+use half::f16;
 
 #[test]
 fn reduce_add_sums_partials_in_f32_and_rounds_once() {
@@ -25,6 +26,44 @@ fn reduce_add_sums_partials_in_f32_and_rounds_once() {
         &Settings::default(),
         7,
     );
+}
+
+/// Two partials take the f16 path (`f16v4add` and +0): its bytes must be
+/// those of the f32 sum rounded once for every pair, the ones where the
+/// two roundings could part among them: signed zeros, exponents far apart
+/// (the smaller one just under and over the larger's half ulp), ties,
+/// subnormals, sums that overflow, infinities.
+#[test]
+fn two_partials_in_f16_are_the_f32_sums_rounded_once() {
+    let values: Vec<f16> = [
+        0.0f32, -0.0, 1.0, -1.0, 2048.0, 2049.0, 0.5, 1.0 + 1.0 / 1024.0,
+        1.0 / 2048.0, -1.0 / 2048.0, 1.0 / 2048.0 + 1.0 / 4_194_304.0, 3.0 / 4096.0,
+        1.0 / 8192.0, 1.0 / 16384.0, 6.0e-8, -6.0e-8, 6.1e-5, 65504.0, -65504.0, 32.0,
+        f32::INFINITY, f32::NEG_INFINITY, 1.0e-3, 0.333,
+    ]
+    .iter()
+    .map(|&v| f16::from_f32(v))
+    .collect();
+    // Every ordered pair: the first partial the left value, the second the
+    // right, padded to a multiple of four with zeros.
+    let mut first: Vec<f16> = Vec::new();
+    let mut second: Vec<f16> = Vec::new();
+    for &a in &values {
+        for &b in &values {
+            first.push(a);
+            second.push(b);
+        }
+    }
+    while first.len() % 4 != 0 {
+        first.push(f16::ZERO);
+        second.push(f16::NEG_ZERO);
+    }
+    let length = first.len();
+    let partials: Vec<f16> = first.into_iter().chain(second).collect();
+    let kernel = crate::harness::compile("reduce_add_f16");
+    if let Err(e) = check(&kernel, &reduce_case(&partials, 2, length)) {
+        panic!("reduce_add_f16 of two partials: {e}");
+    }
 }
 
 #[test]
