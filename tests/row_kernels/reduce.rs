@@ -36,10 +36,30 @@ fn reduce_add_sums_partials_in_f32_and_rounds_once() {
 #[test]
 fn two_partials_in_f16_are_the_f32_sums_rounded_once() {
     let values: Vec<f16> = [
-        0.0f32, -0.0, 1.0, -1.0, 2048.0, 2049.0, 0.5, 1.0 + 1.0 / 1024.0,
-        1.0 / 2048.0, -1.0 / 2048.0, 1.0 / 2048.0 + 1.0 / 4_194_304.0, 3.0 / 4096.0,
-        1.0 / 8192.0, 1.0 / 16384.0, 6.0e-8, -6.0e-8, 6.1e-5, 65504.0, -65504.0, 32.0,
-        f32::INFINITY, f32::NEG_INFINITY, 1.0e-3, 0.333,
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.0,
+        2048.0,
+        2049.0,
+        0.5,
+        1.0 + 1.0 / 1024.0,
+        1.0 / 2048.0,
+        -1.0 / 2048.0,
+        1.0 / 2048.0 + 1.0 / 4_194_304.0,
+        3.0 / 4096.0,
+        1.0 / 8192.0,
+        1.0 / 16384.0,
+        6.0e-8,
+        -6.0e-8,
+        6.1e-5,
+        65504.0,
+        -65504.0,
+        32.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.0e-3,
+        0.333,
     ]
     .iter()
     .map(|&v| f16::from_f32(v))
@@ -54,7 +74,7 @@ fn two_partials_in_f16_are_the_f32_sums_rounded_once() {
             second.push(b);
         }
     }
-    while first.len() % 4 != 0 {
+    while !first.len().is_multiple_of(4) {
         first.push(f16::ZERO);
         second.push(f16::NEG_ZERO);
     }
@@ -63,6 +83,27 @@ fn two_partials_in_f16_are_the_f32_sums_rounded_once() {
     let kernel = crate::harness::compile("reduce_add_f16");
     if let Err(e) = check(&kernel, &reduce_case(&partials, 2, length)) {
         panic!("reduce_add_f16 of two partials: {e}");
+    }
+}
+
+/// The cast to FP8 fused into a two-partial reduction stores the bytes of
+/// the reduction and the cast run one after the other, in both formats and
+/// at scales that saturate and that reach the subnormals.
+#[test]
+fn two_partials_stored_as_fp8_are_the_sum_then_the_cast() {
+    for kernel in ["reduce_pair_f16_f143", "reduce_pair_f16_f152"] {
+        for out_scale in [-3, 0, 4] {
+            let settings = Settings {
+                out_scale,
+                ..Settings::default()
+            };
+            check_shapes(
+                kernel,
+                &[(2, 4), (2, 20), (2, 100), (2, 1188)],
+                &settings,
+                11,
+            );
+        }
     }
 }
 
