@@ -79,6 +79,7 @@ reduce_add_c2:
 .endm
 
         .text
+#ifndef OUT_F8
         .globl  reduce_add_f16
         .type   reduce_add_f16, @function
         .ipub_param in0, 0, ptr
@@ -156,3 +157,85 @@ reduce_add_done:
         unrolled 7
         unrolled 8
         .size   reduce_add_f16, . - reduce_add_f16
+#else
+
+// ---- Two partials stored as FP8 ---------------------------------------
+// A cast to FP8 fused into the reduction of a K split in two
+// (`lower::build`), assembled only with OUT_F8 defined. Each block's sum
+// is that of the two-partial path above, +0 included, converted with
+// `f16v4tof8` and the result's scale as `cast_f16_f143` converts it, so
+// the bytes are those of `reduce_add_f16` and the cast run one after the
+// other. The conversion takes the aux slot the f16 path leaves empty:
+// three issues per block, a 4-byte store instead of an 8-byte one.
+// State: in0 (two f16 partials of `length` values, back to back), out
+// (FP8), length, out_scale.
+
+// Cycles (fitted with `tests/row_kernels/calibration.rs`).
+#define PAIR_TO_F8_COST "blocks = (length / 4 + 5) / 6; 150 + 6 * (3 * blocks + 9)"
+
+        .globl  reduce_pair_f16_f143
+        .type   reduce_pair_f16_f143, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param length, 8, u32
+        .ipub_param out_scale, 12, i32
+        .ipub_cost PAIR_TO_F8_COST
+reduce_pair_f16_f143:
+        setzi   $m10, 0
+        br      reduce_pair_f8
+        .size   reduce_pair_f16_f143, . - reduce_pair_f16_f143
+
+        .globl  reduce_pair_f16_f152
+        .type   reduce_pair_f16_f152, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param length, 8, u32
+        .ipub_param out_scale, 12, i32
+        .ipub_cost PAIR_TO_F8_COST
+reduce_pair_f16_f152:
+        setzi   $m10, 1
+        .size   reduce_pair_f16_f152, . - reduce_pair_f16_f152
+
+// $m10 holds the format bit; the scale goes to bits 15..8 of $fp8cfg, as
+// in `cast_f8.S`. Worker w takes blocks w, w + 6, ... as above; $m7 is
+// the distance between the partials, $m11 the step from a block's second
+// partial to the worker's next block, $a6:7 holds +0. Each repeat
+// converts the previous block's sum, sums this block and stores the
+// previous block's bytes.
+reduce_pair_f8:
+        fp8_config 12
+        ld32    $m4, $m0, 8
+        get     $m5, $wid
+        shr     $m8, $m4, 2
+        sub     $m8, $m8, $m5
+        add     $m8, $m8, 5
+        setzi   $m9, DIV6_MUL
+        mul     $m8, $m8, $m9
+        shr     $m8, $m8, DIV6_SHIFT
+        brz     $m8, reduce_pair_done
+        sub     $m8, $m8, 1
+        add     $m7, $m4, $m4
+        sub     $m11, $mzero, $m7
+        add     $m11, $m11, 48
+        shl     $m9, $m5, 3
+        ld32    $m10, $m0, 0
+        add     $m10, $m10, $m9
+        shl     $m9, $m5, 2
+        ld32    $m12, $m0, 4
+        add     $m12, $m12, $m9
+        setzi   $a6, 0
+        setzi   $a7, 0
+        ld64step $a0:1, $m10+=, $m7
+        .align  8
+        { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a8:9, $a0:1, $a2:3 }
+        f16v4add $a4:5, $a8:9, $a6:7
+        rpt_at  4
+        rpt     $m8, 6
+        { ld64step $a0:1, $m10+=, $m7 ; f16v4tof8 $a10, $a4:5 }
+        { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a8:9, $a0:1, $a2:3 }
+        { st32step $a10, $m12+=, 24 ; f16v4add $a4:5, $a8:9, $a6:7 }
+        f16v4tof8 $a10, $a4:5
+        st32step $a10, $m12+=, 24
+reduce_pair_done:
+        exitz   $mzero
+#endif

@@ -241,6 +241,13 @@ pub enum KernelId {
     /// Sums the f16 partials of a matrix product with a split inner
     /// dimension.
     ReduceAdd,
+    /// Sums the two f16 partials of a matrix product whose inner dimension
+    /// is split in two, stored as `to` (an FP8 format) with the result's
+    /// scale: the product's cast to FP8 fused into its reduction
+    /// (`device/reduce_add.S` with `OUT_F8`).
+    ReducePairCast {
+        to: DType,
+    },
     /// Elementwise multiplication, subtraction or division of two tensors
     /// of `dtype` (`device/binary.S`).
     Binary {
@@ -571,6 +578,20 @@ impl KernelId {
         }
     }
 
+    /// The kernel that sums the partials of an inner dimension split in
+    /// `slices` and stores them as a result of `output` in one pass, when
+    /// there is one: two slices and an FP8 result whose cast is the
+    /// product's only epilogue (`epilogue_steps` false). Otherwise the sum
+    /// and the cast are [`KernelId::reduce_add_for`] and a cast run.
+    pub(crate) fn reduce_pair_cast(
+        slices: u32,
+        output: DType,
+        epilogue_steps: bool,
+    ) -> Option<KernelId> {
+        (slices == 2 && output.is_fp8() && !epilogue_steps)
+            .then_some(KernelId::ReducePairCast { to: output })
+    }
+
     /// The kernel summing the partials of a split inner dimension into a
     /// result of `output`.
     pub(crate) fn reduce_add_for(output: DType) -> KernelId {
@@ -678,6 +699,7 @@ impl fmt::Display for KernelId {
             }
             KernelId::RearrangeBlocks => f.write_str("rearrange_blocks"),
             KernelId::ReduceAdd => f.write_str("reduce_add_f16"),
+            KernelId::ReducePairCast { to } => write!(f, "reduce_pair_f16_{}", to.name()),
             KernelId::Binary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Unary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Rmsnorm { dtype } => write!(f, "rmsnorm_{}", family(dtype)),
@@ -737,6 +759,7 @@ mod tests {
                 cols: 4,
             },
             KernelId::ReduceAdd,
+            KernelId::ReducePairCast { to: DType::F143 },
             KernelId::Binary {
                 op: BinaryOp::Div,
                 dtype: DType::F32,
@@ -768,6 +791,7 @@ mod tests {
                 "softmax_f16_once",
                 "rearrange_f16_b16x4",
                 "reduce_add_f16",
+                "reduce_pair_f16_f143",
                 "div_f32",
                 "gelu_tanh_f16",
                 "rmsnorm_f16",

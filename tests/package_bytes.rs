@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
         projects/mlp-f16.toml: 46370aef8af6599957480bda771020f719c80c4d45b16b9feb40d9768c3ad72b 2883779
         projects/attention-f16.toml: ae2e59f8b41288df7391522a650999be37ad6f20df38bcc652215d657429c51a 1302244
-        projects/vit-fp8.toml: 2ccbfc342d9aada56efd9974f8359378a915ea39b9d9abe0f97df5f41f32ad69 7709337
+        projects/vit-fp8.toml: 9228d1fca67cd489e89fc77ccfe3ee9081627f9366ae9689d54c5a588d3c2a2f 7696836
         projects/llama-block-f16.toml: 08028bc799884364fa08cb668fad7dfd79512d2e7a517996f1d73f284c5bffcc 9240668
     "#]].assert_eq(&lines);
 }

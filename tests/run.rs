@@ -483,6 +483,6 @@ fn vit_fp8_cycles_and_output_bits_are_pinned() {
         &steps.finalize().to_hex()[..16],
         &outputs.finalize().to_hex()[..16],
     );
-    expect_test::expect!["cycles 579501, 122 steps cbfbe061cdbe9551, outputs e2ba7aa7977f3852"]
+    expect_test::expect!["cycles 573669, 122 steps 9ae4dacd22e5b186, outputs e2ba7aa7977f3852"]
         .assert_eq(&summary);
 }

@@ -734,6 +734,10 @@ impl Lowering<'_> {
         let band = crate::partition::reduced_rows(shard.rows, grid.inner);
         // The partials are f16 when a cast to FP8 follows the sum.
         let reduce = KernelId::reduce_add_for(out.dtype);
+        // Two slices whose sum is only cast to FP8 take one kernel.
+        let epilogue_steps =
+            matches!(&node.kind, OpKind::Matmul { epilogue, .. } if !epilogue.is_empty());
+        let pair_cast = KernelId::reduce_pair_cast(grid.inner, out.dtype, epilogue_steps);
         let accumulated = crate::partition::written_dtype(reduce, out.dtype);
         let element_bytes = accumulated.size_bytes() as u32;
         let (mut transfers, mut runs, mut home) = (Vec::new(), Vec::new(), Vec::new());
@@ -806,6 +810,18 @@ impl Lowering<'_> {
                 }
                 let c = self.output_buffer(node.output, tile, kept, vec![batch, m, n], class);
                 home.push(c);
+                if let Some(kernel) = pair_cast {
+                    runs.push(KernelRun {
+                        tile,
+                        kernel,
+                        operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(c)],
+                        params: vec![
+                            ("length".into(), length as i64),
+                            ("out_scale".into(), i64::from(out.scale)),
+                        ],
+                    });
+                    continue;
+                }
                 let (sum, epilogue) = self.epilogue_through(op, reduce, c, first_phase)?;
                 runs.push(KernelRun {
                     tile,

@@ -162,6 +162,13 @@ pub(crate) fn reduce_cycles(count: u64, length: u64) -> u64 {
     super::kernel_cost::cycles(KernelId::ReduceAdd, &params).unwrap_or(u64::MAX / 4)
 }
 
+/// Cycles of one run of `kernel`, a [`KernelId::ReducePairCast`], over two
+/// partials of `length` values: its calibrated `.ipub_cost`.
+pub(crate) fn reduce_pair_cast_cycles(kernel: KernelId, length: u64) -> u64 {
+    let params = [("length", length as i64)];
+    super::kernel_cost::cycles(kernel, &params).unwrap_or(u64::MAX / 4)
+}
+
 /// Cycles of a tile GEMM with an f32 result (`gemm_f16_f32out`): its
 /// calibrated `.ipub_cost`. Its loops are the same in either memory class,
 /// so the class changes the kernel variant but not the figure.

@@ -53,6 +53,7 @@ const REARRANGE_BLOCK_MAJOR_F16: &str = "n = rows * row_length; units = n / 4; t
 const REARRANGE_BLOCKS: &str = "words == 2 || words == 4 ? (inner == 1 ? 12 * words * ((outer + 5) / 6) + 228 : (outer + 5) / 6 * 6 * (inner * 2 * words + 9) + 198) : (outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190";
 const GEMM_F32_OUT: &str = "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * ((INTERLEAVED ? 44 : 76) + 20 * n) - 8 * n + 20) + 360";
 const REDUCE_ADD_F32: &str = "blocks = (length / 4 + 5) / 6; 6 * blocks * (2 * count + 8) + 156";
+const REDUCE_PAIR_TO_F8: &str = "blocks = (length / 4 + 5) / 6; 150 + 6 * (3 * blocks + 9)";
 const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 8 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
 const SOFTMAX_MASK_F16: &str = "stats = MASK_F32 ? 13 : 15; out = MASK_F32 ? 11 : 12; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); 150 + 6 * (whole * ((stats + out) * row_length + 44) + split * (stats * row_length + out * last + 72))";
 const REDUCE_SUM_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 28 + row_length + 8 * singles) / 4";
@@ -155,6 +156,7 @@ pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::RearrangeBlockMajor { dtype: F16, .. } => REARRANGE_BLOCK_MAJOR_F16,
         KernelId::RearrangeBlocks => REARRANGE_BLOCKS,
         KernelId::ReduceAdd => REDUCE_ADD_F16,
+        KernelId::ReducePairCast { to: F143 | F152 } => REDUCE_PAIR_TO_F8,
         KernelId::GemmF32Out { .. } => GEMM_F32_OUT,
         KernelId::ReduceAddF32 => REDUCE_ADD_F32,
         KernelId::SoftmaxMasked {
@@ -230,7 +232,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 44] = [
+const ALL: [&str; 45] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -266,6 +268,7 @@ const ALL: [&str; 44] = [
     REARRANGE_BLOCK_MAJOR_F16,
     REARRANGE_BLOCKS,
     REDUCE_ADD_F16,
+    REDUCE_PAIR_TO_F8,
     GEMM_F32_OUT,
     REDUCE_ADD_F32,
     SOFTMAX_MASK_F16,
@@ -372,6 +375,8 @@ mod tests {
             },
             KernelId::RearrangeBlocks,
             KernelId::ReduceAdd,
+            KernelId::ReducePairCast { to: F143 },
+            KernelId::ReducePairCast { to: F152 },
             KernelId::SoftmaxMasked {
                 dtype: F16,
                 mask: F16,

@@ -260,7 +260,7 @@ fn estimate(
     // A fused cast to FP8 (`crate::fuse`) converts the f16 the GEMM, or
     // the reduction of a split K, writes to a buffer of the tile: its
     // kernel runs over that buffer's slots in the same step.
-    let epilogue = crate::partition::cast_epilogue(KernelId::ReduceAdd, out.dtype);
+    let mut epilogue = crate::partition::cast_epilogue(KernelId::ReduceAdd, out.dtype);
     let accumulated = crate::partition::written_dtype(KernelId::ReduceAdd, out.dtype);
     let mut slots = match swapped {
         false => b * shard.rows * padded_cols(shard.cols),
@@ -281,10 +281,16 @@ fn estimate(
         let partials = u64::from(grid.inner) * kept;
         let element = accumulated.size_bytes() as u64;
         received += element * (partials - kept);
-        compute += if f32_out {
-            cost::reduce_f32_cycles(u64::from(grid.inner), kept)
-        } else {
-            cost::reduce_cycles(u64::from(grid.inner), kept)
+        let pair_cast =
+            KernelId::reduce_pair_cast(grid.inner, out.dtype, !fused.kernels.is_empty());
+        compute += match pair_cast {
+            // The cast is part of the reduction's one pass.
+            Some(kernel) => {
+                epilogue = None;
+                cost::reduce_pair_cast_cycles(kernel, kept)
+            }
+            None if f32_out => cost::reduce_f32_cycles(u64::from(grid.inner), kept),
+            None => cost::reduce_cycles(u64::from(grid.inner), kept),
         };
         operands += element * (partials + kept);
         phases += 1;

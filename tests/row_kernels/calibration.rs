@@ -42,6 +42,8 @@ const KERNELS: &[&str] = &[
     "layernorm_parts_f16_seg",
     "layernorm_parts_f16_f143_seg",
     "reduce_add_f16",
+    "reduce_pair_f16_f143",
+    "reduce_pair_f16_f152",
     "mul_f16",
     "sub_f32",
     "div_f16",
@@ -104,6 +106,13 @@ const REDUCE: &[(usize, usize)] = &[
 fn shapes(kernel: &str) -> Vec<(usize, usize)> {
     if kernel == "reduce_add_f16" || kernel == "reduce_add_f32" {
         return REDUCE.to_vec();
+    }
+    if kernel.starts_with("reduce_pair") {
+        return REDUCE
+            .iter()
+            .filter(|&&(count, _)| count == 2)
+            .copied()
+            .collect();
     }
     // A segmented norm's tiles hold segments a multiple of 4 long, all
     // but a row's last (`plan::segments::candidates`): several rows of a

@@ -96,6 +96,9 @@ pub fn kernel_named(name: &str) -> KernelId {
     for mask in [F16, F32] {
         known.push(KernelId::SoftmaxMasked { dtype: F16, mask });
     }
+    for to in [F143, F152] {
+        known.push(KernelId::ReducePairCast { to });
+    }
     for other in [F143, F152, F32] {
         known.push(KernelId::Cast {
             from: F16,

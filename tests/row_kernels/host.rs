@@ -239,6 +239,27 @@ pub fn case(
             bytes(vec![le(&a), le(&b)], le(&sums), params)
         }
         "reduce_add_f16" => reduce_case(&normal_f16(rng, n, 1.0), rows, row_length),
+        "reduce_pair_f16_f143" | "reduce_pair_f16_f152" => {
+            // Two partials of `row_length` values (whatever `rows` says),
+            // wide enough to saturate and to reach the subnormals: the
+            // bytes of `reduce_add_f16` over two partials, then the cast.
+            let partials = wide_f16(rng, 2 * row_length, 4.0);
+            let params = vec![
+                ("length", row_length as i64),
+                ("out_scale", settings.out_scale),
+            ];
+            let mut sums = crate::harness::compile("reduce_add_f16").run(&Run {
+                inputs: vec![&f16_bytes(&partials)],
+                out_bytes: 2 * row_length,
+                params: vec![("count", 2), ("length", row_length as i64)],
+            });
+            let format = fp8_format(kernel);
+            sums.out = f16_values(&sums.out)
+                .iter()
+                .map(|&v| format.from_f16(v, settings.out_scale as i32))
+                .collect();
+            bytes(vec![f16_bytes(&partials)], sums.out, params)
+        }
         "reduce_add_f32" => {
             // `rows` f32 partials of `row_length` values, summed in f32 in
             // partial order, each addition rounded to f32.
