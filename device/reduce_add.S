@@ -95,15 +95,7 @@ reduce_add_f16:
         ld32    $m3, $m0, 8
         ld32    $m4, $m0, 12
         get     $m5, $wid
-        // This worker's blocks: (length / 4 - wid + 5) / 6.
-        shr     $m8, $m4, 2
-        sub     $m8, $m8, $m5
-        add     $m8, $m8, 5
-        setzi   $m9, DIV6_MUL
-        mul     $m8, $m8, $m9
-        shr     $m8, $m8, DIV6_SHIFT
-        brz     $m8, reduce_add_done
-        sub     $m8, $m8, 1
+        worker_blocks reduce_add_done
         // $m7: bytes between partials; $m13: from past the last partial of
         // a block back to the first partial of the worker's next block.
         add     $m7, $m4, $m4
@@ -206,14 +198,7 @@ reduce_pair_f8:
         fp8_config 12
         ld32    $m4, $m0, 8
         get     $m5, $wid
-        shr     $m8, $m4, 2
-        sub     $m8, $m8, $m5
-        add     $m8, $m8, 5
-        setzi   $m9, DIV6_MUL
-        mul     $m8, $m8, $m9
-        shr     $m8, $m8, DIV6_SHIFT
-        brz     $m8, reduce_pair_done
-        sub     $m8, $m8, 1
+        worker_blocks reduce_pair_done
         add     $m7, $m4, $m4
         sub     $m11, $mzero, $m7
         add     $m11, $m11, 48

@@ -28,15 +28,7 @@ reduce_add_f32:
         ld32    $m4, $m0, 12
         get     $m5, $wid
         brz     $m3, reduce_done
-        // This worker's blocks: (length / 4 - wid + 5) / 6.
-        shr     $m8, $m4, 2
-        sub     $m8, $m8, $m5
-        add     $m8, $m8, 5
-        setzi   $m9, DIV6_MUL
-        mul     $m8, $m8, $m9
-        shr     $m8, $m8, DIV6_SHIFT
-        brz     $m8, reduce_done
-        sub     $m8, $m8, 1
+        worker_blocks reduce_done
         // $m7: from the second half of a partial's block to the next
         // partial's; $m13: from past the last partial of a block back to the
         // first partial of the worker's next block (six blocks on).

@@ -29,6 +29,20 @@
 #define DIV6_MUL 43691
 #define DIV6_SHIFT 18
 
+// For the reductions, which deal blocks of four values w, w + 6, ... to
+// worker w: $m8 = this worker's blocks less one, for $m4 values and the
+// worker id in $m5 ($m9 clobbered), or a branch to `done` when it has none.
+.macro worker_blocks done
+        shr     $m8, $m4, 2
+        sub     $m8, $m8, $m5
+        add     $m8, $m8, 5
+        setzi   $m9, DIV6_MUL
+        mul     $m8, $m8, $m9
+        shr     $m8, $m8, DIV6_SHIFT
+        brz     $m8, \done
+        sub     $m8, $m8, 1
+.endm
+
 // Reads rows and row_length from the state struct and computes $m1..$m5 as
 // above for units of (1 << shift) elements.
 .macro flat_split rows_off, len_off, shift
