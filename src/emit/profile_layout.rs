@@ -132,18 +132,12 @@ pub(super) fn exchange_ops(graph: &Graph, program: &Program, run: &HostCall) -> 
 
 /// The first operation a merged phase's purposes name, if any.
 fn merged_op(graph: &Graph, phase: &crate::lower::ExchangePhase) -> Option<String> {
-    use crate::lower::ExchangePhase;
     if phase.merged.is_empty() {
         return None;
     }
-    phase.purposes().find_map(|purpose| {
-        graph.ops.iter().find_map(|op| {
-            ExchangePhase::purposes_of(&op.name)
-                .iter()
-                .any(|p| p == purpose)
-                .then(|| op.name.clone())
-        })
-    })
+    let served = crate::lower::ExchangePhase::served_ops(graph);
+    let op = phase.purposes().find_map(|purpose| served.get(purpose))?;
+    Some(graph.op(*op).name.clone())
 }
 
 /// The operation without a kernel whose gather `phase` is, if any.

@@ -142,6 +142,18 @@ impl ExchangePhase {
         ]
     }
 
+    /// Every purpose a phase of an operation of `graph` may have, with
+    /// that operation.
+    pub(crate) fn served_ops(graph: &crate::graph::Graph) -> BTreeMap<String, OpId> {
+        let mut served = BTreeMap::new();
+        for (i, op) in graph.ops.iter().enumerate() {
+            for purpose in Self::purposes_of(&op.name) {
+                served.insert(purpose, OpId(i as u32));
+            }
+        }
+        served
+    }
+
     /// The purpose of the phase bringing the partials of a split matrix
     /// product `op` to the tiles that sum them.
     pub(crate) fn reduction_purpose(op: &str) -> String {

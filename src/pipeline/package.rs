@@ -111,12 +111,7 @@ pub(super) fn lowered_exchange(
 ) -> Vec<(u64, u64)> {
     use crate::lower::ExchangePhase;
     let shared = program.shared_operand_bytes();
-    let mut served: BTreeMap<String, OpId> = BTreeMap::new();
-    for (i, op) in graph.ops.iter().enumerate() {
-        for purpose in ExchangePhase::purposes_of(&op.name) {
-            served.insert(purpose, OpId(i as u32));
-        }
-    }
+    let served = ExchangePhase::served_ops(graph);
     // Every phase part an operation has: the operation whose purpose comes
     // first in its phase, and the part's horizon.
     let mut parts: BTreeMap<OpId, Vec<(Option<OpId>, u64)>> = BTreeMap::new();
