@@ -50,26 +50,42 @@ reduce_add_c\count:
         exitz   $mzero
 .endm
 
-// Two partials in f16 (see above): $m11 steps from a block's second partial
-// to the worker's next block; $a6:7 holds +0. Each repeat loads a block
-// and sums it into $a8:9 while the previous block's sum gets its +0 and is
-// stored.
-.macro pair_sum
-reduce_add_c2:
-        add     $m11, $m13, $m7
+// The blocks of two partials in f16 (see above), from $m10 ($m7 the
+// distance between the partials, $m11 the step from a block's second
+// partial to the worker's next block, $m8 the worker's blocks less one) to
+// $m12, as f16 or, with `fp8`, converted with `f16v4tof8` ($fp8cfg set).
+// $a6:7 holds +0. Each repeat loads a block and sums it into $a8:9 while
+// the previous block's sum, given its +0 in the repeat before, is
+// converted and stored.
+.macro pair_blocks fp8
         setzi   $a6, 0
         setzi   $a7, 0
         ld64step $a0:1, $m10+=, $m7
         .align  8
         { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a8:9, $a0:1, $a2:3 }
+        f16v4add $a4:5, $a8:9, $a6:7
         rpt_at  4
         rpt     $m8, 6
-        { ld64step $a0:1, $m10+=, $m7 ; f16v4add $a4:5, $a8:9, $a6:7 }
+        .if \fp8
+        { ld64step $a0:1, $m10+=, $m7 ; f16v4tof8 $a10, $a4:5 }
         { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a8:9, $a0:1, $a2:3 }
-        { st64step $a4:5, $m12+=, 48 ; fnop }
-        f16v4add $a4:5, $a8:9, $a6:7
+        { st32step $a10, $m12+=, 24 ; f16v4add $a4:5, $a8:9, $a6:7 }
+        f16v4tof8 $a10, $a4:5
+        st32step $a10, $m12+=, 24
+        .else
+        { ld64step $a0:1, $m10+=, $m7 ; fnop }
+        { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a8:9, $a0:1, $a2:3 }
+        { st64step $a4:5, $m12+=, 48 ; f16v4add $a4:5, $a8:9, $a6:7 }
         st64step $a4:5, $m12+=, 48
+        .endif
         exitz   $mzero
+.endm
+
+// Two partials in f16.
+.macro pair_sum
+reduce_add_c2:
+        add     $m11, $m13, $m7
+        pair_blocks 0
 .endm
 
 // Branches to the unrolled loop for `count` partials.
@@ -90,7 +106,7 @@ reduce_add_c2:
         // of the choice of loop (two issues per count tried), plus the
         // launch (fitted with `tests/row_kernels/calibration.rs`); two
         // partials, three issues per block.
-        .ipub_cost "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 8 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)"
+        .ipub_cost "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 7 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)"
 reduce_add_f16:
         ld32    $m3, $m0, 8
         ld32    $m4, $m0, 12
@@ -189,11 +205,8 @@ reduce_pair_f16_f152:
         .size   reduce_pair_f16_f152, . - reduce_pair_f16_f152
 
 // $m10 holds the format bit; the scale goes to bits 15..8 of $fp8cfg, as
-// in `cast_f8.S`. Worker w takes blocks w, w + 6, ... as above; $m7 is
-// the distance between the partials, $m11 the step from a block's second
-// partial to the worker's next block, $a6:7 holds +0. Each repeat
-// converts the previous block's sum, sums this block and stores the
-// previous block's bytes.
+// in `cast_f8.S`. Worker w takes blocks w, w + 6, ... as above; the
+// output takes 4 bytes per block.
 reduce_pair_f8:
         fp8_config 12
         ld32    $m4, $m0, 8
@@ -208,19 +221,7 @@ reduce_pair_f8:
         shl     $m9, $m5, 2
         ld32    $m12, $m0, 4
         add     $m12, $m12, $m9
-        setzi   $a6, 0
-        setzi   $a7, 0
-        ld64step $a0:1, $m10+=, $m7
-        .align  8
-        { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a8:9, $a0:1, $a2:3 }
-        f16v4add $a4:5, $a8:9, $a6:7
-        rpt_at  4
-        rpt     $m8, 6
-        { ld64step $a0:1, $m10+=, $m7 ; f16v4tof8 $a10, $a4:5 }
-        { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a8:9, $a0:1, $a2:3 }
-        { st32step $a10, $m12+=, 24 ; f16v4add $a4:5, $a8:9, $a6:7 }
-        f16v4tof8 $a10, $a4:5
-        st32step $a10, $m12+=, 24
+        pair_blocks 1
 reduce_pair_done:
         exitz   $mzero
 #endif

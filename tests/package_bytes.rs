@@ -61,9 +61,9 @@ fn shipped_packages_are_byte_identical() {
     expect![[r#"
         projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
         projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
-        projects/mlp-f16.toml: 46370aef8af6599957480bda771020f719c80c4d45b16b9feb40d9768c3ad72b 2883779
+        projects/mlp-f16.toml: 0100991b7f0c8a895c7666d76af274ddfbcfdadefbe79b1e8354152c8391159d 2883763
         projects/attention-f16.toml: ae2e59f8b41288df7391522a650999be37ad6f20df38bcc652215d657429c51a 1302244
-        projects/vit-fp8.toml: 9228d1fca67cd489e89fc77ccfe3ee9081627f9366ae9689d54c5a588d3c2a2f 7696836
-        projects/llama-block-f16.toml: 08028bc799884364fa08cb668fad7dfd79512d2e7a517996f1d73f284c5bffcc 9240668
+        projects/vit-fp8.toml: ca21d33cbd49bdcf79744a56191144cac508947c93f92564a81ac44b88974873 7696804
+        projects/llama-block-f16.toml: 2d0ef9607e0a277556225339a259127f6a56799a9eba58bc66c5f2109d89032a 9240628
     "#]].assert_eq(&lines);
 }

@@ -54,7 +54,7 @@ const REARRANGE_BLOCKS: &str = "words == 2 || words == 4 ? (inner == 1 ? 12 * wo
 const GEMM_F32_OUT: &str = "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * ((INTERLEAVED ? 44 : 76) + 20 * n) - 8 * n + 20) + 360";
 const REDUCE_ADD_F32: &str = "blocks = (length / 4 + 5) / 6; 6 * blocks * (2 * count + 8) + 156";
 const REDUCE_PAIR_TO_F8: &str = "blocks = (length / 4 + 5) / 6; 150 + 6 * (3 * blocks + 9)";
-const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 8 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
+const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 7 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
 const SOFTMAX_MASK_F16: &str = "stats = MASK_F32 ? 13 : 15; out = MASK_F32 ? 11 : 12; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); 150 + 6 * (whole * ((stats + out) * row_length + 44) + split * (stats * row_length + out * last + 72))";
 const REDUCE_SUM_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 28 + row_length + 8 * singles) / 4";
 const REDUCE_MEAN_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 114 + 6 * busy * (4 * 30 + row_length + 8 * singles) / 4";
