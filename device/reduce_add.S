@@ -23,7 +23,51 @@
 // Adding +0 afterwards turns the one sum the accumulators cannot produce,
 // -0 + -0, into +0 as they do, so the bytes are those of the f32 path.
 
+// ADDENDS (0 unless defined; 1 or 2) selects `reduce_add_f16_plus1` and
+// `_plus2`: the sums then go through one or two additions of f16 operands
+// of `length` values (in1, then in2), each rounded to f16 with
+// `f16v4add`, before they are stored. That is a product's fused epilogue
+// of adds (a bias, a residual: `lower::build`) run by the reduction, so
+// the bytes are those of `reduce_add_f16` and `add_f16` run one after the
+// other, without the adds' passes over the result. Each addend takes one
+// more issue per block, its load riding with a conversion or a sum.
+#ifndef ADDENDS
+#define ADDENDS 0
+#endif
+
 #include "include/rows.h"
+
+// The addends of the block whose f16 sums are in $a2:3, from $m1 and $m2,
+// in plain issues (the first block, and the counted loop).
+.macro plus
+        .if ADDENDS >= 1
+        ld64step $a8:9, $m1+=, 48
+        f16v4add $a2:3, $a2:3, $a8:9
+        .endif
+        .if ADDENDS >= 2
+        ld64step $a8:9, $m2+=, 48
+        f16v4add $a2:3, $a2:3, $a8:9
+        .endif
+.endm
+
+// The conversions of a block's sums in $a4:5 and $a6:7 to f16 in $a2:3,
+// then its addends, the loads riding with the conversions: 2 + ADDENDS
+// issues, 2 * (2 + ADDENDS) words for `rpt`.
+.macro to_f16_plus
+        .if ADDENDS == 0
+        f32v2tof16 $a2, $a4:5
+        f32v2tof16 $a3, $a6:7
+        .elseif ADDENDS == 1
+        { ld64step $a8:9, $m1+=, 48 ; f32v2tof16 $a2, $a4:5 }
+        f32v2tof16 $a3, $a6:7
+        f16v4add $a2:3, $a2:3, $a8:9
+        .else
+        { ld64step $a8:9, $m1+=, 48 ; f32v2tof16 $a2, $a4:5 }
+        { ld64step $a10:11, $m2+=, 48 ; f32v2tof16 $a3, $a6:7 }
+        f16v4add $a2:3, $a2:3, $a8:9
+        f16v4add $a2:3, $a2:3, $a10:11
+        .endif
+.endm
 
 // The blocks of `count` partials, unrolled (see above); $m8 holds the
 // worker's blocks less one.
@@ -37,15 +81,15 @@ reduce_add_c\count:
         f32v2gina $a6:7, 1
         f32v2tof16 $a2, $a4:5
         f32v2tof16 $a3, $a6:7
+        plus
         rpt_at  4
-        rpt     $m8, 2 * \count + 6
+        rpt     $m8, 2 * \count + 6 + 2 * ADDENDS
         .rept   \count
         { ld64step $a0:1, $m10+=, $m7 ; f16v4acc $a0:1 }
         .endr
         { add   $m10, $m10, $m13 ; f32v2gina $a4:5, 0 }
         { st64step $a2:3, $m12+=, 48 ; f32v2gina $a6:7, 1 }
-        f32v2tof16 $a2, $a4:5
-        f32v2tof16 $a3, $a6:7
+        to_f16_plus
         st64step $a2:3, $m12+=, 48
         exitz   $mzero
 .endm
@@ -63,22 +107,56 @@ reduce_add_c\count:
         ld64step $a0:1, $m10+=, $m7
         .align  8
         { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a8:9, $a0:1, $a2:3 }
+        .if ADDENDS == 0
         f16v4add $a4:5, $a8:9, $a6:7
         rpt_at  4
         rpt     $m8, 6
+        .endif
         .if \fp8
         { ld64step $a0:1, $m10+=, $m7 ; f16v4tof8 $a10, $a4:5 }
         { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a8:9, $a0:1, $a2:3 }
         { st32step $a10, $m12+=, 24 ; f16v4add $a4:5, $a8:9, $a6:7 }
         f16v4tof8 $a10, $a4:5
         st32step $a10, $m12+=, 24
-        .else
+        .elseif ADDENDS == 0
         { ld64step $a0:1, $m10+=, $m7 ; fnop }
         { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a8:9, $a0:1, $a2:3 }
         { st64step $a4:5, $m12+=, 48 ; f16v4add $a4:5, $a8:9, $a6:7 }
         st64step $a4:5, $m12+=, 48
+        .else
+        pair_plus
         .endif
         exitz   $mzero
+.endm
+
+// The rest of `pair_blocks` with addends, entered with the first block's
+// sum in $a8:9: gives it its +0 into $a4:5 and loads its addends ($a10:11
+// and $a12:13), then each repeat adds the previous block's addends while
+// it loads this block's partials, stores the previous block and loads
+// this block's addends, 3 + ADDENDS bundles.
+.macro pair_plus
+        { ld64step $a10:11, $m1+=, 48 ; f16v4add $a4:5, $a8:9, $a6:7 }
+        .if ADDENDS == 2
+        ld64step $a12:13, $m2+=, 48
+        .endif
+        rpt_at  4
+        rpt     $m8, 2 * (3 + ADDENDS)
+        { ld64step $a0:1, $m10+=, $m7 ; f16v4add $a4:5, $a4:5, $a10:11 }
+        .if ADDENDS == 2
+        { ld64step $a2:3, $m10+=, $m11 ; f16v4add $a4:5, $a4:5, $a12:13 }
+        .else
+        { ld64step $a2:3, $m10+=, $m11 ; fnop }
+        .endif
+        { st64step $a4:5, $m12+=, 48 ; f16v4add $a8:9, $a0:1, $a2:3 }
+        { ld64step $a10:11, $m1+=, 48 ; f16v4add $a4:5, $a8:9, $a6:7 }
+        .if ADDENDS == 2
+        { ld64step $a12:13, $m2+=, 48 ; fnop }
+        .endif
+        f16v4add $a4:5, $a4:5, $a10:11
+        .if ADDENDS == 2
+        f16v4add $a4:5, $a4:5, $a12:13
+        .endif
+        st64step $a4:5, $m12+=, 48
 .endm
 
 // Two partials in f16.
@@ -96,18 +174,40 @@ reduce_add_c2:
 
         .text
 #ifndef OUT_F8
-        .globl  reduce_add_f16
-        .type   reduce_add_f16, @function
+#define REDUCE_PLUS1_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 4 * blocks + 10 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? count : 8) + 5)"
+#define REDUCE_PLUS2_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 5 * blocks + 12 : blocks * (unrolled ? count + 6 : count + 8) + 2 * (unrolled ? count : 8) + 7)"
+#if ADDENDS == 0
+#define REDUCE_ENTRY reduce_add_f16
+#elif ADDENDS == 1
+#define REDUCE_ENTRY reduce_add_f16_plus1
+#else
+#define REDUCE_ENTRY reduce_add_f16_plus2
+#endif
+        .globl  REDUCE_ENTRY
+        .type   REDUCE_ENTRY, @function
         .ipub_param in0, 0, ptr
         .ipub_param out, 4, ptr
         .ipub_param count, 8, u32
         .ipub_param length, 12, u32
+#if ADDENDS >= 1
+        .ipub_param in1, 16, ptr
+#endif
+#if ADDENDS >= 2
+        .ipub_param in2, 20, ptr
+#endif
         // Six cycles per issue of worker 0, which has the most blocks, and
         // of the choice of loop (two issues per count tried), plus the
         // launch (fitted with `tests/row_kernels/calibration.rs`); two
-        // partials, three issues per block.
+        // partials, three issues per block. Each addend adds an issue per
+        // block (two in the counted loop).
+#if ADDENDS == 0
         .ipub_cost "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 7 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)"
-reduce_add_f16:
+#elif ADDENDS == 1
+        .ipub_cost REDUCE_PLUS1_COST
+#else
+        .ipub_cost REDUCE_PLUS2_COST
+#endif
+REDUCE_ENTRY:
         ld32    $m3, $m0, 8
         ld32    $m4, $m0, 12
         get     $m5, $wid
@@ -123,6 +223,14 @@ reduce_add_f16:
         add     $m10, $m10, $m9
         ld32    $m12, $m0, 4
         add     $m12, $m12, $m9
+        .if ADDENDS >= 1
+        ld32    $m1, $m0, 16
+        add     $m1, $m1, $m9
+        .endif
+        .if ADDENDS >= 2
+        ld32    $m2, $m0, 20
+        add     $m2, $m2, $m9
+        .endif
         dispatch 1
         dispatch 2
         dispatch 3
@@ -140,6 +248,7 @@ reduce_add_f16:
         f32v2gina $a6:7, 1
         f32v2tof16 $a2, $a4:5
         f32v2tof16 $a3, $a6:7
+        plus
         brz     $m8, reduce_add_last
         sub     $m8, $m8, 1
         rpt_at  4
@@ -151,6 +260,7 @@ reduce_add_block:
         { st64step $a2:3, $m12+=, 48 ; f32v2gina $a6:7, 1 }
         f32v2tof16 $a2, $a4:5
         f32v2tof16 $a3, $a6:7
+        plus
         brnzdec $m8, reduce_add_block
 reduce_add_last:
         st64step $a2:3, $m12+=, 48
@@ -164,7 +274,7 @@ reduce_add_done:
         unrolled 6
         unrolled 7
         unrolled 8
-        .size   reduce_add_f16, . - reduce_add_f16
+        .size   REDUCE_ENTRY, . - REDUCE_ENTRY
 #else
 
 // ---- Two partials stored as FP8 ---------------------------------------

@@ -241,6 +241,14 @@ pub enum KernelId {
     /// Sums the f16 partials of a matrix product with a split inner
     /// dimension.
     ReduceAdd,
+    /// Sums the f16 partials as [`KernelId::ReduceAdd`] does, then adds
+    /// `addends` (1 or 2) f16 operands of the same slots to the sums, each
+    /// addition rounded to f16: the leading adds of a product's epilogue
+    /// (a bias, a residual) run by its reduction (`device/reduce_add.S`
+    /// with `ADDENDS`).
+    ReduceAddPlus {
+        addends: u8,
+    },
     /// Sums the two f16 partials of a matrix product whose inner dimension
     /// is split in two, stored as `to` (an FP8 format) with the result's
     /// scale: the product's cast to FP8 fused into its reduction
@@ -308,6 +316,7 @@ pub(crate) fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelI
             | KernelId::Add { dtype: DType::F16 }
             | KernelId::Gemm { .. }
             | KernelId::ReduceAdd
+            | KernelId::ReduceAddPlus { .. }
     );
     (writes_f16 && output.is_fp8()).then_some(KernelId::Cast {
         from: DType::F16,
@@ -592,6 +601,37 @@ impl KernelId {
             .then_some(KernelId::ReducePairCast { to: output })
     }
 
+    /// The most adds a reduction runs after its sums
+    /// ([`KernelId::ReduceAddPlus`]).
+    const MAX_ADDENDS: usize = 2;
+
+    /// The kernel summing `slices` partials of a split inner dimension into
+    /// a result of `output` whose product's epilogue runs `epilogue`, and
+    /// how many of the epilogue's leading runs it carries out itself: its
+    /// adds of f16 operands, up to two, when the partials are f16 and not
+    /// two whose sum is only cast (that is [`Self::reduce_pair_cast`]).
+    pub(crate) fn reduce_with(
+        slices: u32,
+        output: DType,
+        epilogue: &[EpilogueKernel],
+    ) -> (KernelId, usize) {
+        let plain = Self::reduce_add_for(output);
+        if plain != KernelId::ReduceAdd || slices < 2 {
+            return (plain, 0);
+        }
+        let adds = epilogue
+            .iter()
+            .take(Self::MAX_ADDENDS)
+            .take_while(|run| {
+                run.kernel == KernelId::Add { dtype: DType::F16 } && run.operand.is_some()
+            })
+            .count();
+        match adds {
+            0 => (plain, 0),
+            n => (KernelId::ReduceAddPlus { addends: n as u8 }, n),
+        }
+    }
+
     /// The kernel summing the partials of a split inner dimension into a
     /// result of `output`.
     pub(crate) fn reduce_add_for(output: DType) -> KernelId {
@@ -699,6 +739,7 @@ impl fmt::Display for KernelId {
             }
             KernelId::RearrangeBlocks => f.write_str("rearrange_blocks"),
             KernelId::ReduceAdd => f.write_str("reduce_add_f16"),
+            KernelId::ReduceAddPlus { addends } => write!(f, "reduce_add_f16_plus{addends}"),
             KernelId::ReducePairCast { to } => write!(f, "reduce_pair_f16_{}", to.name()),
             KernelId::Binary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Unary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
@@ -759,6 +800,7 @@ mod tests {
                 cols: 4,
             },
             KernelId::ReduceAdd,
+            KernelId::ReduceAddPlus { addends: 2 },
             KernelId::ReducePairCast { to: DType::F143 },
             KernelId::Binary {
                 op: BinaryOp::Div,
@@ -791,6 +833,7 @@ mod tests {
                 "softmax_f16_once",
                 "rearrange_f16_b16x4",
                 "reduce_add_f16",
+                "reduce_add_f16_plus2",
                 "reduce_pair_f16_f143",
                 "div_f32",
                 "gelu_tanh_f16",
@@ -838,5 +881,33 @@ mod tests {
                 ("cast_f16_f143", None)
             ])
         );
+    }
+
+    /// A split product's reduction runs up to two leading adds of its
+    /// epilogue; not an add fused with a GELU, not in f32, not without a
+    /// split.
+    #[test]
+    fn a_reduction_takes_the_epilogues_leading_adds() {
+        use EpilogueStep::*;
+        let reduce = |slices, steps: &[EpilogueStep], output| {
+            let (kernel, absorbed) =
+                KernelId::reduce_with(slices, output, &epilogue_kernels(steps, output));
+            (kernel.to_string(), absorbed)
+        };
+        let f16 = DType::F16;
+        assert_eq!(reduce(4, &[], f16), ("reduce_add_f16".into(), 0));
+        assert_eq!(reduce(4, &[Add], f16), ("reduce_add_f16_plus1".into(), 1));
+        assert_eq!(
+            reduce(2, &[Add, Add, Add], f16),
+            ("reduce_add_f16_plus2".into(), 2)
+        );
+        assert_eq!(
+            reduce(2, &[Add, Add], DType::F143),
+            ("reduce_add_f16_plus2".into(), 2)
+        );
+        assert_eq!(reduce(4, &[Mul, Add], f16), ("reduce_add_f16".into(), 0));
+        assert_eq!(reduce(4, &[Add, Gelu], f16), ("reduce_add_f16".into(), 0));
+        assert_eq!(reduce(4, &[Add], DType::F32), ("reduce_add_f32".into(), 0));
+        assert_eq!(reduce(1, &[Add], f16), ("reduce_add_f16".into(), 0));
     }
 }

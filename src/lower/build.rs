@@ -733,12 +733,18 @@ impl Lowering<'_> {
         let slices = grid.inner as usize;
         let band = crate::partition::reduced_rows(shard.rows, grid.inner);
         // The partials are f16 when a cast to FP8 follows the sum.
-        let reduce = KernelId::reduce_add_for(out.dtype);
-        // Two slices whose sum is only cast to FP8 take one kernel.
-        let epilogue_steps =
-            matches!(&node.kind, OpKind::Matmul { epilogue, .. } if !epilogue.is_empty());
-        let pair_cast = KernelId::reduce_pair_cast(grid.inner, out.dtype, epilogue_steps);
-        let accumulated = crate::partition::written_dtype(reduce, out.dtype);
+        let accumulated =
+            crate::partition::written_dtype(KernelId::reduce_add_for(out.dtype), out.dtype);
+        // Two slices whose sum is only cast to FP8 take one kernel; so do
+        // the sum and the epilogue's leading adds.
+        let epilogue = match &node.kind {
+            OpKind::Matmul { epilogue, .. } => {
+                crate::partition::epilogue_kernels(epilogue, out.dtype)
+            }
+            _ => Vec::new(),
+        };
+        let pair_cast = KernelId::reduce_pair_cast(grid.inner, out.dtype, !epilogue.is_empty());
+        let (reduce, absorbed) = KernelId::reduce_with(grid.inner, out.dtype, &epilogue);
         let element_bytes = accumulated.size_bytes() as u32;
         let (mut transfers, mut runs, mut home) = (Vec::new(), Vec::new(), Vec::new());
         // The groups in the order the partials were made: each slice's
@@ -822,17 +828,21 @@ impl Lowering<'_> {
                     });
                     continue;
                 }
-                let (sum, epilogue) = self.epilogue_through(op, reduce, c, first_phase)?;
+                let through = self.epilogue_after(op, reduce, c, absorbed, first_phase)?;
+                let operands = std::iter::once(OperandRef::Buffer(received))
+                    .chain(through.extras)
+                    .chain([OperandRef::Buffer(through.written)])
+                    .collect();
                 runs.push(KernelRun {
                     tile,
                     kernel: reduce,
-                    operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(sum)],
+                    operands,
                     params: vec![
                         ("count".into(), slices as i64),
                         ("length".into(), length as i64),
                     ],
                 });
-                runs.extend(epilogue);
+                runs.extend(through.runs);
             }
         }
         self.second = Some(SecondStage {

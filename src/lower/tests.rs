@@ -371,6 +371,57 @@ fn a_split_inner_dimension_is_staged_as_a_reduction() {
     assert_eq!(rows, [3, 3, 3, 3, 3, 3, 2]);
 }
 
+/// A split product whose epilogue adds a bias and a residual: the
+/// reduction runs both adds (`reduce_add_f16_plus2`), reading each addend
+/// gathered into its home's piece, and no add runs after it.
+#[test]
+fn a_reduction_runs_the_epilogues_leading_adds() {
+    let mut b = Builder::new(8);
+    let x = b.tensor("x", &[20, 1024], DType::F16, Role::Input);
+    let w = b.tensor("w", &[1024, 24], DType::F16, Role::Weight);
+    let bias = b.tensor("bias", &[24], DType::F16, Role::Weight);
+    let residual = b.tensor("residual", &[20, 24], DType::F16, Role::Input);
+    let y = b.op(
+        OpKind::Matmul {
+            transpose_rhs: false,
+            epilogue: vec![EpilogueStep::Add, EpilogueStep::Add],
+        },
+        &[x, w, bias, residual],
+        &[20, 24],
+        DType::F16,
+    );
+    b.graph.outputs = vec![y];
+    let program = lowered(&b.graph);
+    let runs = program.kernel_runs();
+    assert!(
+        runs.iter()
+            .all(|r| r.kernel != crate::partition::KernelId::Add { dtype: DType::F16 }),
+        "{runs:?}"
+    );
+    let reduces: Vec<&KernelRun> = runs
+        .into_iter()
+        .filter(|r| r.kernel == crate::partition::KernelId::ReduceAddPlus { addends: 2 })
+        .collect();
+    assert_eq!(reduces.len(), 7);
+    for run in &reduces {
+        // The partials, the two addends, the home: all on the run's tile,
+        // the addends and the home over the same slots.
+        let buffers: Vec<&Buffer> = run
+            .operands
+            .iter()
+            .map(|o| match o {
+                OperandRef::Buffer(id) => program.buffer(*id),
+                OperandRef::PerIteration(_) => panic!("{run:?}"),
+            })
+            .collect();
+        assert_eq!(buffers.len(), 4, "{run:?}");
+        assert!(buffers.iter().all(|b| b.tile == run.tile), "{run:?}");
+        let slots = buffers[3].piece.slots();
+        assert_eq!(buffers[1].piece.slots(), slots);
+        assert_eq!(buffers[2].piece.slots(), slots);
+    }
+}
+
 /// The verifier checks that each K slice's partials cover the product
 /// exactly once: here slice 3's buffer is mislabelled as slice 4's.
 #[test]

@@ -131,6 +131,9 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
             .define("OUT_F8", 1)
             .define("ADD", u32::from(add)),
         KernelId::ReduceAdd => plain("reduce_add.S"),
+        KernelId::ReduceAddPlus {
+            addends: addends @ (1 | 2),
+        } => plain("reduce_add.S").define("ADDENDS", u32::from(addends)),
         KernelId::ReducePairCast {
             to: DType::F143 | DType::F152,
         } => plain("reduce_add.S").define("OUT_F8", 1),

@@ -155,11 +155,12 @@ pub(crate) fn block_copy_cycles(outer: u64, inner: u64, words: u64) -> u64 {
     super::kernel_cost::cycles(KernelId::RearrangeBlocks, &params).unwrap_or(u64::MAX / 4)
 }
 
-/// Cycles of one `reduce_add_f16` run summing `count` partials of `length`
-/// values: its calibrated `.ipub_cost` ([`super::kernel_cost`]).
-pub(crate) fn reduce_cycles(count: u64, length: u64) -> u64 {
+/// Cycles of one run of `kernel`, `reduce_add_f16` or one of its variants
+/// with addends ([`KernelId::ReduceAddPlus`]), summing `count` partials of
+/// `length` values: its calibrated `.ipub_cost` ([`super::kernel_cost`]).
+pub(crate) fn reduce_cycles(kernel: KernelId, count: u64, length: u64) -> u64 {
     let params = [("count", count as i64), ("length", length as i64)];
-    super::kernel_cost::cycles(KernelId::ReduceAdd, &params).unwrap_or(u64::MAX / 4)
+    super::kernel_cost::cycles(kernel, &params).unwrap_or(u64::MAX / 4)
 }
 
 /// Cycles of one run of `kernel`, a [`KernelId::ReducePairCast`], over two

@@ -55,6 +55,8 @@ const GEMM_F32_OUT: &str = "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16
 const REDUCE_ADD_F32: &str = "blocks = (length / 4 + 5) / 6; 6 * blocks * (2 * count + 8) + 156";
 const REDUCE_PAIR_TO_F8: &str = "blocks = (length / 4 + 5) / 6; 150 + 6 * (3 * blocks + 9)";
 const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 7 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
+const REDUCE_ADD_PLUS1_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 4 * blocks + 10 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? count : 8) + 5)";
+const REDUCE_ADD_PLUS2_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 5 * blocks + 12 : blocks * (unrolled ? count + 6 : count + 8) + 2 * (unrolled ? count : 8) + 7)";
 const SOFTMAX_MASK_F16: &str = "stats = MASK_F32 ? 13 : 15; out = MASK_F32 ? 11 : 12; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); 150 + 6 * (whole * ((stats + out) * row_length + 44) + split * (stats * row_length + out * last + 72))";
 const REDUCE_SUM_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 28 + row_length + 8 * singles) / 4";
 const REDUCE_MEAN_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 114 + 6 * busy * (4 * 30 + row_length + 8 * singles) / 4";
@@ -156,6 +158,8 @@ pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::RearrangeBlockMajor { dtype: F16, .. } => REARRANGE_BLOCK_MAJOR_F16,
         KernelId::RearrangeBlocks => REARRANGE_BLOCKS,
         KernelId::ReduceAdd => REDUCE_ADD_F16,
+        KernelId::ReduceAddPlus { addends: 1 } => REDUCE_ADD_PLUS1_F16,
+        KernelId::ReduceAddPlus { addends: 2 } => REDUCE_ADD_PLUS2_F16,
         KernelId::ReducePairCast { to: F143 | F152 } => REDUCE_PAIR_TO_F8,
         KernelId::GemmF32Out { .. } => GEMM_F32_OUT,
         KernelId::ReduceAddF32 => REDUCE_ADD_F32,
@@ -232,7 +236,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 45] = [
+const ALL: [&str; 47] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -268,6 +272,8 @@ const ALL: [&str; 45] = [
     REARRANGE_BLOCK_MAJOR_F16,
     REARRANGE_BLOCKS,
     REDUCE_ADD_F16,
+    REDUCE_ADD_PLUS1_F16,
+    REDUCE_ADD_PLUS2_F16,
     REDUCE_PAIR_TO_F8,
     GEMM_F32_OUT,
     REDUCE_ADD_F32,
@@ -375,6 +381,8 @@ mod tests {
             },
             KernelId::RearrangeBlocks,
             KernelId::ReduceAdd,
+            KernelId::ReduceAddPlus { addends: 1 },
+            KernelId::ReduceAddPlus { addends: 2 },
             KernelId::ReducePairCast { to: F143 },
             KernelId::ReducePairCast { to: F152 },
             KernelId::SoftmaxMasked {

@@ -166,24 +166,28 @@ impl<'s> Epilogue<'s> {
     /// bytes of the epilogue over `slots` slots of a tile's result: each
     /// run's kernel, each extra operand gathered into the result's layout
     /// unless the host or the package writes it there (a weight stays
-    /// for the whole program), and an f16 buffer per run.
-    fn cost(&self, target: &Target, slots: u64) -> EpilogueCost {
+    /// for the whole program), and an f16 buffer per run. The first
+    /// `absorbed` runs are carried out by the reduction (whose cycles
+    /// count them), so only their operands count here.
+    fn cost(&self, target: &Target, slots: u64, absorbed: usize) -> EpilogueCost {
         let f16 = DType::F16.size_bytes() as u64;
         let params = [("rows", slots as i64), ("row_length", 1)];
         let mut total = EpilogueCost::default();
-        for run in &self.kernels {
+        for (i, run) in self.kernels.iter().enumerate() {
             // A kernel without a calibrated formula is priced as the
             // unfused operation's plan prices it.
-            total.compute += cost::kernel_cycles(run.kernel, &params).unwrap_or_else(|| {
-                let kind = match run.kernel {
-                    KernelId::Binary { op, .. } => SignatureKind::Binary { op },
-                    KernelId::Unary { op, .. } => SignatureKind::Unary { op },
-                    _ => SignatureKind::Add,
-                };
-                let issues = super::issues_per_vector(&kind);
-                cost::vector_tile_cycles(target, issues, DType::F16, slots)
-            });
-            total.bytes += f16 * slots;
+            if i >= absorbed {
+                total.compute += cost::kernel_cycles(run.kernel, &params).unwrap_or_else(|| {
+                    let kind = match run.kernel {
+                        KernelId::Binary { op, .. } => SignatureKind::Binary { op },
+                        KernelId::Unary { op, .. } => SignatureKind::Unary { op },
+                        _ => SignatureKind::Add,
+                    };
+                    let issues = super::issues_per_vector(&kind);
+                    cost::vector_tile_cycles(target, issues, DType::F16, slots)
+                });
+                total.bytes += f16 * slots;
+            }
             if let Some(extra) = run.operand.and_then(|j| self.extras.get(j)) {
                 total.bytes += f16 * slots;
                 if extra.weight {
@@ -271,6 +275,8 @@ fn estimate(
     // others' partials of the rows it keeps, in a second phase, and sums
     // them.
     let (mut compute, mut operands) = (compute, lhs_bytes + out_bytes + rhs_bytes);
+    // How many of the epilogue's runs the reduction carries out.
+    let mut absorbed = 0;
     if grid.inner > 1 {
         let band = reduced_rows(shard.rows, grid.inner);
         let kept = match swapped {
@@ -283,6 +289,8 @@ fn estimate(
         received += element * (partials - kept);
         let pair_cast =
             KernelId::reduce_pair_cast(grid.inner, out.dtype, !fused.kernels.is_empty());
+        let (reduce, adds) = KernelId::reduce_with(grid.inner, out.dtype, &fused.kernels);
+        absorbed = adds;
         compute += match pair_cast {
             // The cast is part of the reduction's one pass.
             Some(kernel) => {
@@ -290,14 +298,15 @@ fn estimate(
                 cost::reduce_pair_cast_cycles(kernel, kept)
             }
             None if f32_out => cost::reduce_f32_cycles(u64::from(grid.inner), kept),
-            None => cost::reduce_cycles(u64::from(grid.inner), kept),
+            // The epilogue's leading adds too, when the reduction runs them.
+            None => cost::reduce_cycles(reduce, u64::from(grid.inner), kept),
         };
         operands += element * (partials + kept);
         phases += 1;
     }
     let mut resident = if rhs.weight { rhs_bytes } else { 0 };
     if !fused.kernels.is_empty() {
-        let added = fused.cost(target, slots);
+        let added = fused.cost(target, slots, absorbed);
         compute += added.compute;
         received += added.received;
         operands += added.bytes;

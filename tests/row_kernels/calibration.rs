@@ -42,6 +42,8 @@ const KERNELS: &[&str] = &[
     "layernorm_parts_f16_seg",
     "layernorm_parts_f16_f143_seg",
     "reduce_add_f16",
+    "reduce_add_f16_plus1",
+    "reduce_add_f16_plus2",
     "reduce_pair_f16_f143",
     "reduce_pair_f16_f152",
     "mul_f16",
@@ -104,7 +106,7 @@ const REDUCE: &[(usize, usize)] = &[
 ];
 
 fn shapes(kernel: &str) -> Vec<(usize, usize)> {
-    if kernel == "reduce_add_f16" || kernel == "reduce_add_f32" {
+    if kernel.starts_with("reduce_add_f16") || kernel == "reduce_add_f32" {
         return REDUCE.to_vec();
     }
     if kernel.starts_with("reduce_pair") {

@@ -48,6 +48,8 @@ pub fn kernel_named(name: &str) -> KernelId {
         KernelId::LayernormCast { to: F152 },
         KernelId::RearrangeBlocks,
         KernelId::ReduceAdd,
+        KernelId::ReduceAddPlus { addends: 1 },
+        KernelId::ReduceAddPlus { addends: 2 },
         KernelId::Rmsnorm { dtype: F16 },
         KernelId::ReduceAddF32,
     ];

@@ -141,6 +141,31 @@ pub fn reduce_case(partials: &[f16], count: usize, length: usize) -> Case {
     }
 }
 
+/// A `reduce_add_f16_plus1` or `_plus2` run: the sums of
+/// [`reduce_case`], then each of `addends` added in turn, every addition
+/// rounded to f16 (the f64 sum of two f16 values is exact, so rounding it
+/// once is the correctly rounded f16 sum that `add_f16` stores).
+pub fn reduce_plus_case(
+    partials: &[f16],
+    count: usize,
+    length: usize,
+    addends: &[Vec<f16>],
+) -> Case {
+    let mut case = reduce_case(partials, count, length);
+    let Expected::Bytes(sums) = &case.expected else {
+        unreachable!("reduce_case expects bytes")
+    };
+    let mut values = f16_values(sums);
+    for addend in addends {
+        for (v, &a) in values.iter_mut().zip(addend) {
+            *v = f16::from_f64(v.to_f64() + a.to_f64());
+        }
+        case.inputs.push(f16_bytes(addend));
+    }
+    case.expected = Expected::Bytes(f16_bytes(&values));
+    case
+}
+
 /// A run of `kernel` over `rows x row_length` values (for `reduce_add_f16`,
 /// `rows` partials of `row_length` values) on seeded data.
 pub fn case(
@@ -239,6 +264,14 @@ pub fn case(
             bytes(vec![le(&a), le(&b)], le(&sums), params)
         }
         "reduce_add_f16" => reduce_case(&normal_f16(rng, n, 1.0), rows, row_length),
+        "reduce_add_f16_plus1" | "reduce_add_f16_plus2" => {
+            let addends = if kernel.ends_with('1') { 1 } else { 2 };
+            let partials = normal_f16(rng, n, 1.0);
+            let extra: Vec<Vec<f16>> = (0..addends)
+                .map(|_| wide_f16(rng, row_length, 4.0))
+                .collect();
+            reduce_plus_case(&partials, rows, row_length, &extra)
+        }
         "reduce_pair_f16_f143" | "reduce_pair_f16_f152" => {
             // Two partials of `row_length` values (whatever `rows` says),
             // wide enough to saturate and to reach the subnormals: the
