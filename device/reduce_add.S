@@ -35,6 +35,27 @@
 #define ADDENDS 0
 #endif
 
+// OUT_F8 (0 unless defined; 1 for either FP8 format) selects
+// `reduce_add_f16_f143` and `_f152`: a cast to FP8 fused into the
+// reduction of a split product whose only epilogue is its cast
+// (`lower::build`). Each block's sums, rounded to f16 as above (the +0 of
+// the two-partial path included), are converted with `f16v4tof8` and the
+// result's scale as `cast_f16_f143` converts them, so the bytes are those
+// of `reduce_add_f16` and the cast run one after the other, without the
+// cast's pass. The conversion is one more issue per block (none for two
+// partials: it takes the aux slot that path leaves empty), and the store
+// writes 4 bytes instead of 8. Not with ADDENDS.
+#ifndef OUT_F8
+#define OUT_F8 0
+#endif
+// Bytes of a block's result, and between a worker's blocks.
+#if OUT_F8
+#define OUT_BLOCK 4
+#else
+#define OUT_BLOCK 8
+#endif
+#define OUT_STEP 6 * OUT_BLOCK
+
 #include "include/rows.h"
 
 // The addends of the block whose f16 sums are in $a2:3, from $m1 and $m2,
@@ -69,6 +90,30 @@
         .endif
 .endm
 
+// The f16 sums in $a2:3 as the stored result: converted to FP8 into $a2
+// with OUT_F8 (one issue, one word for `rpt`), unchanged otherwise.
+.macro to_out
+        .if OUT_F8
+        f16v4tof8 $a2, $a2:3
+        .endif
+.endm
+
+// Stores the result `to_out` made; in a bundle with the second read-back.
+.macro store_out
+        .if OUT_F8
+        st32step $a2, $m12+=, OUT_STEP
+        .else
+        st64step $a2:3, $m12+=, OUT_STEP
+        .endif
+.endm
+.macro store_out_gina
+        .if OUT_F8
+        { st32step $a2, $m12+=, OUT_STEP ; f32v2gina $a6:7, 1 }
+        .else
+        { st64step $a2:3, $m12+=, OUT_STEP ; f32v2gina $a6:7, 1 }
+        .endif
+.endm
+
 // The blocks of `count` partials, unrolled (see above); $m8 holds the
 // worker's blocks less one.
 .macro unrolled count
@@ -82,15 +127,17 @@ reduce_add_c\count:
         f32v2tof16 $a2, $a4:5
         f32v2tof16 $a3, $a6:7
         plus
+        to_out
         rpt_at  4
-        rpt     $m8, 2 * \count + 6 + 2 * ADDENDS
+        rpt     $m8, 2 * \count + 6 + 2 * ADDENDS + OUT_F8
         .rept   \count
         { ld64step $a0:1, $m10+=, $m7 ; f16v4acc $a0:1 }
         .endr
         { add   $m10, $m10, $m13 ; f32v2gina $a4:5, 0 }
-        { st64step $a2:3, $m12+=, 48 ; f32v2gina $a6:7, 1 }
+        store_out_gina
         to_f16_plus
-        st64step $a2:3, $m12+=, 48
+        to_out
+        store_out
         exitz   $mzero
 .endm
 
@@ -163,7 +210,7 @@ reduce_add_c\count:
 .macro pair_sum
 reduce_add_c2:
         add     $m11, $m13, $m7
-        pair_blocks 0
+        pair_blocks OUT_F8
 .endm
 
 // Branches to the unrolled loop for `count` partials.
@@ -173,9 +220,46 @@ reduce_add_c2:
 .endm
 
         .text
-#ifndef OUT_F8
+#define REDUCE_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 7 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)"
 #define REDUCE_PLUS1_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 4 * blocks + 10 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? count : 8) + 5)"
 #define REDUCE_PLUS2_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 5 * blocks + 12 : blocks * (unrolled ? count + 6 : count + 8) + 2 * (unrolled ? count : 8) + 7)"
+#define REDUCE_TO_F8_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 18 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? count : 8) + 11)"
+        // Cycles: six per issue of worker 0, which has the most blocks, and
+        // of the choice of loop (two issues per count tried), plus the
+        // launch (fitted with `tests/row_kernels/calibration.rs`); two
+        // partials, three issues per block. Each addend adds an issue per
+        // block and a few to the launch, and so does the conversion to FP8
+        // but for two partials (fitted the same way, within 8 %).
+#if OUT_F8
+// State: in0, out, count, length, out_scale. $m10 holds the format bit;
+// the scale goes to bits 15..8 of $fp8cfg, as in `cast_f8.S`.
+        .globl  reduce_add_f16_f143
+        .type   reduce_add_f16_f143, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param count, 8, u32
+        .ipub_param length, 12, u32
+        .ipub_param out_scale, 16, i32
+        .ipub_cost REDUCE_TO_F8_COST
+reduce_add_f16_f143:
+        setzi   $m10, 0
+        br      reduce_to_f8
+        .size   reduce_add_f16_f143, . - reduce_add_f16_f143
+
+        .globl  reduce_add_f16_f152
+        .type   reduce_add_f16_f152, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param out, 4, ptr
+        .ipub_param count, 8, u32
+        .ipub_param length, 12, u32
+        .ipub_param out_scale, 16, i32
+        .ipub_cost REDUCE_TO_F8_COST
+reduce_add_f16_f152:
+        setzi   $m10, 1
+reduce_to_f8:
+        fp8_config 16
+#define REDUCE_ENTRY reduce_add_f16_f152
+#else
 #if ADDENDS == 0
 #define REDUCE_ENTRY reduce_add_f16
 #elif ADDENDS == 1
@@ -195,19 +279,15 @@ reduce_add_c2:
 #if ADDENDS >= 2
         .ipub_param in2, 20, ptr
 #endif
-        // Six cycles per issue of worker 0, which has the most blocks, and
-        // of the choice of loop (two issues per count tried), plus the
-        // launch (fitted with `tests/row_kernels/calibration.rs`); two
-        // partials, three issues per block. Each addend adds an issue per
-        // block and a few to the launch (fitted the same way, within 8 %).
 #if ADDENDS == 0
-        .ipub_cost "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 7 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)"
+        .ipub_cost REDUCE_COST
 #elif ADDENDS == 1
         .ipub_cost REDUCE_PLUS1_COST
 #else
         .ipub_cost REDUCE_PLUS2_COST
 #endif
 REDUCE_ENTRY:
+#endif
         ld32    $m3, $m0, 8
         ld32    $m4, $m0, 12
         get     $m5, $wid
@@ -221,8 +301,6 @@ REDUCE_ENTRY:
         shl     $m9, $m5, 3
         ld32    $m10, $m0, 0
         add     $m10, $m10, $m9
-        ld32    $m12, $m0, 4
-        add     $m12, $m12, $m9
         .if ADDENDS >= 1
         ld32    $m1, $m0, 16
         add     $m1, $m1, $m9
@@ -231,6 +309,12 @@ REDUCE_ENTRY:
         ld32    $m2, $m0, 20
         add     $m2, $m2, $m9
         .endif
+        // The output's blocks: 8 bytes (f16, as the input's) or 4 (FP8).
+        .if OUT_F8
+        shl     $m9, $m5, 2
+        .endif
+        ld32    $m12, $m0, 4
+        add     $m12, $m12, $m9
         dispatch 1
         dispatch 2
         dispatch 3
@@ -249,6 +333,7 @@ REDUCE_ENTRY:
         f32v2tof16 $a2, $a4:5
         f32v2tof16 $a3, $a6:7
         plus
+        to_out
         brz     $m8, reduce_add_last
         sub     $m8, $m8, 1
         rpt_at  4
@@ -257,13 +342,14 @@ reduce_add_block:
         { ld64step $a0:1, $m10+=, $m7 ; f16v4acc $a0:1 }
         { add   $m10, $m10, $m13 ; f32v2gina $a4:5, 0 }
         // The previous block's sums go out with this block's reads.
-        { st64step $a2:3, $m12+=, 48 ; f32v2gina $a6:7, 1 }
+        store_out_gina
         f32v2tof16 $a2, $a4:5
         f32v2tof16 $a3, $a6:7
         plus
+        to_out
         brnzdec $m8, reduce_add_block
 reduce_add_last:
-        st64step $a2:3, $m12+=, 48
+        store_out
 reduce_add_done:
         exitz   $mzero
         unrolled 1
@@ -275,63 +361,3 @@ reduce_add_done:
         unrolled 7
         unrolled 8
         .size   REDUCE_ENTRY, . - REDUCE_ENTRY
-#else
-
-// ---- Two partials stored as FP8 ---------------------------------------
-// A cast to FP8 fused into the reduction of a K split in two
-// (`lower::build`), assembled only with OUT_F8 defined. Each block's sum
-// is that of the two-partial path above, +0 included, converted with
-// `f16v4tof8` and the result's scale as `cast_f16_f143` converts it, so
-// the bytes are those of `reduce_add_f16` and the cast run one after the
-// other. The conversion takes the aux slot the f16 path leaves empty:
-// three issues per block, a 4-byte store instead of an 8-byte one.
-// State: in0 (two f16 partials of `length` values, back to back), out
-// (FP8), length, out_scale.
-
-// Cycles (fitted with `tests/row_kernels/calibration.rs`).
-#define PAIR_TO_F8_COST "blocks = (length / 4 + 5) / 6; 150 + 6 * (3 * blocks + 9)"
-
-        .globl  reduce_pair_f16_f143
-        .type   reduce_pair_f16_f143, @function
-        .ipub_param in0, 0, ptr
-        .ipub_param out, 4, ptr
-        .ipub_param length, 8, u32
-        .ipub_param out_scale, 12, i32
-        .ipub_cost PAIR_TO_F8_COST
-reduce_pair_f16_f143:
-        setzi   $m10, 0
-        br      reduce_pair_f8
-        .size   reduce_pair_f16_f143, . - reduce_pair_f16_f143
-
-        .globl  reduce_pair_f16_f152
-        .type   reduce_pair_f16_f152, @function
-        .ipub_param in0, 0, ptr
-        .ipub_param out, 4, ptr
-        .ipub_param length, 8, u32
-        .ipub_param out_scale, 12, i32
-        .ipub_cost PAIR_TO_F8_COST
-reduce_pair_f16_f152:
-        setzi   $m10, 1
-        .size   reduce_pair_f16_f152, . - reduce_pair_f16_f152
-
-// $m10 holds the format bit; the scale goes to bits 15..8 of $fp8cfg, as
-// in `cast_f8.S`. Worker w takes blocks w, w + 6, ... as above; the
-// output takes 4 bytes per block.
-reduce_pair_f8:
-        fp8_config 12
-        ld32    $m4, $m0, 8
-        get     $m5, $wid
-        worker_blocks reduce_pair_done
-        add     $m7, $m4, $m4
-        sub     $m11, $mzero, $m7
-        add     $m11, $m11, 48
-        shl     $m9, $m5, 3
-        ld32    $m10, $m0, 0
-        add     $m10, $m10, $m9
-        shl     $m9, $m5, 2
-        ld32    $m12, $m0, 4
-        add     $m12, $m12, $m9
-        pair_blocks 1
-reduce_pair_done:
-        exitz   $mzero
-#endif

@@ -249,11 +249,11 @@ pub enum KernelId {
     ReduceAddPlus {
         addends: u8,
     },
-    /// Sums the two f16 partials of a matrix product whose inner dimension
-    /// is split in two, stored as `to` (an FP8 format) with the result's
-    /// scale: the product's cast to FP8 fused into its reduction
-    /// (`device/reduce_add.S` with `OUT_F8`).
-    ReducePairCast {
+    /// Sums the f16 partials of a matrix product with a split inner
+    /// dimension as [`KernelId::ReduceAdd`] does and stores the sums as
+    /// `to` (an FP8 format) with the result's scale: the product's cast to
+    /// FP8 fused into its reduction (`device/reduce_add.S` with `OUT_F8`).
+    ReduceCast {
         to: DType,
     },
     /// Elementwise multiplication, subtraction or division of two tensors
@@ -589,16 +589,16 @@ impl KernelId {
 
     /// The kernel that sums the partials of an inner dimension split in
     /// `slices` and stores them as a result of `output` in one pass, when
-    /// there is one: two slices and an FP8 result whose cast is the
-    /// product's only epilogue (`epilogue_steps` false). Otherwise the sum
-    /// and the cast are [`KernelId::reduce_add_for`] and a cast run.
-    pub(crate) fn reduce_pair_cast(
+    /// there is one: an FP8 result whose cast is the product's only
+    /// epilogue (`epilogue_steps` false). Otherwise the sum and the cast
+    /// are [`KernelId::reduce_add_for`] and a cast run.
+    pub(crate) fn reduce_cast(
         slices: u32,
         output: DType,
         epilogue_steps: bool,
     ) -> Option<KernelId> {
-        (slices == 2 && output.is_fp8() && !epilogue_steps)
-            .then_some(KernelId::ReducePairCast { to: output })
+        (slices > 1 && output.is_fp8() && !epilogue_steps)
+            .then_some(KernelId::ReduceCast { to: output })
     }
 
     /// The most adds a reduction runs after its sums
@@ -609,7 +609,7 @@ impl KernelId {
     /// a result of `output` whose product's epilogue runs `epilogue`, and
     /// how many of the epilogue's leading runs it carries out itself: its
     /// adds of f16 operands, up to two, when the partials are f16 and not
-    /// two whose sum is only cast (that is [`Self::reduce_pair_cast`]).
+    /// a sum that is only cast (that is [`Self::reduce_cast`]).
     pub(crate) fn reduce_with(
         slices: u32,
         output: DType,
@@ -740,7 +740,7 @@ impl fmt::Display for KernelId {
             KernelId::RearrangeBlocks => f.write_str("rearrange_blocks"),
             KernelId::ReduceAdd => f.write_str("reduce_add_f16"),
             KernelId::ReduceAddPlus { addends } => write!(f, "reduce_add_f16_plus{addends}"),
-            KernelId::ReducePairCast { to } => write!(f, "reduce_pair_f16_{}", to.name()),
+            KernelId::ReduceCast { to } => write!(f, "reduce_add_f16_{}", to.name()),
             KernelId::Binary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Unary { op, dtype } => write!(f, "{}_{}", op.name(), family(dtype)),
             KernelId::Rmsnorm { dtype } => write!(f, "rmsnorm_{}", family(dtype)),
@@ -801,7 +801,7 @@ mod tests {
             },
             KernelId::ReduceAdd,
             KernelId::ReduceAddPlus { addends: 2 },
-            KernelId::ReducePairCast { to: DType::F143 },
+            KernelId::ReduceCast { to: DType::F143 },
             KernelId::Binary {
                 op: BinaryOp::Div,
                 dtype: DType::F32,
@@ -834,7 +834,7 @@ mod tests {
                 "rearrange_f16_b16x4",
                 "reduce_add_f16",
                 "reduce_add_f16_plus2",
-                "reduce_pair_f16_f143",
+                "reduce_add_f16_f143",
                 "div_f32",
                 "gelu_tanh_f16",
                 "rmsnorm_f16",

@@ -62,8 +62,8 @@ fn shipped_packages_are_byte_identical() {
         projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
         projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
         projects/mlp-f16.toml: 0100991b7f0c8a895c7666d76af274ddfbcfdadefbe79b1e8354152c8391159d 2883763
-        projects/attention-f16.toml: 86bb060d9d3c865d2865fe7cc538145c7721f7e11ef7c6d55d6be7785d712e32 1309427
-        projects/vit-fp8.toml: 271770ab7f06705fddcddd8abe489e0834dffa8ae6d88918a836bd35bf02831d 7691853
-        projects/llama-block-f16.toml: 7a75c23b3b9e8aa6fbefb46f1a854911dffc8aabfcb62df627873a38f39e733e 9243110
+        projects/attention-f16.toml: b4d97a1b1731c5c0a4e97923c16de3651e9154cd91ed5ad1cf9f5f29c2c3ee79 1309427
+        projects/vit-fp8.toml: 2b6e01cb0f58fb96fc1e2f51d1071440ac7740757f09a5e29a109ec93af8e3f2 7703468
+        projects/llama-block-f16.toml: 9387f92ff9cae9d1f89dbd7a5c64752b2153d374253bc15f01aee0ec8da517c7 9243110
     "#]].assert_eq(&lines);
 }

@@ -735,15 +735,15 @@ impl Lowering<'_> {
         // The partials are f16 when a cast to FP8 follows the sum.
         let accumulated =
             crate::partition::written_dtype(KernelId::reduce_add_for(out.dtype), out.dtype);
-        // Two slices whose sum is only cast to FP8 take one kernel; so do
-        // the sum and the epilogue's leading adds.
+        // A sum that is only cast to FP8 takes one kernel; so do the sum
+        // and the epilogue's leading adds.
         let epilogue = match &node.kind {
             OpKind::Matmul { epilogue, .. } => {
                 crate::partition::epilogue_kernels(epilogue, out.dtype)
             }
             _ => Vec::new(),
         };
-        let pair_cast = KernelId::reduce_pair_cast(grid.inner, out.dtype, !epilogue.is_empty());
+        let reduce_cast = KernelId::reduce_cast(grid.inner, out.dtype, !epilogue.is_empty());
         let (reduce, absorbed) = KernelId::reduce_with(grid.inner, out.dtype, &epilogue);
         let element_bytes = accumulated.size_bytes() as u32;
         let (mut transfers, mut runs, mut home) = (Vec::new(), Vec::new(), Vec::new());
@@ -816,12 +816,13 @@ impl Lowering<'_> {
                 }
                 let c = self.output_buffer(node.output, tile, kept, vec![batch, m, n], class);
                 home.push(c);
-                if let Some(kernel) = pair_cast {
+                if let Some(kernel) = reduce_cast {
                     runs.push(KernelRun {
                         tile,
                         kernel,
                         operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(c)],
                         params: vec![
+                            ("count".into(), slices as i64),
                             ("length".into(), length as i64),
                             ("out_scale".into(), i64::from(out.scale)),
                         ],

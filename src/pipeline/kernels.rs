@@ -134,7 +134,7 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         KernelId::ReduceAddPlus {
             addends: addends @ (1 | 2),
         } => plain("reduce_add.S").define("ADDENDS", u32::from(addends)),
-        KernelId::ReducePairCast {
+        KernelId::ReduceCast {
             to: DType::F143 | DType::F152,
         } => plain("reduce_add.S").define("OUT_F8", 1),
         KernelId::GemmF32Out {

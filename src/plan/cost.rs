@@ -156,17 +156,11 @@ pub(crate) fn block_copy_cycles(outer: u64, inner: u64, words: u64) -> u64 {
 }
 
 /// Cycles of one run of `kernel`, `reduce_add_f16` or one of its variants
-/// with addends ([`KernelId::ReduceAddPlus`]), summing `count` partials of
-/// `length` values: its calibrated `.ipub_cost` ([`super::kernel_cost`]).
+/// (with addends, [`KernelId::ReduceAddPlus`], or storing FP8,
+/// [`KernelId::ReduceCast`]), summing `count` partials of `length` values:
+/// its calibrated `.ipub_cost` ([`super::kernel_cost`]).
 pub(crate) fn reduce_cycles(kernel: KernelId, count: u64, length: u64) -> u64 {
     let params = [("count", count as i64), ("length", length as i64)];
-    super::kernel_cost::cycles(kernel, &params).unwrap_or(u64::MAX / 4)
-}
-
-/// Cycles of one run of `kernel`, a [`KernelId::ReducePairCast`], over two
-/// partials of `length` values: its calibrated `.ipub_cost`.
-pub(crate) fn reduce_pair_cast_cycles(kernel: KernelId, length: u64) -> u64 {
-    let params = [("length", length as i64)];
     super::kernel_cost::cycles(kernel, &params).unwrap_or(u64::MAX / 4)
 }
 

@@ -53,7 +53,7 @@ const REARRANGE_BLOCK_MAJOR_F16: &str = "n = rows * row_length; units = n / 4; t
 const REARRANGE_BLOCKS: &str = "words == 2 || words == 4 ? (inner == 1 ? 12 * words * ((outer + 5) / 6) + 228 : (outer + 5) / 6 * 6 * (inner * 2 * words + 9) + 198) : (outer + 5) / 6 * 6 * (inner * (words * 2 + 5) + 10) + 190";
 const GEMM_F32_OUT: &str = "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * ((INTERLEAVED ? 44 : 76) + 20 * n) - 8 * n + 20) + 360";
 const REDUCE_ADD_F32: &str = "blocks = (length / 4 + 5) / 6; 6 * blocks * (2 * count + 8) + 156";
-const REDUCE_PAIR_TO_F8: &str = "blocks = (length / 4 + 5) / 6; 150 + 6 * (3 * blocks + 9)";
+const REDUCE_ADD_TO_F8: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 18 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? count : 8) + 11)";
 const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 7 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)";
 const REDUCE_ADD_PLUS1_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 4 * blocks + 10 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? count : 8) + 5)";
 const REDUCE_ADD_PLUS2_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 5 * blocks + 12 : blocks * (unrolled ? count + 6 : count + 8) + 2 * (unrolled ? count : 8) + 7)";
@@ -160,7 +160,7 @@ pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::ReduceAdd => REDUCE_ADD_F16,
         KernelId::ReduceAddPlus { addends: 1 } => REDUCE_ADD_PLUS1_F16,
         KernelId::ReduceAddPlus { addends: 2 } => REDUCE_ADD_PLUS2_F16,
-        KernelId::ReducePairCast { to: F143 | F152 } => REDUCE_PAIR_TO_F8,
+        KernelId::ReduceCast { to: F143 | F152 } => REDUCE_ADD_TO_F8,
         KernelId::GemmF32Out { .. } => GEMM_F32_OUT,
         KernelId::ReduceAddF32 => REDUCE_ADD_F32,
         KernelId::SoftmaxMasked {
@@ -274,7 +274,7 @@ const ALL: [&str; 47] = [
     REDUCE_ADD_F16,
     REDUCE_ADD_PLUS1_F16,
     REDUCE_ADD_PLUS2_F16,
-    REDUCE_PAIR_TO_F8,
+    REDUCE_ADD_TO_F8,
     GEMM_F32_OUT,
     REDUCE_ADD_F32,
     SOFTMAX_MASK_F16,
@@ -383,8 +383,8 @@ mod tests {
             KernelId::ReduceAdd,
             KernelId::ReduceAddPlus { addends: 1 },
             KernelId::ReduceAddPlus { addends: 2 },
-            KernelId::ReducePairCast { to: F143 },
-            KernelId::ReducePairCast { to: F152 },
+            KernelId::ReduceCast { to: F143 },
+            KernelId::ReduceCast { to: F152 },
             KernelId::SoftmaxMasked {
                 dtype: F16,
                 mask: F16,

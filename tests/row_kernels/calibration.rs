@@ -44,8 +44,8 @@ const KERNELS: &[&str] = &[
     "reduce_add_f16",
     "reduce_add_f16_plus1",
     "reduce_add_f16_plus2",
-    "reduce_pair_f16_f143",
-    "reduce_pair_f16_f152",
+    "reduce_add_f16_f143",
+    "reduce_add_f16_f152",
     "mul_f16",
     "sub_f32",
     "div_f16",
@@ -108,13 +108,6 @@ const REDUCE: &[(usize, usize)] = &[
 fn shapes(kernel: &str) -> Vec<(usize, usize)> {
     if kernel.starts_with("reduce_add_f16") || kernel == "reduce_add_f32" {
         return REDUCE.to_vec();
-    }
-    if kernel.starts_with("reduce_pair") {
-        return REDUCE
-            .iter()
-            .filter(|&&(count, _)| count == 2)
-            .copied()
-            .collect();
     }
     // A segmented norm's tiles hold segments a multiple of 4 long, all
     // but a row's last (`plan::segments::candidates`): several rows of a

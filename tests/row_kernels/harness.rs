@@ -99,7 +99,7 @@ pub fn kernel_named(name: &str) -> KernelId {
         known.push(KernelId::SoftmaxMasked { dtype: F16, mask });
     }
     for to in [F143, F152] {
-        known.push(KernelId::ReducePairCast { to });
+        known.push(KernelId::ReduceCast { to });
     }
     for other in [F143, F152, F32] {
         known.push(KernelId::Cast {

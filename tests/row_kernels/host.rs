@@ -272,19 +272,20 @@ pub fn case(
                 .collect();
             reduce_plus_case(&partials, rows, row_length, &extra)
         }
-        "reduce_pair_f16_f143" | "reduce_pair_f16_f152" => {
-            // Two partials of `row_length` values (whatever `rows` says),
-            // wide enough to saturate and to reach the subnormals: the
-            // bytes of `reduce_add_f16` over two partials, then the cast.
-            let partials = wide_f16(rng, 2 * row_length, 4.0);
+        "reduce_add_f16_f143" | "reduce_add_f16_f152" => {
+            // `rows` partials of `row_length` values, wide enough to
+            // saturate and to reach the subnormals: the bytes of
+            // `reduce_add_f16` over them, then the cast.
+            let partials = wide_f16(rng, n, 4.0);
             let params = vec![
+                ("count", rows as i64),
                 ("length", row_length as i64),
                 ("out_scale", settings.out_scale),
             ];
             let mut sums = crate::harness::compile("reduce_add_f16").run(&Run {
                 inputs: vec![&f16_bytes(&partials)],
                 out_bytes: 2 * row_length,
-                params: vec![("count", 2), ("length", row_length as i64)],
+                params: vec![("count", rows as i64), ("length", row_length as i64)],
             });
             let format = fp8_format(kernel);
             sums.out = f16_values(&sums.out)

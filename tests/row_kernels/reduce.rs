@@ -151,12 +151,13 @@ fn addends_after_two_partials_keep_the_bytes_at_the_edges() {
     }
 }
 
-/// The cast to FP8 fused into a two-partial reduction stores the bytes of
-/// the reduction and the cast run one after the other, in both formats and
-/// at scales that saturate and that reach the subnormals.
+/// The cast to FP8 fused into a reduction stores the bytes of the
+/// reduction and the cast run one after the other, in both formats and at
+/// scales that saturate and that reach the subnormals: every loop (two
+/// partials, the unrolled counts, the counted loop).
 #[test]
-fn two_partials_stored_as_fp8_are_the_sum_then_the_cast() {
-    for kernel in ["reduce_pair_f16_f143", "reduce_pair_f16_f152"] {
+fn partials_stored_as_fp8_are_the_sum_then_the_cast() {
+    for kernel in ["reduce_add_f16_f143", "reduce_add_f16_f152"] {
         for out_scale in [-3, 0, 4] {
             let settings = Settings {
                 out_scale,
@@ -164,7 +165,18 @@ fn two_partials_stored_as_fp8_are_the_sum_then_the_cast() {
             };
             check_shapes(
                 kernel,
-                &[(2, 4), (2, 20), (2, 100), (2, 1188)],
+                &[
+                    (2, 4),
+                    (2, 20),
+                    (2, 100),
+                    (2, 1188),
+                    (1, 4),
+                    (3, 40),
+                    (4, 1188),
+                    (8, 388),
+                    (9, 24),
+                    (12, 100),
+                ],
                 &settings,
                 11,
             );
