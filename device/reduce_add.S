@@ -209,7 +209,8 @@ reduce_add_c\count:
 // Two partials in f16.
 .macro pair_sum
 reduce_add_c2:
-        add     $m11, $m13, $m7
+        sub     $m11, $mzero, $m7
+        add     $m11, $m11, 48
         pair_blocks OUT_F8
 .endm
 
@@ -220,14 +221,14 @@ reduce_add_c2:
 .endm
 
         .text
-#define REDUCE_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 7 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? count : 8) + 2)"
-#define REDUCE_PLUS1_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 4 * blocks + 10 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? count : 8) + 5)"
-#define REDUCE_PLUS2_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 5 * blocks + 12 : blocks * (unrolled ? count + 6 : count + 8) + 2 * (unrolled ? count : 8) + 7)"
-#define REDUCE_TO_F8_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 18 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? count : 8) + 11)"
+#define REDUCE_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 5 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 2)"
+#define REDUCE_PLUS1_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 4 * blocks + 8 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 5)"
+#define REDUCE_PLUS2_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 5 * blocks + 10 : blocks * (unrolled ? count + 6 : count + 8) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 7)"
+#define REDUCE_TO_F8_COST "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 12 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 11)"
         // Cycles: six per issue of worker 0, which has the most blocks, and
-        // of the choice of loop (two issues per count tried), plus the
-        // launch (fitted with `tests/row_kernels/calibration.rs`); two
-        // partials, three issues per block. Each addend adds an issue per
+        // of the choice of loop (two issues per count tried, two first),
+        // plus the launch (fitted with `tests/row_kernels/calibration.rs`);
+        // two partials, three issues per block. Each addend adds an issue per
         // block and a few to the launch, and so does the conversion to FP8
         // but for two partials (fitted the same way, within 8 %).
 #if OUT_F8
@@ -292,12 +293,8 @@ REDUCE_ENTRY:
         ld32    $m4, $m0, 12
         get     $m5, $wid
         worker_blocks reduce_add_done
-        // $m7: bytes between partials; $m13: from past the last partial of
-        // a block back to the first partial of the worker's next block.
+        // $m7: bytes between partials.
         add     $m7, $m4, $m4
-        mul     $m13, $m3, $m7
-        sub     $m13, $mzero, $m13
-        add     $m13, $m13, 48
         shl     $m9, $m5, 3
         ld32    $m10, $m0, 0
         add     $m10, $m10, $m9
@@ -315,8 +312,14 @@ REDUCE_ENTRY:
         .endif
         ld32    $m12, $m0, 4
         add     $m12, $m12, $m9
-        dispatch 1
+        // Two partials first, the commonest split.
         dispatch 2
+        // $m13: from past the last partial of a block back to the first
+        // partial of the worker's next block.
+        mul     $m13, $m3, $m7
+        sub     $m13, $mzero, $m13
+        add     $m13, $m13, 48
+        dispatch 1
         dispatch 3
         dispatch 4
         dispatch 5

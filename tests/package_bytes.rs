@@ -61,9 +61,9 @@ fn shipped_packages_are_byte_identical() {
     expect![[r#"
         projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
         projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
-        projects/mlp-f16.toml: 0100991b7f0c8a895c7666d76af274ddfbcfdadefbe79b1e8354152c8391159d 2883763
-        projects/attention-f16.toml: b4d97a1b1731c5c0a4e97923c16de3651e9154cd91ed5ad1cf9f5f29c2c3ee79 1309427
-        projects/vit-fp8.toml: 2b6e01cb0f58fb96fc1e2f51d1071440ac7740757f09a5e29a109ec93af8e3f2 7703468
-        projects/llama-block-f16.toml: 9387f92ff9cae9d1f89dbd7a5c64752b2153d374253bc15f01aee0ec8da517c7 9243110
+        projects/mlp-f16.toml: fe492d82b2e0613f22d3fa89237310324d8a225ba221316ad4fcfa21bd4fa9a0 2883779
+        projects/attention-f16.toml: 09878aba1d0ab1acb2ad9c762fe54cbb92404248bd368797e7b77c6568f3e699 1309451
+        projects/vit-fp8.toml: ab308882d27b2b8f5cc9fd4037dd5cbaf0d4b50b0a1698ee5a763f99b6d612fd 7703612
+        projects/llama-block-f16.toml: 7b9e77191f1d2dee2d027dd3d0b19de19b3c0213f37a65c5fb5c8cff73eef11d 9243206
     "#]].assert_eq(&lines);
 }
