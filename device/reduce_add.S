@@ -232,31 +232,24 @@ reduce_add_c2:
         // block and a few to the launch, and so does the conversion to FP8
         // but for two partials (fitted the same way, within 8 %).
 #if OUT_F8
-// State: in0, out, count, length, out_scale. $m10 holds the format bit;
-// the scale goes to bits 15..8 of $fp8cfg, as in `cast_f8.S`.
-        .globl  reduce_add_f16_f143
-        .type   reduce_add_f16_f143, @function
+// State: in0, out, count, length, out_scale. Each entry sets $m10 to its
+// format bit; the scale goes to bits 15..8 of $fp8cfg, as in `cast_f8.S`.
+.macro to_f8_entry name, format
+        .globl  \name
+        .type   \name, @function
         .ipub_param in0, 0, ptr
         .ipub_param out, 4, ptr
         .ipub_param count, 8, u32
         .ipub_param length, 12, u32
         .ipub_param out_scale, 16, i32
         .ipub_cost REDUCE_TO_F8_COST
-reduce_add_f16_f143:
-        setzi   $m10, 0
+\name:
+        setzi   $m10, \format
+.endm
+        to_f8_entry reduce_add_f16_f143, 0
         br      reduce_to_f8
         .size   reduce_add_f16_f143, . - reduce_add_f16_f143
-
-        .globl  reduce_add_f16_f152
-        .type   reduce_add_f16_f152, @function
-        .ipub_param in0, 0, ptr
-        .ipub_param out, 4, ptr
-        .ipub_param count, 8, u32
-        .ipub_param length, 12, u32
-        .ipub_param out_scale, 16, i32
-        .ipub_cost REDUCE_TO_F8_COST
-reduce_add_f16_f152:
-        setzi   $m10, 1
+        to_f8_entry reduce_add_f16_f152, 1
 reduce_to_f8:
         fp8_config 16
 #define REDUCE_ENTRY reduce_add_f16_f152
