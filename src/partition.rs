@@ -587,29 +587,16 @@ impl KernelId {
         }
     }
 
-    /// The kernel that sums the partials of an inner dimension split in
-    /// `slices` and stores them as a result of `output` in one pass, when
-    /// there is one: an FP8 result whose cast is the product's only
-    /// epilogue (`epilogue_steps` false). Otherwise the sum and the cast
-    /// are [`KernelId::reduce_add_for`] and a cast run.
-    pub(crate) fn reduce_cast(
-        slices: u32,
-        output: DType,
-        epilogue_steps: bool,
-    ) -> Option<KernelId> {
-        (slices > 1 && output.is_fp8() && !epilogue_steps)
-            .then_some(KernelId::ReduceCast { to: output })
-    }
-
     /// The most adds a reduction runs after its sums
     /// ([`KernelId::ReduceAddPlus`]).
     const MAX_ADDENDS: usize = 2;
 
     /// The kernel summing `slices` partials of a split inner dimension into
     /// a result of `output` whose product's epilogue runs `epilogue`, and
-    /// how many of the epilogue's leading runs it carries out itself: its
-    /// adds of f16 operands, up to two, when the partials are f16 and not
-    /// a sum that is only cast (that is [`Self::reduce_cast`]).
+    /// how many of the epilogue's leading runs it carries out itself: with
+    /// f16 partials, [`KernelId::ReduceCast`] for an FP8 result whose cast
+    /// is the product's only epilogue (`epilogue` is then empty: the cast
+    /// is the kernel's store), or its adds of f16 operands, up to two.
     pub(crate) fn reduce_with(
         slices: u32,
         output: DType,
@@ -618,6 +605,9 @@ impl KernelId {
         let plain = Self::reduce_add_for(output);
         if plain != KernelId::ReduceAdd || slices < 2 {
             return (plain, 0);
+        }
+        if output.is_fp8() && epilogue.is_empty() {
+            return (KernelId::ReduceCast { to: output }, 0);
         }
         let adds = epilogue
             .iter()
@@ -884,8 +874,8 @@ mod tests {
     }
 
     /// A split product's reduction runs up to two leading adds of its
-    /// epilogue; not an add fused with a GELU, not in f32, not without a
-    /// split.
+    /// epilogue, or its cast when that is all; not an add fused with a
+    /// GELU, not in f32, not without a split.
     #[test]
     fn a_reduction_takes_the_epilogues_leading_adds() {
         use EpilogueStep::*;
@@ -904,6 +894,14 @@ mod tests {
         assert_eq!(
             reduce(2, &[Add, Add], DType::F143),
             ("reduce_add_f16_plus2".into(), 2)
+        );
+        assert_eq!(
+            reduce(12, &[], DType::F143),
+            ("reduce_add_f16_f143".into(), 0)
+        );
+        assert_eq!(
+            reduce(4, &[Add], DType::F152),
+            ("reduce_add_f16_plus1".into(), 1)
         );
         assert_eq!(reduce(4, &[Mul, Add], f16), ("reduce_add_f16".into(), 0));
         assert_eq!(reduce(4, &[Add, Gelu], f16), ("reduce_add_f16".into(), 0));

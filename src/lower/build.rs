@@ -743,7 +743,6 @@ impl Lowering<'_> {
             }
             _ => Vec::new(),
         };
-        let reduce_cast = KernelId::reduce_cast(grid.inner, out.dtype, !epilogue.is_empty());
         let (reduce, absorbed) = KernelId::reduce_with(grid.inner, out.dtype, &epilogue);
         let element_bytes = accumulated.size_bytes() as u32;
         let (mut transfers, mut runs, mut home) = (Vec::new(), Vec::new(), Vec::new());
@@ -816,10 +815,10 @@ impl Lowering<'_> {
                 }
                 let c = self.output_buffer(node.output, tile, kept, vec![batch, m, n], class);
                 home.push(c);
-                if let Some(kernel) = reduce_cast {
+                if let KernelId::ReduceCast { .. } = reduce {
                     runs.push(KernelRun {
                         tile,
-                        kernel,
+                        kernel: reduce,
                         operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(c)],
                         params: vec![
                             ("count".into(), slices as i64),

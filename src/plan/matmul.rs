@@ -287,18 +287,16 @@ fn estimate(
         let partials = u64::from(grid.inner) * kept;
         let element = accumulated.size_bytes() as u64;
         received += element * (partials - kept);
-        let reduce_cast = KernelId::reduce_cast(grid.inner, out.dtype, !fused.kernels.is_empty());
+        // The reduction's kernel may run the cast, or the epilogue's
+        // leading adds, in its one pass.
         let (reduce, adds) = KernelId::reduce_with(grid.inner, out.dtype, &fused.kernels);
         absorbed = adds;
-        compute += match reduce_cast {
-            None if f32_out => cost::reduce_f32_cycles(u64::from(grid.inner), kept),
-            // The cast is part of the reduction's one pass.
-            Some(kernel) => {
-                epilogue = None;
-                cost::reduce_cycles(kernel, u64::from(grid.inner), kept)
-            }
-            // The epilogue's leading adds too, when the reduction runs them.
-            None => cost::reduce_cycles(reduce, u64::from(grid.inner), kept),
+        if let KernelId::ReduceCast { .. } = reduce {
+            epilogue = None;
+        }
+        compute += match f32_out {
+            true => cost::reduce_f32_cycles(u64::from(grid.inner), kept),
+            false => cost::reduce_cycles(reduce, u64::from(grid.inner), kept),
         };
         operands += element * (partials + kept);
         phases += 1;
