@@ -67,12 +67,14 @@
 // for the combination, and 45 per launch. The split form stored as FP8,
 // in f16 (`row_sum_store`): its statistics 8 per quad (the sum pass
 // stores each exponential) and 62 per piece; its output 3 per quad, 10 per
-// row, 82 per piece (the six records' combination and the factor) and 3
-// per single element (none in rows shorter than a quad, whose pieces are
-// all set-up). All in quarter issues, so quads count per element.
+// row, 82 per piece (the six records' combination and the factor) less 49
+// for a piece that is its whole row (its own record alone), taken over
+// the worker with the most of that work, and 3 per single element (none
+// in rows shorter than a quad, whose pieces are all set-up). All in
+// quarter issues, so quads count per element.
 #define SOFTMAX_STATS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (16 * share + 44 * rows + 4 * 59 * pieces + 150 + 8 * pieces * singles) / 4"
 #define SOFTMAX_STATS_ONCE_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (8 * share + 44 * rows + 4 * 62 * pieces + 150 + 12 * pieces * singles) / 4"
-#define SOFTMAX_PARTS_ONCE_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? 0 : row_length % 4 != 0 ? 3 : 0; 6 * (3 * share + 40 * rows + 4 * 82 * pieces + 180 + 12 * pieces * singles) / 4"
+#define SOFTMAX_PARTS_ONCE_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; h0 = e0 / row_length > (s0 + row_length - 1) / row_length ? e0 / row_length - (s0 + row_length - 1) / row_length : 0; c0 = 82 * p0 - 49 * h0; h1 = e1 / row_length > (s1 + row_length - 1) / row_length ? e1 / row_length - (s1 + row_length - 1) / row_length : 0; c1 = 82 * p1 - 49 * h1; h2 = e2 / row_length > (s2 + row_length - 1) / row_length ? e2 / row_length - (s2 + row_length - 1) / row_length : 0; c2 = 82 * p2 - 49 * h2; h3 = e3 / row_length > (s3 + row_length - 1) / row_length ? e3 / row_length - (s3 + row_length - 1) / row_length : 0; c3 = 82 * p3 - 49 * h3; h4 = e4 / row_length > (s4 + row_length - 1) / row_length ? e4 / row_length - (s4 + row_length - 1) / row_length : 0; c4 = 82 * p4 - 49 * h4; h5 = e5 / row_length > (s5 + row_length - 1) / row_length ? e5 / row_length - (s5 + row_length - 1) / row_length : 0; c5 = 82 * p5 - 49 * h5; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; k01 = c0 > c1 ? c0 : c1; k23 = c2 > c3 ? c2 : c3; k45 = c4 > c5 ? c4 : c5; k03 = k01 > k23 ? k01 : k23; work = k03 > k45 ? k03 : k45; singles = row_length < 4 ? 0 : row_length % 4 != 0 ? 3 : 0; 6 * (3 * share + 40 * rows + 4 * work + 180 + 12 * pieces * singles) / 4"
 #define SOFTMAX_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (18 * share + 40 * rows + 4 * (32 + 7 * segments) * pieces + 180) / 4"
 
 #ifndef CAUSAL
@@ -690,6 +692,25 @@ softmax_parts_f16_once:
         parts_begin 8, 12, 4, 20, softmax_once_parts_done
 softmax_once_parts_piece:
         parts_piece_range 12
+        // A piece that is its whole row ($m6 holds the row's length) made
+        // the row's only live record: the other five hold m = -FLT_MAX and
+        // s = 0. For a finite m the combination below gives M = m and S =
+        // s exactly (every other term is 0 * exp(-FLT_MAX - m) = +0), and
+        // the factor exp(m - M) / S is 1 / s, so the piece reads its own
+        // record and skips the combination. A row whose m is not finite
+        // has a NaN exponential ((x - ext) * scale is inf - inf, NaN - ext
+        // or 0 * inf at the extreme), so s is NaN and both ways give a NaN
+        // factor, which every output of the piece takes (FP8 has one NaN).
+        brnz    $m4, softmax_once_combine
+        cmpeq   $m6, $m5, $m6
+        brz     $m6, softmax_once_combine
+        get     $m6, $wid
+        mul     $m6, $m6, PART_RECORD
+        add     $m6, $m6, $m2
+        ld32    $a12, $m6, 4
+        f32rcp  $a12, $a12
+        br      softmax_once_factor
+softmax_once_combine:
         // M, then S, then this worker's factor from its own record.
         softmax_records $m2, 6
         f32rcp  $a12, $a12
@@ -700,6 +721,7 @@ softmax_once_parts_piece:
         f32sub  $a0, $a0, $a10
         f32exp  $a0, $a0
         f32mul  $a12, $a12, $a0
+softmax_once_factor:
         factor_f16
         // Elements [lo, hi) of the row: the exponentials from $m8, the
         // FP8 result from $m10, at half the exponentials' byte offset.

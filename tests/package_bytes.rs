@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
         projects/mlp-f16.toml: fe492d82b2e0613f22d3fa89237310324d8a225ba221316ad4fcfa21bd4fa9a0 2883779
         projects/attention-f16.toml: 09878aba1d0ab1acb2ad9c762fe54cbb92404248bd368797e7b77c6568f3e699 1309451
-        projects/vit-fp8.toml: ab308882d27b2b8f5cc9fd4037dd5cbaf0d4b50b0a1698ee5a763f99b6d612fd 7703612
+        projects/vit-fp8.toml: b20f94d004b9e9f93b126c630d9df2b7e8dd8617c1c38376b5bda58a004c9d7f 7703868
         projects/llama-block-f16.toml: 7b9e77191f1d2dee2d027dd3d0b19de19b3c0213f37a65c5fb5c8cff73eef11d 9243206
     "#]].assert_eq(&lines);
 }

@@ -199,6 +199,25 @@ fn split_softmax_stored_as_fp8_rescales_its_stored_exponentials() {
 }
 
 #[test]
+fn split_softmax_stored_as_fp8_keeps_its_bytes_on_non_finite_rows() {
+    // Whole rows within a worker's share read their own record; the bytes
+    // must be those of the combination of all six records, on rows whose
+    // maximum is an infinity or a NaN too, for scales of either sign, zero
+    // and one that overflows f16, and on rows cut between workers.
+    let shapes = [(20, 16), (12, 24), (19, 197), (9, 8), (4, 5)];
+    for scale in [0.125f32, -0.5, 0.0, 1e35] {
+        let settings = Settings {
+            scale,
+            non_finite_rows: true,
+            ..Settings::default()
+        };
+        for kernel in ["softmax_parts_f16_once_f143", "softmax_parts_f16_once_f152"] {
+            check_shapes(kernel, &shapes, &settings, 23);
+        }
+    }
+}
+
+#[test]
 fn split_rmsnorm_is_within_f16_rounding_of_the_f64_reference() {
     let long = [(1, 768), (2, 512), (4, 384), (2, 4304)];
     for kernel in ["rmsnorm_stats_f16", "rmsnorm_parts_f16"] {
