@@ -53,6 +53,52 @@ pub(crate) fn reduced_rows(rows: usize, inner: u32) -> usize {
     rows.div_ceil(inner as usize)
 }
 
+/// Whether `rows` rows, in matrices of `matrix_rows`, can be dealt out
+/// folded `rows_per_tile` to a tile: an even count that divides the
+/// matrix's rows into at least two tiles' worth.
+pub(crate) fn can_fold(rows: usize, matrix_rows: usize, rows_per_tile: usize) -> bool {
+    rows_per_tile >= 2
+        && rows_per_tile.is_multiple_of(2)
+        && matrix_rows > rows_per_tile
+        && matrix_rows.is_multiple_of(rows_per_tile)
+        && rows.is_multiple_of(matrix_rows)
+}
+
+/// The rows each tile of a [`Partition::Rows`] runs its kernel over, as
+/// `(tile, first row, rows)`, by tile. Unfolded, tile `t` takes the
+/// `rows_per_tile` rows from `t * rows_per_tile` (the last tile fewer).
+/// Folded ([`can_fold`]), the rows of each matrix of `matrix_rows` are cut
+/// into chunks of half a tile's rows, and its `j`th tile takes chunk `j`
+/// and chunk `j` counted from the matrix's end: in a causal softmax, row
+/// `i` keeps `i + 1` elements, so every tile keeps the same number.
+pub(crate) fn row_chunks(
+    rows: usize,
+    rows_per_tile: usize,
+    matrix_rows: usize,
+    folded: bool,
+) -> Vec<(u32, usize, usize)> {
+    let rows_per_tile = rows_per_tile.max(1);
+    if !folded {
+        return (0..rows)
+            .step_by(rows_per_tile)
+            .enumerate()
+            .map(|(tile, first)| (tile as u32, first, rows_per_tile.min(rows - first)))
+            .collect();
+    }
+    let half = rows_per_tile / 2;
+    let per_matrix = matrix_rows / rows_per_tile;
+    (0..rows / rows_per_tile)
+        .flat_map(|tile| {
+            let matrix = tile / per_matrix * matrix_rows;
+            let j = tile % per_matrix;
+            [
+                (tile as u32, matrix + j * half, half),
+                (tile as u32, matrix + matrix_rows - (j + 1) * half, half),
+            ]
+        })
+        .collect()
+}
+
 /// How an operation is spread over tiles.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Partition {
@@ -75,6 +121,10 @@ pub enum Partition {
         row_length: usize,
         rows_per_tile: usize,
         kernel: KernelId,
+        /// Each matrix's rows dealt out folded ([`row_chunks`]): a tile
+        /// takes two half chunks, one from each end of its matrix, so that
+        /// a causal softmax's tiles keep equal work.
+        folded: bool,
     },
     /// The rows of a layer or RMS normalisation or a softmax grouped
     /// `rows_per_tile` at a time as for [`Partition::Rows`], and each row
@@ -758,6 +808,41 @@ impl fmt::Display for KernelId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Folded, every row is dealt out once, each tile gets two chunks of
+    /// half its rows from either end of one matrix, and a causal softmax
+    /// keeps as many elements on each tile; unfolded, the rows go in order.
+    #[test]
+    fn folded_rows_give_each_tile_the_same_causal_work() {
+        let (rows, matrix_rows, per_tile) = (3 * 48, 48, 8);
+        assert!(can_fold(rows, matrix_rows, per_tile));
+        let chunks = row_chunks(rows, per_tile, matrix_rows, true);
+        let mut seen = vec![0; rows];
+        let mut kept = vec![0; rows / per_tile];
+        for &(tile, first, count) in &chunks {
+            assert_eq!(count, per_tile / 2);
+            let matrix = first / matrix_rows;
+            assert_eq!(matrix, tile as usize / (matrix_rows / per_tile));
+            for (row, n) in seen.iter_mut().enumerate().skip(first).take(count) {
+                *n += 1;
+                kept[tile as usize] += row % matrix_rows + 1;
+            }
+        }
+        assert!(seen.iter().all(|&n| n == 1), "{seen:?}");
+        assert!(kept.iter().all(|&k| k == kept[0]), "{kept:?}");
+        assert_eq!(&chunks[..2], &[(0, 0, 4), (0, 44, 4)]);
+        assert_eq!(&chunks[10..12], &[(5, 20, 4), (5, 24, 4)]);
+        assert_eq!(
+            row_chunks(10, 4, 10, false),
+            vec![(0, 0, 4), (1, 4, 4), (2, 8, 2)]
+        );
+        // Odd counts, counts that do not divide the matrix, one tile per
+        // matrix: no fold.
+        assert!(!can_fold(rows, matrix_rows, 3));
+        assert!(!can_fold(197 * 6, 197, 2));
+        assert!(!can_fold(96, 48, 48));
+        assert!(!can_fold(100, 48, 8));
+    }
 
     #[test]
     fn kernel_names_follow_the_seed_style() {

@@ -62,8 +62,8 @@ fn shipped_packages_are_byte_identical() {
         projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
         projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
         projects/mlp-f16.toml: fe492d82b2e0613f22d3fa89237310324d8a225ba221316ad4fcfa21bd4fa9a0 2883779
-        projects/attention-f16.toml: 09878aba1d0ab1acb2ad9c762fe54cbb92404248bd368797e7b77c6568f3e699 1309451
+        projects/attention-f16.toml: cc5d0ab7bf3dab3a0e930fbbaa879ce99f36d105b0b20f6b56125031bb0bf8fa 1320956
         projects/vit-fp8.toml: b20f94d004b9e9f93b126c630d9df2b7e8dd8617c1c38376b5bda58a004c9d7f 7703868
-        projects/llama-block-f16.toml: 7b9e77191f1d2dee2d027dd3d0b19de19b3c0213f37a65c5fb5c8cff73eef11d 9243206
+        projects/llama-block-f16.toml: 06aad891e30662e18b400ae75777a7cbe8dc0a4dc321d15afc3b5c08d3266900 9254988
     "#]].assert_eq(&lines);
 }

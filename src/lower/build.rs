@@ -416,7 +416,13 @@ impl Lowering<'_> {
                 elements,
                 per_tile,
                 kernel,
-            } => self.rows(op, *elements, 1, *per_tile, *kernel, &mut transfers)?,
+            } => self.rows(
+                op,
+                (*elements, 1),
+                (*per_tile, false),
+                *kernel,
+                &mut transfers,
+            )?,
             Partition::Segments {
                 rows,
                 row_length,
@@ -434,11 +440,11 @@ impl Lowering<'_> {
                 row_length,
                 rows_per_tile,
                 kernel,
+                folded,
             } => self.rows(
                 op,
-                *rows,
-                *row_length,
-                *rows_per_tile,
+                (*rows, *row_length),
+                (*rows_per_tile, *folded),
                 *kernel,
                 &mut transfers,
             )?,
@@ -856,9 +862,8 @@ impl Lowering<'_> {
     fn rows(
         &mut self,
         op: OpId,
-        rows: usize,
-        row_length: usize,
-        rows_per_tile: usize,
+        (rows, row_length): (usize, usize),
+        (rows_per_tile, folded): (usize, bool),
         kernel: KernelId,
         transfers: &mut Gathers,
     ) -> Result<Vec<KernelRun>, LowerError> {
@@ -876,9 +881,8 @@ impl Lowering<'_> {
         };
         let mut runs = Vec::new();
         let mut home = Vec::new();
-        for (tile, first_row) in (0..rows).step_by(rows_per_tile.max(1)).enumerate() {
-            let tile = tile as u32;
-            let count = rows_per_tile.min(rows - first_row);
+        let chunks = crate::partition::row_chunks(rows, rows_per_tile, matrix_rows, folded);
+        for (tile, first_row, count) in chunks {
             let row_piece = Piece::row_major(vec![first_row, 0], vec![count, row_length]);
             let norm = matches!(node.kind, OpKind::Layernorm { .. } | OpKind::Rmsnorm { .. });
             let parameters = norm.then(|| Piece::row_major(vec![0], vec![row_length]));

@@ -663,3 +663,66 @@ fn products_of_one_activation_share_its_gathered_pieces() {
     assert_eq!(shared.keys().collect::<Vec<_>>(), [&second]);
     assert_eq!(shared.get(&second).copied(), most);
 }
+
+/// A causal softmax dealt out folded: each tile runs the kernel twice, on
+/// four rows from either end of its matrix (the kernel's `first_row`
+/// places them in the matrix), and the homes cover the result once.
+#[test]
+fn a_folded_causal_softmax_runs_twice_on_each_tile() {
+    use crate::partition::KernelId;
+    use crate::plan::Partition;
+    let mut b = Builder::new(6);
+    let x = b.tensor("x", &[2, 24, 16], DType::F16, Role::Input);
+    let p = b.op(
+        OpKind::Softmax {
+            scale: 0.25,
+            causal: true,
+        },
+        &[x],
+        &[2, 24, 16],
+        DType::F16,
+    );
+    b.graph.outputs = vec![p];
+    let partition = Partition::Rows {
+        rows: 48,
+        row_length: 16,
+        rows_per_tile: 8,
+        kernel: KernelId::Softmax {
+            dtype: DType::F16,
+            causal: true,
+            exp_once: false,
+        },
+        folded: true,
+    };
+    let program = lower(&b.graph, &|_| partition.clone()).expect("lowering");
+    verify(&b.graph, &program).expect("verified program");
+    let param = |run: &KernelRun, name: &str| {
+        run.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .unwrap()
+    };
+    let runs: Vec<(u32, i64, i64)> = program
+        .kernel_runs()
+        .iter()
+        .map(|r| (r.tile, param(r, "first_row"), param(r, "rows")))
+        .collect();
+    assert_eq!(
+        runs,
+        vec![
+            (0, 0, 4),
+            (0, 20, 4),
+            (1, 4, 4),
+            (1, 16, 4),
+            (2, 8, 4),
+            (2, 12, 4),
+            (3, 24, 4),
+            (3, 44, 4),
+            (4, 28, 4),
+            (4, 40, 4),
+            (5, 32, 4),
+            (5, 36, 4),
+        ]
+    );
+}

@@ -117,11 +117,20 @@ impl OperatorPlans {
                         row_length,
                         rows_per_tile,
                         kernel,
+                        folded,
                     },
                     kind,
                 ) if !matches!(kind, SignatureKind::Matmul { .. } | SignatureKind::View) => {
                     let leading: usize = shape[..shape.len().saturating_sub(1)].iter().product();
+                    let matrix_rows = match shape.len() {
+                        0 | 1 => 1,
+                        n => shape[n - 2],
+                    };
+                    let causal = matches!(kernel, KernelId::Softmax { causal: true, .. });
                     Some(row_length) == shape.last()
+                        && (!folded
+                            || causal
+                                && crate::partition::can_fold(*rows, matrix_rows, *rows_per_tile))
                         && *rows == leading
                         && (1..=(*rows).max(1)).contains(rows_per_tile)
                         && rows.div_ceil(*rows_per_tile) <= signature.tiles as usize
@@ -249,17 +258,17 @@ pub(crate) fn row_kernel(signature: &OpSignature) -> Option<KernelId> {
 }
 
 /// The busiest tile's cycles when `rows` rows of `row_length` go
-/// `rows_per_tile` to a tile, by the kernel's calibrated formula with the
-/// parameters lowering gives each run; `None` when the kernel has none.
-/// Every full tile costs the same except for a causal softmax, whose rows
-/// keep more elements further down their matrix, so that one is evaluated
-/// tile by tile.
+/// `rows_per_tile` to a tile (folded or not, [`crate::partition::row_chunks`]),
+/// by the kernel's calibrated formula with the parameters lowering gives
+/// each run; `None` when the kernel has none. Every full tile costs the
+/// same except for a causal softmax, whose rows keep more elements
+/// further down their matrix, so that one is evaluated tile by tile.
 fn row_tile_cycles(
     signature: &OpSignature,
     kernel: KernelId,
-    rows: usize,
-    row_length: usize,
+    (rows, row_length): (usize, usize),
     rows_per_tile: usize,
+    folded: bool,
 ) -> Option<u64> {
     let shape = &signature.output.shape;
     let matrix_rows = if shape.len() >= 2 {
@@ -267,8 +276,7 @@ fn row_tile_cycles(
     } else {
         1
     };
-    let run = |first_row: usize| {
-        let count = rows_per_tile.min(rows - first_row);
+    let run = |first_row: usize, count: usize| {
         let params = [
             ("rows", count as i64),
             ("row_length", row_length as i64),
@@ -278,14 +286,23 @@ fn row_tile_cycles(
         cost::kernel_cycles(kernel, &params)
     };
     let rows_per_tile = rows_per_tile.max(1);
-    let last = (rows.max(1) - 1) / rows_per_tile * rows_per_tile;
-    if matches!(kernel, KernelId::Softmax { causal: true, .. }) {
-        (0..rows.max(1))
-            .step_by(rows_per_tile)
-            .map(run)
-            .try_fold(0, |most, cycles| Some(cycles?.max(most)))
+    if folded || matches!(kernel, KernelId::Softmax { causal: true, .. }) {
+        // Each tile's runs one after the other, the busiest tile's total.
+        let mut tiles: Vec<u64> = Vec::new();
+        for (tile, first, count) in
+            crate::partition::row_chunks(rows.max(1), rows_per_tile, matrix_rows, folded)
+        {
+            let tile = tile as usize;
+            if tiles.len() <= tile {
+                tiles.resize(tile + 1, 0);
+            }
+            tiles[tile] += run(first, count)?;
+        }
+        tiles.into_iter().max()
     } else {
-        Some(run(0)?.max(run(last)?))
+        let last = (rows.max(1) - 1) / rows_per_tile * rows_per_tile;
+        let count = |first: usize| rows_per_tile.min(rows.max(1) - first);
+        Some(run(0, count(0))?.max(run(last, count(last))?))
     }
 }
 
@@ -307,44 +324,59 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     let epilogue = crate::partition::cast_epilogue(kernel, signature.output.dtype);
     let element_bytes = share_element_bytes(signature, epilogue);
     let mut found = Vec::new();
+    let matrix_rows = match shape.len() {
+        0 | 1 => 1,
+        n => shape[n - 2],
+    };
     let mut tiles = signature.tiles.min(rows.max(1) as u32);
     while tiles >= 1 {
         let rows_per_tile = rows.div_ceil(tiles as usize);
         let used = rows.div_ceil(rows_per_tile.max(1)) as u32;
         let elements = (rows_per_tile * input_length) as u64;
-        let compute = row_tile_cycles(signature, kernel, rows, input_length, rows_per_tile)
-            .unwrap_or_else(|| {
-                cost::vector_tile_cycles(
-                    target,
-                    issues_per_vector(&signature.kind),
-                    signature.output.dtype,
-                    elements,
-                )
-            })
-            + epilogue
-                .and_then(|cast| {
-                    row_tile_cycles(signature, cast, rows, input_length, rows_per_tile)
+        let lengths = (rows, input_length);
+        // A causal softmax's rows may also go folded, each tile keeping as
+        // many elements as the next.
+        let causal = matches!(kernel, KernelId::Softmax { causal: true, .. });
+        let folds = match causal && crate::partition::can_fold(rows, matrix_rows, rows_per_tile) {
+            true => &[false, true][..],
+            false => &[false],
+        };
+        for &folded in folds {
+            let compute = row_tile_cycles(signature, kernel, lengths, rows_per_tile, folded)
+                .unwrap_or_else(|| {
+                    cost::vector_tile_cycles(
+                        target,
+                        issues_per_vector(&signature.kind),
+                        signature.output.dtype,
+                        elements,
+                    )
                 })
-                .unwrap_or(0);
-        found.push(share_candidate(
-            target,
-            Partition::Rows {
-                rows,
-                row_length,
-                rows_per_tile,
-                kernel,
-            },
-            used,
-            compute,
-            received_bytes(signature, elements, row_length),
-            elements * element_bytes,
-        ));
+                + epilogue
+                    .and_then(|cast| {
+                        row_tile_cycles(signature, cast, lengths, rows_per_tile, folded)
+                    })
+                    .unwrap_or(0);
+            found.push(share_candidate(
+                target,
+                Partition::Rows {
+                    rows,
+                    row_length,
+                    rows_per_tile,
+                    kernel,
+                    folded,
+                },
+                used,
+                compute,
+                received_bytes(signature, elements, row_length),
+                elements * element_bytes,
+            ));
+        }
         // The split form of a norm, or of a softmax stored as FP8 (whose
         // exponentials take the place of the fused cast's f16 values),
         // costed as its two kernels; the ranking keeps it where it beats
         // the whole-row kernel.
         if let Some(split) = crate::partition::split_row_kernel(kernel, signature.output.dtype) {
-            let tile_cycles = |k| row_tile_cycles(signature, k, rows, input_length, rows_per_tile);
+            let tile_cycles = |k| row_tile_cycles(signature, k, lengths, rows_per_tile, false);
             let stats = crate::partition::norm_prologue(split).and_then(tile_cycles);
             if let (Some(stats), Some(parts)) = (stats, tile_cycles(split)) {
                 let records = rows_per_tile * crate::partition::NORM_PART_RECORDS_PER_ROW;
@@ -355,6 +387,7 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
                         row_length,
                         rows_per_tile,
                         kernel: split,
+                        folded: false,
                     },
                     used,
                     stats + parts,
@@ -405,7 +438,8 @@ fn element_candidates(
             .max(1);
         let used = elements.div_ceil(per_tile) as u32;
         let count = per_tile.min(elements) as u64;
-        let tile_cycles = |kernel| row_tile_cycles(signature, kernel, elements, 1, per_tile);
+        let tile_cycles =
+            |kernel| row_tile_cycles(signature, kernel, (elements, 1), per_tile, false);
         let compute = tile_cycles(kernel).unwrap_or_else(|| {
             cost::vector_tile_cycles(
                 target,
@@ -763,8 +797,10 @@ pub(crate) fn describe(partition: &Partition) -> String {
             row_length,
             rows_per_tile,
             kernel,
+            folded,
         } => {
-            format!("rows {rows}x{row_length} per-tile {rows_per_tile} kernel {kernel}")
+            let folded = if *folded { " folded" } else { "" };
+            format!("rows {rows}x{row_length} per-tile {rows_per_tile}{folded} kernel {kernel}")
         }
         Partition::Elements {
             elements,
@@ -861,6 +897,37 @@ mod tests {
                   finalist 1: rows 1182x197 per-tile 37 kernel softmax_f16_causal tiles=32 cycles=76018 (compute 71773 exchange 3645 sync 600) phases=1 peak_standard=29156 peak_interleaved=0
                   finalist 2: rows 1182x197 per-tile 74 kernel softmax_f16_causal tiles=16 cycles=134396 (compute 126507 exchange 7289 sync 600) phases=1 peak_standard=58312 peak_interleaved=0
                   finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=214702 (compute 199524 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0
+            "#]],
+        );
+    }
+
+    /// Causal attention's softmax over eight 128-row matrices on 64 tiles:
+    /// sixteen rows a tile in order leave the tile with a matrix's last
+    /// rows (each keeping up to 128 elements) with almost twice the mean
+    /// work; folded, each tile takes eight rows from either end of its
+    /// matrix and keeps the mean. Only even counts that divide the matrix
+    /// fold (the 197-row matrices above never do).
+    #[test]
+    fn a_causal_softmax_deals_its_rows_out_folded() {
+        check(
+            OpSignature {
+                kind: SignatureKind::Softmax {
+                    scale_bits: 0.125f32.to_bits(),
+                    causal: true,
+                },
+                inputs: vec![operand(&[8, 128, 128], DType::F16, false)],
+                output: operand(&[8, 128, 128], DType::F16, false),
+                tiles: 64,
+                target: crate::target::TargetId::Ipu21,
+                spread: 0,
+            },
+            expect![[r#"
+                softmax(f16[8, 128, 128]) -> f16[8, 128, 128] on 64 tiles
+                  candidates 10
+                 *finalist 0: rows 1024x128 per-tile 16 folded kernel softmax_f16_causal tiles=64 cycles=18082 (compute 16458 exchange 1024 sync 600) phases=1 peak_standard=8192 peak_interleaved=0
+                  finalist 1: rows 1024x128 per-tile 16 kernel softmax_f16_causal tiles=64 cycles=25022 (compute 23398 exchange 1024 sync 600) phases=1 peak_standard=8192 peak_interleaved=0
+                  finalist 2: rows 1024x128 per-tile 32 folded kernel softmax_f16_causal tiles=32 cycles=30796 (compute 28148 exchange 2048 sync 600) phases=1 peak_standard=16384 peak_interleaved=0
+                  finalist 3: rows 1024x128 per-tile 32 kernel softmax_f16_causal tiles=32 cycles=44396 (compute 41748 exchange 2048 sync 600) phases=1 peak_standard=16384 peak_interleaved=0
             "#]],
         );
     }
