@@ -9,6 +9,12 @@
 //! scheduled horizons instead of the estimate. The finalist with the fewest
 //! refined cycles is selected; ties keep the analytical order.
 //!
+//! The result goes to a synthetic element-wise reader spread the same way:
+//! its scheduled gather is what the result's layout costs the operations
+//! after it (a product written in the swapped orientation leaves row
+//! blocks, which a row reader gathers element by element), not part of the
+//! operation's cycles, and the selection weighs it with them.
+//!
 //! An activation operand comes from a synthetic element-wise producer laid
 //! out by the planner's own analytical choice for it: whole rows over the
 //! tiles, or ranges of elements when the tensor has fewer rows than tiles.
@@ -137,6 +143,25 @@ pub(crate) fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
         inputs,
         output,
     });
+    // The result's reader: an element-wise operation in f16, spread as the
+    // planner spreads it, standing for the operations that read the result
+    // along its rows (norms, softmaxes, adds, the next product's rows).
+    let read = TensorId(tensors.len() as u32);
+    tensors.push(Tensor {
+        dtype: DType::F16,
+        scale: 0,
+        ..tensor(READER.into(), &signature.output, Role::Activation)
+    });
+    ops.push(Op {
+        name: READER.into(),
+        kind: if signature.output.dtype == DType::F16 {
+            OpKind::Gelu
+        } else {
+            OpKind::Cast
+        },
+        inputs: vec![output],
+        output: read,
+    });
     Some(Graph {
         name: "refine".into(),
         target: signature.target,
@@ -145,14 +170,22 @@ pub(crate) fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
         ops,
         tensors,
         repeats: Vec::new(),
-        outputs: vec![output],
+        outputs: vec![read],
         check: Check {
             reference_precision: ReferencePrecision::Device,
             min_cosine_similarity: 0.0,
             max_abs_error: f64::INFINITY,
-            outputs: vec![output],
+            outputs: vec![read],
         },
     })
+}
+
+/// The name of [`one_op_graph`]'s reader of the result.
+const READER: &str = "read";
+
+/// The operation [`one_op_graph`] plans: the one before the reader.
+fn planned(graph: &Graph) -> OpId {
+    OpId(graph.ops.len().saturating_sub(2) as u32)
 }
 
 /// How a synthetic producer spreads its result: the way the planner would
@@ -168,15 +201,15 @@ fn producer_partition(target: &Target, graph: &Graph, op: &Op) -> Partition {
         .clone()
 }
 
-/// The partitions of `graph`'s synthetic producers (every operation but
-/// the last), which every finalist's refinement shares.
+/// The partitions of `graph`'s synthetic producers and its reader (every
+/// operation but the planned one), which every finalist's refinement
+/// shares.
 fn producer_partitions(target: &Target, graph: &Graph) -> HashMap<OpId, Partition> {
-    let consumer = graph.ops.len().saturating_sub(1) as u32;
-    (0..consumer)
-        .map(|op| {
-            let op = OpId(op);
-            (op, producer_partition(target, graph, graph.op(op)))
-        })
+    let consumer = planned(graph);
+    (0..graph.ops.len() as u32)
+        .map(OpId)
+        .filter(|&op| op != consumer)
+        .map(|op| (op, producer_partition(target, graph, graph.op(op))))
         .collect()
 }
 
@@ -193,7 +226,7 @@ pub(crate) fn refine(
     if candidate.partition == Partition::View {
         return None;
     }
-    let consumer = OpId(graph.ops.len() as u32 - 1);
+    let consumer = planned(graph);
     let plan_of = |op: OpId| match producers.get(&op) {
         Some(partition) => partition.clone(),
         None => candidate.partition.clone(),
@@ -206,10 +239,21 @@ pub(crate) fn refine(
         .iter()
         .filter(|p| purposes.contains(&p.purpose))
         .collect();
-    let scheduled: u64 = feeding
+    let horizons = |phases: &[&crate::lower::ExchangePhase]| -> u64 {
+        phases
+            .iter()
+            .map(|phase| crate::schedule::exchange_schedule(target, &program, phase).horizon())
+            .sum()
+    };
+    let scheduled = horizons(&feeding);
+    // The reader's gather of the result: what the result's layout costs
+    // the operations after it.
+    let reading = crate::lower::ExchangePhase::purposes_of(READER);
+    let read: Vec<&crate::lower::ExchangePhase> = program
+        .phases
         .iter()
-        .map(|phase| crate::schedule::exchange_schedule(target, &program, phase).horizon())
-        .sum();
+        .filter(|p| reading.contains(&p.purpose))
+        .collect();
     let estimate = &candidate.estimate;
     let mine = |buffer: BufferId| match program.buffer(buffer).role {
         BufferRole::Operand { op, .. }
@@ -253,6 +297,7 @@ pub(crate) fn refine(
         scheduled_exchange_cycles: scheduled,
         rearrange_cycles: rearrange,
         refined_cycles: estimate.compute_cycles + estimate.sync_cycles + scheduled + rearrange,
+        reader_exchange_cycles: horizons(&read),
         baseline_pressure,
         best_rotation_pressure,
     })
@@ -403,12 +448,14 @@ pub(crate) fn pruning_bound_cycles(candidate: &Candidate) -> u64 {
     e.compute_cycles + e.sync_cycles + e.exchange_cycles * kept / of.max(1)
 }
 
-/// The cycles a finalist is selected by: refined if it was, estimated if
-/// lowering refused it.
+/// The cycles a finalist is selected by: refined if it was, with its
+/// reader's gather of the result, estimated if lowering refused it.
 pub(crate) fn selection_cycles(candidate: &Candidate) -> u64 {
     candidate
         .refined
-        .map_or(candidate.estimate.total_cycles(), |r| r.refined_cycles)
+        .map_or(candidate.estimate.total_cycles(), |r| {
+            r.refined_cycles + r.reader_exchange_cycles
+        })
 }
 
 /// Refines the finalists within the refinement budget, logs each step as
@@ -543,7 +590,8 @@ mod tests {
             .iter()
             .map(|op| format!("{} {}", op.name, op.kind.name()))
             .collect();
-        assert_eq!(ops, ["produce0 gelu", "op matmul"]);
+        assert_eq!(ops, ["produce0 gelu", "op matmul", "read gelu"]);
+        assert_eq!(planned(&graph), OpId(1));
         let roles: Vec<Role> = graph.tensors.iter().map(|t| t.role).collect();
         assert_eq!(
             roles,
@@ -551,6 +599,7 @@ mod tests {
                 Role::Input,
                 Role::Activation,
                 Role::Weight,
+                Role::Activation,
                 Role::Activation
             ]
         );
@@ -591,8 +640,58 @@ mod tests {
         .assert_debug_eq(&figures);
     }
 
-    /// The plan dump with refined figures: the selected finalist (`*`) need
-    /// not be the analytical first.
+    /// Attention scores (six heads of 197 tokens on 64 tiles), whose
+    /// softmax reads them by rows: the swapped orientation writes its shard
+    /// in row blocks, so a row reader gathers it one element per transfer
+    /// and pays a sender issue for each; the selection weighs that and
+    /// keeps a plan whose rows arrive in channel-block runs.
+    #[test]
+    fn a_result_read_by_rows_weighs_the_readers_gather() {
+        let operand = |shape: &[usize]| Operand {
+            shape: shape.to_vec(),
+            dtype: DType::F143,
+            scale: 0,
+            weight: false,
+            host: false,
+        };
+        let signature = OpSignature {
+            kind: SignatureKind::Matmul {
+                transpose_rhs: true,
+                epilogue: Vec::new(),
+            },
+            inputs: vec![operand(&[6, 197, 64]), operand(&[6, 197, 64])],
+            output: Operand {
+                dtype: DType::F16,
+                ..operand(&[6, 197, 197])
+            },
+            tiles: 64,
+            target: crate::target::TargetId::Ipu21,
+            spread: 0,
+        };
+        let plans = operator_plans(&signature);
+        let swapped =
+            |c: &Candidate| matches!(c.partition, Partition::Matmul { swapped: true, .. });
+        let read = |c: &Candidate| c.refined.map(|r| r.reader_exchange_cycles);
+        let selected = &plans.finalists[plans.selected];
+        assert!(
+            !swapped(selected),
+            "{}",
+            crate::plan::dump(&signature, &plans)
+        );
+        let flat = read(selected).expect("refined");
+        for c in plans.finalists.iter().filter(|c| swapped(c)) {
+            if let Some(cycles) = read(c) {
+                assert!(cycles > 2 * flat, "{cycles} against {flat}");
+            }
+        }
+        assert!(plans
+            .finalists
+            .iter()
+            .any(|c| swapped(c) && read(c).is_some()));
+    }
+
+    /// The plan dump with refined figures and the reader's gather, by which
+    /// the selected finalist (`*`) is chosen.
     #[test]
     fn fp8_gemm_on_64_tiles_selects_by_refined_cycles() {
         let operand = |shape: &[usize], weight| Operand {
@@ -620,11 +719,11 @@ mod tests {
         let plans = operator_plans(&signature);
         expect_test::expect![[r#"
             matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
-              candidates 600
-              finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=4466 (compute 2562 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=4870 (scheduled exchange 760, rearrange 348, pressure 2688 rotated 2816)
-             *finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=4482 (compute 2322 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=4844 (scheduled exchange 974, rearrange 348, pressure 3712 rotated 3840)
-              finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=4562 (compute 2658 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=4884 (scheduled exchange 678, rearrange 348, pressure 2560 rotated 2816)
-              finalist 3: grid b1xm2xn4xk8 shard 1x64x64x16 weights interleaved kernel gemm_f8_interleaved_k64_c16_r64 tiles=64 cycles=4994 (compute 2322 exchange 1472 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=5349 (scheduled exchange 1479, rearrange 348, pressure 5760 rotated 5888)
+              candidates 740
+             *finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=4466 (compute 2562 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=4870 (scheduled exchange 760, rearrange 348, read 32, pressure 2688 rotated 2816)
+              finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=4482 (compute 2322 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=4844 (scheduled exchange 974, rearrange 348, read 72, pressure 3712 rotated 3840)
+              finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=4562 (compute 2658 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448 refined=4884 (scheduled exchange 678, rearrange 348, read 72, pressure 2560 rotated 2816)
+              finalist 3: grid b1xm5xn2xk6 shard 1x26x96x32 weights interleaved kernel gemm_f8_interleaved_k96_c32_r26 tiles=60 cycles=4870 (compute 2646 exchange 1024 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472 refined=5258 (scheduled exchange 1064, rearrange 348, read 90, pressure 4096 rotated 4096)
         "#]].assert_eq(&crate::plan::dump(&signature, &plans));
     }
 

@@ -55,6 +55,12 @@ pub(crate) struct Refined {
     /// Compute and sync as estimated, exchange as scheduled, plus the
     /// rearranges.
     pub refined_cycles: u64,
+    /// The scheduled gather of the result by an element-wise reader spread
+    /// as the planner spreads it: not part of the operation's cycles, but
+    /// what its result's layout costs the operations after it, which the
+    /// selection weighs too.
+    #[serde(default)]
+    pub reader_exchange_cycles: u64,
     /// The busiest tile's exchange load (bytes in or out) with the grid
     /// mapping, and the best load a rotation would give.
     pub baseline_pressure: u64,
@@ -754,13 +760,14 @@ pub(crate) fn dump(signature: &OpSignature, plans: &OperatorPlans) -> String {
                 String::new()
             },
             c.refined.map_or(String::new(), |r| format!(
-                " refined={} (scheduled exchange {}{}, pressure {} rotated {})",
+                " refined={} (scheduled exchange {}{}, read {}, pressure {} rotated {})",
                 r.refined_cycles,
                 r.scheduled_exchange_cycles,
                 match r.rearrange_cycles {
                     0 => String::new(),
                     cycles => format!(", rearrange {cycles}"),
                 },
+                r.reader_exchange_cycles,
                 r.baseline_pressure,
                 r.best_rotation_pressure
             )),
@@ -867,11 +874,11 @@ mod tests {
             },
             expect![[r#"
                 matmul(f143[128, 512]*2^-3, f143[512, 64]*2^-3) -> f16[128, 64] on 64 tiles
-                  candidates 600
+                  candidates 740
                  *finalist 0: grid b1xm8xn1xk8 shard 1x16x64x64 weights interleaved kernel gemm_f8_interleaved_k64_c64_r16 tiles=64 cycles=4466 (compute 2562 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472
                   finalist 1: grid b1xm4xn2xk8 shard 1x32x64x32 weights interleaved kernel gemm_f8_interleaved_k64_c32_r32 tiles=64 cycles=4482 (compute 2322 exchange 960 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448
                   finalist 2: grid b1xm8xn2xk4 shard 1x16x128x32 weights interleaved kernel gemm_f8_interleaved_k128_c32_r16 tiles=64 cycles=4562 (compute 2658 exchange 704 sync 1200) phases=2 peak_standard=0 peak_interleaved=8448
-                  finalist 3: grid b1xm2xn4xk8 shard 1x64x64x16 weights interleaved kernel gemm_f8_interleaved_k64_c16_r64 tiles=64 cycles=4994 (compute 2322 exchange 1472 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472
+                  finalist 3: grid b1xm5xn2xk6 shard 1x26x96x32 weights interleaved kernel gemm_f8_interleaved_k96_c32_r26 tiles=60 cycles=4870 (compute 2646 exchange 1024 sync 1200) phases=2 peak_standard=0 peak_interleaved=9472
             "#]],
         );
     }
