@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
         projects/mlp-f16.toml: fe492d82b2e0613f22d3fa89237310324d8a225ba221316ad4fcfa21bd4fa9a0 2883779
         projects/attention-f16.toml: 24df791f2858f1ff12b2eb85f0df9fb3ffc6e55e812edf1d9a9a8644f987714f 1312526
-        projects/vit-fp8.toml: 0780f95edb8da5307caef9569e19ff8641caa035e33818439ff1916f3013fd58 7725325
+        projects/vit-fp8.toml: ae3d72b8e8322a9e82446c1bb895f41b918b20a730910e36a643af10942c53ea 7713004
         projects/llama-block-f16.toml: 06aad891e30662e18b400ae75777a7cbe8dc0a4dc321d15afc3b5c08d3266900 9254988
     "#]].assert_eq(&lines);
 }

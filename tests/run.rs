@@ -483,6 +483,6 @@ fn vit_fp8_cycles_and_output_bits_are_pinned() {
         &steps.finalize().to_hex()[..16],
         &outputs.finalize().to_hex()[..16],
     );
-    expect_test::expect!["cycles 554202, 122 steps 14389a6ae25c31b5, outputs e2ba7aa7977f3852"]
+    expect_test::expect!["cycles 550890, 116 steps 54c0da8a9eb04be5, outputs e2ba7aa7977f3852"]
         .assert_eq(&summary);
 }

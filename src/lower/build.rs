@@ -8,9 +8,9 @@
 //! gathered by exchange, one transfer per contiguous run, with transfers of
 //! the same source bytes merged into broadcasts.
 
-use super::layout::{flat_index, Layout, Piece};
+use super::layout::{Layout, Piece};
 use super::program::*;
-use super::runs::{copy_from, fill, Gather, Gathers, OwnerTable};
+use super::runs::{fill, Gather, Gathers, OwnerTable};
 use super::view::View;
 use crate::graph::{DType, Graph, OpId, OpKind, Repeat, Role, TensorId};
 use crate::partition::{KernelId, MemoryClass, Partition};
@@ -21,6 +21,7 @@ use std::sync::Arc;
 mod epilogue;
 mod reduce;
 mod segments;
+mod sums;
 
 /// A lowering failure is a compiler bug or a plan lowering does not support
 /// yet; user errors were reported by validation.
@@ -51,6 +52,7 @@ pub fn lower(graph: &Graph, plan_of: &dyn Fn(OpId) -> Partition) -> Result<Progr
         gathered: HashMap::new(),
         bindings: HashMap::new(),
         repeat: None,
+        row_readers: sums::row_readers(graph, plan_of),
         local_runs: Vec::new(),
         second: None,
     };
@@ -106,6 +108,9 @@ struct Lowering<'g> {
     bindings: BindingPieces,
     /// The repeat being lowered: (index, iteration count).
     repeat: Option<(u32, u32)>,
+    /// Each tensor's first reader by rows, and its row chunks: a split
+    /// product reduces into them ([`sums`]).
+    row_readers: HashMap<TensorId, Vec<(u32, usize, usize)>>,
     /// Block-major rearranges of held pieces for the operation being
     /// lowered ([`super::local`]), run before its kernels.
     local_runs: Vec<KernelRun>,
@@ -750,106 +755,57 @@ impl Lowering<'_> {
             _ => Vec::new(),
         };
         let (reduce, absorbed) = KernelId::reduce_with(grid.inner, out.dtype, &epilogue);
-        let element_bytes = accumulated.size_bytes() as u32;
         let (mut transfers, mut runs, mut home) = (Vec::new(), Vec::new(), Vec::new());
-        // The groups in the order the partials were made: each slice's
-        // buffers list one per group.
-        for (g, &first) in partials[0].iter().enumerate() {
-            let shard_piece = self.program.buffer(first).piece.clone();
-            let (b0, m0, n0) = (
-                shard_piece.start[0],
-                shard_piece.start[1],
-                shard_piece.start[2],
-            );
-            let (eb, em, en) = (
-                shard_piece.extent[0],
-                shard_piece.extent[1],
-                shard_piece.extent[2],
-            );
-            let group_tile = self.program.buffer(first).tile;
-            for r in 0..slices {
-                let r0 = r * band;
-                if r0 >= em {
-                    continue;
-                }
-                let tile = group_tile + r as u32;
-                let kept = Piece {
-                    start: vec![b0, m0 + r0, n0],
-                    extent: vec![eb, band.min(em - r0), en],
-                    layout: shard_piece.layout,
-                };
-                let length = kept.slots();
-                let received = self.add_buffer(Buffer {
-                    tile,
-                    dtype: accumulated,
-                    piece: Piece {
-                        start: [vec![0], kept.start.clone()].concat(),
-                        extent: [vec![slices], kept.extent.clone()].concat(),
-                        layout: shard_piece.layout,
-                    },
-                    coordinates: vec![slices, batch, m, n],
-                    class,
-                    // Numbered after the operation's inputs (an epilogue's
-                    // extra operands among them).
-                    role: BufferRole::Operand {
-                        op,
-                        operand: node.inputs.len() as u32,
-                    },
-                });
-                // Slice `s` of the group's partial sums is one buffer on
-                // tile `group_tile + s` with the group's piece, so each band
-                // is copied from it directly.
-                for (s, slice) in partials.iter().enumerate() {
-                    let source = slice[g];
-                    debug_assert_eq!(self.program.buffer(source).tile, group_tile + s as u32);
-                    let start = transfers.len();
-                    copy_from(
-                        source,
-                        &self.program.buffer(source).piece,
-                        &kept,
-                        element_bytes,
-                        received,
-                        &mut transfers,
-                    )
-                    .map_err(|index| LowerError::Uncovered {
-                        tensor: format!("{} (partials)", out.name),
-                        element: flat_index(&coordinates, &index),
-                    })?;
-                    for gather in &mut transfers[start..] {
-                        gather.offset += (s * length) as u32 * element_bytes;
-                    }
-                }
-                let c = self.output_buffer(node.output, tile, kept, vec![batch, m, n], class);
-                home.push(c);
-                if let KernelId::ReduceCast { .. } = reduce {
-                    runs.push(KernelRun {
-                        tile,
-                        kernel: reduce,
-                        operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(c)],
-                        params: vec![
-                            ("count".into(), slices as i64),
-                            ("length".into(), length as i64),
-                            ("out_scale".into(), i64::from(out.scale)),
-                        ],
-                    });
-                    continue;
-                }
-                let through = self.epilogue_after(op, reduce, c, absorbed, first_phase)?;
-                let operands = std::iter::once(OperandRef::Buffer(received))
-                    .chain(through.extras)
-                    .chain([OperandRef::Buffer(through.written)])
-                    .collect();
+        // Each reducing tile's piece of the result and the buffer its
+        // partials arrive in, slice after slice.
+        let layout = ((band, coordinates), (accumulated, class));
+        let kernel_cycles = |length: usize| match reduce {
+            KernelId::ReduceAddF32 => cost::reduce_f32_cycles(slices as u64, length as u64),
+            _ => cost::reduce_cycles(reduce, slices as u64, length as u64),
+        };
+        let sums = match self.reader_sums(
+            op,
+            partials,
+            layout.0,
+            layout.1,
+            &kernel_cycles,
+            &mut transfers,
+        )? {
+            Some(sums) => sums,
+            None => self.band_sums(op, partials, layout.0, layout.1, &mut transfers)?,
+        };
+        for (tile, kept, received) in sums {
+            let length = kept.slots();
+            let c = self.output_buffer(node.output, tile, kept, vec![batch, m, n], class);
+            home.push(c);
+            if let KernelId::ReduceCast { .. } = reduce {
                 runs.push(KernelRun {
                     tile,
                     kernel: reduce,
-                    operands,
+                    operands: vec![OperandRef::Buffer(received), OperandRef::Buffer(c)],
                     params: vec![
                         ("count".into(), slices as i64),
                         ("length".into(), length as i64),
+                        ("out_scale".into(), i64::from(out.scale)),
                     ],
                 });
-                runs.extend(through.runs);
+                continue;
             }
+            let through = self.epilogue_after(op, reduce, c, absorbed, first_phase)?;
+            let operands = std::iter::once(OperandRef::Buffer(received))
+                .chain(through.extras)
+                .chain([OperandRef::Buffer(through.written)])
+                .collect();
+            runs.push(KernelRun {
+                tile,
+                kernel: reduce,
+                operands,
+                params: vec![
+                    ("count".into(), slices as i64),
+                    ("length".into(), length as i64),
+                ],
+            });
+            runs.extend(through.runs);
         }
         self.second = Some(SecondStage {
             purpose: ExchangePhase::reduction_purpose(&node.name),

@@ -726,3 +726,101 @@ fn a_folded_causal_softmax_runs_twice_on_each_tile() {
         ]
     );
 }
+
+/// A product with a split K whose result a layer norm reads by rows,
+/// with the partitions given: `swapped` chooses the product's orientation.
+fn split_product_then_layernorm(swapped: bool) -> (Graph, Program) {
+    use crate::partition::KernelId;
+    use crate::plan::matmul::{Grid, Shard};
+    use crate::plan::Partition;
+    let mut b = Builder::new(16);
+    let x = b.tensor("x", &[64, 512], DType::F16, Role::Input);
+    let w = b.tensor("w", &[512, 64], DType::F16, Role::Weight);
+    let g = b.tensor("g", &[64], DType::F16, Role::Weight);
+    let beta = b.tensor("beta", &[64], DType::F16, Role::Weight);
+    let h = b.op(
+        OpKind::Matmul {
+            transpose_rhs: false,
+            epilogue: Vec::new(),
+        },
+        &[x, w],
+        &[64, 64],
+        DType::F16,
+    );
+    let y = b.op(
+        OpKind::Layernorm { epsilon: 1e-5 },
+        &[h, g, beta],
+        &[64, 64],
+        DType::F16,
+    );
+    b.graph.outputs = vec![y];
+    let (c, r) = if swapped { (16, 64) } else { (64, 16) };
+    let product = Partition::Matmul {
+        grid: Grid {
+            batch: 1,
+            rows: 4,
+            cols: 1,
+            inner: 4,
+        },
+        shard: Shard {
+            batch: 1,
+            rows: 16,
+            inner: 128,
+            cols: 64,
+        },
+        weights: crate::plan::cost::MemoryClass::Interleaved,
+        swapped,
+        kernel: KernelId::Gemm {
+            fp8: false,
+            interleaved: true,
+            k: 128,
+            c,
+            r,
+        },
+    };
+    let norm = Partition::Rows {
+        rows: 64,
+        row_length: 64,
+        rows_per_tile: 4,
+        kernel: KernelId::Layernorm { dtype: DType::F16 },
+        folded: false,
+    };
+    let program = lower(&b.graph, &|op: OpId| match op.0 {
+        0 => product.clone(),
+        _ => norm.clone(),
+    })
+    .expect("lowering");
+    verify(&b.graph, &program).expect("verified program");
+    (b.graph, program)
+}
+
+/// The layer norm's tiles reduce the product's partials of the rows they
+/// normalise, so those rows are in place and the norm gathers nothing; in
+/// the swapped orientation (partials in row blocks, which rows would
+/// gather one element per transfer) the groups reduce their bands and the
+/// norm gathers its rows.
+#[test]
+fn a_split_product_read_by_a_norm_reduces_into_the_norms_rows() {
+    let names = |graph: &Graph| {
+        let graph = graph.clone();
+        move |op: OpId| graph.op(op).name.clone()
+    };
+    let (graph, program) = split_product_then_layernorm(false);
+    let dump = program.dump(&names(&graph));
+    assert!(!dump.contains("(op layernorm1)"), "{dump}");
+    assert!(dump.contains("(op matmul0 reduction)"), "{dump}");
+    let homes: Vec<(u32, Vec<usize>, Vec<usize>)> = program
+        .buffers
+        .iter()
+        .filter(|b| matches!(b.role, BufferRole::Activation { tensor } if tensor == graph.ops[0].output))
+        .map(|b| (b.tile, b.piece.start.clone(), b.piece.extent.clone()))
+        .collect();
+    assert_eq!(homes.len(), 16, "{homes:?}");
+    for (tile, start, extent) in homes {
+        assert_eq!(start, vec![0, 4 * tile as usize, 0]);
+        assert_eq!(extent, vec![1, 4, 64]);
+    }
+    let (graph, program) = split_product_then_layernorm(true);
+    let dump = program.dump(&names(&graph));
+    assert!(dump.contains("(op layernorm1)"), "{dump}");
+}
