@@ -883,20 +883,25 @@ mod tests {
         );
     }
 
+    /// A causal softmax of f16 `shape` on 64 tiles.
+    fn causal_softmax(shape: &[usize]) -> OpSignature {
+        OpSignature {
+            kind: SignatureKind::Softmax {
+                scale_bits: 0.125f32.to_bits(),
+                causal: true,
+            },
+            inputs: vec![operand(shape, DType::F16, false)],
+            output: operand(shape, DType::F16, false),
+            tiles: 64,
+            target: crate::target::TargetId::Ipu21,
+            spread: 0,
+        }
+    }
+
     #[test]
     fn softmax_rows() {
         check(
-            OpSignature {
-                kind: SignatureKind::Softmax {
-                    scale_bits: 0.125f32.to_bits(),
-                    causal: true,
-                },
-                inputs: vec![operand(&[6, 197, 197], DType::F16, false)],
-                output: operand(&[6, 197, 197], DType::F16, false),
-                tiles: 64,
-                target: crate::target::TargetId::Ipu21,
-                spread: 0,
-            },
+            causal_softmax(&[6, 197, 197]),
             expect![[r#"
                 softmax(f16[6, 197, 197]) -> f16[6, 197, 197] on 64 tiles
                   candidates 7
@@ -917,17 +922,7 @@ mod tests {
     #[test]
     fn a_causal_softmax_deals_its_rows_out_folded() {
         check(
-            OpSignature {
-                kind: SignatureKind::Softmax {
-                    scale_bits: 0.125f32.to_bits(),
-                    causal: true,
-                },
-                inputs: vec![operand(&[8, 128, 128], DType::F16, false)],
-                output: operand(&[8, 128, 128], DType::F16, false),
-                tiles: 64,
-                target: crate::target::TargetId::Ipu21,
-                spread: 0,
-            },
+            causal_softmax(&[8, 128, 128]),
             expect![[r#"
                 softmax(f16[8, 128, 128]) -> f16[8, 128, 128] on 64 tiles
                   candidates 10
