@@ -717,12 +717,13 @@ impl Lowering<'_> {
     /// The reduction stage of a matrix product with a split inner
     /// dimension: in each group of `grid.inner` tiles that computed the
     /// same output shard over different slices of K, tile `r` keeps the
-    /// `r`-th band of the shard's rows. It receives the other tiles'
-    /// partials of that band (and copies its own) into one buffer, slice
-    /// after slice, and sums them with the reduce kernel into its home of
-    /// the output (through a fused epilogue, whose extra operands gather in
-    /// the product's own phase, `first_phase`). The transfers and runs wait
-    /// in `self.reduction` for [`Self::operation`]; the homes are returned.
+    /// `r`-th band of the shard's rows, or the tiles of a norm or softmax
+    /// reading the result keep the rows they read ([`sums`]). Each receives
+    /// the partials of its piece into one buffer, slice after slice, and
+    /// sums them with the reduce kernel into its home of the output
+    /// (through a fused epilogue, whose extra operands gather in the
+    /// product's own phase, `first_phase`). The transfers and runs wait in
+    /// `self.second` for [`Self::operation`]; the homes are returned.
     fn reduction(
         &mut self,
         op: OpId,
