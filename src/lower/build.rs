@@ -108,8 +108,8 @@ struct Lowering<'g> {
     bindings: BindingPieces,
     /// The repeat being lowered: (index, iteration count).
     repeat: Option<(u32, u32)>,
-    /// Each tensor's first reader by rows, and its row chunks: a split
-    /// product reduces into them ([`sums`]).
+    /// The row chunks of each tensor's first norm or softmax reader: a
+    /// split product reduces into them ([`sums`]).
     row_readers: HashMap<TensorId, Vec<(u32, usize, usize)>>,
     /// Block-major rearranges of held pieces for the operation being
     /// lowered ([`super::local`]), run before its kernels.

@@ -23,9 +23,10 @@ use std::collections::HashMap;
 /// A reducing tile, its piece of the result and its received partials.
 pub(super) type Sum = (u32, Piece, BufferId);
 
-/// For each tensor whose first reader in program order is a layer or RMS
-/// norm or a softmax with a rows partition in order: that reader's row
-/// chunks ([`crate::partition::row_chunks`]).
+/// For each tensor a layer or RMS norm or a softmax reads (as its first
+/// input) with a rows partition in order: the row chunks
+/// ([`crate::partition::row_chunks`]) of the first such reader in program
+/// order.
 pub(super) fn row_readers(
     graph: &Graph,
     plan_of: &dyn Fn(OpId) -> Partition,
