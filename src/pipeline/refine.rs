@@ -125,11 +125,7 @@ pub(crate) fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
         tensors.push(tensor(format!("in{i}"), operand, Role::Activation));
         ops.push(Op {
             name: format!("produce{i}"),
-            kind: if operand.dtype == DType::F16 {
-                OpKind::Gelu
-            } else {
-                OpKind::Cast
-            },
+            kind: elementwise(operand.dtype),
             inputs: vec![source],
             output: produced,
         });
@@ -154,11 +150,7 @@ pub(crate) fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
     });
     ops.push(Op {
         name: READER.into(),
-        kind: if signature.output.dtype == DType::F16 {
-            OpKind::Gelu
-        } else {
-            OpKind::Cast
-        },
+        kind: elementwise(signature.output.dtype),
         inputs: vec![output],
         output: read,
     });
@@ -178,6 +170,15 @@ pub(crate) fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
             outputs: vec![read],
         },
     })
+}
+
+/// The element-wise operation of a synthetic producer or reader next to a
+/// tensor of `dtype`: a GELU in f16, a cast otherwise.
+fn elementwise(dtype: DType) -> OpKind {
+    match dtype {
+        DType::F16 => OpKind::Gelu,
+        _ => OpKind::Cast,
+    }
 }
 
 /// The name of [`one_op_graph`]'s reader of the result.
@@ -232,28 +233,26 @@ pub(crate) fn refine(
         None => candidate.partition.clone(),
     };
     let program = crate::lower::lower(graph, &plan_of).ok()?;
-    let name = &graph.op(consumer).name;
-    let purposes = crate::lower::ExchangePhase::purposes_of(name);
-    let feeding: Vec<&crate::lower::ExchangePhase> = program
-        .phases
-        .iter()
-        .filter(|p| purposes.contains(&p.purpose))
-        .collect();
+    // The exchange phases of the operation named `name`.
+    let phases_of = |name: &str| -> Vec<&crate::lower::ExchangePhase> {
+        let purposes = crate::lower::ExchangePhase::purposes_of(name);
+        program
+            .phases
+            .iter()
+            .filter(|p| purposes.contains(&p.purpose))
+            .collect()
+    };
     let horizons = |phases: &[&crate::lower::ExchangePhase]| -> u64 {
         phases
             .iter()
             .map(|phase| crate::schedule::exchange_schedule(target, &program, phase).horizon())
             .sum()
     };
+    let feeding = phases_of(&graph.op(consumer).name);
     let scheduled = horizons(&feeding);
     // The reader's gather of the result: what the result's layout costs
     // the operations after it.
-    let reading = crate::lower::ExchangePhase::purposes_of(READER);
-    let read: Vec<&crate::lower::ExchangePhase> = program
-        .phases
-        .iter()
-        .filter(|p| reading.contains(&p.purpose))
-        .collect();
+    let read = phases_of(READER);
     let estimate = &candidate.estimate;
     let mine = |buffer: BufferId| match program.buffer(buffer).role {
         BufferRole::Operand { op, .. }
