@@ -53,11 +53,27 @@ pub(crate) fn reduced_rows(rows: usize, inner: u32) -> usize {
     rows.div_ceil(inner as usize)
 }
 
-/// Whether `rows` rows, in matrices of `matrix_rows`, can be dealt out
-/// folded `rows_per_tile` to a tile: an even count that divides the
-/// matrix's rows into at least two tiles' worth.
-pub(crate) fn can_fold(rows: usize, matrix_rows: usize, rows_per_tile: usize) -> bool {
-    rows_per_tile >= 2
+/// The rows of each matrix of a tensor of `shape`: its next-to-last
+/// extent (1 for a vector), where a causal softmax's mask restarts.
+pub(crate) fn matrix_rows(shape: &[usize]) -> usize {
+    match shape.len() {
+        0 | 1 => 1,
+        n => shape[n - 2],
+    }
+}
+
+/// Whether `kernel` over `rows` rows, in matrices of `matrix_rows`, can be
+/// dealt out folded `rows_per_tile` to a tile: a causal softmax, with an
+/// even count that divides the matrix's rows into at least two tiles'
+/// worth.
+pub(crate) fn can_fold(
+    kernel: KernelId,
+    rows: usize,
+    matrix_rows: usize,
+    rows_per_tile: usize,
+) -> bool {
+    matches!(kernel, KernelId::Softmax { causal: true, .. })
+        && rows_per_tile >= 2
         && rows_per_tile.is_multiple_of(2)
         && matrix_rows > rows_per_tile
         && matrix_rows.is_multiple_of(rows_per_tile)
@@ -815,7 +831,12 @@ mod tests {
     #[test]
     fn folded_rows_give_each_tile_the_same_causal_work() {
         let (rows, matrix_rows, per_tile) = (3 * 48, 48, 8);
-        assert!(can_fold(rows, matrix_rows, per_tile));
+        let causal = KernelId::Softmax {
+            dtype: DType::F16,
+            causal: true,
+            exp_once: false,
+        };
+        assert!(can_fold(causal, rows, matrix_rows, per_tile));
         let chunks = row_chunks(rows, per_tile, matrix_rows, true);
         let mut seen = vec![0; rows];
         let mut kept = vec![0; rows / per_tile];
@@ -837,11 +858,17 @@ mod tests {
             vec![(0, 0, 4), (1, 4, 4), (2, 8, 2)]
         );
         // Odd counts, counts that do not divide the matrix, one tile per
-        // matrix: no fold.
-        assert!(!can_fold(rows, matrix_rows, 3));
-        assert!(!can_fold(197 * 6, 197, 2));
-        assert!(!can_fold(96, 48, 48));
-        assert!(!can_fold(100, 48, 8));
+        // matrix, a softmax that is not causal: no fold.
+        assert!(!can_fold(causal, rows, matrix_rows, 3));
+        assert!(!can_fold(causal, 197 * 6, 197, 2));
+        assert!(!can_fold(causal, 96, 48, 48));
+        assert!(!can_fold(causal, 100, 48, 8));
+        let plain = KernelId::Softmax {
+            dtype: DType::F16,
+            causal: false,
+            exp_once: false,
+        };
+        assert!(!can_fold(plain, rows, matrix_rows, per_tile));
     }
 
     #[test]

@@ -831,11 +831,7 @@ impl Lowering<'_> {
         }
         let out = graph.tensor(node.output);
         let coordinates = vec![rows, row_length];
-        let matrix_rows = if out.shape.len() >= 2 {
-            out.shape[out.shape.len() - 2]
-        } else {
-            1
-        };
+        let matrix_rows = crate::partition::matrix_rows(&out.shape);
         let mut runs = Vec::new();
         let mut home = Vec::new();
         let chunks = crate::partition::row_chunks(rows, rows_per_tile, matrix_rows, folded);

@@ -128,15 +128,15 @@ impl OperatorPlans {
                     kind,
                 ) if !matches!(kind, SignatureKind::Matmul { .. } | SignatureKind::View) => {
                     let leading: usize = shape[..shape.len().saturating_sub(1)].iter().product();
-                    let matrix_rows = match shape.len() {
-                        0 | 1 => 1,
-                        n => shape[n - 2],
-                    };
-                    let causal = matches!(kernel, KernelId::Softmax { causal: true, .. });
+                    let matrix_rows = crate::partition::matrix_rows(shape);
                     Some(row_length) == shape.last()
                         && (!folded
-                            || causal
-                                && crate::partition::can_fold(*rows, matrix_rows, *rows_per_tile))
+                            || crate::partition::can_fold(
+                                *kernel,
+                                *rows,
+                                matrix_rows,
+                                *rows_per_tile,
+                            ))
                         && *rows == leading
                         && (1..=(*rows).max(1)).contains(rows_per_tile)
                         && rows.div_ceil(*rows_per_tile) <= signature.tiles as usize
@@ -277,11 +277,7 @@ fn row_tile_cycles(
     folded: bool,
 ) -> Option<u64> {
     let shape = &signature.output.shape;
-    let matrix_rows = if shape.len() >= 2 {
-        shape[shape.len() - 2]
-    } else {
-        1
-    };
+    let matrix_rows = crate::partition::matrix_rows(shape);
     let run = |first_row: usize, count: usize| {
         let params = [
             ("rows", count as i64),
@@ -330,10 +326,7 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     let epilogue = crate::partition::cast_epilogue(kernel, signature.output.dtype);
     let element_bytes = share_element_bytes(signature, epilogue);
     let mut found = Vec::new();
-    let matrix_rows = match shape.len() {
-        0 | 1 => 1,
-        n => shape[n - 2],
-    };
+    let matrix_rows = crate::partition::matrix_rows(shape);
     let mut tiles = signature.tiles.min(rows.max(1) as u32);
     while tiles >= 1 {
         let rows_per_tile = rows.div_ceil(tiles as usize);
@@ -342,8 +335,7 @@ fn row_candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
         let lengths = (rows, input_length);
         // A causal softmax's rows may also go folded, each tile keeping as
         // many elements as the next.
-        let causal = matches!(kernel, KernelId::Softmax { causal: true, .. });
-        let folds = match causal && crate::partition::can_fold(rows, matrix_rows, rows_per_tile) {
+        let folds = match crate::partition::can_fold(kernel, rows, matrix_rows, rows_per_tile) {
             true => &[false, true][..],
             false => &[false],
         };

@@ -18,6 +18,7 @@ use crate::lower::runs::{copy_from, fill, Gather, OwnerTable};
 use crate::lower::view::View;
 use crate::lower::LowerError;
 use crate::partition::{MemoryClass, Partition};
+use crate::plan::cost;
 use std::collections::HashMap;
 
 /// A reducing tile, its piece of the result and its received partials.
@@ -55,10 +56,7 @@ pub(super) fn row_readers(
         } = plan_of(OpId(index as u32))
         {
             let shape = &graph.tensor(input).shape;
-            let matrix_rows = match shape.len() {
-                0 | 1 => 1,
-                n => shape[n - 2],
-            };
+            let matrix_rows = crate::partition::matrix_rows(shape);
             if shape.last() == Some(&row_length)
                 && shape.iter().product::<usize>() == rows * row_length
             {
@@ -68,6 +66,14 @@ pub(super) fn row_readers(
         }
     }
     readers
+}
+
+/// Moves `gathers`, made for a piece's slots, to its slice that starts
+/// `slots` in of the received buffer.
+fn into_slice(gathers: &mut [Gather], slots: usize, element_bytes: u32) {
+    for gather in gathers {
+        gather.offset += slots as u32 * element_bytes;
+    }
 }
 
 impl Lowering<'_> {
@@ -165,9 +171,7 @@ impl Lowering<'_> {
                         tensor: format!("{} (partials)", out.name),
                         element: flat_index(&coordinates, &index),
                     })?;
-                    for gather in &mut transfers[start..] {
-                        gather.offset += (s * length) as u32 * element_bytes;
-                    }
+                    into_slice(&mut transfers[start..], s * length, element_bytes);
                 }
                 sums.push((tile, kept, received));
             }
@@ -213,16 +217,16 @@ impl Lowering<'_> {
         };
         let slices = partials.len();
         let element_bytes = accumulated.size_bytes() as u32;
-        let exchange = self.graph.target.spec().exchange;
-        let receive =
-            |bytes: usize| bytes.div_ceil(exchange.bytes_per_cycle.max(1) as usize) as u64;
+        let target = self.graph.target.spec();
+        let receive = |bytes: usize| cost::exchange_cycles(target, bytes as u64);
         let eb = element_bytes as usize;
         let into_rows = receive(slices * chunk * eb) + kernel_cycles(chunk);
+        let copy_rate = target.exchange.memcpy_bytes_per_cycle.max(1) as usize;
         let by_bands = receive((slices - 1) * band_slots * eb)
-            + (band_slots * eb).div_ceil(exchange.memcpy_bytes_per_cycle.max(1) as usize) as u64
+            + (band_slots * eb).div_ceil(copy_rate) as u64
             + kernel_cycles(band_slots)
             + receive(chunk * out.dtype.size_bytes())
-            + u64::from(exchange.global_sync_cycles);
+            + cost::sync_cycles(target, 1);
         // Partials in row blocks (the swapped orientation) would reach rows
         // one element per transfer, each an issue of its sender.
         let channel_blocks = partials
@@ -265,9 +269,7 @@ impl Lowering<'_> {
             for (s, owners) in owners.iter().enumerate() {
                 let start = transfers.len();
                 fill(&kept, &view, owners, element_bytes, received, transfers);
-                for gather in &mut transfers[start..] {
-                    gather.offset += (s * length) as u32 * element_bytes;
-                }
+                into_slice(&mut transfers[start..], s * length, element_bytes);
             }
             sums.push((tile, kept, received));
         }
