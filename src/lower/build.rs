@@ -760,10 +760,8 @@ impl Lowering<'_> {
         // Each reducing tile's piece of the result and the buffer its
         // partials arrive in, slice after slice.
         let layout = ((band, coordinates), (accumulated, class));
-        let kernel_cycles = |length: usize| match reduce {
-            KernelId::ReduceAddF32 => cost::reduce_f32_cycles(slices as u64, length as u64),
-            _ => cost::reduce_cycles(reduce, slices as u64, length as u64),
-        };
+        let kernel_cycles =
+            |length: usize| cost::reduce_cycles(reduce, slices as u64, length as u64);
         let sums = match self.reader_sums(
             op,
             partials,

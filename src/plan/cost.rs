@@ -157,7 +157,8 @@ pub(crate) fn block_copy_cycles(outer: u64, inner: u64, words: u64) -> u64 {
 
 /// Cycles of one run of `kernel`, `reduce_add_f16` or one of its variants
 /// (with addends, [`KernelId::ReduceAddPlus`], or storing FP8,
-/// [`KernelId::ReduceCast`]), summing `count` partials of `length` values:
+/// [`KernelId::ReduceCast`]) or `reduce_add_f32`, summing `count` partials
+/// of `length` values:
 /// its calibrated `.ipub_cost` ([`super::kernel_cost`]).
 pub(crate) fn reduce_cycles(kernel: KernelId, count: u64, length: u64) -> u64 {
     let params = [("count", count as i64), ("length", length as i64)];
@@ -178,13 +179,6 @@ pub(crate) fn gemm_f32_out_tile_cycles(rows: u64, inner: u64, cols: u64, interle
         r: u32::try_from(rows).unwrap_or(u32::MAX),
     };
     super::kernel_cost::cycles(kernel, &[]).unwrap_or(u64::MAX / 4)
-}
-
-/// Cycles of one `reduce_add_f32` run summing `count` f32 partials of
-/// `length` values: its calibrated `.ipub_cost`.
-pub(crate) fn reduce_f32_cycles(count: u64, length: u64) -> u64 {
-    let params = [("count", count as i64), ("length", length as i64)];
-    super::kernel_cost::cycles(KernelId::ReduceAddF32, &params).unwrap_or(u64::MAX / 4)
 }
 
 /// The cycles of one run of `kernel` with `params` by its calibrated

@@ -296,10 +296,7 @@ fn estimate(
         if let KernelId::ReduceCast { .. } = reduce {
             epilogue = None;
         }
-        compute += match f32_out {
-            true => cost::reduce_f32_cycles(u64::from(grid.inner), kept),
-            false => cost::reduce_cycles(reduce, u64::from(grid.inner), kept),
-        };
+        compute += cost::reduce_cycles(reduce, u64::from(grid.inner), kept);
         operands += element * (partials + kept);
         phases += 1;
     }
