@@ -7,8 +7,9 @@
 //! the same for interleaved buffers against region 1. A tile over either
 //! bound cannot be placed whatever the allocator does, so the pipeline
 //! re-plans the operations that own most of it with a higher spread level
-//! (`pipeline::fitted_program`). A tile within both bounds usually places;
-//! when fragmentation still defeats first-fit, placement reports it.
+//! (`pipeline::fitted_program`). A tile within both bounds usually places
+//! (first-fit tries two orders of its buffers, `place::tile`); when
+//! fragmentation still defeats both, placement reports it.
 
 use super::lifetimes::{lifetimes, Lifetime};
 use crate::graph::{Graph, OpId};

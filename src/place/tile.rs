@@ -96,8 +96,8 @@ impl TilePlacement {
 }
 
 /// Places one tile: `support` first in region 0, then the buffers, largest
-/// first, each at the lowest address where it overlaps no buffer alive at
-/// the same time. Interleaved buffers go in region 1; the others in region
+/// first (or, when that fragments, in the order they come alive), each at
+/// the lowest address where it overlaps no buffer alive at the same time. Interleaved buffers go in region 1; the others in region
 /// 0 after the support blocks, overflowing into region 1. Buffers are
 /// numbered as in `request`.
 pub(crate) fn place_tile(
@@ -130,11 +130,55 @@ pub(crate) fn place_tile(
         ));
     }
     // Largest first, so big buffers find room before the small ones
-    // fragment the space; ties broken by number for determinism.
-    let mut order = all.clone();
-    order.sort_by_key(|&i| (std::cmp::Reverse(request.buffers[i].bytes), i));
+    // fragment the space; ties broken by number for determinism. When
+    // that leaves some buffer no room although the live bytes fit, the
+    // buffers go again in the order they come alive (largest first among
+    // those born at one step), which packs lifetimes that follow each
+    // other into the same addresses; the first order's error stands if
+    // neither fits.
+    let mut largest = all.clone();
+    largest.sort_by_key(|&i| (std::cmp::Reverse(request.buffers[i].bytes), i));
+    let mut born = all.clone();
+    born.sort_by_key(|&i| {
+        let buffer = &request.buffers[i];
+        (buffer.life.0, std::cmp::Reverse(buffer.bytes), i)
+    });
+    let regions = (region0, region1, support_bytes);
+    let at = (tile, &tile_placement);
+    let placed = match first_fit_in_order(target, at, request, regions, &largest) {
+        Ok(placed) => placed,
+        Err(error) => first_fit_in_order(target, at, request, regions, &born).map_err(|_| error)?,
+    };
+    for (i, address, end) in placed {
+        tile_placement.buffers.push((BufferId(i as u32), address));
+        if memory.region0.contains(address) {
+            tile_placement.region0_end = tile_placement.region0_end.max(end);
+        } else {
+            tile_placement.region1_end = tile_placement.region1_end.max(end);
+        }
+    }
+    tile_placement.region0_end = tile_placement.region0_end.max(cursor);
+    tile_placement.buffers.sort_by_key(|(id, _)| *id);
+    Ok(tile_placement)
+}
+
+/// First-fit addresses for `request`'s buffers taken in `order`: each
+/// buffer's number, address and end, or the shortfall of the first that
+/// finds no room. Interleaved buffers go in region 1; the others in region
+/// 0 after the support blocks (`support_bytes` of them, placed in
+/// `support`), overflowing into region 1.
+fn first_fit_in_order(
+    target: &Target,
+    (tile, support): (u32, &TilePlacement),
+    request: &TileRequest,
+    (region0, region1, support_bytes): (AddressRange, AddressRange, u64),
+    order: &[usize],
+) -> Result<Vec<(usize, u32, u32)>, PlacementError> {
+    let memory = &target.memory;
+    let all: Vec<usize> = (0..request.buffers.len()).collect();
     let mut placed: Vec<(u32, u32, Lifetime)> = Vec::new();
-    for i in order {
+    let mut found = Vec::with_capacity(order.len());
+    for &i in order {
         let buffer = &request.buffers[i];
         let ranges: &[AddressRange] = match buffer.class {
             MemoryClass::Interleaved => &[region1],
@@ -172,20 +216,12 @@ pub(crate) fn place_tile(
                 available + u64::from(buffer.bytes)
                     - largest_free_range(ranges, buffer.life, &placed)
             };
-            return Err(shortfall(tile, &tile_placement, request, needed, available));
+            return Err(shortfall(tile, support, request, needed, available));
         };
         placed.push((address, buffer.bytes, buffer.life));
-        tile_placement.buffers.push((BufferId(i as u32), address));
-        let end = address + buffer.bytes;
-        if memory.region0.contains(address) {
-            tile_placement.region0_end = tile_placement.region0_end.max(end);
-        } else {
-            tile_placement.region1_end = tile_placement.region1_end.max(end);
-        }
+        found.push((i, address, address + buffer.bytes));
     }
-    tile_placement.region0_end = tile_placement.region0_end.max(cursor);
-    tile_placement.buffers.sort_by_key(|(id, _)| *id);
-    Ok(tile_placement)
+    Ok(found)
 }
 
 pub(super) fn align(value: u32, alignment: u32) -> u32 {
@@ -291,5 +327,64 @@ fn shortfall(
         over: needed.saturating_sub(available),
         largest: users,
         tried: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::IPU21;
+
+    /// Interleaved buffers (size in units of 4 KiB, lifetime ranks) whose
+    /// live bytes peak at exactly 96 units, in a region 1 of 96 units.
+    fn fragmenting() -> (Target, TileRequest) {
+        const UNIT: u32 = 4096;
+        let mut target = IPU21;
+        let start = target.memory.region1.start;
+        target.memory.loadable = AddressRange::new(target.memory.loadable.start, start + 96 * UNIT);
+        let buffers = [
+            (32, (0, 1)),
+            (32, (1, 4)),
+            (48, (2, 4)),
+            (48, (0, 0)),
+            (16, (3, 4)),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (units, life))| BufferRequest {
+            bytes: units * UNIT,
+            class: MemoryClass::Interleaved,
+            life,
+            what: format!("buffer {i}"),
+        })
+        .collect();
+        (target, TileRequest { buffers })
+    }
+
+    #[test]
+    fn buffers_largest_first_fragment_then_go_in_the_order_they_come_alive() {
+        let (target, request) = fragmenting();
+        let all: Vec<usize> = (0..request.buffers.len()).collect();
+        assert_eq!(peak_live_bytes(&request, &all), 96 * 4096);
+        let region0 = target.memory.region0;
+        let region1 = AddressRange::new(target.memory.region1.start, target.memory.loadable.end);
+        let support = TilePlacement::default();
+        // Largest first leaves no room for one of them...
+        let mut largest = all.clone();
+        largest.sort_by_key(|&i| (std::cmp::Reverse(request.buffers[i].bytes), i));
+        let regions = (region0, region1, 0);
+        assert!(first_fit_in_order(&target, (0, &support), &request, regions, &largest).is_err());
+        // ...so the tile is placed in the order they come alive.
+        let placed = place_tile(&target, 0, &request, &[]).expect("the live bytes fit");
+        for (i, &(id, address)) in placed.buffers.iter().enumerate() {
+            let buffer = &request.buffers[id.0 as usize];
+            assert!(address + buffer.bytes <= target.memory.loadable.end);
+            for &(other_id, other) in &placed.buffers[i + 1..] {
+                let other_buffer = &request.buffers[other_id.0 as usize];
+                let apart =
+                    address + buffer.bytes <= other || other + other_buffer.bytes <= address;
+                assert!(apart || !overlaps(buffer.life, other_buffer.life));
+            }
+        }
     }
 }
