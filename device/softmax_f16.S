@@ -48,9 +48,9 @@
 #define SOFTMAX_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 6 * (whole * (34 * row_length + 30 * singles + 360) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
 // Causal rows compute over their kept elements only and write zeros after
 // them (one issue per quad). `kept` sums `min(i + 1, row_length)` over the
-// tile's matrix rows, assuming `matrix_rows <= row_length` (square score
-// matrices); the busiest worker is taken to have the average row.
-#define SOFTMAX_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; 240 + 6 * (whole * (560 + row_length) + 37 * kept * whole / rows + split * (640 + 18 * kept / rows + (19 * kept / rows + row_length) / parts)) / 4"
+// tile's matrix rows i (rows past the row length keep all of it); the
+// busiest worker is taken to have the average row.
+#define SOFTMAX_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); 240 + 6 * (whole * (580 + row_length) + 35 * kept * whole / rows + split * (640 + 18 * kept / rows + (23 * kept / rows + row_length) / parts)) / 4"
 // With EXP_ONCE, rows are never split, so the busiest worker has
 // ceil(rows / 6) whole rows; a whole row costs 10 issues per quad (1 + 7 +
 // 2, the last two passes in f16), with a fixed 100 cycles more for a
@@ -61,7 +61,7 @@
 // row when no row wraps into the next matrix (rows i, i - 6, ... keep i +
 // 1, i - 5, ... elements of a square score matrix), else the average.
 #define SOFTMAX_ONCE_COST "whole = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4 * (rows > 1); 50 + 100 * (whole > 0) + 6 * whole * (10 * row_length + 36 * singles + 284) / 4"
-#define SOFTMAX_ONCE_CAUSAL_COST "whole = (rows + 5) / 6; M = matrix_rows; f = first_row % M; end = f + rows; kept = end / M * (M * (M + 1) / 2) + end % M * (end % M + 1) / 2 - f * (f + 1) / 2; busy = end <= M && row_length >= M ? whole * end - 3 * whole * (whole - 1) : kept * whole / rows; active = rows < 6 ? rows : 6; 120 + 20 * active + 6 * (whole * (490 + row_length) + 10 * busy) / 4"
+#define SOFTMAX_ONCE_CAUSAL_COST "whole = (rows + 5) / 6; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); busy = end <= M && row_length >= M ? whole * end - 3 * whole * (whole - 1) : kept * whole / rows; active = rows < 6 ? rows : 6; 120 + 20 * active + 6 * (whole * (490 + row_length) + 10 * busy) / 4"
 
 // The segmented form's kernels' (fitted with
 // `tests/row_kernels/calibration.rs`):
