@@ -72,15 +72,17 @@
         .ipub_param lhs_f152, 36, u32
         .ipub_param rhs_f152, 40, u32
 #endif
-        // Six cycles per issue. Per worker: its units (column blocks) times,
-        // per K block, 40 issues of weights and pointers plus four AMP issues
-        // per row (72 and twelve without interleaved memory, whose weights
-        // load 64 bits at a time), plus 44 per unit for the flush row and
-        // the unit's set-up (16 for the plain passes), plus the set-up. N
-        // is the rows a worker streams: all of them, or one of
-        // max(1, 6 / column blocks) row groups (fitted with
-        // `tests/gemm_kernel.rs`, the interleaved form within 10 %).
-        .ipub_cost "6 * ((C + 95) / 96) * (((K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16)) * ((INTERLEAVED ? 40 : 72) + (INTERLEAVED ? 4 : 12) * ((C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)))) + (INTERLEAVED ? 44 : 16)) + 360"
+        // Six cycles per issue. Per worker: its units times, per K block,
+        // 40 issues of weights and pointers plus four AMP issues per row
+        // (72 and twelve without interleaved memory, whose weights load 64
+        // bits at a time), plus 44 per unit for the flush row and the
+        // unit's set-up (16 for the plain passes), plus the set-up. With
+        // six or more column blocks a worker has every sixth of the
+        // batch's units and streams all rows; with fewer it has one unit
+        // per batch and streams `n` rows, one of max(1, 6 / column
+        // blocks) row groups (fitted with `tests/gemm_kernel.rs`, the
+        // interleaved form within 10 %).
+        .ipub_cost "cb = (C + 15) / 16; n = cb >= 6 ? R : (R + 6 / cb - 1) / (6 / cb); units = cb >= 6 ? (batch * cb + 5) / 6 : batch; 6 * units * (((K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16)) * ((INTERLEAVED ? 40 : 72) + (INTERLEAVED ? 4 : 12) * n) + (INTERLEAVED ? 44 : 16)) + 360"
 
         .align  8
 gemm_amp:

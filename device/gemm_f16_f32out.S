@@ -95,10 +95,11 @@ gemm_text_start:
         // per K block, the weights and pointers (44 issues from interleaved
         // memory, 76 otherwise) plus five issues per AMP
         // issue of the rows and the flush row (three in the first block),
-        // plus the set-up. N is the rows a worker streams: all of them, or
-        // one of max(1, 6 / column blocks) row groups (fitted with
-        // `tests/gemm_kernel.rs`).
-        .ipub_cost "n = (C + 15) / 16 >= 6 ? R : (R + 6 / ((C + 15) / 16) - 1) / (6 / ((C + 15) / 16)); 6 * ((C + 95) / 96) * (((K + 15) / 16) * ((INTERLEAVED ? 44 : 76) + 20 * n) - 8 * n + 20) + 360"
+        // plus the set-up. The units and `n`, the rows a worker streams,
+        // are as in `gemm_f16_amp.S`: every sixth of the batch's units
+        // over all rows, or one unit per batch over one of max(1, 6 /
+        // column blocks) row groups (fitted with `tests/gemm_kernel.rs`).
+        .ipub_cost "cb = (C + 15) / 16; n = cb >= 6 ? R : (R + 6 / cb - 1) / (6 / cb); units = cb >= 6 ? (batch * cb + 5) / 6 : batch; 6 * units * (((K + 15) / 16) * ((INTERLEAVED ? 44 : 76) + 20 * n) - 8 * n + 20) + 360"
 
         .align  8
 gemm_amp_f32out:

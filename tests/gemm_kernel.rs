@@ -488,11 +488,12 @@ fn run(case: &Case) -> Run {
             }
         }
     }
-    let defines: BTreeMap<String, i64> = variant
+    let mut defines: BTreeMap<String, i64> = variant
         .defines
         .iter()
         .map(|(k, v)| (k.clone(), v.parse().expect("integer define")))
         .collect();
+    defines.insert("batch".to_string(), case.batch as i64);
     let formula = &entry_meta.cost.as_ref().expect("a cost formula").formula;
     let cost = eval_cost(formula, &defines).expect("the cost formula evaluates");
     Run {
@@ -679,7 +680,10 @@ fn f32_out_cost_formula_fits_the_measured_cycles() {
         let case = Case::new(1, rows, inner, cols).f32_out();
         [case, case.plain()]
     });
-    formula_fits(cases, 0.15);
+    let batched = [(3, 17, 64, 128), (2, 13, 32, 48)]
+        .into_iter()
+        .map(|(batch, rows, inner, cols)| Case::new(batch, rows, inner, cols).f32_out());
+    formula_fits(cases.chain(batched), 0.15);
 }
 
 /// The GEMM's cycles against its `.ipub_cost` over a grid of shard shapes
@@ -701,10 +705,24 @@ fn cost_formula_fits_the_measured_cycles() {
         (99, 96, 48),
         (7, 64, 200),
     ];
-    let cases = shapes.into_iter().flat_map(|(rows, inner, cols)| {
-        let case = Case::new(1, rows, inner, cols);
-        [case.fp8(F143, 0, F143, 0), case]
-    });
+    // Batches share the column blocks' units out over the workers: three
+    // batches of eight blocks are four units a worker, not six.
+    let batched = [
+        (3, 17, 96, 128),
+        (3, 17, 128, 17),
+        (6, 40, 64, 32),
+        (2, 50, 192, 96),
+        (4, 9, 64, 208),
+        (4, 17, 32, 208),
+    ];
+    let cases = shapes
+        .into_iter()
+        .map(|(rows, inner, cols)| (1, rows, inner, cols))
+        .chain(batched)
+        .flat_map(|(batch, rows, inner, cols)| {
+            let case = Case::new(batch, rows, inner, cols);
+            [case.fp8(F143, 0, F143, 0), case]
+        });
     formula_fits(cases, 0.10);
 }
 

@@ -67,20 +67,18 @@ fn gemm_pass_overhead_issues(interleaved: bool) -> u64 {
     }
 }
 
-/// Cycles of a tile GEMM of `rows x inner` by `inner x cols`: the
-/// calibrated `.ipub_cost` of the GEMM variant for this shard
+/// Cycles of a tile GEMM of `batch` products of `rows x inner` by `inner
+/// x cols`: the calibrated `.ipub_cost` of the GEMM variant for this shard
 /// ([`super::kernel_cost`]). `interleaved` operands allow the packed
 /// load/load/store bundle; otherwise each AMP issue needs three memory
 /// instructions of its own.
 pub(crate) fn gemm_tile_cycles(
     target: &Target,
     input: DType,
-    rows: u64,
-    inner: u64,
-    cols: u64,
+    (batch, rows, inner, cols): (u64, u64, u64, u64),
     interleaved: bool,
 ) -> u64 {
-    if rows == 0 || inner == 0 || cols == 0 {
+    if batch == 0 || rows == 0 || inner == 0 || cols == 0 {
         return 0;
     }
     let kernel = KernelId::Gemm {
@@ -90,22 +88,22 @@ pub(crate) fn gemm_tile_cycles(
         c: u32::try_from(cols).unwrap_or(u32::MAX),
         r: u32::try_from(rows).unwrap_or(u32::MAX),
     };
-    super::kernel_cost::cycles(kernel, &[])
-        .unwrap_or_else(|| gemm_schedule_cycles(target, input, rows, inner, cols, interleaved))
+    let batch_param = i64::try_from(batch).unwrap_or(i64::MAX);
+    super::kernel_cost::cycles(kernel, &[("batch", batch_param)]).unwrap_or_else(|| {
+        gemm_schedule_cycles(target, input, (batch, rows, inner, cols), interleaved)
+    })
 }
 
 /// The GEMM's schedule from first principles, for a shard whose formula
 /// cannot be evaluated (one too large for its integers): the work is cut
 /// into passes of one 16-channel block by one K block; the six workers
-/// share the channel blocks (and, when there are fewer than six, the rows);
-/// a pass streams `rows + 1` rows of four AMP bundles after loading its
-/// weights.
+/// share the batch's channel blocks (and, when there are fewer than six,
+/// the rows); a pass streams `rows + 1` rows of four AMP bundles after
+/// loading its weights.
 fn gemm_schedule_cycles(
     target: &Target,
     input: DType,
-    rows: u64,
-    inner: u64,
-    cols: u64,
+    (batch, rows, inner, cols): (u64, u64, u64, u64),
     interleaved: bool,
 ) -> u64 {
     let workers = u64::from(target.worker_contexts);
@@ -113,7 +111,10 @@ fn gemm_schedule_cycles(
     let k_blocks = inner.div_ceil(amp_block_inputs(input));
     let row_groups = (workers / col_blocks).max(1);
     let rows_per_worker = rows.div_ceil(row_groups);
-    let blocks_per_worker = col_blocks.div_ceil(workers);
+    let blocks_per_worker = match col_blocks >= workers {
+        true => batch.saturating_mul(col_blocks).div_ceil(workers),
+        false => batch,
+    };
     let per_row = if interleaved { 4 } else { 12 };
     let pass = (rows_per_worker + 1) * per_row + gemm_pass_overhead_issues(interleaved);
     let issues = blocks_per_worker
@@ -168,8 +169,11 @@ pub(crate) fn reduce_cycles(kernel: KernelId, count: u64, length: u64) -> u64 {
 /// Cycles of a tile GEMM with an f32 result (`gemm_f16_f32out`): its
 /// calibrated `.ipub_cost`. Its loops are the same in either memory class,
 /// so the class changes the kernel variant but not the figure.
-pub(crate) fn gemm_f32_out_tile_cycles(rows: u64, inner: u64, cols: u64, interleaved: bool) -> u64 {
-    if rows == 0 || inner == 0 || cols == 0 {
+pub(crate) fn gemm_f32_out_tile_cycles(
+    (batch, rows, inner, cols): (u64, u64, u64, u64),
+    interleaved: bool,
+) -> u64 {
+    if batch == 0 || rows == 0 || inner == 0 || cols == 0 {
         return 0;
     }
     let kernel = KernelId::GemmF32Out {
@@ -178,7 +182,8 @@ pub(crate) fn gemm_f32_out_tile_cycles(rows: u64, inner: u64, cols: u64, interle
         c: u32::try_from(cols).unwrap_or(u32::MAX),
         r: u32::try_from(rows).unwrap_or(u32::MAX),
     };
-    super::kernel_cost::cycles(kernel, &[]).unwrap_or(u64::MAX / 4)
+    let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+    super::kernel_cost::cycles(kernel, &[("batch", batch)]).unwrap_or(u64::MAX / 4)
 }
 
 /// The cycles of one run of `kernel` with `params` by its calibrated
@@ -211,17 +216,17 @@ mod tests {
 
     #[test]
     fn fp8_gemm_is_twice_as_fast_as_f16() {
-        let f16 = gemm_tile_cycles(&IPU21, DType::F16, 64, 512, 96, true);
-        let f8 = gemm_tile_cycles(&IPU21, DType::F143, 64, 512, 96, true);
+        let f16 = gemm_tile_cycles(&IPU21, DType::F16, (1, 64, 512, 96), true);
+        let f8 = gemm_tile_cycles(&IPU21, DType::F143, (1, 64, 512, 96), true);
         // Half the K blocks, each as long: twice as fast but for the call.
         assert!(
             f8 < f16 && 2 * f8 > f16 && 2 * f8 < f16 + 1000,
             "{f8} {f16}"
         );
-        let slow = gemm_tile_cycles(&IPU21, DType::F143, 64, 512, 96, false);
+        let slow = gemm_tile_cycles(&IPU21, DType::F143, (1, 64, 512, 96), false);
         assert!(slow > 2 * f8);
         // The fallback schedule agrees with the formula to within a tenth.
-        let schedule = gemm_schedule_cycles(&IPU21, DType::F143, 64, 512, 96, true);
+        let schedule = gemm_schedule_cycles(&IPU21, DType::F143, (1, 64, 512, 96), true);
         assert!(schedule.abs_diff(f8) * 10 < f8, "{schedule} {f8}");
     }
 

@@ -245,24 +245,17 @@ fn estimate(
         },
     };
     let f32_out = out.dtype == DType::F32;
-    let compute = b as u64
-        * if f32_out {
-            cost::gemm_f32_out_tile_cycles(
-                kernel_shard.rows as u64,
-                kernel_shard.inner as u64,
-                kernel_shard.cols as u64,
-                weights == MemoryClass::Interleaved,
-            )
-        } else {
-            cost::gemm_tile_cycles(
-                target,
-                lhs.dtype,
-                kernel_shard.rows as u64,
-                kernel_shard.inner as u64,
-                kernel_shard.cols as u64,
-                weights == MemoryClass::Interleaved,
-            )
-        };
+    let kernel_shape = (
+        b as u64,
+        kernel_shard.rows as u64,
+        kernel_shard.inner as u64,
+        kernel_shard.cols as u64,
+    );
+    let interleaved = weights == MemoryClass::Interleaved;
+    let compute = match f32_out {
+        true => cost::gemm_f32_out_tile_cycles(kernel_shape, interleaved),
+        false => cost::gemm_tile_cycles(target, lhs.dtype, kernel_shape, interleaved),
+    };
     // A fused cast to FP8 (`crate::fuse`) converts the f16 the GEMM, or
     // the reduction of a split K, writes to a buffer of the tile: its
     // kernel runs over that buffer's slots in the same step.
