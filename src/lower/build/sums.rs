@@ -182,7 +182,7 @@ impl Lowering<'_> {
     /// The row chunks of the result's reader ([`row_readers`]) as the
     /// reducing tiles' pieces, row-major, when the partials are in channel
     /// blocks (rows in runs of 16), each chunk lies in one matrix of the
-    /// batch and the busiest tile's reduction, its partials'
+    /// batch and is whole 64-bit words, and the busiest tile's reduction, its partials'
     /// exchange and `kernel_cycles` for its chunk, costs less than a
     /// band's ([`Self::band_sums`]: the others' partials, the copy of its
     /// own, the kernel) with the reader's gather of its rows and that
@@ -233,7 +233,14 @@ impl Lowering<'_> {
             .iter()
             .flatten()
             .all(|&id| self.program.buffer(id).piece.layout == Layout::ChannelBlocks);
-        if !channel_blocks || !chunks.iter().all(within) || into_rows >= by_bands {
+        // The kernel reads each slice's partials with 64-bit loads, one
+        // slice after another: a chunk must be whole 8-byte words.
+        let whole_words = |&(_, _, count): &(u32, usize, usize)| (count * n * eb) % 8 == 0;
+        if !channel_blocks
+            || !chunks.iter().all(within)
+            || !chunks.iter().all(whole_words)
+            || into_rows >= by_bands
+        {
             return Ok(None);
         }
         let element_count = out.element_count();
