@@ -13,7 +13,7 @@
 use crate::asm::CostFormula;
 use crate::graph::DType;
 use crate::graph::Reduction;
-use crate::partition::KernelId;
+use crate::partition::{BinaryOp, KernelId, UnaryOp};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -58,6 +58,14 @@ const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <=
 const REDUCE_ADD_PLUS1_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 4 * blocks + 8 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 5)";
 const REDUCE_ADD_PLUS2_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 5 * blocks + 10 : blocks * (unrolled ? count + 6 : count + 8) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 7)";
 const SOFTMAX_MASK_F16: &str = "stats = MASK_F32 ? 13 : 15; out = MASK_F32 ? 11 : 12; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); 150 + 6 * (whole * ((stats + out) * row_length + 44) + split * (stats * row_length + out * last + 72))";
+const SILU_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 190 + 6 * (25 * (units / 6) + (units > 0) + (tail != 0 ? 34 + 6 * tail : 25 * (units % 6 != 0)))";
+const SILU_F32: &str = "n = rows * row_length; units = n / 2; 190 + 6 * (11 * (units / 6) + (units > 0) + (n % 2 != 0 ? 18 : 11 * (units % 6 != 0)))";
+const GELU_TANH_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 190 + 6 * (31 * (units / 6) + (units > 0) + (tail != 0 ? 40 + 6 * tail : 31 * (units % 6 != 0)))";
+const GELU_TANH_F32: &str = "n = rows * row_length; units = n / 2; 190 + 6 * (15 * (units / 6) + (units > 0) + (n % 2 != 0 ? 21 : 15 * (units % 6 != 0)))";
+const BINARY_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 154 + 6 * (3 * (units / 6) + (units > 0) + (tail != 0 ? 16 + 6 * tail : 3 * (units % 6 != 0)))";
+const BINARY_F32: &str = "n = rows * row_length; units = n / 2; 154 + 6 * (3 * (units / 6) + (units > 0) + (n % 2 != 0 ? 14 : 3 * (units % 6 != 0)))";
+const DIV_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 154 + 6 * (16 * (units / 6) + (units > 0) + (tail != 0 ? 26 + 6 * tail : 16 * (units % 6 != 0)))";
+const DIV_F32: &str = "n = rows * row_length; units = n / 2; 154 + 6 * (6 * (units / 6) + (units > 0) + (n % 2 != 0 ? 15 : 6 * (units % 6 != 0)))";
 const REDUCE_SUM_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 28 + row_length + 8 * singles) / 4";
 const REDUCE_MEAN_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 114 + 6 * busy * (4 * 30 + row_length + 8 * singles) / 4";
 const REDUCE_MAX_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 29 + row_length + 8 * singles) / 4";
@@ -176,6 +184,20 @@ pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
             (Reduction::Max, F32) => REDUCE_MAX_F32,
             _ => return None,
         },
+        KernelId::Unary { op, dtype } => match (op, dtype) {
+            (UnaryOp::Silu, F16) => SILU_F16,
+            (UnaryOp::Silu, F32) => SILU_F32,
+            (UnaryOp::GeluTanh, F16) => GELU_TANH_F16,
+            (UnaryOp::GeluTanh, F32) => GELU_TANH_F32,
+            _ => return None,
+        },
+        KernelId::Binary { op, dtype } => match (op, dtype) {
+            (BinaryOp::Mul | BinaryOp::Sub, F16) => BINARY_F16,
+            (BinaryOp::Mul | BinaryOp::Sub, F32) => BINARY_F32,
+            (BinaryOp::Div, F16) => DIV_F16,
+            (BinaryOp::Div, F32) => DIV_F32,
+            _ => return None,
+        },
         _ => return None,
     })
 }
@@ -236,7 +258,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 47] = [
+const ALL: [&str; 55] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -278,6 +300,14 @@ const ALL: [&str; 47] = [
     GEMM_F32_OUT,
     REDUCE_ADD_F32,
     SOFTMAX_MASK_F16,
+    SILU_F16,
+    SILU_F32,
+    GELU_TANH_F16,
+    GELU_TANH_F32,
+    BINARY_F16,
+    BINARY_F32,
+    DIV_F16,
+    DIV_F32,
     REDUCE_SUM_F16,
     REDUCE_MEAN_F16,
     REDUCE_MAX_F16,
@@ -406,6 +436,14 @@ mod tests {
         for reduction in [Reduction::Sum, Reduction::Mean, Reduction::Max] {
             for dtype in [F16, F32] {
                 all.push(KernelId::ReduceRows { reduction, dtype });
+            }
+        }
+        for dtype in [F16, F32] {
+            for op in [UnaryOp::Silu, UnaryOp::GeluTanh] {
+                all.push(KernelId::Unary { op, dtype });
+            }
+            for op in [BinaryOp::Mul, BinaryOp::Sub, BinaryOp::Div] {
+                all.push(KernelId::Binary { op, dtype });
             }
         }
         all

@@ -184,8 +184,9 @@ fn issues_per_vector(kind: &SignatureKind) -> u64 {
         SignatureKind::Gelu => 8,
         SignatureKind::Matmul { .. } | SignatureKind::View => 0,
         // The issues of `device/binary.S`, `unary.S` and `rmsnorm_f16.S`
-        // per quad of f16 (or pair of f32) values, as measured by
-        // `tests/row_kernels/calibration.rs`.
+        // per quad of f16 values, as measured by
+        // `tests/row_kernels/calibration.rs`; their formulas price them
+        // (f32 pairs included), this is only the fallback's figure.
         SignatureKind::Binary { op } => match op {
             BinaryOp::Mul | BinaryOp::Sub => 3,
             BinaryOp::Div => 16,
