@@ -60,10 +60,10 @@ fn shipped_packages_are_byte_identical() {
     }
     expect![[r#"
         projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
-        projects/mixed-f8.toml: 9a49daebbca1547439c8a752b77ed6a9c6c8ce91b07d8a3ef52486a7474b94d6 64829
+        projects/mixed-f8.toml: b8cc1cafe29b0b7035f000e7b915f6eb62fd657e9c3ab42fdff998ef3b2d289a 64829
         projects/mlp-f16.toml: fe492d82b2e0613f22d3fa89237310324d8a225ba221316ad4fcfa21bd4fa9a0 2883779
-        projects/attention-f16.toml: 24df791f2858f1ff12b2eb85f0df9fb3ffc6e55e812edf1d9a9a8644f987714f 1312526
-        projects/vit-fp8.toml: ae3d72b8e8322a9e82446c1bb895f41b918b20a730910e36a643af10942c53ea 7713004
-        projects/llama-block-f16.toml: 06aad891e30662e18b400ae75777a7cbe8dc0a4dc321d15afc3b5c08d3266900 9254988
+        projects/attention-f16.toml: 69560fb83dd06db9dfa8d01bdc641ee75cda66809a0a97326a3ef17a434380a1 1312526
+        projects/vit-fp8.toml: b1a6a65b57adbd03a83948e2ed829fa0d3a133484665451de3ce729626c3d832 7713004
+        projects/llama-block-f16.toml: 8286d02355c8c3f93240c8f3afbe52d918d864c8108ec83defab5c85df2b4b52 9254989
     "#]].assert_eq(&lines);
 }

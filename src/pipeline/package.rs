@@ -90,9 +90,12 @@ pub(crate) fn op_estimates(
         .collect())
 }
 
-/// Each operation's estimated exchange and sync cycles, corrected by what
-/// the lowered program shows and the plan, costed per signature, cannot
-/// see: an operation whose operands are all in place has no exchange phase
+/// Each operation's estimated exchange and sync cycles: the plan's
+/// exchange as refinement scheduled it against operands laid out as the
+/// planner spreads them (`pipeline::refine`; the analytical figure for a
+/// plan refinement did not reach, and for one that reads a product's
+/// result, laid out in channel blocks), corrected by what the lowered program
+/// shows and the plan, costed per signature, cannot see: an operation whose operands are all in place has no exchange phase
 /// and spends nothing on exchange and sync (what it rearranges of the
 /// pieces it holds is compute: `refine::held_rearrange_cycles`); one with fewer
 /// phases than its plan (a gather left out because the operands were in
@@ -124,6 +127,24 @@ pub(super) fn lowered_exchange(
             }
         }
     }
+    let producers: BTreeMap<crate::graph::TensorId, &Op> =
+        graph.ops.iter().map(|op| (op.output, op)).collect();
+    // Whether an input, seen through its views, is a product's result.
+    let reads_product = |op: OpId| {
+        graph.op(op).inputs.iter().any(|&input| {
+            let mut tensor = input;
+            while let Some(producer) = producers.get(&tensor) {
+                match producer.kind {
+                    OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. } => {
+                        tensor = producer.inputs[0];
+                    }
+                    OpKind::Matmul { .. } => return true,
+                    _ => return false,
+                }
+            }
+            false
+        })
+    };
     let mut cycles: Vec<(u64, u64)> = selected
         .iter()
         .enumerate()
@@ -138,11 +159,18 @@ pub(super) fn lowered_exchange(
                 target,
                 u32::try_from(own.count()).unwrap_or(u32::MAX),
             ));
+            // Refinement lays operands out as the planner spreads them,
+            // which a product's channel blocks never are: an operation
+            // reading one keeps the analytical gather of every operand.
+            let planned = match (selected.refined, reads_product(op)) {
+                (Some(refined), false) => refined.scheduled_exchange_cycles,
+                _ => estimate.exchange_cycles,
+            };
             let exchange = match shared.get(&op) {
-                Some(&bytes) => estimate
-                    .exchange_cycles
-                    .saturating_sub(crate::plan::cost::exchange_cycles(target, bytes)),
-                None => estimate.exchange_cycles,
+                Some(&bytes) => {
+                    planned.saturating_sub(crate::plan::cost::exchange_cycles(target, bytes))
+                }
+                None => planned,
             };
             (exchange, sync)
         })

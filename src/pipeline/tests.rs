@@ -871,5 +871,79 @@ fn an_operation_syncs_only_for_the_phases_it_lowers_to() {
     let plan = plans.selected().estimate;
     assert_eq!(plan.sync_cycles, 1200, "{plan:?}");
     assert_eq!(estimates[i].sync_cycles, 600, "{:?}", estimates[i]);
-    assert_eq!(estimates[i].exchange_cycles, plan.exchange_cycles);
+    let refined = plans
+        .selected()
+        .refined
+        .expect("the selected plan is refined");
+    assert_eq!(
+        estimates[i].exchange_cycles,
+        refined.scheduled_exchange_cycles
+    );
+}
+
+/// An operation's exchange is estimated as refinement scheduled it: on a
+/// single tile, an f32 subtraction reads its operands where they already
+/// are, so its phase moves a few bytes on the tile, where the analytical
+/// figure has every operand byte cross the exchange.
+#[test]
+fn an_operation_is_estimated_with_its_scheduled_exchange() {
+    let fs = with_kernels();
+    fs.write(
+        PATH,
+        r#"
+[project]
+name = "one-tile"
+target = "ipu21"
+tiles = 1
+
+[[tensor]]
+name = "x"
+shape = [77, 256]
+dtype = "f16"
+role = "input"
+
+[[op]]
+name = "wide"
+op = "cast"
+inputs = ["x"]
+dtype = "f32"
+
+[[op]]
+name = "mean"
+op = "reduce_mean"
+inputs = ["wide"]
+dtype = "f32"
+
+[[op]]
+name = "centred"
+op = "sub"
+inputs = ["wide", "mean"]
+dtype = "f32"
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.1
+outputs = ["centred"]
+"#,
+    );
+    let db = Database::new(Arc::new(fs));
+    let file = db.file(Utf8Path::new(PATH));
+    let estimates = super::package::op_estimates(&db, file).expect("estimates");
+    let signatures = planned_signatures(&db, file);
+    let i = estimates
+        .iter()
+        .position(|e| e.name == "centred")
+        .expect("centred");
+    let plans = operator_plans(&db, Signature::new(&db, signatures[i].clone()));
+    let selected = plans.selected();
+    let refined = selected.refined.expect("the selected plan is refined");
+    assert!(
+        refined.scheduled_exchange_cycles < selected.estimate.exchange_cycles,
+        "{selected:?}"
+    );
+    assert_eq!(
+        estimates[i].exchange_cycles,
+        refined.scheduled_exchange_cycles
+    );
 }
