@@ -1,5 +1,6 @@
 //! The cost model against the model device: every shipped project the
-//! planner supports is built and run, and the planner's whole-program
+//! planner supports, and a few projects of other shapes
+//! (`tests/data/estimates/`), is built and run, and the planner's whole-program
 //! estimate (host transfers included) must be within 10 % of the measured
 //! cycles, and every operation that takes a real share of the run within
 //! 15 % of its own measured cycles (compute, exchange and sync).
@@ -146,6 +147,18 @@ fn llama_block_f16() {
 #[test]
 fn vit_head_f16() {
     check("projects/vit-head-f16.toml");
+}
+
+/// Shapes the shipped projects do not have (`tests/data/estimates/`, each
+/// says what in its comment).
+#[test]
+fn f32_activations_on_one_tile() {
+    check("tests/data/estimates/f32-activations.toml");
+}
+
+#[test]
+fn causal_rows_of_tall_scores() {
+    check("tests/data/estimates/causal-rows-of-tall-scores.toml");
 }
 
 /// The full-chip projects take minutes each on the model.
