@@ -235,7 +235,7 @@ impl Lowering<'_> {
             .all(|&id| self.program.buffer(id).piece.layout == Layout::ChannelBlocks);
         // The kernel reads each slice's partials with 64-bit loads, one
         // slice after another: a chunk must be whole 8-byte words.
-        let whole_words = |&(_, _, count): &(u32, usize, usize)| (count * n * eb) % 8 == 0;
+        let whole_words = |&(_, _, count): &(u32, usize, usize)| (count * n * eb).is_multiple_of(8);
         if !channel_blocks
             || !chunks.iter().all(within)
             || !chunks.iter().all(whole_words)
