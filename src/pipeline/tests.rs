@@ -817,6 +817,20 @@ fn vit_fp8(read: &dyn Fn(&str) -> String) -> (Database, SourceFile) {
     (db, file)
 }
 
+/// The estimate of operation `name` in `file`'s package and its selected
+/// plan.
+fn estimate_and_plan(
+    db: &Database,
+    file: SourceFile,
+    name: &str,
+) -> (crate::package::OpEstimate, crate::plan::Candidate) {
+    let estimates = super::package::op_estimates(db, file).expect("estimates");
+    let signatures = planned_signatures(db, file);
+    let i = estimates.iter().position(|e| e.name == name).expect(name);
+    let plans = operator_plans(db, Signature::new(db, signatures[i].clone()));
+    (estimates[i].clone(), plans.selected().clone())
+}
+
 /// The package's per-operation estimates follow the lowered program where
 /// the per-signature plans cannot: vit-fp8's first layernorm reads the
 /// repeat's carry in place, so it has no exchange phase and is estimated
@@ -830,12 +844,9 @@ fn estimates_follow_the_lowered_exchange() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("projects");
     let read = |name: &str| std::fs::read_to_string(root.join(name)).expect("project reads");
     let (db, file) = vit_fp8(&read);
-    let estimates = super::package::op_estimates(&db, file).expect("estimates");
-    let signatures = planned_signatures(&db, file);
     let find = |name: &str| {
-        let i = estimates.iter().position(|e| e.name == name).expect(name);
-        let plans = operator_plans(&db, Signature::new(&db, signatures[i].clone()));
-        (&estimates[i], plans.selected().estimate)
+        let (estimate, selected) = estimate_and_plan(&db, file, name);
+        (estimate, selected.estimate)
     };
     let (ln1, plan) = find("ln1+ln1_f8");
     assert!(plan.exchange_cycles > 0 && plan.sync_cycles > 0, "{plan:?}");
@@ -864,21 +875,12 @@ fn an_operation_syncs_only_for_the_phases_it_lowers_to() {
     );
     let db = Database::new(Arc::new(fs));
     let file = db.file(Utf8Path::new(PATH));
-    let estimates = super::package::op_estimates(&db, file).expect("estimates");
-    let signatures = planned_signatures(&db, file);
-    let i = estimates.iter().position(|e| e.name == "qkv").expect("qkv");
-    let plans = operator_plans(&db, Signature::new(&db, signatures[i].clone()));
-    let plan = plans.selected().estimate;
+    let (qkv, selected) = estimate_and_plan(&db, file, "qkv");
+    let plan = selected.estimate;
     assert_eq!(plan.sync_cycles, 1200, "{plan:?}");
-    assert_eq!(estimates[i].sync_cycles, 600, "{:?}", estimates[i]);
-    let refined = plans
-        .selected()
-        .refined
-        .expect("the selected plan is refined");
-    assert_eq!(
-        estimates[i].exchange_cycles,
-        refined.scheduled_exchange_cycles
-    );
+    assert_eq!(qkv.sync_cycles, 600, "{qkv:?}");
+    let refined = selected.refined.expect("the selected plan is refined");
+    assert_eq!(qkv.exchange_cycles, refined.scheduled_exchange_cycles);
 }
 
 /// An operation's exchange is estimated as refinement scheduled it: on a
@@ -929,21 +931,11 @@ outputs = ["centred"]
     );
     let db = Database::new(Arc::new(fs));
     let file = db.file(Utf8Path::new(PATH));
-    let estimates = super::package::op_estimates(&db, file).expect("estimates");
-    let signatures = planned_signatures(&db, file);
-    let i = estimates
-        .iter()
-        .position(|e| e.name == "centred")
-        .expect("centred");
-    let plans = operator_plans(&db, Signature::new(&db, signatures[i].clone()));
-    let selected = plans.selected();
+    let (centred, selected) = estimate_and_plan(&db, file, "centred");
     let refined = selected.refined.expect("the selected plan is refined");
     assert!(
         refined.scheduled_exchange_cycles < selected.estimate.exchange_cycles,
         "{selected:?}"
     );
-    assert_eq!(
-        estimates[i].exchange_cycles,
-        refined.scheduled_exchange_cycles
-    );
+    assert_eq!(centred.exchange_cycles, refined.scheduled_exchange_cycles);
 }
