@@ -16,11 +16,9 @@
 // `e_j / s` where it matters (the argument's rounding grows with its size,
 // and so shrinks the element), which the FP8 rounding after it (an FP8
 // ulp is 128 f16 ulps) does not see. The pass costs 7 issues per quad
-// instead of 15 and the output 2 instead of 18. It never splits a row:
-// a split row's parts would recompute the statistics in f32, as the sum
-// covers the whole row while other workers write its other parts, and
-// that costs more than a whole row does here. Long rows take the
-// segmented form (`softmax_stats_f16_once`, `softmax_parts_f16_once`).
+// instead of 15 and the output 2 instead of 18. The parts of split rows
+// recompute in f32, as the sum covers the whole row while other workers
+// write its other parts.
 //
 // Three passes per row: the maximum (one bundle per quad: the f16 maximum,
 // or the minimum for a negative scale, as rounding is monotonic), the sum
@@ -51,17 +49,13 @@
 // tile's matrix rows i (rows past the row length keep all of it); the
 // busiest worker is taken to have the average row.
 #define SOFTMAX_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); 240 + 6 * (whole * (580 + row_length) + 35 * kept * whole / rows + split * (640 + 18 * kept / rows + (23 * kept / rows + row_length) / parts)) / 4"
-// With EXP_ONCE, rows are never split, so the busiest worker has
-// ceil(rows / 6) whole rows; a whole row costs 10 issues per quad (1 + 7 +
-// 2, the last two passes in f16), with a fixed 100 cycles more for a
-// worker that has rows (a single row starts aligned: its only singles are
-// its tail). The causal form costs 10 per kept element in quarter issues,
-// a quarter issue per element for the zeros, 490 per row and about 20
-// cycles per worker started. Its busiest worker is the one with the last
-// row when no row wraps into the next matrix (rows i, i - 6, ... keep i +
-// 1, i - 5, ... elements of a square score matrix), else the average.
-#define SOFTMAX_ONCE_COST "whole = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4 * (rows > 1); 50 + 100 * (whole > 0) + 6 * whole * (10 * row_length + 36 * singles + 284) / 4"
-#define SOFTMAX_ONCE_CAUSAL_COST "whole = (rows + 5) / 6; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); busy = end <= M && row_length >= M ? whole * end - 3 * whole * (whole - 1) : kept * whole / rows; active = rows < 6 ? rows : 6; 120 + 20 * active + 6 * (whole * (490 + row_length) + 10 * busy) / 4"
+// With EXP_ONCE, a whole row costs 10 issues per quad (1 + 7 + 2, the
+// last two passes in f16), its causal form about 7 per kept element in
+// quarter issues (refitted with rows of tall and wide score matrices),
+// with a fixed 100 cycles more for a worker that has whole rows; split
+// rows as above.
+#define SOFTMAX_ONCE_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 100 * (whole > 0) + 6 * (whole * (10 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
+#define SOFTMAX_ONCE_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); 200 + 6 * (whole * (600 + row_length) + 7 * kept * whole / rows + split * (680 + 18 * kept / rows + (15 * kept / rows + row_length) / parts)) / 4"
 
 // The segmented form's kernels' (fitted with
 // `tests/row_kernels/calibration.rs`):
@@ -402,14 +396,7 @@ ENTRY:
         mov     $a9, $a8
         mov     $a14, $azero
         ld32    $m2, $m0, 12
-#if EXP_ONCE
-        // Every row whole: a split row's part recomputes the row's
-        // statistics in f32 (16 issues per quad), more than a whole row
-        // costs here (10), so splitting never shortens the busiest worker.
-        ld32    $m1, $m0, 8
-#else
         row_bound 8, softmax_bound
-#endif
         get     $m3, $wid
 #if CAUSAL
         ld32    $m12, $m0, 20
@@ -441,9 +428,6 @@ softmax_wrap:
         br      softmax_whole
 #endif
 softmax_split:
-#if EXP_ONCE
-        exitz   $mzero
-#else
 #if CAUSAL
         // The whole-row loop left i for row $m3; the split row is at most
         // five rows before it.
@@ -465,9 +449,7 @@ softmax_split_row:
         call    $m13, softmax_row
 softmax_done:
         exitz   $mzero
-#endif
 
-#if !EXP_ONCE
 // One row: statistics over its kept elements, then elements [lo, hi) of
 // the output. Keeps $m0..$m3, $m12 and $m13.
 softmax_row:
@@ -486,7 +468,6 @@ softmax_row:
         mov     $a13, $a12
 
         row_write softmax
-#endif
 softmax_zeros:
 #if CAUSAL
         // Zeros for the masked elements of [lo, hi): from the cursor (at
