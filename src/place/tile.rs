@@ -97,9 +97,10 @@ impl TilePlacement {
 
 /// Places one tile: `support` first in region 0, then the buffers, largest
 /// first (or, when that fragments, in the order they come alive), each at
-/// the lowest address where it overlaps no buffer alive at the same time. Interleaved buffers go in region 1; the others in region
-/// 0 after the support blocks, overflowing into region 1. Buffers are
-/// numbered as in `request`.
+/// the lowest address where it overlaps no buffer alive at the same time.
+/// Interleaved buffers go in region 1; the others in region 0 after the
+/// support blocks, overflowing into region 1. Buffers are numbered as in
+/// `request`.
 pub(crate) fn place_tile(
     target: &Target,
     tile: u32,
@@ -118,7 +119,6 @@ pub(crate) fn place_tile(
     let region0 = AddressRange::new(cursor, memory.region0.end);
     let region1 = AddressRange::new(memory.region1.start, memory.loadable.end);
     let support_bytes = u64::from(cursor - memory.region0.start);
-    let all: Vec<usize> = (0..request.buffers.len()).collect();
     if cursor > memory.region0.end {
         let available = u64::from(memory.region0.len());
         return Err(shortfall(
@@ -136,13 +136,7 @@ pub(crate) fn place_tile(
     // those born at one step), which packs lifetimes that follow each
     // other into the same addresses; the first order's error stands if
     // neither fits.
-    let mut largest = all.clone();
-    largest.sort_by_key(|&i| (std::cmp::Reverse(request.buffers[i].bytes), i));
-    let mut born = all.clone();
-    born.sort_by_key(|&i| {
-        let buffer = &request.buffers[i];
-        (buffer.life.0, std::cmp::Reverse(buffer.bytes), i)
-    });
+    let (largest, born) = (largest_first(request), in_birth_order(request));
     let regions = (region0, region1, support_bytes);
     let at = (tile, &tile_placement);
     let placed = match first_fit_in_order(target, at, request, regions, &largest) {
@@ -160,6 +154,24 @@ pub(crate) fn place_tile(
     tile_placement.region0_end = tile_placement.region0_end.max(cursor);
     tile_placement.buffers.sort_by_key(|(id, _)| *id);
     Ok(tile_placement)
+}
+
+/// `request`'s buffers, largest first, ties by number.
+fn largest_first(request: &TileRequest) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..request.buffers.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(request.buffers[i].bytes), i));
+    order
+}
+
+/// `request`'s buffers in the order they come alive, largest first among
+/// those born at one step, ties by number.
+fn in_birth_order(request: &TileRequest) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..request.buffers.len()).collect();
+    order.sort_by_key(|&i| {
+        let buffer = &request.buffers[i];
+        (buffer.life.0, std::cmp::Reverse(buffer.bytes), i)
+    });
+    order
 }
 
 /// First-fit addresses for `request`'s buffers taken in `order`: each
@@ -370,8 +382,7 @@ mod tests {
         let region1 = AddressRange::new(target.memory.region1.start, target.memory.loadable.end);
         let support = TilePlacement::default();
         // Largest first leaves no room for one of them...
-        let mut largest = all.clone();
-        largest.sort_by_key(|&i| (std::cmp::Reverse(request.buffers[i].bytes), i));
+        let largest = largest_first(&request);
         let regions = (region0, region1, 0);
         assert!(first_fit_in_order(&target, (0, &support), &request, regions, &largest).is_err());
         // ...so the tile is placed in the order they come alive.
