@@ -94,10 +94,11 @@ pub(crate) fn op_estimates(
 /// exchange as refinement scheduled it against operands laid out as the
 /// planner spreads them (`pipeline::refine`; the analytical figure for a
 /// plan refinement did not reach, and for one that reads a product's
-/// result, laid out in channel blocks), corrected by what the lowered program
-/// shows and the plan, costed per signature, cannot see: an operation whose operands are all in place has no exchange phase
-/// and spends nothing on exchange and sync (what it rearranges of the
-/// pieces it holds is compute: `refine::held_rearrange_cycles`); one with fewer
+/// result, laid out in channel blocks), corrected by what the lowered
+/// program shows and the plan, costed per signature, cannot see: an
+/// operation whose operands are all in place has no exchange phase and
+/// spends nothing on exchange and sync (what it rearranges of the pieces
+/// it holds is compute: `refine::held_rearrange_cycles`); one with fewer
 /// phases than its plan (a gather left out because the operands were in
 /// place or gathered by another operation) syncs only for those it has;
 /// one that reads operand pieces another operation gathered is spared its
