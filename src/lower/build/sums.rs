@@ -184,10 +184,9 @@ impl Lowering<'_> {
     /// blocks (rows in runs of 16), each chunk lies in one matrix of the
     /// batch and is whole 64-bit words, and the busiest tile's reduction,
     /// its partials' exchange and `kernel_cycles` for its chunk, costs
-    /// less than a
-    /// band's ([`Self::band_sums`]: the others' partials, the copy of its
-    /// own, the kernel) with the reader's gather of its rows and that
-    /// phase's sync. `None` otherwise. Each slice's partials are gathered
+    /// less than a band's ([`Self::band_sums`]: the others' partials, the
+    /// copy of its own, the kernel) with the reader's gather of its rows
+    /// and that phase's sync. `None` otherwise. Each slice's partials are gathered
     /// from every group that holds part of the chunk.
     pub(super) fn reader_sums(
         &mut self,
