@@ -3,7 +3,7 @@
 
 use super::init::tensor_values;
 use super::ops::{self, Accumulation, MatmulShape};
-use super::{Evaluation, ReferenceError, AMP_K_BLOCK};
+use super::{Evaluation, ReferenceError, AMP_K_BLOCK, AMP_K_BLOCK_F16};
 use crate::graph::{Graph, Op, OpId, OpKind, ReferencePrecision, Repeat, Role, Tensor, TensorId};
 use crate::numerics::round_to_dtype;
 use rayon::prelude::*;
@@ -326,10 +326,10 @@ impl Evaluator<'_> {
                     w
                 };
                 let fp8 = x_tensor.dtype.is_fp8() || w_tensor.dtype.is_fp8();
-                if self.precision == ReferencePrecision::Device && fp8 {
-                    fp8_matmul(shape, x, w)?
-                } else {
-                    ops::matmul(shape, x, w, Accumulation::F32)?
+                match self.precision {
+                    ReferencePrecision::Device if fp8 => fp8_matmul(shape, x, w)?,
+                    ReferencePrecision::Device => f16_matmul(shape, x, w)?,
+                    ReferencePrecision::F32 => ops::matmul(shape, x, w, Accumulation::F32)?,
                 }
             }
             OpKind::Add => {
@@ -422,6 +422,21 @@ fn f32_result_matmul(
         x_converted.as_deref().unwrap_or(x),
         w_converted.as_deref().unwrap_or(w),
         Accumulation::F32,
+    )
+}
+
+/// The device model of an f16 × f16 matmul with an f16 result: the AMP
+/// carries f16 partials between its weight blocks, so products are summed
+/// in f32 within each block of [`AMP_K_BLOCK_F16`] inner indices and the
+/// running sum is rounded to f16 after each (`book/src/numerics.md`).
+fn f16_matmul(shape: MatmulShape, lhs: &[f32], rhs: &[f32]) -> Result<Vec<f32>, String> {
+    ops::matmul(
+        shape,
+        lhs,
+        rhs,
+        Accumulation::F16Partials {
+            k_block: AMP_K_BLOCK_F16,
+        },
     )
 }
 

@@ -14,7 +14,9 @@
 //!   after the operation that produces it (f16 RNE, FP8 through f16 with the
 //!   tensor's scale); matmuls with an FP8 operand accumulate in f16
 //!   partials per block of [`AMP_K_BLOCK`] inner indices in stored (unscaled)
-//!   units, other matmuls accumulate in f32; softmax, layernorm and GELU
+//!   units, f16 products with an f16 result in f16 partials per block of
+//!   [`AMP_K_BLOCK_F16`] (the AMP's f16 weight block), products with an
+//!   f32 result in f32; softmax, layernorm and GELU
 //!   compute in f32 or better and round their output.
 //!
 //! A matmul with one f16 and one FP8 operand reads the f16 operand converted
@@ -43,6 +45,10 @@ use crate::graph::TensorId;
 /// Inner-dimension block after which the FP8 matmul model rounds its running
 /// sum to f16: the K of one AMP weight block on the IPU21 (32 FP8 inputs).
 pub(crate) const AMP_K_BLOCK: usize = 32;
+
+/// The same block for f16 products: one AMP weight block holds 16 f16
+/// inputs, and an f16 result's partials are rounded to f16 after each.
+pub(crate) const AMP_K_BLOCK_F16: usize = 16;
 
 /// Why the reference could not evaluate a graph. The validator rules these
 /// out for graphs built from projects, so each one names a malformed graph.

@@ -148,8 +148,8 @@ pub(super) enum Accumulation {
     /// One f32 sum over the whole inner dimension.
     F32,
     /// Products summed in f32 within each block of `k_block` inner indices;
-    /// after each block the running sum is rounded to f16 (the model of FP8
-    /// AMP partials, see `book/src/numerics.md`).
+    /// after each block the running sum is rounded to f16 (the model of the
+    /// AMP's f16 partials, see `book/src/numerics.md`).
     F16Partials { k_block: usize },
 }
 
