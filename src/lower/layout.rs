@@ -376,12 +376,25 @@ impl Piece {
                 if row_length == 0 {
                     return;
                 }
-                let rows: usize = self.extent[..rank - 1].iter().product();
+                // Unpadded trailing dimensions of extent 1 (a column of
+                // elements, `[n, 1]`) keep consecutive indices of the
+                // dimension before them in consecutive slots: the runs go
+                // along that one instead of an element at a time.
+                let dim = match pitch {
+                    1 => self.extent[..rank - 1]
+                        .iter()
+                        .rposition(|&e| e > 1)
+                        .unwrap_or(rank - 1),
+                    _ => rank - 1,
+                };
+                let len = self.extent[dim];
+                let row_slots = if dim == rank - 1 { pitch } else { len };
+                let rows: usize = self.extent[..dim].iter().product();
                 index.copy_from_slice(&self.start);
                 for row in 0..rows {
                     if row > 0 {
                         // Odometer step over the leading dimensions.
-                        for d in (0..rank - 1).rev() {
+                        for d in (0..dim).rev() {
                             index[d] += 1;
                             if index[d] < self.start[d] + self.extent[d] {
                                 break;
@@ -390,10 +403,10 @@ impl Piece {
                         }
                     }
                     visit(&SlotRun {
-                        slot: row * pitch,
+                        slot: row * row_slots,
                         index,
-                        dim: rank - 1,
-                        len: row_length,
+                        dim,
+                        len,
                     });
                 }
             }
@@ -638,6 +651,10 @@ mod tests {
             (vec![1, 2], vec![3, 5]),
             (vec![0, 4, 0], vec![2, 3, 17]),
             (vec![1, 0, 2, 3], vec![2, 2, 9, 33]),
+            // Trailing dimensions of extent 1: a column of elements.
+            (vec![7, 0], vec![5, 1]),
+            (vec![1, 3, 2, 0], vec![2, 4, 1, 1]),
+            (vec![0, 0], vec![1, 1]),
         ];
         let layouts = [
             Layout::RowMajor,
@@ -697,6 +714,12 @@ mod tests {
         Piece::row_major(vec![1, 2], vec![2, 3])
             .for_each_run(|run| seen.push((run.slot, run.index.to_vec(), run.dim, run.len)));
         assert_eq!(seen, vec![(0, vec![1, 2], 1, 3), (3, vec![2, 2], 1, 3)]);
+        seen.clear();
+        // A column of elements (the coordinates of element ranges) is one
+        // run down the column, not one per element.
+        Piece::row_major(vec![4, 0], vec![5704, 1])
+            .for_each_run(|run| seen.push((run.slot, run.index.to_vec(), run.dim, run.len)));
+        assert_eq!(seen, vec![(0, vec![4, 0], 0, 5704)]);
         seen.clear();
         let amp = Piece {
             start: vec![0, 0],
