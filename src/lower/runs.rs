@@ -13,16 +13,38 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 /// For each element of a materialised activation: the home buffer and slot
-/// holding it.
+/// holding it, and how many elements from it on sit in the same buffer at
+/// consecutive slots (so a gather of consecutive elements takes them as one
+/// transfer without visiting each).
 #[derive(Debug)]
 pub(super) struct OwnerTable {
-    /// Element → (buffer, slot).
-    owner: Vec<(u32, u32)>,
-    /// Element → how many elements from it on sit in the same buffer at
-    /// consecutive slots (at least one), so a gather of consecutive
-    /// elements takes them as one transfer without visiting each.
-    contiguous: Vec<u32>,
+    owners: Owners,
 }
+
+#[derive(Debug)]
+enum Owners {
+    /// One entry per element: its holder, and the length of the stretch of
+    /// consecutive slots from it (at least one).
+    Elements {
+        owner: Vec<(u32, u32)>,
+        contiguous: Vec<u32>,
+    },
+    /// The homes' stretches of consecutive elements at consecutive slots,
+    /// sorted, disjoint and covering the tensor: stretch i starts at
+    /// element `first[i]` (held at `holder[i]`) and ends where the next
+    /// starts. A tensor held in long stretches (a product's channel blocks
+    /// hold 16 elements at a time) needs a fraction of a table per element.
+    Stretches {
+        first: Vec<usize>,
+        holder: Vec<(u32, u32)>,
+        element_count: usize,
+    },
+}
+
+/// A table of stretches is used when they average at least this many
+/// elements; shorter ones (homes read along a strided dimension) keep one
+/// entry per element, whose lookups cost nothing.
+const MIN_MEAN_STRETCH: usize = 8;
 
 impl OwnerTable {
     /// The table of a tensor with `element_count` elements held by `homes`
@@ -32,8 +54,12 @@ impl OwnerTable {
         element_count: usize,
         homes: impl IntoIterator<Item = (BufferId, &'b Buffer)>,
     ) -> Result<OwnerTable, usize> {
+        let homes: Vec<(BufferId, &Buffer)> = homes.into_iter().collect();
+        if let Some(owners) = Self::stretches(element_count, &homes)? {
+            return Ok(OwnerTable { owners });
+        }
         let mut owner = vec![(u32::MAX, 0u32); element_count];
-        for (id, buffer) in homes {
+        for &(id, buffer) in &homes {
             let coordinates = &buffer.coordinates;
             buffer.piece.for_each_run(|run| {
                 let first = flat_index(coordinates, run.index);
@@ -60,7 +86,104 @@ impl OwnerTable {
                 contiguous[element] = contiguous[element + 1] + 1;
             }
         }
-        Ok(OwnerTable { owner, contiguous })
+        Ok(OwnerTable {
+            owners: Owners::Elements { owner, contiguous },
+        })
+    }
+
+    /// The table as sorted stretches, when the homes hold the tensor in
+    /// stretches long enough on average and no two homes hold the same
+    /// element (where they do, the later must win, which the per-element
+    /// table settles); `None` otherwise. An element no home holds is the
+    /// error, as for the per-element table: the first such.
+    fn stretches(
+        element_count: usize,
+        homes: &[(BufferId, &Buffer)],
+    ) -> Result<Option<Owners>, usize> {
+        let budget = element_count / MIN_MEAN_STRETCH;
+        let mut stretches: Vec<(usize, usize, (u32, u32))> = Vec::new();
+        let mut short = false;
+        for &(id, buffer) in homes {
+            let coordinates = &buffer.coordinates;
+            buffer.piece.for_each_run(|run| {
+                if short {
+                    return;
+                }
+                let first = flat_index(coordinates, run.index);
+                let stride: usize = coordinates[run.dim + 1..].iter().product();
+                let holder = (id.0, run.slot as u32);
+                match stretches.last_mut() {
+                    // A run continuing the previous one in both the tensor
+                    // and the buffer extends its stretch.
+                    Some((start, len, (b, slot)))
+                        if stride == 1
+                            && *b == id.0
+                            && *start + *len == first
+                            && *slot as usize + *len == run.slot =>
+                    {
+                        *len += run.len;
+                    }
+                    _ if stride == 1 => stretches.push((first, run.len, holder)),
+                    _ => short = true,
+                }
+                short |= stretches.len() > budget;
+            });
+            if short {
+                return Ok(None);
+            }
+        }
+        stretches.sort_unstable_by_key(|&(first, _, _)| first);
+        let mut end = 0;
+        for &(first, len, _) in &stretches {
+            match first.cmp(&end) {
+                std::cmp::Ordering::Less => return Ok(None),
+                std::cmp::Ordering::Greater => return Err(end),
+                std::cmp::Ordering::Equal => end = first + len,
+            }
+        }
+        if end < element_count {
+            return Err(end);
+        }
+        let (first, holder) = stretches
+            .into_iter()
+            .map(|(first, _, holder)| (first, holder))
+            .unzip();
+        Ok(Some(Owners::Stretches {
+            first,
+            holder,
+            element_count,
+        }))
+    }
+
+    /// The holder (buffer, slot) of `element` and how many elements from it
+    /// on sit at consecutive slots of that buffer. `hint` is the stretch
+    /// the previous lookup found: a walk in element order finds the next
+    /// one there or just after it without searching.
+    fn lookup(&self, element: usize, hint: &mut usize) -> ((u32, u32), usize) {
+        match &self.owners {
+            Owners::Elements { owner, contiguous } => {
+                (owner[element], contiguous[element] as usize)
+            }
+            Owners::Stretches {
+                first,
+                holder,
+                element_count,
+            } => {
+                let end = |i: usize| first.get(i + 1).copied().unwrap_or(*element_count);
+                let within = |i: usize| i < first.len() && first[i] <= element && element < end(i);
+                let i = if within(*hint) {
+                    *hint
+                } else if within(*hint + 1) {
+                    *hint + 1
+                } else {
+                    first.partition_point(|&f| f <= element) - 1
+                };
+                *hint = i;
+                let (buffer, slot) = holder[i];
+                let offset = element - first[i];
+                ((buffer, slot + offset as u32), end(i) - element)
+            }
+        }
     }
 }
 
@@ -92,6 +215,7 @@ pub(super) fn fill(
 ) {
     let start = transfers.len();
     let mut at: Vec<usize> = Vec::with_capacity(piece.extent.len());
+    let mut hint = 0;
     piece.for_each_run(|run| {
         at.clear();
         at.extend_from_slice(run.index);
@@ -103,9 +227,9 @@ pub(super) fn fill(
             let mut t = 0;
             while t < count {
                 let element = first + t * stride;
-                let (source, source_slot) = owners.owner[element];
+                let ((source, source_slot), contiguous) = owners.lookup(element, &mut hint);
                 let stretch = if stride == 1 {
-                    (owners.contiguous[element] as usize).min(count - t)
+                    contiguous.min(count - t)
                 } else {
                     1
                 };
@@ -420,9 +544,10 @@ mod tests {
         }
     }
 
-    /// Row blocks (each home one contiguous stretch) and column blocks
-    /// (every row of a home a separate stretch).
-    fn homes() -> [Vec<Buffer>; 2] {
+    /// Row blocks (each home one contiguous stretch), column blocks
+    /// (every row of a home a separate stretch) and overlapping row blocks
+    /// (the later home wins the rows both hold).
+    fn homes() -> [Vec<Buffer>; 3] {
         [
             vec![
                 home([0, 0], [2, 10]),
@@ -430,7 +555,23 @@ mod tests {
                 home([4, 0], [2, 10]),
             ],
             vec![home([0, 0], [6, 4]), home([0, 4], [6, 6])],
+            vec![home([0, 0], [4, 10]), home([2, 0], [4, 10])],
         ]
+    }
+
+    /// Long stretches get a table of stretches; short ones, or homes that
+    /// overlap, one entry per element.
+    #[test]
+    fn owner_tables_keep_stretches_when_they_are_long_and_disjoint() {
+        let kinds: Vec<bool> = homes()
+            .iter()
+            .map(|homes| {
+                let table = OwnerTable::new(60, homes.iter().map(|b| (BufferId(0), b)))
+                    .expect("the homes cover the tensor");
+                matches!(table.owners, Owners::Stretches { .. })
+            })
+            .collect();
+        assert_eq!(kinds, [true, false, false]);
     }
 
     /// The element-by-element walk lowering did before it worked in runs.
