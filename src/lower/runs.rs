@@ -438,7 +438,8 @@ impl Gathers {
                 group_size[first[position] as usize] += 1;
             }
         }
-        let mut merged: Vec<Transfer> = Vec::new();
+        let groups = group_size.iter().filter(|&&size| size > 0).count();
+        let mut merged: Vec<Transfer> = Vec::with_capacity(groups);
         // Position in `merged` of each gather that leads its group.
         let mut slot_of = vec![0u32; list.len()];
         // A mirror's gathers join the broadcasts their originals lead.

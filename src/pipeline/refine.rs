@@ -465,6 +465,9 @@ pub(crate) fn selection_cycles(candidate: &Candidate) -> u64 {
 /// screened per finalist. The first [`FIRST_REFINED`] finalists are
 /// refined; every later one whose [`pruning_bound_cycles`] cannot beat the
 /// best of them is pruned unrefined, and the rest are refined in parallel.
+/// The finalist after the first ones may be refined while they are, by a
+/// thread that would otherwise wait; its refinement is dropped if it is
+/// pruned, so what is selected and logged does not depend on it.
 /// A pruned finalist comes after the incumbent in the analytical order,
 /// which breaks ties, so pruning changes the selection only where the
 /// documented margin ([`PRUNE_EXCHANGE_KEPT`]) does not hold.
@@ -477,9 +480,26 @@ pub(crate) fn select(signature: &OpSignature, finalists: &mut [Candidate]) -> us
     let producers = producer_partitions(target, &graph);
     let first = finalists.len().min(FIRST_REFINED);
     let (leaders, others) = finalists.split_at_mut(first);
-    leaders
-        .par_iter_mut()
-        .for_each(|c| c.refined = refine(target, &graph, &producers, c));
+    // While the leaders are refined, a thread with nothing else to do
+    // refines the next finalist too, in case it is not pruned. Started
+    // only before the leaders are done (when it runs on the thread that
+    // refined them, it is left to the usual course), and kept only if the
+    // finalist is not pruned, so the result is the same either way.
+    let leaders_done = std::sync::atomic::AtomicBool::new(false);
+    let ((), speculative) = rayon::join(
+        || {
+            leaders
+                .par_iter_mut()
+                .for_each(|c| c.refined = refine(target, &graph, &producers, c));
+            leaders_done.store(true, std::sync::atomic::Ordering::Release);
+        },
+        || match leaders_done.load(std::sync::atomic::Ordering::Acquire) {
+            true => None,
+            false => others
+                .first()
+                .map(|c| refine(target, &graph, &producers, c)),
+        },
+    );
     let incumbent = leaders
         .iter()
         .map(selection_cycles)
@@ -499,8 +519,16 @@ pub(crate) fn select(signature: &OpSignature, finalists: &mut [Candidate]) -> us
             );
         }
     }
+    let ahead = match (others.first_mut(), speculative) {
+        (Some(next), Some(refined)) if !next.pruned => {
+            next.refined = refined;
+            1
+        }
+        _ => 0,
+    };
     others
         .par_iter_mut()
+        .skip(ahead)
         .filter(|c| !c.pruned)
         .for_each(|c| c.refined = refine(target, &graph, &producers, c));
     tracing::debug!(
