@@ -464,6 +464,21 @@ impl Graph {
         &self.ops[id.0 as usize]
     }
 
+    /// The tensor `tensor` is a view of (through transposes, reshapes and
+    /// slices, however many), or `tensor` itself when no view produces it.
+    pub(crate) fn view_base(&self, tensor: TensorId) -> TensorId {
+        let mut base = tensor;
+        while let Some(op) = self.ops.iter().find(|op| op.output == base) {
+            match op.kind {
+                OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. } => {
+                    base = op.inputs[0]
+                }
+                _ => break,
+            }
+        }
+        base
+    }
+
     /// The repeat whose body contains `op`, if any.
     pub(crate) fn repeat_of(&self, op: OpId) -> Option<&Repeat> {
         self.repeats.iter().find(|r| r.body.contains(&op))

@@ -1,9 +1,9 @@
 //! The cost model against the model device: every shipped project the
 //! planner supports, and a few projects of other shapes
-//! (`tests/data/estimates/`), is built and run, and the planner's whole-program
-//! estimate (host transfers included) must be within 10 % of the measured
-//! cycles, and every operation that takes a real share of the run within
-//! 15 % of its own measured cycles (compute, exchange and sync).
+//! (`tests/data/estimates/`), is built and run, and the planner's
+//! whole-program estimate (host transfers included) must be within 10 % of
+//! the measured cycles, and every operation that takes a real share of the
+//! run within 15 % of its own measured cycles (compute, exchange and sync).
 //!
 //! The full-chip projects run behind `IPUB_SLOW_TESTS=1`.
 

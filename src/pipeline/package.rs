@@ -128,22 +128,14 @@ pub(super) fn lowered_exchange(
             }
         }
     }
-    let producers: BTreeMap<crate::graph::TensorId, &Op> =
-        graph.ops.iter().map(|op| (op.output, op)).collect();
     // Whether an input, seen through its views, is a product's result.
     let reads_product = |op: OpId| {
         graph.op(op).inputs.iter().any(|&input| {
-            let mut tensor = input;
-            while let Some(producer) = producers.get(&tensor) {
-                match producer.kind {
-                    OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. } => {
-                        tensor = producer.inputs[0];
-                    }
-                    OpKind::Matmul { .. } => return true,
-                    _ => return false,
-                }
-            }
-            false
+            let base = graph.view_base(input);
+            graph
+                .ops
+                .iter()
+                .any(|p| p.output == base && matches!(p.kind, OpKind::Matmul { .. }))
         })
     };
     let mut cycles: Vec<(u64, u64)> = selected

@@ -1044,15 +1044,7 @@ impl<'a> Validator<'a> {
             return Ok(inferred);
         }
         for (&id, name) in ids.iter().zip(ast.inputs.get_ref()) {
-            let mut base = id;
-            while let Some(op) = self.graph.ops.iter().find(|op| op.output == base) {
-                match op.kind {
-                    OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. } => {
-                        base = op.inputs[0]
-                    }
-                    _ => break,
-                }
-            }
+            let base = self.graph.view_base(id);
             if self.graph.tensor(base).repeat.is_some() {
                 return Err(site
                     .error(

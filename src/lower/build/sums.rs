@@ -186,8 +186,8 @@ impl Lowering<'_> {
     /// its partials' exchange and `kernel_cycles` for its chunk, costs
     /// less than a band's ([`Self::band_sums`]: the others' partials, the
     /// copy of its own, the kernel) with the reader's gather of its rows
-    /// and that phase's sync. `None` otherwise. Each slice's partials are gathered
-    /// from every group that holds part of the chunk.
+    /// and that phase's sync. `None` otherwise. Each slice's partials are
+    /// gathered from every group that holds part of the chunk.
     pub(super) fn reader_sums(
         &mut self,
         op: OpId,
