@@ -410,7 +410,10 @@ fn binding(
             ));
         }
     }
-    if let Some(byte) = first_uncovered(&binding.pieces, total).filter(|_| read_back) {
+    if let Some(byte) = read_back
+        .then(|| first_uncovered(&binding.pieces, total))
+        .flatten()
+    {
         return fail(format!(
             "no piece holds byte {byte} of tensor `{}` ({total} bytes)",
             tensor.name
