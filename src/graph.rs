@@ -479,6 +479,24 @@ impl Graph {
         base
     }
 
+    /// Whether an operation on the device reads `tensor`: directly, through
+    /// views of it, or as the value a repeat carries into its next
+    /// iteration. A result only the host reads leaves no layout for a later
+    /// operation to pay for.
+    pub(crate) fn read_on_device(&self, tensor: TensorId) -> bool {
+        self.repeats.iter().any(|r| r.carry_out == tensor)
+            || self
+                .ops
+                .iter()
+                .filter(|op| op.inputs.contains(&tensor))
+                .any(|op| match op.kind {
+                    OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. } => {
+                        self.read_on_device(op.output)
+                    }
+                    _ => true,
+                })
+    }
+
     /// The repeat whose body contains `op`, if any.
     pub(crate) fn repeat_of(&self, op: OpId) -> Option<&Repeat> {
         self.repeats.iter().find(|r| r.body.contains(&op))

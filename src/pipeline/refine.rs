@@ -13,7 +13,9 @@
 //! its scheduled gather is what the result's layout costs the operations
 //! after it (a product written in the swapped orientation leaves row
 //! blocks, which a row reader gathers element by element), not part of the
-//! operation's cycles, and the selection weighs it with them.
+//! operation's cycles, and the selection weighs it with them. A result the
+//! host alone reads ([`OpSignature::unread`]) has no reader: whatever its
+//! layout, the host reads it once.
 //!
 //! An activation operand comes from a synthetic element-wise producer laid
 //! out by the planner's own analytical choice for it: whole rows over the
@@ -134,7 +136,7 @@ pub(crate) fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
     let output = TensorId(tensors.len() as u32);
     tensors.push(tensor("out".into(), &signature.output, Role::Activation));
     ops.push(Op {
-        name: "op".into(),
+        name: PLANNED.into(),
         kind,
         inputs,
         output,
@@ -142,18 +144,22 @@ pub(crate) fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
     // The result's reader: an element-wise operation in f16, spread as the
     // planner spreads it, standing for the operations that read the result
     // along its rows (norms, softmaxes, adds, the next product's rows).
-    let read = TensorId(tensors.len() as u32);
-    tensors.push(Tensor {
-        dtype: DType::F16,
-        scale: 0,
-        ..tensor(READER.into(), &signature.output, Role::Activation)
-    });
-    ops.push(Op {
-        name: READER.into(),
-        kind: elementwise(signature.output.dtype),
-        inputs: vec![output],
-        output: read,
-    });
+    // None when the host alone reads the result.
+    let mut read = output;
+    if !signature.unread {
+        read = TensorId(tensors.len() as u32);
+        tensors.push(Tensor {
+            dtype: DType::F16,
+            scale: 0,
+            ..tensor(READER.into(), &signature.output, Role::Activation)
+        });
+        ops.push(Op {
+            name: READER.into(),
+            kind: elementwise(signature.output.dtype),
+            inputs: vec![output],
+            output: read,
+        });
+    }
     Some(Graph {
         name: "refine".into(),
         target: signature.target,
@@ -184,9 +190,13 @@ fn elementwise(dtype: DType) -> OpKind {
 /// The name of [`one_op_graph`]'s reader of the result.
 const READER: &str = "read";
 
-/// The operation [`one_op_graph`] plans: the one before the reader.
+/// The name of the operation [`one_op_graph`] plans.
+const PLANNED: &str = "op";
+
+/// The operation [`one_op_graph`] plans: the last but its reader.
 fn planned(graph: &Graph) -> OpId {
-    OpId(graph.ops.len().saturating_sub(2) as u32)
+    let reader = graph.ops.last().is_some_and(|op| op.name == READER);
+    OpId(graph.ops.len().saturating_sub(1 + usize::from(reader)) as u32)
 }
 
 /// How a synthetic producer spreads its result: the way the planner would
@@ -605,6 +615,7 @@ mod tests {
             output: operand(&[16, 16], false),
             tiles: 4,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
             spread: 0,
         }
     }
@@ -635,6 +646,22 @@ mod tests {
             ..matmul()
         };
         assert!(one_op_graph(&view).is_none());
+        // A result the host alone reads gets no reader.
+        let unread = OpSignature {
+            unread: true,
+            ..matmul()
+        };
+        let graph = one_op_graph(&unread).expect("a matmul has device work");
+        let ops: Vec<&str> = graph.ops.iter().map(|op| op.name.as_str()).collect();
+        assert_eq!(ops, ["produce0", "op"]);
+        assert_eq!(planned(&graph), OpId(1));
+        assert_eq!(graph.outputs, [graph.ops[1].output]);
+        let plans = operator_plans(&unread);
+        assert!(plans
+            .finalists
+            .iter()
+            .filter_map(|c| c.refined)
+            .all(|r| r.reader_exchange_cycles == 0));
     }
 
     #[test]
@@ -693,6 +720,7 @@ mod tests {
             },
             tiles: 64,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
             spread: 0,
         };
         let plans = operator_plans(&signature);
@@ -741,6 +769,7 @@ mod tests {
             },
             tiles: 64,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
             spread: 0,
         };
         let plans = operator_plans(&signature);

@@ -105,6 +105,7 @@ mod tests {
             tiles: 64,
             spread: 0,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
         };
         let plans = finalists(&signature, &IPU21);
         for candidate in &plans.finalists {

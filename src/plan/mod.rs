@@ -863,6 +863,7 @@ mod tests {
                 output: operand(&[128, 64], DType::F16, false),
                 tiles: 64,
                 target: crate::target::TargetId::Ipu21,
+                unread: false,
                 spread: 0,
             },
             expect![[r#"
@@ -887,6 +888,7 @@ mod tests {
             output: operand(shape, DType::F16, false),
             tiles: 64,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
             spread: 0,
         }
     }
@@ -939,6 +941,7 @@ mod tests {
                 output: operand(&[197, 3072], DType::F143, false),
                 tiles: 1472,
                 target: crate::target::TargetId::Ipu21,
+                unread: false,
                 spread: 0,
             },
             expect![[r#"
@@ -971,6 +974,7 @@ mod tests {
             output: operand(&[rows, 768], DType::F143, false),
             tiles,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
             spread: 0,
         };
         check(
@@ -1012,6 +1016,7 @@ mod tests {
             output: operand(&[4, 64], DType::F16, false),
             tiles: 16,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
             spread: 0,
         };
         let layernorm = signature(SignatureKind::Layernorm {
@@ -1063,6 +1068,7 @@ mod tests {
             output: operand(&[64, 256], DType::F16, false),
             tiles: 16,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
             spread: 0,
         };
         let exchange = |signature: &OpSignature| {
@@ -1109,6 +1115,7 @@ mod tests {
             output: operand(&[197, 384 * 8], DType::F16, false),
             tiles: 2,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
             spread: 0,
         };
         let plans = finalists(&signature, &IPU21);
@@ -1147,6 +1154,7 @@ mod tests {
             output: operand(&[1536, 64], DType::F16, false),
             tiles: 192,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
             spread: REPLICATION_LEVELS,
         };
         let relaxed = finalists(&signature, &IPU21);
@@ -1193,6 +1201,7 @@ mod tests {
             output: operand(&[197, 1536], DType::F16, false),
             tiles: 64,
             target: crate::target::TargetId::Ipu21,
+            unread: false,
             spread,
         };
         let once = (384 * 1536) / 64;

@@ -101,6 +101,11 @@ pub(crate) struct OpSignature {
     /// The machine the operation is planned for.
     #[serde(default)]
     pub target: TargetId,
+    /// No operation on the device reads the result, the host alone does:
+    /// its layout costs no later operation an exchange, so refinement
+    /// weighs no reader's gather.
+    #[serde(default)]
+    pub unread: bool,
 }
 
 impl OpSignature {
@@ -172,6 +177,7 @@ impl OpSignature {
             tiles: graph.tiles,
             spread: 0,
             target: graph.target,
+            unread: !graph.read_on_device(op.output),
         }
     }
 
@@ -213,6 +219,9 @@ impl fmt::Display for OpSignature {
         write!(f, " -> {} on {} tiles", self.output, self.tiles)?;
         if self.spread > 0 {
             write!(f, ", spread {}", self.spread)?;
+        }
+        if self.unread {
+            f.write_str(", read by the host alone")?;
         }
         Ok(())
     }

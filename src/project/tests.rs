@@ -670,3 +670,77 @@ fn editing_a_tensor_file_s_values_does_not_validate_again() {
         "{executed:?}"
     );
 }
+
+/// Whether a device operation reads a result: a repeat's carry is read by
+/// the next iteration, a view passes the question to its own readers, and
+/// a result only the host reads is not.
+#[test]
+fn results_read_on_device_are_those_an_operation_or_a_carry_reads() {
+    let (db, fs) = database();
+    let read = |db: &Database, path: &str| -> Vec<(String, bool)> {
+        let result = project_graph(db, db.file(Utf8Path::new(path)));
+        let graph = result.graph.as_ref().expect("a valid project");
+        graph
+            .ops
+            .iter()
+            .map(|op| (op.name.clone(), graph.read_on_device(op.output)))
+            .collect()
+    };
+    let names = |pairs: Vec<(String, bool)>| -> String {
+        let mut out: Vec<String> = pairs
+            .into_iter()
+            .map(|(name, read)| format!("{name}={read}"))
+            .collect();
+        out.sort();
+        out.join(" ")
+    };
+    expect!["h_f8=true h_next=true mixed=true y=false"]
+        .assert_eq(&names(read(&db, "p/small.toml")));
+    fs.write(
+        "p/views.toml",
+        r#"
+[project]
+name = "views"
+target = "ipu21"
+tiles = 4
+seed = 1
+
+[[tensor]]
+name = "x"
+shape = [8, 16]
+dtype = "f16"
+role = "input"
+
+[[op]]
+name = "a"
+op = "gelu"
+inputs = ["x"]
+dtype = "f16"
+
+[[op]]
+name = "a_t"
+op = "transpose"
+inputs = ["a"]
+perm = [1, 0]
+
+[[op]]
+name = "b"
+op = "gelu"
+inputs = ["a_t"]
+dtype = "f16"
+
+[[op]]
+name = "b_t"
+op = "transpose"
+inputs = ["b"]
+perm = [1, 0]
+
+[check]
+reference_precision = "f32"
+min_cosine_similarity = 0.999
+max_abs_error = 0.01
+outputs = ["b_t"]
+"#,
+    );
+    expect!["a=true a_t=true b=false b_t=false"].assert_eq(&names(read(&db, "p/views.toml")));
+}
