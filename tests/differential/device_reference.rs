@@ -16,7 +16,7 @@ use crate::support;
 use camino::Utf8Path;
 use ipub::db::Db;
 use ipub::device::embedded::{Device, EmbeddedModel};
-use ipub::graph::ReferencePrecision;
+use ipub::graph::{DType, OpKind, ReferencePrecision};
 use ipub::package::Call;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -174,6 +174,24 @@ pub fn calibrate(generated: &Generated) -> Thresholds {
     ) else {
         return placeholder;
     };
+    // The softmaxes the device may compute in f16 before rounding them to
+    // FP8, evaluated again with their scale moved by a few f16 steps either
+    // way: how far that moves the outputs is what a code flipped by the
+    // fused kernel's f16 exponentials can.
+    let fp8_softmaxes = softmaxes_rounded_to_fp8(&graph);
+    let shifted: Vec<_> = [1.0 + SOFTMAX_SHIFT, 1.0 - SOFTMAX_SHIFT]
+        .into_iter()
+        .filter(|_| !fp8_softmaxes.is_empty())
+        .filter_map(|factor| {
+            let mut moved = (*graph).clone();
+            for &op in &fp8_softmaxes {
+                if let OpKind::Softmax { scale, .. } = &mut moved.ops[op].kind {
+                    *scale *= factor;
+                }
+            }
+            ipub::reference::evaluate(&moved, ReferencePrecision::Device).ok()
+        })
+        .collect();
     let mut max_abs: f64 = 0.0;
     let mut min_cos: f64 = 0.9999;
     // The lowest similarity between the two precisions themselves: an
@@ -194,16 +212,22 @@ pub fn calibrate(generated: &Generated) -> Thresholds {
         // units in the last place of the output's format at its peak (one
         // code of an FP8 output).
         let mantissa_bits = match graph.tensor(output).dtype {
-            ipub::graph::DType::F32 | ipub::graph::DType::F16 => 8,
-            ipub::graph::DType::F143 => 3,
-            ipub::graph::DType::F152 => 2,
+            DType::F32 | DType::F16 => 8,
+            DType::F143 => 3,
+            DType::F152 => 2,
         };
         let floor = f64::from(peak).max(1e-2) * 2f64.powi(-mantissa_bits) * 1.01;
-        let allowed = if noise.max_abs_error.is_finite() {
+        let mut allowed = if noise.max_abs_error.is_finite() {
             (8.0 * f64::from(noise.max_abs_error)).max(floor)
         } else {
             1e300
         };
+        for values in shifted.iter().filter_map(|evaluated| evaluated.get(output)) {
+            let flips = ipub::compare::compare(a, values, 0.0, f64::MAX);
+            if flips.max_abs_error.is_finite() {
+                allowed = allowed.max(2.0 * f64::from(flips.max_abs_error));
+            }
+        }
         max_abs = max_abs.max(allowed);
         // Cosine distance gets more room than the absolute error: a code
         // flipped in an FP8 intermediate (an implicit cast) moves it more
@@ -215,6 +239,53 @@ pub fn calibrate(generated: &Generated) -> Thresholds {
         min_cosine_similarity: round_down(min_cos.max(0.5).min(lowest_noise - 1e-4).max(-1.0)),
         max_abs_error: round_up(max_abs.max(1e-6)),
     }
+}
+
+/// How far [`calibrate`] moves the scale of a softmax rounded to FP8:
+/// four f16 steps, about the relative error of the fused kernel's f16
+/// exponentials at arguments near 1 (book numerics: `(2 + |a|) 2^-9`).
+const SOFTMAX_SHIFT: f32 = 1.0 / 256.0;
+
+/// The f16 softmaxes whose result an FP8 rounding reads (a cast to FP8, or
+/// a product whose other factor is FP8, which legalization converts it
+/// for), through views: those the fusion may compute with f16
+/// exponentials (`softmax_f16_once`).
+fn softmaxes_rounded_to_fp8(graph: &ipub::graph::Graph) -> Vec<usize> {
+    let is_view = |kind: &OpKind| {
+        matches!(
+            kind,
+            OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. }
+        )
+    };
+    let fp8 = |t: ipub::graph::TensorId| {
+        !matches!(graph.tensors[t.0 as usize].dtype, DType::F16 | DType::F32)
+    };
+    // Whether an FP8 rounding reads `tensor`, directly or through views.
+    fn rounded(
+        graph: &ipub::graph::Graph,
+        tensor: ipub::graph::TensorId,
+        is_view: &dyn Fn(&OpKind) -> bool,
+        fp8: &dyn Fn(ipub::graph::TensorId) -> bool,
+    ) -> bool {
+        graph
+            .ops
+            .iter()
+            .filter(|op| op.inputs.contains(&tensor))
+            .any(|op| match op.kind {
+                OpKind::Cast => fp8(op.output),
+                OpKind::Matmul { .. } => op.inputs.iter().take(2).any(|&t| fp8(t)),
+                ref kind if is_view(kind) => rounded(graph, op.output, is_view, fp8),
+                _ => false,
+            })
+    }
+    graph
+        .ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| matches!(op.kind, OpKind::Softmax { .. }))
+        .filter(|(_, op)| rounded(graph, op.output, &is_view, &fp8))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Six significant digits, rounded towards looser thresholds.
