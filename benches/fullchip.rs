@@ -18,7 +18,7 @@ mod common;
 use camino::{Utf8Path, Utf8PathBuf};
 use common::copy_dir;
 use ipub::cli::build::build;
-use ipub::cli::stamp::package_path;
+use ipub::cli::watch::keep_package;
 use ipub::db::{Database, Db};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -158,7 +158,10 @@ fn watch_edit(root: &Utf8Path, workload: &Workload) -> (f64, usize) {
     let file = db.file(Utf8Path::new(workload.project));
     let first = build(&db, file, false);
     assert!(first.ok, "{} builds in watch", workload.project);
-    let mut written = first.package.clone().expect("package");
+    // As `ipub watch` does: the package written, the stamp saved.
+    let project = Utf8Path::new(workload.project);
+    keep_package(&db, project, None, &first, None).expect("writes");
+    let written = first.package.clone().expect("package");
     if let Some(store) = db.store() {
         store.flush();
     }
@@ -176,14 +179,7 @@ fn watch_edit(root: &Utf8Path, workload: &Workload) -> (f64, usize) {
     db.refresh_file(Utf8Path::new(workload.file));
     let outcome = build(&db, file, false);
     assert!(outcome.ok, "{} builds after the edit", workload.project);
-    let bytes = outcome.package.clone().expect("package");
-    if *bytes != *written {
-        bytes
-            .write(&root.join(package_path(None, &outcome.name)))
-            .expect("writes");
-        written = bytes;
-    }
-    drop(written);
+    keep_package(&db, project, None, &outcome, Some(&written)).expect("writes");
     (started.elapsed().as_secs_f64() * 1000.0, outcome.recomputed)
 }
 

@@ -13,7 +13,7 @@ mod common;
 use camino::{Utf8Path, Utf8PathBuf};
 use common::copy_dir;
 use ipub::cli::build::build;
-use ipub::cli::stamp::package_path;
+use ipub::cli::watch::keep_package;
 use ipub::db::{Database, Db};
 use std::process::Command;
 use std::time::Instant;
@@ -47,7 +47,6 @@ fn fresh_build(root: &Utf8Path) -> (f64, usize) {
 fn watch_rebuild(
     db: &mut Database,
     file: ipub::db::SourceFile,
-    root: &Utf8Path,
     edited: &[Utf8PathBuf],
     written: &mut Option<std::sync::Arc<ipub::package::file::Encoded>>,
 ) -> (f64, f64, usize, usize) {
@@ -62,14 +61,14 @@ fn watch_rebuild(
     }
     let outcome = build(db, file, false);
     assert!(outcome.ok, "the edited project builds");
-    let bytes = outcome.package.clone().expect("package");
-    let mut writing = 0.0;
-    if written.as_ref().is_none_or(|w| **w != *bytes) {
-        let path = root.join(package_path(None, &outcome.name));
-        let write_started = Instant::now();
-        bytes.write(&path).expect("writes");
-        writing = write_started.elapsed().as_secs_f64() * 1000.0;
-        *written = Some(bytes);
+    // As `ipub watch` does: the package written if it changed, the stamp
+    // saved.
+    let write_started = Instant::now();
+    let wrote =
+        keep_package(db, Utf8Path::new(PROJECT), None, &outcome, written.as_ref()).expect("writes");
+    let writing = write_started.elapsed().as_secs_f64() * 1000.0;
+    if wrote {
+        *written = outcome.package.clone();
     }
     (
         started.elapsed().as_secs_f64() * 1000.0,
@@ -103,14 +102,14 @@ fn main() {
     let mut db = Database::on_disk();
     let file = db.file(Utf8Path::new(PROJECT));
     let mut written = None;
-    let (warm, _, queries, items) = watch_rebuild(&mut db, file, &root, &[], &mut written);
+    let (warm, _, queries, items) = watch_rebuild(&mut db, file, &[], &mut written);
     println!(
         "vit-fp8 first build in watch (plans and images from the store): {warm:.0} ms, {queries} queries, {items} items computed"
     );
     let known = db.known_files();
     let mut best = (f64::MAX, 0.0, 0, 0);
     for _ in 0..5 {
-        let run = watch_rebuild(&mut db, file, &root, &known, &mut written);
+        let run = watch_rebuild(&mut db, file, &known, &mut written);
         if run.0 < best.0 {
             best = run;
         }
@@ -152,13 +151,8 @@ fn main() {
     let mut counts = (0, 0);
     for edit in &edits {
         std::fs::write(&gelu, edit).expect("edit");
-        let (ms, writing, queries, items) = watch_rebuild(
-            &mut db,
-            file,
-            &root,
-            std::slice::from_ref(&gelu),
-            &mut written,
-        );
+        let (ms, writing, queries, items) =
+            watch_rebuild(&mut db, file, std::slice::from_ref(&gelu), &mut written);
         times.push((ms, writing));
         counts = (queries, items);
     }
@@ -168,7 +162,7 @@ fn main() {
         times[0].0, times[1].0, times[1].1, counts.0, counts.1
     );
     std::fs::write(&gelu, &source).expect("revert");
-    let (revert, _, queries, items) = watch_rebuild(&mut db, file, &root, &[gelu], &mut written);
+    let (revert, _, queries, items) = watch_rebuild(&mut db, file, &[gelu], &mut written);
     println!(
         "vit-fp8 rebuild in watch after reverting the kernel edits (images from the store): {revert:.1} ms, {queries} queries, {items} items computed"
     );
@@ -177,18 +171,13 @@ fn main() {
     let encoder = Utf8PathBuf::from("projects/layers/vit-encoder.toml");
     let text = std::fs::read_to_string(&encoder).expect("encoder");
     std::fs::write(&encoder, text.replace("1536", "1024")).expect("edit");
-    let (shape, _, queries, items) = watch_rebuild(
-        &mut db,
-        file,
-        &root,
-        std::slice::from_ref(&encoder),
-        &mut written,
-    );
+    let (shape, _, queries, items) =
+        watch_rebuild(&mut db, file, std::slice::from_ref(&encoder), &mut written);
     println!(
         "vit-fp8 rebuild in watch after one op-shape edit (MLP width 1536 -> 1024): {shape:.0} ms, {queries} queries, {items} items computed"
     );
     std::fs::write(&encoder, &text).expect("revert");
-    let (revert, _, queries, items) = watch_rebuild(&mut db, file, &root, &[encoder], &mut written);
+    let (revert, _, queries, items) = watch_rebuild(&mut db, file, &[encoder], &mut written);
     println!(
         "vit-fp8 rebuild in watch after reverting it: {revert:.0} ms, {queries} queries, {items} items computed"
     );

@@ -163,6 +163,31 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
         .map(|t| t.name.clone());
     assert!(x.is_some(), "the new package has the edited shape");
     assert!(status.success());
+
+    // Watch saved the stamp of what it wrote: a build in another process
+    // finds the package up to date, and after a comment edit (no new
+    // package) it still does, having read the package back once.
+    let fresh_build = || {
+        let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
+            .args(["build", "matmul-f8.toml"])
+            .current_dir(dir.path())
+            .env("IPUB_CACHE_DIR", dir.path().join(".cache"))
+            .output()
+            .expect("run ipub build");
+        assert!(output.status.success());
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let stdout = fresh_build();
+    assert!(stdout.contains("is up to date"), "{stdout}");
+    let edited = original.replace("shape = [128, 64]", "shape = [256, 64]");
+    let mut watch = Watch::start(dir.path(), "matmul-f8.toml", 1, &[]);
+    watch.wait_for("watching");
+    save_by_rename(&project, &format!("# a comment\n{edited}"));
+    let lines = watch.wait_for("rebuilt after change to matmul-f8.toml");
+    assert!(!lines.iter().any(|l| l.starts_with("wrote")), "{lines:?}");
+    assert!(watch.child.wait().expect("watch exits").success());
+    let stdout = fresh_build();
+    assert!(stdout.contains("is up to date"), "{stdout}");
 }
 
 #[test]

@@ -10,7 +10,7 @@
 use crate::cli::build::{build, explain_build, finished_message, report_outcome, Outcome};
 use crate::cli::message::{Message, RebuildFinished};
 use crate::cli::output::{self, MessageArgs};
-use crate::cli::stamp::{package_path, toml_keys_changed, Change, ChangeKind};
+use crate::cli::stamp::{package_path, toml_keys_changed, Change, ChangeKind, Stamp, DEFAULT_OUT};
 use crate::db::{Database, Db};
 use camino::{Utf8Path, Utf8PathBuf};
 use notify::{RecursiveMode, Watcher};
@@ -64,16 +64,15 @@ impl Watched {
             finished_message(&self.path, &outcome, None, started);
             return outcome;
         };
-        if self
-            .written
-            .as_ref()
-            .is_some_and(|w| std::sync::Arc::ptr_eq(w, &bytes) || **w == *bytes)
-        {
-            finished_message(&self.path, &outcome, Some(&path), started);
-            return outcome;
-        }
-        match bytes.write(&path) {
-            Ok(()) => {
+        match keep_package(
+            db,
+            &self.path,
+            args.out.as_deref(),
+            &outcome,
+            self.written.as_ref(),
+        ) {
+            Ok(false) => finished_message(&self.path, &outcome, Some(&path), started),
+            Ok(true) => {
                 output::result_line(format!("wrote {path}"));
                 finished_message(&self.path, &outcome, Some(&path), started);
                 self.written = Some(bytes);
@@ -88,6 +87,44 @@ impl Watched {
         }
         outcome
     }
+}
+
+/// After a good rebuild of `project` in watch (`outcome`): writes its
+/// package where a build into `out` writes it, unless `written` (the last
+/// package this watch wrote there) holds the same bytes, and saves the
+/// build stamp, so that `ipub build` or `ipub run` in another process finds
+/// the package up to date instead of building it again. Returns whether it
+/// wrote; a rebuild that recomputed nothing and wrote nothing leaves the
+/// last stamp as it is.
+///
+/// A package left in place is stamped without its file's identity: the
+/// next build reads it back and compares its hash before trusting it.
+pub fn keep_package(
+    db: &Database,
+    project: &Utf8Path,
+    out: Option<&Utf8Path>,
+    outcome: &Outcome,
+    written: Option<&std::sync::Arc<crate::package::file::Encoded>>,
+) -> Result<bool, crate::package::PackageError> {
+    let Some(bytes) = outcome.package.as_ref().filter(|_| outcome.ok) else {
+        return Ok(false);
+    };
+    let path = package_path(out, &outcome.name);
+    let unchanged = written.is_some_and(|w| std::sync::Arc::ptr_eq(w, bytes) || **w == **bytes);
+    if unchanged && outcome.recomputed == 0 {
+        return Ok(false);
+    }
+    if !unchanged {
+        bytes.write(&path)?;
+    }
+    let mut stamp = Stamp::record(db, &path, bytes);
+    if unchanged {
+        stamp.package_file = None;
+    }
+    let store = crate::store::Store::default_location();
+    let out_key = out.unwrap_or(Utf8Path::new(DEFAULT_OUT));
+    stamp.save(&store, project, out_key, bytes);
+    Ok(!unchanged)
 }
 
 /// Runs a written package on the model and checks its numerics.
