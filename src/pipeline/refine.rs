@@ -274,7 +274,9 @@ pub(crate) fn refine(
     let rearranges = rearranges(&program, consumer);
     // What moves into the operation: its transfers, and the parts of its
     // operands a tile holds itself (local now, but not once rotated).
-    let moves = moves_by_pair(
+    let moves = tile_moves(
+        &program,
+        &mine,
         feeding
             .iter()
             .flat_map(|phase| &phase.transfers)
@@ -293,12 +295,12 @@ pub(crate) fn refine(
             })),
     );
     let tiles = TileIndex::of(&program);
-    let baseline_pressure = pressure(&program, &tiles, &moves, 0, &mine);
+    let baseline_pressure = pressure(&tiles, &moves, 0);
     let count = tiles.order.len() as u32;
     let best_rotation_pressure = [count / 2, 1]
         .into_iter()
         .filter(|&r| r > 0 && r < count)
-        .map(|r| pressure(&program, &tiles, &moves, r, &mine))
+        .map(|r| pressure(&tiles, &moves, r))
         .min()
         .unwrap_or(baseline_pressure);
     let rearrange = rearrange_cycles(&rearranges);
@@ -355,22 +357,25 @@ fn rearrange_cycles(rearranges: &[(&KernelRun, local::BlockCopy)]) -> u64 {
 /// Bytes copied from one buffer to another.
 type Move = (BufferId, BufferId, u64);
 
-/// The moves summed per (source, destination) buffer pair. Pressure only
-/// depends on which tiles the two buffers are on, so one entry per pair
-/// gives the same figures as one per transfer, and a full-chip operation
-/// has far fewer buffer pairs than transfers.
-fn moves_by_pair(moves: impl Iterator<Item = Move>) -> Vec<Move> {
-    // Sorted, equal pairs sit together and are summed in one pass.
-    let mut moves: Vec<Move> = moves.collect();
-    moves.sort_unstable_by_key(|&(source, destination, _)| (source, destination));
-    moves.dedup_by(|later, kept| {
-        let same = (later.0, later.1) == (kept.0, kept.1);
-        if same {
-            kept.2 += later.2;
-        }
-        same
-    });
+/// A move as the tiles it joins, `(from, to, bytes)`: each end's tile,
+/// with [`MINE`] set when that end is one of the operation's own buffers
+/// (the ones a rotation moves). Pressure depends on nothing else, so the
+/// buffers are looked up once, not once per rotation screened, and nothing
+/// needs sorting.
+type TileMove = (u32, u32, u64);
+
+/// The flag of a [`TileMove`] end that rotates with the operation.
+const MINE: u32 = 1 << 31;
+
+fn tile_moves(
+    program: &Program,
+    mine: &dyn Fn(BufferId) -> bool,
+    moves: impl Iterator<Item = Move>,
+) -> Vec<TileMove> {
+    let end = |buffer: BufferId| program.buffer(buffer).tile | if mine(buffer) { MINE } else { 0 };
     moves
+        .map(|(source, destination, bytes)| (end(source), end(destination), bytes))
+        .collect()
 }
 
 /// The program's tiles in order, and each tile's position among them,
@@ -393,19 +398,14 @@ impl TileIndex {
 }
 
 /// The busiest tile's exchange bytes (sent or received, whichever is
-/// larger) when the operation's own buffers (`mine`) move `rotation` tiles
-/// along while its operands stay where their producers left them.
-fn pressure(
-    program: &Program,
-    tiles: &TileIndex,
-    moves: &[Move],
-    rotation: u32,
-    mine: &dyn Fn(BufferId) -> bool,
-) -> u64 {
+/// larger) when the operation's own buffers (the ends marked [`MINE`])
+/// move `rotation` tiles along while its operands stay where their
+/// producers left them.
+fn pressure(tiles: &TileIndex, moves: &[TileMove], rotation: u32) -> u64 {
     let n = tiles.order.len().max(1);
-    let moved = |buffer: BufferId| {
-        let tile = program.buffer(buffer).tile;
-        if rotation == 0 || !mine(buffer) {
+    let moved = |end: u32| {
+        let tile = end & !MINE;
+        if rotation == 0 || end & MINE == 0 {
             return tile;
         }
         let index = tiles.position[tile as usize] as usize;
