@@ -425,6 +425,17 @@ fn an_editor_session_from_first_keystroke_to_rebuild_on_save() {
     let package = built["package"].as_str().expect("package path");
     assert!(Path::new(package).exists(), "{package}");
     assert!(package.starts_with(dir.to_str().unwrap()), "{package}");
+    // The editor's build left its stamp: `ipub build` in the workspace's
+    // directory finds the package up to date instead of building again.
+    let fresh = Command::new(env!("CARGO_BIN_EXE_ipub"))
+        .args(["build", "proj/small.toml"])
+        .current_dir(&dir)
+        .env("IPUB_CACHE_DIR", dir.join(".cache"))
+        .output()
+        .expect("run ipub build");
+    let stdout = String::from_utf8_lossy(&fresh.stdout);
+    assert!(fresh.status.success(), "{stdout}");
+    assert!(stdout.contains("is up to date"), "{stdout}");
 
     // A save that does not fit: the placement error at `tiles`.
     let big = ROOT

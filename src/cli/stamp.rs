@@ -125,7 +125,7 @@ fn hash(contents: Option<&str>) -> Option<String> {
 const PACKAGE_OUTPUT: &str = "package.ipuexe";
 
 /// What stands for the default output directory in a stamp's key.
-pub(super) const DEFAULT_OUT: &str = "<default>";
+pub(crate) const DEFAULT_OUT: &str = "<default>";
 
 /// The store key of a project built into `out`.
 fn key(project: &Utf8Path, out: &Utf8Path) -> blake3::Hash {
@@ -189,6 +189,29 @@ impl Stamp {
         if let Err(error) = store.put_with_outputs("stamps", &key(project, out), self, outputs) {
             tracing::warn!(%error, "could not save the build stamp");
         }
+    }
+
+    /// Saves the stamp of a build that kept `bytes` as the package at
+    /// `package` (a rebuild in `ipub watch` or an editor): written just now
+    /// (`written`), when its file's identity is recorded, or left in place
+    /// because the bytes did not change, when it is not and the next build
+    /// reads the file back to prove it holds them. `out` is the output
+    /// directory a build into `package` names (`DEFAULT_OUT` resolved
+    /// against the directory the default output is under).
+    pub(crate) fn save_kept(
+        db: &Database,
+        project: &Utf8Path,
+        out: &Utf8Path,
+        package: &Utf8Path,
+        bytes: &crate::package::file::Encoded,
+        written: bool,
+    ) {
+        let mut stamp = Stamp::record(db, package, bytes);
+        if !written {
+            stamp.package_file = None;
+        }
+        let store = Store::default_location();
+        stamp.save(&store, project, out, bytes);
     }
 
     /// Fetches the package this stamp describes from the remote cache and

@@ -97,8 +97,8 @@ impl Watched {
 /// wrote; a rebuild that recomputed nothing and wrote nothing leaves the
 /// last stamp as it is.
 ///
-/// A package left in place is stamped without its file's identity: the
-/// next build reads it back and compares its hash before trusting it.
+/// A package left in place is stamped without its file's identity
+/// ([`Stamp::save_kept`]).
 pub fn keep_package(
     db: &Database,
     project: &Utf8Path,
@@ -117,13 +117,8 @@ pub fn keep_package(
     if !unchanged {
         bytes.write(&path)?;
     }
-    let mut stamp = Stamp::record(db, &path, bytes);
-    if unchanged {
-        stamp.package_file = None;
-    }
-    let store = crate::store::Store::default_location();
     let out_key = out.unwrap_or(Utf8Path::new(DEFAULT_OUT));
-    stamp.save(&store, project, out_key, bytes);
+    Stamp::save_kept(db, project, out_key, &path, bytes, !unchanged);
     Ok(!unchanged)
 }
 

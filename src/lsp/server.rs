@@ -4,7 +4,7 @@
 use super::session::{is_root_text, Session};
 use super::{diagnostics, uri, LspError};
 use crate::cli::build::{build, Outcome};
-use crate::cli::stamp::package_path;
+use crate::cli::stamp::{package_path, Stamp, DEFAULT_OUT};
 use crate::diagnostic::Diagnostic;
 use camino::{Utf8Path, Utf8PathBuf};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
@@ -278,16 +278,22 @@ impl Session {
             .or_else(|| root.parent().map(Utf8Path::to_owned))
             .unwrap_or_default();
         let path = base.join(package_path(None, &outcome.name));
+        // The stamp `ipub build` in the workspace's directory looks for.
+        let out_key = base.join(DEFAULT_OUT);
         if self
             .written
             .get(root)
             .is_some_and(|w| Arc::ptr_eq(w, &bytes) || **w == *bytes)
             && path.exists()
         {
+            if outcome.recomputed > 0 {
+                Stamp::save_kept(&self.db, root, &out_key, &path, &bytes, false);
+            }
             return (Some(path), false);
         }
         match bytes.write(&path) {
             Ok(()) => {
+                Stamp::save_kept(&self.db, root, &out_key, &path, &bytes, true);
                 self.written.insert(root.to_owned(), bytes);
                 (Some(path), true)
             }
