@@ -53,8 +53,9 @@ struct Watched {
 }
 
 impl Watched {
-    /// Builds, and writes the package when its bytes changed. A failed
-    /// build writes nothing, so the last good package stays in place.
+    /// Builds, and writes the package when its bytes changed, with its
+    /// build stamp ([`keep_package`]). A failed build writes nothing, so
+    /// the last good package stays in place.
     fn rebuild(&mut self, db: &Database, args: &WatchArgs) -> Outcome {
         let started = Instant::now();
         let outcome = build(db, self.file, false);
