@@ -480,11 +480,13 @@ impl Graph {
     }
 
     /// Whether an operation on the device reads `tensor`: directly, through
-    /// views of it, or as the value a repeat carries into its next
-    /// iteration. A result only the host reads leaves no layout for a later
-    /// operation to pay for.
+    /// views of it, or as the value a repeat starts from or carries into
+    /// its next iteration. A result only the host reads leaves no layout
+    /// for a later operation to pay for.
     pub(crate) fn read_on_device(&self, tensor: TensorId) -> bool {
-        self.repeats.iter().any(|r| r.carry_out == tensor)
+        self.repeats
+            .iter()
+            .any(|r| r.carry_out == tensor || r.init == tensor)
             || self
                 .ops
                 .iter()

@@ -735,6 +735,25 @@ op = "transpose"
 inputs = ["b"]
 perm = [1, 0]
 
+[[op]]
+name = "c"
+op = "gelu"
+inputs = ["x"]
+dtype = "f16"
+
+[[repeat]]
+name = "r"
+count = 2
+input = "c"
+carry = "k"
+result = "k_next"
+
+[[repeat.op]]
+name = "k_next"
+op = "gelu"
+inputs = ["k"]
+dtype = "f16"
+
 [check]
 reference_precision = "f32"
 min_cosine_similarity = 0.999
@@ -742,5 +761,6 @@ max_abs_error = 0.01
 outputs = ["b_t"]
 "#,
     );
-    expect!["a=true a_t=true b=false b_t=false"].assert_eq(&names(read(&db, "p/views.toml")));
+    expect!["a=true a_t=true b=false b_t=false c=true k_next=true"]
+        .assert_eq(&names(read(&db, "p/views.toml")));
 }
