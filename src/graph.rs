@@ -367,6 +367,15 @@ impl PartialEq for Check {
 }
 
 impl OpKind {
+    /// A transpose, reshape or slice: a view of its input, with no device
+    /// work of its own.
+    pub(crate) fn is_view(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. }
+        )
+    }
+
     pub(crate) fn name(&self) -> &'static str {
         match self {
             OpKind::Matmul { .. } => "matmul",
@@ -468,13 +477,12 @@ impl Graph {
     /// slices, however many), or `tensor` itself when no view produces it.
     pub(crate) fn view_base(&self, tensor: TensorId) -> TensorId {
         let mut base = tensor;
-        while let Some(op) = self.ops.iter().find(|op| op.output == base) {
-            match op.kind {
-                OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. } => {
-                    base = op.inputs[0]
-                }
-                _ => break,
-            }
+        while let Some(op) = self
+            .ops
+            .iter()
+            .find(|op| op.output == base && op.kind.is_view())
+        {
+            base = op.inputs[0];
         }
         base
     }
@@ -491,12 +499,7 @@ impl Graph {
                 .ops
                 .iter()
                 .filter(|op| op.inputs.contains(&tensor))
-                .any(|op| match op.kind {
-                    OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. } => {
-                        self.read_on_device(op.output)
-                    }
-                    _ => true,
-                })
+                .any(|op| !op.kind.is_view() || self.read_on_device(op.output))
     }
 
     /// The repeat whose body contains `op`, if any.

@@ -251,11 +251,7 @@ fn op<'g>(
         .map(|&id| name(id).map(Value::from))
         .collect::<Result<Vec<_>, _>>()?;
     table.insert("inputs".into(), Value::Array(inputs));
-    let view = matches!(
-        op.kind,
-        OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. }
-    );
-    if !view {
+    if !op.kind.is_view() {
         table.insert("dtype".into(), output.dtype.name().into());
     }
     match &op.kind {

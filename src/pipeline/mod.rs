@@ -161,14 +161,7 @@ fn reading_back_all(graph: &Graph, written: usize) -> Graph {
     let results = graph
         .ops
         .iter()
-        .filter(|op| {
-            !matches!(
-                op.kind,
-                crate::graph::OpKind::Transpose { .. }
-                    | crate::graph::OpKind::Reshape
-                    | crate::graph::OpKind::Slice { .. }
-            )
-        })
+        .filter(|op| !op.kind.is_view())
         .map(|op| op.output)
         .chain(graph.repeats.iter().map(|r| r.output))
         .filter(|t| (t.0 as usize) < written);
