@@ -191,29 +191,6 @@ impl Stamp {
         }
     }
 
-    /// Saves the stamp of a build that kept `bytes` as the package at
-    /// `package` (a rebuild in `ipub watch` or an editor): written just now
-    /// (`written`), when its file's identity is recorded, or left in place
-    /// because the bytes did not change, when it is not and the next build
-    /// reads the file back to prove it holds them. `out` is the output
-    /// directory a build into `package` names (`DEFAULT_OUT` resolved
-    /// against the directory the default output is under).
-    pub(crate) fn save_kept(
-        db: &Database,
-        project: &Utf8Path,
-        out: &Utf8Path,
-        package: &Utf8Path,
-        bytes: &crate::package::file::Encoded,
-        written: bool,
-    ) {
-        let mut stamp = Stamp::record(db, package, bytes);
-        if !written {
-            stamp.package_file = None;
-        }
-        let store = Store::default_location();
-        stamp.save(&store, project, out, bytes);
-    }
-
     /// Fetches the package this stamp describes from the remote cache and
     /// writes it, when it is the package this build would write: at the
     /// path a build of `project` into `out` writes (the stamp's project

@@ -54,7 +54,7 @@ struct Watched {
 
 impl Watched {
     /// Builds, and writes the package when its bytes changed, with its
-    /// build stamp ([`keep_package`]). A failed build writes nothing, so
+    /// build stamp ([`keep_package_at`]). A failed build writes nothing, so
     /// the last good package stays in place.
     fn rebuild(&mut self, db: &Database, args: &WatchArgs) -> Outcome {
         let started = Instant::now();
@@ -65,13 +65,8 @@ impl Watched {
             finished_message(&self.path, &outcome, None, started);
             return outcome;
         };
-        match keep_package(
-            db,
-            &self.path,
-            args.out.as_deref(),
-            &outcome,
-            self.written.as_ref(),
-        ) {
+        let out = args.out.as_deref().unwrap_or(Utf8Path::new(DEFAULT_OUT));
+        match keep_package_at(db, &self.path, out, &path, &outcome, self.written.as_ref()) {
             Ok(false) => finished_message(&self.path, &outcome, Some(&path), started),
             Ok(true) => {
                 output::result_line(format!("wrote {path}"));
@@ -90,16 +85,51 @@ impl Watched {
     }
 }
 
-/// After a good rebuild of `project` in watch (`outcome`): writes its
-/// package where a build into `out` writes it, unless `written` (the last
-/// package this watch wrote there) holds the same bytes, and saves the
-/// build stamp, so that `ipub build` or `ipub run` in another process finds
-/// the package up to date instead of building it again. Returns whether it
-/// wrote; a rebuild that recomputed nothing and wrote nothing leaves the
-/// last stamp as it is.
-///
-/// A package left in place is stamped without its file's identity
-/// ([`Stamp::save_kept`]).
+/// After a good rebuild of `project` in a long-lived process (`ipub
+/// watch`, `ipub lsp`): writes its package to `path` unless `written` (the
+/// last package the process wrote there) holds the same bytes and the file
+/// is still there, and saves the build stamp a build into `out` looks for,
+/// so that `ipub build` or `ipub run` in another process finds the package
+/// up to date instead of building it again. Returns whether it wrote. A
+/// rebuild that recomputed nothing and wrote nothing leaves the last stamp
+/// as it is; a package left in place is stamped without its file's
+/// identity, so the next build reads it back and compares its hash before
+/// trusting it.
+pub(crate) fn keep_package_at(
+    db: &Database,
+    project: &Utf8Path,
+    out: &Utf8Path,
+    path: &Utf8Path,
+    outcome: &Outcome,
+    written: Option<&std::sync::Arc<crate::package::file::Encoded>>,
+) -> Result<bool, crate::package::PackageError> {
+    let Some(bytes) = outcome.package.as_ref().filter(|_| outcome.ok) else {
+        return Ok(false);
+    };
+    let unchanged = written.is_some_and(|w| std::sync::Arc::ptr_eq(w, bytes) || **w == **bytes)
+        && path.exists();
+    if unchanged && outcome.recomputed == 0 {
+        return Ok(false);
+    }
+    if !unchanged {
+        bytes.write(path)?;
+    }
+    let mut stamp = Stamp::record(db, path, bytes);
+    if unchanged {
+        stamp.package_file = None;
+    }
+    stamp.save(
+        &crate::store::Store::default_location(),
+        project,
+        out,
+        bytes,
+    );
+    Ok(!unchanged)
+}
+
+/// [`keep_package_at`] for a build into `out` (the default output
+/// directory when `None`), as `ipub watch` keeps each rebuild's package:
+/// for the benches, which rebuild the way watch does.
 pub fn keep_package(
     db: &Database,
     project: &Utf8Path,
@@ -107,20 +137,9 @@ pub fn keep_package(
     outcome: &Outcome,
     written: Option<&std::sync::Arc<crate::package::file::Encoded>>,
 ) -> Result<bool, crate::package::PackageError> {
-    let Some(bytes) = outcome.package.as_ref().filter(|_| outcome.ok) else {
-        return Ok(false);
-    };
     let path = package_path(out, &outcome.name);
-    let unchanged = written.is_some_and(|w| std::sync::Arc::ptr_eq(w, bytes) || **w == **bytes);
-    if unchanged && outcome.recomputed == 0 {
-        return Ok(false);
-    }
-    if !unchanged {
-        bytes.write(&path)?;
-    }
-    let out_key = out.unwrap_or(Utf8Path::new(DEFAULT_OUT));
-    Stamp::save_kept(db, project, out_key, &path, bytes, !unchanged);
-    Ok(!unchanged)
+    let out = out.unwrap_or(Utf8Path::new(DEFAULT_OUT));
+    keep_package_at(db, project, out, &path, outcome, written)
 }
 
 /// Runs a written package on the model and checks its numerics.

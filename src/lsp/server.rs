@@ -4,7 +4,8 @@
 use super::session::{is_root_text, Session};
 use super::{diagnostics, uri, LspError};
 use crate::cli::build::{build, Outcome};
-use crate::cli::stamp::{package_path, Stamp, DEFAULT_OUT};
+use crate::cli::stamp::{package_path, DEFAULT_OUT};
+use crate::cli::watch::keep_package_at;
 use crate::diagnostic::Diagnostic;
 use camino::{Utf8Path, Utf8PathBuf};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
@@ -13,7 +14,6 @@ use lsp_types::request::{self as r, Request as _};
 use lsp_types::InitializeParams;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Instant;
 
 /// The custom notification sent after every rebuild on save.
@@ -261,8 +261,9 @@ impl Session {
         Notification::new(BUILD_FINISHED.to_string(), params)
     }
 
-    /// Writes a good build's package when its bytes changed; returns its
-    /// path and whether it was written.
+    /// Writes a good build's package when its bytes changed, with the
+    /// build stamp `ipub build` in the workspace's directory looks for;
+    /// returns its path and whether it was written.
     fn write_package(
         &mut self,
         root: &Utf8Path,
@@ -278,24 +279,13 @@ impl Session {
             .or_else(|| root.parent().map(Utf8Path::to_owned))
             .unwrap_or_default();
         let path = base.join(package_path(None, &outcome.name));
-        // The stamp `ipub build` in the workspace's directory looks for.
-        let out_key = base.join(DEFAULT_OUT);
-        if self
-            .written
-            .get(root)
-            .is_some_and(|w| Arc::ptr_eq(w, &bytes) || **w == *bytes)
-            && path.exists()
-        {
-            if outcome.recomputed > 0 {
-                Stamp::save_kept(&self.db, root, &out_key, &path, &bytes, false);
-            }
-            return (Some(path), false);
-        }
-        match bytes.write(&path) {
-            Ok(()) => {
-                Stamp::save_kept(&self.db, root, &out_key, &path, &bytes, true);
-                self.written.insert(root.to_owned(), bytes);
-                (Some(path), true)
+        let out = base.join(DEFAULT_OUT);
+        match keep_package_at(&self.db, root, &out, &path, outcome, self.written.get(root)) {
+            Ok(wrote) => {
+                if wrote {
+                    self.written.insert(root.to_owned(), bytes);
+                }
+                (Some(path), wrote)
             }
             Err(error) => {
                 diagnostics.push(Diagnostic::error(format!(
