@@ -251,41 +251,33 @@ const SOFTMAX_SHIFT: f32 = 1.0 / 256.0;
 /// for), through views: those the fusion may compute with f16
 /// exponentials (`softmax_f16_once`).
 fn softmaxes_rounded_to_fp8(graph: &ipub::graph::Graph) -> Vec<usize> {
-    let is_view = |kind: &OpKind| {
-        matches!(
-            kind,
-            OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. }
-        )
-    };
-    let fp8 = |t: ipub::graph::TensorId| {
-        !matches!(graph.tensors[t.0 as usize].dtype, DType::F16 | DType::F32)
-    };
-    // Whether an FP8 rounding reads `tensor`, directly or through views.
-    fn rounded(
-        graph: &ipub::graph::Graph,
-        tensor: ipub::graph::TensorId,
-        is_view: &dyn Fn(&OpKind) -> bool,
-        fp8: &dyn Fn(ipub::graph::TensorId) -> bool,
-    ) -> bool {
-        graph
-            .ops
-            .iter()
-            .filter(|op| op.inputs.contains(&tensor))
-            .any(|op| match op.kind {
-                OpKind::Cast => fp8(op.output),
-                OpKind::Matmul { .. } => op.inputs.iter().take(2).any(|&t| fp8(t)),
-                ref kind if is_view(kind) => rounded(graph, op.output, is_view, fp8),
-                _ => false,
-            })
-    }
     graph
         .ops
         .iter()
         .enumerate()
         .filter(|(_, op)| matches!(op.kind, OpKind::Softmax { .. }))
-        .filter(|(_, op)| rounded(graph, op.output, &is_view, &fp8))
+        .filter(|(_, op)| rounded_to_fp8(graph, op.output))
         .map(|(i, _)| i)
         .collect()
+}
+
+/// Whether an FP8 rounding reads `tensor`, directly or through views.
+fn rounded_to_fp8(graph: &ipub::graph::Graph, tensor: ipub::graph::TensorId) -> bool {
+    let fp8 = |t: &ipub::graph::TensorId| {
+        !matches!(graph.tensors[t.0 as usize].dtype, DType::F16 | DType::F32)
+    };
+    graph
+        .ops
+        .iter()
+        .filter(|op| op.inputs.contains(&tensor))
+        .any(|op| match op.kind {
+            OpKind::Cast => fp8(&op.output),
+            OpKind::Matmul { .. } => op.inputs.iter().take(2).any(fp8),
+            OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Slice { .. } => {
+                rounded_to_fp8(graph, op.output)
+            }
+            _ => false,
+        })
 }
 
 /// Six significant digits, rounded towards looser thresholds.
