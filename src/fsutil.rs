@@ -137,7 +137,24 @@ pub(crate) fn write_atomic(path: &Utf8Path, bytes: &[u8]) -> std::io::Result<()>
 
 /// [`write_atomic`] of the concatenation of `chunks`, without gathering
 /// them into one buffer first.
+///
+/// A symbolic link is followed: the file it names is replaced, the link
+/// kept. Anything else that is not a regular file or a directory (a
+/// device such as `/dev/stdout` or `/dev/null`, a named pipe) is written
+/// through, in place, as a shell's `>` would: renaming over it would
+/// replace the node itself.
 pub(crate) fn write_atomic_chunks(path: &Utf8Path, chunks: &[&[u8]]) -> std::io::Result<()> {
+    let resolved = resolve_links(path)?;
+    let path = resolved.as_path();
+    if let Ok(metadata) = std::fs::metadata(path) {
+        if !metadata.is_file() && !metadata.is_dir() {
+            let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+            for chunk in chunks {
+                file.write_all(chunk)?;
+            }
+            return file.flush();
+        }
+    }
     let directory = match path.parent() {
         Some(parent) if !parent.as_str().is_empty() => parent,
         _ => Utf8Path::new("."),
@@ -158,6 +175,35 @@ pub(crate) fn write_atomic_chunks(path: &Utf8Path, chunks: &[&[u8]]) -> std::io:
     }
     file.persist(path).map_err(|error| error.error)?;
     Ok(())
+}
+
+/// `path` with its symbolic links followed to the path they name in the
+/// end, which need not exist yet (a dangling link names the file to
+/// create). Gives up with an error after 40 links, as the OS does.
+fn resolve_links(path: &Utf8Path) -> std::io::Result<camino::Utf8PathBuf> {
+    let mut path = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&path) {
+            Ok(metadata) if metadata.file_type().is_symlink() => {
+                let target = std::fs::read_link(&path)?;
+                let target = camino::Utf8PathBuf::from_path_buf(target).map_err(|target| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("link target {} is not UTF-8", target.display()),
+                    )
+                })?;
+                path = match path.parent() {
+                    Some(parent) if target.is_relative() => parent.join(target),
+                    _ => target,
+                };
+            }
+            _ => return Ok(path),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("{path}: too many levels of symbolic links"),
+    ))
 }
 
 /// Serde for byte vectors as one lowercase hex string.
@@ -225,6 +271,50 @@ mod tests {
         write_atomic(&path, b"two").expect("rewrite");
         assert_eq!(std::fs::read(&path).expect("read"), b"two");
         assert_eq!(std::fs::read_dir(&root).expect("list").count(), 1);
+    }
+
+    /// A link is followed and kept; a named pipe is written through and
+    /// stays a pipe: renaming over either would replace the node.
+    #[cfg(unix)]
+    #[test]
+    fn writes_follow_links_and_write_through_pipes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        std::fs::create_dir(root.join("real")).expect("mkdir");
+        std::fs::write(root.join("real/target.json"), "old").expect("write");
+        std::os::unix::fs::symlink("real/target.json", root.join("link.json")).expect("link");
+        write_atomic(&root.join("link.json"), b"new").expect("write through the link");
+        let link = std::fs::symlink_metadata(root.join("link.json")).expect("metadata");
+        assert!(link.file_type().is_symlink());
+        assert_eq!(
+            std::fs::read(root.join("real/target.json")).expect("read"),
+            b"new"
+        );
+        // A dangling link names the file to create.
+        std::os::unix::fs::symlink("real/made.json", root.join("dangling")).expect("link");
+        write_atomic(&root.join("dangling"), b"made").expect("write");
+        assert_eq!(
+            std::fs::read(root.join("real/made.json")).expect("read"),
+            b"made"
+        );
+        // A loop of links is an error, not a hang.
+        std::os::unix::fs::symlink("loop", root.join("loop")).expect("link");
+        assert!(write_atomic(&root.join("loop"), b"x").is_err());
+        let fifo = root.join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(fifo.as_str())
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).expect("read the pipe"))
+        };
+        write_atomic(&fifo, b"piped").expect("write through the pipe");
+        assert_eq!(reader.join().expect("reader"), b"piped");
+        let metadata = std::fs::symlink_metadata(&fifo).expect("metadata");
+        use std::os::unix::fs::FileTypeExt as _;
+        assert!(metadata.file_type().is_fifo());
     }
 
     #[cfg(unix)]

@@ -95,13 +95,20 @@ fn main() -> ExitCode {
         Command::Schema(a) => cli::schema::run(a),
         Command::Lsp(a) => ipub::lsp::run(a),
     };
-    match result {
-        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+    let code = match result {
+        Ok(code) => code.clamp(0, 255) as u8,
         Err(error) => {
             output::error(format!("{error:#}"));
-            ExitCode::from(1)
+            1
         }
+    };
+    // Output lost on the way (a full disk) fails the command, whatever it
+    // did otherwise.
+    if let Some(failure) = output::stdout_failure() {
+        output::error(format!("cannot write to standard output: {failure}"));
+        return ExitCode::from(code.max(1));
     }
+    ExitCode::from(code)
 }
 
 /// Lets a closed pipe end the process the way it ends `cat` or `grep`.

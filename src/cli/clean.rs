@@ -22,16 +22,19 @@ pub fn run(args: &CleanArgs) -> anyhow::Result<i32> {
     if let Some(mb) = args.keep_mb {
         let age = std::time::Duration::from_secs(args.max_age_days * 24 * 3600);
         let removed = store.evict(mb * 1024 * 1024, age);
-        println!("evicted {removed} entries from {}", store.root());
+        super::output::print(format_args!(
+            "evicted {removed} entries from {}\n",
+            store.root()
+        ));
         return Ok(0);
     }
     let freed = store.clean()?;
-    println!("removed {} ({} bytes)", store.root(), freed);
+    super::output::print(format_args!("removed {} ({} bytes)\n", store.root(), freed));
     if args.all {
         let kernels = cache_root().join("kernels");
         if kernels.exists() {
             std::fs::remove_dir_all(&kernels)?;
-            println!("removed {kernels}");
+            super::output::print(format_args!("removed {kernels}\n"));
         }
     }
     Ok(0)

@@ -11,7 +11,7 @@ pub struct InspectArgs {
 
 pub fn run(args: &InspectArgs) -> anyhow::Result<i32> {
     let package = read(&args.package)?;
-    print!("{}", inspect::render(&package));
+    super::output::print(format_args!("{}", inspect::render(&package)));
     Ok(0)
 }
 

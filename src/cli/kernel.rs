@@ -87,10 +87,10 @@ fn compile(args: &CompileArgs) -> anyhow::Result<i32> {
     };
     match result {
         Ok((object, metadata)) => {
-            println!(
-                "compiled kernel {} object={object} metadata={metadata}",
+            super::output::print(format_args!(
+                "compiled kernel {} object={object} metadata={metadata}\n",
                 variant.name
-            );
+            ));
             Ok(0)
         }
         Err(KernelError::Assembly {
@@ -147,11 +147,11 @@ fn disasm(args: &DisasmArgs) -> anyhow::Result<i32> {
             .with_context(|| format!("cannot read {}", args.object))?;
     let object = Object::read(&bytes)
         .with_context(|| format!("{} is not a valid kernel object", args.object))?;
-    print!("{}", object.dump());
+    super::output::print(format_args!("{}", object.dump()));
     for section in object.sections.iter().filter(|s| s.code) {
-        println!("disassembly of {}:", section.name);
+        super::output::print(format_args!("disassembly of {}:\n", section.name));
         for line in crate::isa::disassemble(&section.bytes, 0) {
-            println!("{line}");
+            super::output::print(format_args!("{line}\n"));
         }
     }
     Ok(0)

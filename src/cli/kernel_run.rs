@@ -213,20 +213,20 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     )));
     match tile.run_supervisor(layout.supervisor, 1_000_000_000) {
         Ok(stats) => {
-            println!(
-                "cycles {} supervisor instructions {} worker instructions {} amp MACs {} workers ok {}",
+            super::output::print(format_args!(
+                "cycles {} supervisor instructions {} worker instructions {} amp MACs {} workers ok {}\n",
                 stats.cycles,
                 stats.supervisor_instructions,
                 stats.worker_instructions,
                 stats.amp_macs,
                 stats.workers_ok
-            );
+            ));
             for (name, address, size) in placed {
                 let shown = tile
                     .read_bytes(address, size.min(args.show as u32))
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
                 let hex: Vec<String> = shown.iter().map(|b| format!("{b:02x}")).collect();
-                println!("{name} @ {address:#x}: {}", hex.join(" "));
+                super::output::print(format_args!("{name} @ {address:#x}: {}\n", hex.join(" ")));
             }
             Ok(i32::from(!stats.workers_ok))
         }

@@ -158,8 +158,39 @@ fn human(text: &str) {
     if is_json() {
         let _ = anstream::stderr().write_all(text.as_bytes());
     } else {
-        let _ = anstream::stdout().write_all(text.as_bytes());
+        record_stdout(anstream::stdout().write_all(text.as_bytes()));
     }
+}
+
+/// The first failure to write standard output (a full disk, a closed
+/// descriptor), if any. `main` reports it as an error and exits 1 once the
+/// command is done: a script reading the output must not take a short one
+/// for the whole. (A reader that went away ends the process at `SIGPIPE`
+/// instead, as it ends `cat`.)
+static STDOUT_FAILURE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+fn record_stdout(result: std::io::Result<()>) {
+    if let Err(error) = result {
+        let mut failure = STDOUT_FAILURE.lock().unwrap_or_else(|p| p.into_inner());
+        failure.get_or_insert_with(|| error.to_string());
+    }
+}
+
+/// A command's output on stdout (a listing, a report): written as
+/// `print!` would, but a failure is recorded for [`stdout_failure`]
+/// rather than a panic.
+pub(crate) fn print(text: std::fmt::Arguments<'_>) {
+    clear_status_line();
+    record_stdout(anstream::stdout().write_fmt(text));
+}
+
+/// Flushes stdout and returns the first failure to write it, if any.
+pub fn stdout_failure() -> Option<String> {
+    record_stdout(std::io::stdout().flush());
+    STDOUT_FAILURE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
 }
 
 fn to_stderr(text: &str) {
@@ -232,7 +263,7 @@ pub(super) fn message(message: &Message<'_>) {
         return;
     }
     let line = message::to_line(message);
-    let _ = anstream::stdout().write_all(line.as_bytes());
+    record_stdout(anstream::stdout().write_all(line.as_bytes()));
 }
 
 /// Diagnostics with the database's view of their files: rendered on

@@ -54,14 +54,16 @@ pub fn run(args: &ProfileArgs) -> anyhow::Result<i32> {
         anyhow::bail!("no profile given");
     };
     let profile = Profile::read(path)?;
-    print!("{}", summary::summary(&profile, args.top));
+    super::output::print(format_args!("{}", summary::summary(&profile, args.top)));
     if let Some(out) = &args.html {
         write(out, &html::report(&profile))?;
-        println!("\nwrote HTML report {out}");
+        super::output::print(format_args!("\nwrote HTML report {out}\n"));
     }
     if let Some(out) = &args.trace {
         write(out, &trace::chrome_trace(&profile))?;
-        println!("wrote Chrome trace {out} (open it in ui.perfetto.dev or chrome://tracing)");
+        super::output::print(format_args!(
+            "wrote Chrome trace {out} (open it in ui.perfetto.dev or chrome://tracing)\n"
+        ));
     }
     Ok(0)
 }
@@ -70,10 +72,10 @@ fn run_diff(args: &DiffArgs) -> anyhow::Result<i32> {
     let before = Profile::read(&args.before)?;
     let after = Profile::read(&args.after)?;
     let compared = diff::diff(&before, &after, (args.before.as_str(), args.after.as_str()));
-    print!("{}", diff::text(&compared, args.top));
+    super::output::print(format_args!("{}", diff::text(&compared, args.top)));
     if let Some(out) = &args.html {
         write(out, &html::diff::report(&compared, &before, &after))?;
-        println!("\nwrote HTML comparison {out}");
+        super::output::print(format_args!("\nwrote HTML comparison {out}\n"));
     }
     Ok(0)
 }

@@ -19,7 +19,7 @@ pub fn run(args: &SchemaArgs) -> anyhow::Result<i32> {
             crate::fsutil::write_atomic(path, text.as_bytes())?;
             super::output::status("schema", format!("wrote {path}"));
         }
-        None => print!("{text}"),
+        None => super::output::print(format_args!("{text}")),
     }
     Ok(0)
 }
