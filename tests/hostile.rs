@@ -744,3 +744,104 @@ fn a_repeat_too_long_to_run_is_a_clear_error() {
     assert!(stderr.contains("use fewer repeat iterations"), "{stderr}");
     assert!(!stderr.contains("compiler bug"), "{stderr}");
 }
+
+/// Numbers a package cannot hold (an infinite `max_abs_error`, an epsilon
+/// that is zero in f32) are refused by `check` at their key, not accepted
+/// and then found unreadable or reported as a compiler bug.
+#[test]
+fn values_outside_what_a_package_holds_are_located_errors() {
+    let scratch = Scratch::new();
+    let layernorm = PROJECT
+        .replace(
+            "op = \"gelu\"\ninputs = [\"x\"]",
+            "op = \"layernorm\"\ninputs = [\"x\", \"g\", \"b\"]\nepsilon = 1e-300",
+        )
+        .replace(
+            "[[op]]",
+            "[[tensor]]\nname = \"g\"\nshape = [16]\ndtype = \"f16\"\nrole = \"weight\"\n\n[[tensor]]\nname = \"b\"\nshape = [16]\ndtype = \"f16\"\nrole = \"weight\"\n\n[[op]]",
+        );
+    for (text, key, message) in [
+        (
+            PROJECT.replace("max_abs_error = 0.1", "max_abs_error = inf"),
+            "max_abs_error = inf",
+            "`max_abs_error` must be a finite number",
+        ),
+        (
+            PROJECT.replace("max_abs_error = 0.1", "max_abs_error = nan"),
+            "max_abs_error = nan",
+            "`max_abs_error` must be a finite number",
+        ),
+        (
+            layernorm,
+            "epsilon = 1e-300",
+            "layernorm `epsilon` must be positive within f32 range",
+        ),
+    ] {
+        let project = scratch.write("p.toml", &text);
+        let (code, _, stderr) = scratch.run(&["check", &project]);
+        assert_eq!(code, 1, "{stderr}");
+        assert!(stderr.contains(message), "{stderr}");
+        let line = text.lines().position(|l| l == key).expect("the key's line") + 1;
+        assert!(stderr.contains(&format!("p.toml:{line}:")), "{stderr}");
+    }
+}
+
+/// A project whose kernel directory is not there fails its build with
+/// the directory the sources were looked for in.
+#[test]
+fn a_missing_kernel_source_names_the_kernel_directory() {
+    let scratch = Scratch::new();
+    let project = scratch.write("projects/p.toml", PROJECT);
+    let out = scratch.path("out");
+    let (code, _, stderr) =
+        scratch.run(&["build", &project, "--out", out.to_str().expect("utf-8")]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot read kernel source")
+            && stderr.contains("kernel sources are read from")
+            && stderr.contains("/device`"),
+        "{stderr}"
+    );
+}
+
+/// Output that cannot be written (a full disk) fails the command with a
+/// clear error, for text and for JSON messages alike.
+#[test]
+fn a_full_stdout_is_an_error_not_a_panic() {
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        return;
+    }
+    let scratch = Scratch::new();
+    let matmul = format!("{MANIFEST}/projects/matmul-f8.toml");
+    for args in [
+        vec!["schema"],
+        vec!["check", "--message-format", "json", &matmul],
+    ] {
+        let stdout = std::fs::OpenOptions::new()
+            .write(true)
+            .open(full)
+            .expect("open /dev/full");
+        let output = scratch
+            .command(&args)
+            .stdout(stdout)
+            .output()
+            .expect("run ipub");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot write to standard output") && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// `--max-age-days` only qualifies `--keep-mb`; alone it is a usage
+/// error, not a request to empty the store.
+#[test]
+fn clean_refuses_an_age_without_a_size() {
+    let scratch = Scratch::new();
+    let (code, _, stderr) = scratch.run(&["clean", "--max-age-days", "3650"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--keep-mb"), "{stderr}");
+}

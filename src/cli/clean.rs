@@ -13,14 +13,14 @@ pub struct CleanArgs {
     #[arg(long, value_name = "MB")]
     pub keep_mb: Option<u64>,
     /// With `--keep-mb`: drop entries older than this many days.
-    #[arg(long, default_value_t = 30, value_name = "DAYS")]
+    #[arg(long, default_value_t = 30, value_name = "DAYS", requires = "keep_mb")]
     pub max_age_days: u64,
 }
 
 pub fn run(args: &CleanArgs) -> anyhow::Result<i32> {
     let store = Store::default_location();
     if let Some(mb) = args.keep_mb {
-        let age = std::time::Duration::from_secs(args.max_age_days * 24 * 3600);
+        let age = std::time::Duration::from_secs(args.max_age_days.saturating_mul(24 * 3600));
         let removed = store.evict(mb * 1024 * 1024, age);
         super::output::print(format_args!(
             "evicted {removed} entries from {}\n",

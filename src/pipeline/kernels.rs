@@ -296,20 +296,36 @@ pub(crate) fn kernel_object<'db>(
             metadata,
         })),
         Err(error) => {
-            Err(KernelBuildError::Compile {
-                variant: name.clone(),
-                rendered: match &error {
-                    kernels::KernelError::Assembly { rendered, .. } => rendered.clone(),
-                    other => other.to_string(),
-                },
-                diagnostics: match &error {
+            let mut rendered = match &error {
+                kernels::KernelError::Assembly { rendered, .. } => rendered.clone(),
+                other => other.to_string(),
+            };
+            let mut diagnostics =
+                match &error {
                     kernels::KernelError::Assembly { errors, .. } => errors
                         .iter()
                         .map(crate::asm::AsmError::to_diagnostic)
                         .collect(),
                     other => vec![crate::diagnostic::Diagnostic::error(other.to_string())
                         .at(&spec.source, 0..0)],
-                },
+                };
+            // A missing source is most often a kernel directory that is
+            // not where the project says (or, by default, `../device`).
+            if crate::vfs::FileSource::read(&files, &spec.source).is_err() {
+                let help = format!(
+                    "kernel sources are read from `{}`, the project's `kernels` directory (`../device` from the project file unless [project] sets `kernels`)",
+                    variant.kernel_dir(db)
+                );
+                rendered = format!("{}\n  = help: {help}", rendered.trim_end());
+                diagnostics = diagnostics
+                    .into_iter()
+                    .map(|d| d.help(help.clone()))
+                    .collect();
+            }
+            Err(KernelBuildError::Compile {
+                variant: name.clone(),
+                rendered,
+                diagnostics,
             })
         }
     }

@@ -157,8 +157,11 @@ impl OperatorPlans {
                     },
                     kind,
                 ) if !matches!(kind, SignatureKind::Matmul { .. } | SignatureKind::View) => {
+                    // A range is a whole number of quanta, so one range
+                    // may run past the last element.
                     *elements == shape.iter().product::<usize>()
-                        && (1..=(*elements).max(1)).contains(per_tile)
+                        && (1..=(*elements).max(1).next_multiple_of(ELEMENT_RANGE_QUANTUM))
+                            .contains(per_tile)
                         && elements.div_ceil(*per_tile) <= signature.tiles as usize
                         && kernel.is_elementwise()
                         && Some(*kernel) == row_kernel(signature)
@@ -1054,6 +1057,43 @@ mod tests {
             selected: 0,
         };
         assert_eq!(ranges.check_against(&add), Ok(()));
+    }
+
+    /// Element ranges are whole quanta, so the planner's own plan for 231
+    /// elements gives a tile 232 of them; read back from the store, that
+    /// plan still fits its signature.
+    #[test]
+    fn the_planners_range_past_the_last_element_fits_its_signature() {
+        for (shape, tiles) in [(vec![7, 33], 3), (vec![3, 5], 1), (vec![119], 2)] {
+            let signature = OpSignature {
+                kind: SignatureKind::Gelu,
+                inputs: vec![operand(&shape, DType::F16, false)],
+                output: operand(&shape, DType::F16, false),
+                tiles,
+                target: crate::target::TargetId::Ipu21,
+                unread: false,
+                spread: 0,
+            };
+            let plans = finalists(&signature, &IPU21);
+            assert!(
+                plans.finalists.iter().any(|c| matches!(
+                    c.partition,
+                    Partition::Elements { elements, per_tile, .. } if per_tile > elements
+                )) || shape == [119],
+                "{shape:?}"
+            );
+            for selected in 0..plans.finalists.len() {
+                let plans = OperatorPlans {
+                    selected,
+                    ..plans.clone()
+                };
+                assert_eq!(
+                    plans.check_against(&signature),
+                    Ok(()),
+                    "{shape:?} {selected}"
+                );
+            }
+        }
     }
 
     /// A residual add gathers both of its operands, and `sub(x, mean)`

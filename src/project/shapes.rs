@@ -586,8 +586,11 @@ fn layernorm(
         }
     }
     let epsilon = op.epsilon.as_ref().map_or(1e-5, |e| *e.get_ref());
-    if !(epsilon > 0.0 && epsilon.is_finite()) {
-        return Err(site.error("layernorm `epsilon` must be positive", span(&op.epsilon)));
+    if !(epsilon > 0.0 && (epsilon as f32).is_finite() && epsilon as f32 > 0.0) {
+        return Err(site.error(
+            "layernorm `epsilon` must be positive within f32 range",
+            span(&op.epsilon),
+        ));
     }
     let out = output_dtype(site, op, declared, DType::F16, &[DType::F16])?;
     Ok(plain(

@@ -969,9 +969,9 @@ impl<'a> Validator<'a> {
         }
         self.graph.check.min_cosine_similarity = cos;
         let abs = *c.max_abs_error.get_ref();
-        if abs.is_nan() || abs < 0.0 {
+        if !(abs.is_finite() && abs >= 0.0) {
             self.diagnostics.push(site.error(
-                "`max_abs_error` must not be negative",
+                "`max_abs_error` must be a finite number, not negative",
                 c.max_abs_error.span(),
             ));
         }

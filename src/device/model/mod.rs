@@ -249,11 +249,14 @@ pub const MIN_WATCHDOG_CYCLES: u64 = 10_000_000;
 /// [`WATCHDOG_ESTIMATE_FACTOR`] times that, between
 /// [`MIN_WATCHDOG_CYCLES`] and [`DEFAULT_WATCHDOG_CYCLES`]. Code that never
 /// ends then stops in seconds rather than minutes; `ipub run --watchdog`
-/// raises it.
+/// raises it. A package that estimates itself past the cap (a long
+/// repeat) gets twice its estimate: the default never stops a program
+/// that runs as long as it said it would.
 pub fn default_watchdog(estimated_cycles: u64) -> u64 {
     estimated_cycles
         .saturating_mul(WATCHDOG_ESTIMATE_FACTOR)
         .clamp(MIN_WATCHDOG_CYCLES, DEFAULT_WATCHDOG_CYCLES)
+        .max(estimated_cycles.saturating_mul(2))
 }
 
 impl ModelDevice {

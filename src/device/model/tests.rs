@@ -505,3 +505,15 @@ fn results_do_not_depend_on_thread_count() {
         assert_eq!(one, two);
     }
 }
+
+/// The default watchdog is a hundred times the estimate within its bounds,
+/// and never below twice the estimate: a long repeat that estimates
+/// itself past the cap still runs to its end.
+#[test]
+fn the_default_watchdog_never_stops_a_program_within_its_estimate() {
+    assert_eq!(default_watchdog(0), MIN_WATCHDOG_CYCLES);
+    assert_eq!(default_watchdog(1_000_000), 100_000_000);
+    assert_eq!(default_watchdog(100_000_000), DEFAULT_WATCHDOG_CYCLES);
+    assert_eq!(default_watchdog(2_067_367_580), 4_134_735_160);
+    assert_eq!(default_watchdog(u64::MAX), u64::MAX);
+}
