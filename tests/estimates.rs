@@ -161,6 +161,11 @@ fn causal_rows_of_tall_scores() {
     check("tests/data/estimates/causal-rows-of-tall-scores.toml");
 }
 
+#[test]
+fn repeat_of_a_short_body() {
+    check("tests/data/estimates/repeat-of-a-short-body.toml");
+}
+
 /// The full-chip projects take minutes each on the model.
 #[test]
 fn full_chip_projects() {

@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: b8cc1cafe29b0b7035f000e7b915f6eb62fd657e9c3ab42fdff998ef3b2d289a 64829
         projects/mlp-f16.toml: fe492d82b2e0613f22d3fa89237310324d8a225ba221316ad4fcfa21bd4fa9a0 2883779
         projects/attention-f16.toml: 4c2d4c49cc117f1a267bafb9460667ebffc7d5748e773105f4731b05a4bcf5bd 1320956
-        projects/vit-fp8.toml: b1a6a65b57adbd03a83948e2ed829fa0d3a133484665451de3ce729626c3d832 7713004
+        projects/vit-fp8.toml: 43bb0d694be93d84dfa98536b5fc1fb95c2a7f540492fcf0a082bafd744ad604 7713004
         projects/llama-block-f16.toml: 8286d02355c8c3f93240c8f3afbe52d918d864c8108ec83defab5c85df2b4b52 9254989
     "#]].assert_eq(&lines);
 }

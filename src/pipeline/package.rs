@@ -22,13 +22,46 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The planner's estimate of one run: every operation's selected plan,
-/// times its repeat count, and the host transfers.
+/// times its repeat count, each repeat's carry, and the host transfers.
 pub(crate) fn estimated_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
     let ops: u64 = op_estimates(db, project)?
         .iter()
         .map(|op| op.total_cycles() * u64::from(op.executions))
         .sum();
-    Ok(ops + host_transfer_cycles(db, project)?)
+    Ok(ops + carry_cycles(db, project)? + host_transfer_cycles(db, project)?)
+}
+
+/// The cycles of every repeat's carry, all its iterations: each iteration
+/// ends with the exchange that moves the result into the carry, as
+/// scheduled, and the sync before it unless the carry shares an
+/// operation's phase (`crate::lower::merge_phases`), whose sync that
+/// operation's estimate has.
+pub(crate) fn carry_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
+    let graph = graph(db, project)?;
+    let program = program(db, project).clone()?;
+    let target = super::target_of(&graph);
+    let count_of = |purpose: &str| {
+        graph
+            .repeats
+            .iter()
+            .find(|r| purpose.strip_prefix("carry ") == Some(r.name.as_str()))
+            .map(|r| u64::from(r.count))
+    };
+    let mut cycles = 0;
+    for phase in &program.phases {
+        for (index, (purpose, transfers)) in phase.parts().into_iter().enumerate() {
+            let Some(count) = count_of(purpose) else {
+                continue;
+            };
+            let horizon = crate::schedule::transfers_horizon(target, &program, transfers);
+            let sync = match index {
+                0 => crate::plan::cost::sync_cycles(target, 1),
+                _ => 0,
+            };
+            cycles += (horizon + sync) * count;
+        }
+    }
+    Ok(cycles)
 }
 
 /// The cycles of a run's host transfers: every streamed input written and
