@@ -71,7 +71,13 @@ struct Client {
 
 impl Client {
     fn start(dir: &Path) -> Client {
+        Client::start_with(dir, &[])
+    }
+
+    /// The server with global options before `lsp` (`--log-file F`).
+    fn start_with(dir: &Path, options: &[&str]) -> Client {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ipub"))
+            .args(options)
             .arg("lsp")
             .current_dir(dir)
             .env("IPUB_CACHE_DIR", dir.join(".cache"))
@@ -498,4 +504,67 @@ fn an_editor_session_from_first_keystroke_to_rebuild_on_save() {
     client.notify("exit", Value::Null);
     let status = client.child.wait().expect("ipub lsp exits");
     assert!(status.success(), "{status:?}");
+}
+
+/// Opening or saving a kernel source plans no project that merely shares
+/// its directory (at full chip that took the server away for tens of
+/// seconds); the source is assembled alone until a project that uses it
+/// is open, and then for that project's variants.
+#[test]
+fn a_kernel_source_alone_plans_no_project() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_dir(&manifest.join("device"), &dir.join("device"));
+    copy_dir(&manifest.join("projects"), &dir.join("projects"));
+    let log = dir.join("lsp.log");
+    let mut client = Client::start_with(&dir, &["--log-file", log.to_str().expect("utf-8")]);
+    client.request(
+        "initialize",
+        json!({ "processId": null, "rootUri": uri(&dir), "capabilities": {} }),
+    );
+    client.notify("initialized", json!({}));
+    let gelu = dir.join("device/gelu_f16.S");
+    let gelu_uri = uri(&gelu);
+    let source = std::fs::read_to_string(&gelu).expect("kernel source");
+    client.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": gelu_uri, "languageId": "asm", "version": 1, "text": source } }),
+    );
+    assert_eq!(client.diagnostics(&gelu_uri), Vec::<Value>::new());
+    client.notify(
+        "textDocument/didSave",
+        json!({ "textDocument": { "uri": gelu_uri } }),
+    );
+    let hover = client.request(
+        "textDocument/hover",
+        at(&gelu_uri, position(&source, "gelu_f16:", 0, 2)),
+    );
+    assert!(hover_text(&hover).contains("kernel entry"), "{hover}");
+    let planned = |log: &Path| {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .contains("selected physically scheduled operator-plan finalist")
+    };
+    assert!(
+        !planned(&log),
+        "a project was planned for a kernel source alone"
+    );
+
+    // With a project that uses it open, its variants are assembled.
+    let mlp = dir.join("projects/mlp-f16.toml");
+    let text = std::fs::read_to_string(&mlp).expect("project");
+    client.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": uri(&mlp), "languageId": "toml", "version": 1, "text": text } }),
+    );
+    client.request(
+        "textDocument/hover",
+        at(&gelu_uri, position(&source, "gelu_f16:", 0, 2)),
+    );
+    client.request("shutdown", Value::Null);
+    client.notify("exit", Value::Null);
+    let status = client.child.wait().expect("ipub lsp exits");
+    assert!(status.success(), "{status:?}");
+    assert!(planned(&log), "the open project was not planned");
 }

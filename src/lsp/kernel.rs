@@ -1,8 +1,9 @@
 //! Kernel sources in the editor: assembled as the projects use them.
 //!
-//! A kernel source is assembled once per variant the known projects'
-//! programs run from it (each with its own defines), or, when no program
-//! uses it, on its own with no defines, as `ipub kernel compile` would.
+//! A kernel source is assembled once per variant the open projects'
+//! programs run from it (each with its own defines), or, when no open
+//! project's program uses it, on its own with no defines, as `ipub kernel
+//! compile` would.
 //! Assembly goes straight through the assembler over the database's files
 //! (so unsaved text is what is assembled), not through the kernel cache,
 //! so half-typed sources never reach the disk.
@@ -114,7 +115,7 @@ pub(super) fn hover(
     offset: usize,
 ) -> Option<String> {
     let (word, _) = word_at(text, offset)?;
-    let roots = session.roots_of(path);
+    let roots = session.open_roots_of(path);
     let mut assemblies = assemblies(session, &roots, path);
     let mut note = "";
     if assemblies.iter().all(|(_, a)| a.object.is_none()) {
@@ -217,7 +218,7 @@ pub(crate) fn definition(
     text: &str,
     offset: usize,
 ) -> Option<(Utf8PathBuf, std::ops::Range<usize>)> {
-    let roots = session.roots_of(path);
+    let roots = session.open_roots_of(path);
     let assemblies = assemblies(session, &roots, path);
     let (_, assembly) = assemblies.first()?;
     let sources = &assembly.sources.files;

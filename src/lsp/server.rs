@@ -213,14 +213,15 @@ impl Session {
     }
 
     /// A save: files changed on disk behind the editor's back are picked
-    /// up, then every project the file belongs to is rebuilt.
+    /// up, then every project the file belongs to is rebuilt (for a kernel
+    /// source, every open project that uses it: `Session::open_roots_of`).
     fn saved(&mut self, path: &Utf8Path) -> Vec<Notification> {
         for known in self.db.known_files() {
             if !self.overlay.is_open(&known) {
                 self.db.refresh_file(&known);
             }
         }
-        let roots = self.roots_of(path);
+        let roots = self.open_roots_of(path);
         roots.iter().map(|root| self.rebuild(root)).collect()
     }
 
@@ -335,7 +336,7 @@ impl Session {
                     }
                 }
             } else {
-                let roots = self.roots_of(&path);
+                let roots = self.open_roots_of(&path);
                 for diagnostic in super::kernel::diagnostics(self, &roots, &path) {
                     add(&path, diagnostic);
                 }

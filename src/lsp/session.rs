@@ -135,6 +135,34 @@ impl Session {
             .collect()
     }
 
+    /// Projects with an open project file (the root or one it includes):
+    /// the ones whose programs a kernel source is assembled for, and
+    /// rebuilt when it is saved. A kernel source alone opens none of the
+    /// projects that share its directory, whose plans and lowering could
+    /// take seconds each at full chip.
+    pub(super) fn open_projects(&self) -> BTreeSet<Utf8PathBuf> {
+        self.versions
+            .keys()
+            .filter(|path| path.extension() == Some("toml"))
+            .flat_map(|path| self.roots_of(path))
+            .collect()
+    }
+
+    /// The open projects (see [`Session::open_projects`]) `path` belongs
+    /// to, for a kernel source; every project it belongs to for a project
+    /// file.
+    pub(super) fn open_roots_of(&self, path: &Utf8Path) -> Vec<Utf8PathBuf> {
+        let roots = self.roots_of(path);
+        if path.extension() == Some("toml") {
+            return roots;
+        }
+        let open = self.open_projects();
+        roots
+            .into_iter()
+            .filter(|root| open.contains(root))
+            .collect()
+    }
+
     /// Projects with an open file: the ones whose diagnostics are shown.
     pub(super) fn active_roots(&self) -> BTreeSet<Utf8PathBuf> {
         self.versions
