@@ -83,8 +83,14 @@ pub(super) fn lex(text: &str) -> Result<Vec<Token>, LexError> {
             while i < bytes.len() && (bytes[i] as char).is_ascii_alphanumeric() {
                 i += 1;
             }
-            let value = parse_int(&text[start..i]).ok_or_else(|| LexError {
-                message: format!("invalid number `{}`", &text[start..i]),
+            let literal = &text[start..i];
+            let value = parse_int(literal).ok_or_else(|| LexError {
+                message: match parse_int_wide(literal) {
+                    Some(_) => format!(
+                        "`{literal}` does not fit in 64 bits (decimal integers are signed, at most 9223372036854775807; write a bit pattern in hex)"
+                    ),
+                    None => format!("invalid number `{literal}`"),
+                },
                 span: start..i,
             })?;
             tokens.push(Token {
@@ -222,7 +228,21 @@ pub(super) fn lex_string(text: &str, start: usize) -> Result<(String, usize), Le
 
 /// Parses `123`, `0x7f`, `0b101`, `0o17`, with an optional C suffix
 /// (`u`, `l`, `ul`) so `#define` values written for C work too.
+///
+/// Arithmetic is on signed 64-bit integers: a decimal literal must fit one
+/// (`18446744073709551615` would otherwise be -1, and `... + 1` zero); a
+/// hex, binary or octal literal of up to 64 bits is a bit pattern, taken
+/// as its two's complement (`0xffffffffffffffff` is -1).
 pub(crate) fn parse_int(text: &str) -> Option<i64> {
+    let (value, radix) = parse_int_wide(text)?;
+    match radix {
+        10 => i64::try_from(value).ok(),
+        _ => Some(value as i64),
+    }
+}
+
+/// The literal's value as an unsigned 64-bit integer, and its radix.
+fn parse_int_wide(text: &str) -> Option<(u64, u32)> {
     let lower = text.to_ascii_lowercase();
     let (digits, radix) = if let Some(hex) = lower.strip_prefix("0x") {
         (hex, 16)
@@ -238,9 +258,7 @@ pub(crate) fn parse_int(text: &str) -> Option<i64> {
         return None;
     }
     let value = u64::from_str_radix(digits, radix).ok()?;
-    // Values up to u64::MAX are accepted as their two's complement; range
-    // checks happen where the value is used.
-    Some(value as i64)
+    Some((value, radix))
 }
 
 #[cfg(test)]
@@ -275,6 +293,27 @@ mod tests {
             kinds("'a' 0b11 7u"),
             vec![Tok::Int(97), Tok::Int(3), Tok::Int(7)]
         );
+    }
+
+    /// Decimal literals are signed 64-bit integers; hex, binary and octal
+    /// ones are bit patterns. A decimal past i64 is an error at the
+    /// literal, not a wrapped value.
+    #[test]
+    fn decimal_literals_past_64_bit_signed_are_errors() {
+        assert_eq!(parse_int("9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_int("0xffffffffffffffff"), Some(-1));
+        assert_eq!(parse_int("0x8000000000000000"), Some(i64::MIN));
+        assert_eq!(parse_int("9223372036854775808"), None);
+        assert_eq!(parse_int("18446744073709551615"), None);
+        let e = lex(".word 18446744073709551615 + 1").unwrap_err();
+        assert_eq!(e.span, 6..26);
+        assert!(
+            e.message.contains("does not fit in 64 bits"),
+            "{}",
+            e.message
+        );
+        let e = lex(".word 0x1ffffffffffffffff").unwrap_err();
+        assert!(e.message.contains("invalid number"), "{}", e.message);
     }
 
     #[test]
