@@ -270,4 +270,27 @@ fn kernel_run_executes_a_device_kernel_on_the_single_tile_executor() {
     let missing = run(&["--buffer", "in0=64"]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("--buffer in1=BYTES"));
+    // Values out of their field's range, unknown names and flags, and a
+    // name given twice are errors, not truncated or ignored.
+    let good =
+        "--buffer in0=64 --buffer in1=64 --buffer out=64 --param rows=2 --param row_length=16";
+    for (edit, expected) in [
+        (("rows=2", "rows=-5"), "out of range for a u32 field"),
+        (
+            ("rows=2", "rows=4294967296"),
+            "out of range for a u32 field",
+        ),
+        (("rows=2", "rows=2 --param rows=3"), "given twice"),
+        (("rows=2", "rows=2 --param bogus=1"), "has no such field"),
+        (("rows=2", "rows=2 --param in0=1"), "set with --buffer"),
+        (("out=64", "out=64 --buffer typo=64"), "has no such field"),
+        (("in0=64", "in0=64:zer0"), "unknown flag `zer0`"),
+    ] {
+        let line = good.replacen(edit.0, edit.1, 1);
+        let args: Vec<&str> = line.split(' ').collect();
+        let output = run(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
 }

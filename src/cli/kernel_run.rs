@@ -4,7 +4,10 @@
 //! Every `ptr` field of the kernel's state gets a buffer (`--buffer
 //! name=BYTES`, filled with a seeded pattern, or with `:zero`, zeros; `:il`
 //! puts it in interleaved memory); every other field takes `--param
-//! name=VALUE` (floats for `f32` fields). The supervisor starts all six
+//! name=VALUE` (an integer within the field's range, a number for `f32`
+//! and `f16` fields). A name the entry does not have, a name given twice,
+//! an unknown flag or a value out of range is an error. The supervisor
+//! starts all six
 //! workers with `runall` and waits with `sync`; the command prints cycles,
 //! instructions and AMP work, then the first bytes of each buffer.
 
@@ -28,7 +31,8 @@ pub struct RunArgs {
     /// A buffer for a `ptr` field: `name=BYTES[:zero][:il]`.
     #[arg(long = "buffer", value_name = "NAME=BYTES")]
     pub buffers: Vec<String>,
-    /// A value for a non-pointer field: `name=VALUE`.
+    /// A value for a non-pointer field: `name=VALUE` (an integer within
+    /// the field's range; a number for `f32` and `f16` fields).
     #[arg(long = "param", value_name = "NAME=VALUE")]
     pub params: Vec<String>,
     /// Bytes of each buffer to print afterwards.
@@ -128,16 +132,8 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     tile.write_bytes(layout.supervisor, &bytes)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
 
-    let parse = |list: &[String]| -> anyhow::Result<BTreeMap<String, String>> {
-        list.iter()
-            .map(|s| match s.split_once('=') {
-                Some((k, v)) => Ok((k.to_string(), v.to_string())),
-                None => bail!("`{s}`: expected NAME=VALUE"),
-            })
-            .collect()
-    };
-    let buffers = parse(&args.buffers)?;
-    let params = parse(&args.params)?;
+    let buffers = named_values("--buffer", &args.buffers, entry, |kind| kind == "ptr")?;
+    let params = named_values("--param", &args.params, entry, |kind| kind != "ptr")?;
     let (mut standard, mut interleaved) = (layout.standard, layout.interleaved);
     let mut placed = Vec::new();
     let mut state = vec![0u8; 256];
@@ -151,8 +147,18 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 )
             })?;
             let mut parts = spec.split(':');
-            let size: u32 = parts.next().unwrap_or("").parse().context("buffer size")?;
+            let size: u32 = parts
+                .next()
+                .unwrap_or("")
+                .parse()
+                .with_context(|| format!("--buffer {}={spec}: a size in bytes", field.name))?;
             let flags: Vec<&str> = parts.collect();
+            if let Some(flag) = flags.iter().find(|f| !matches!(**f, "zero" | "il")) {
+                bail!(
+                    "--buffer {}={spec}: unknown flag `{flag}` (the flags are `zero` and `il`)",
+                    field.name
+                );
+            }
             let cursor = if flags.contains(&"il") {
                 &mut interleaved
             } else {
@@ -180,11 +186,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             let text = params.get(&field.name).with_context(|| {
                 format!("field `{}` needs --param {}=VALUE", field.name, field.name)
             })?;
-            if field.kind == "f32" {
-                text.parse::<f32>().context("an f32 value")?.to_bits()
-            } else {
-                text.parse::<i64>().context("an integer value")? as u32
-            }
+            field_value(&field.name, &field.kind, text)?
         };
         let at = field.offset as usize;
         let width = if matches!(field.kind.as_str(), "u16" | "f16") {
@@ -234,5 +236,98 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             crate::cli::output::error(format!("fault: {fault}"));
             Ok(1)
         }
+    }
+}
+
+/// `NAME=VALUE` arguments of `option` by name: each name once, and a
+/// field of the entry whose kind `fits` (a pointer for `--buffer`,
+/// anything else for `--param`).
+fn named_values(
+    option: &str,
+    list: &[String],
+    entry: &crate::kernels::EntryMetadata,
+    fits: impl Fn(&str) -> bool,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut values = BTreeMap::new();
+    for item in list {
+        let Some((name, value)) = item.split_once('=') else {
+            bail!("{option} `{item}`: expected NAME=VALUE");
+        };
+        match entry.params.iter().find(|f| f.name == name) {
+            Some(field) if fits(&field.kind) => {}
+            Some(field) => bail!(
+                "{option} {name}: field `{name}` of `{}` is a {}, set with {}",
+                entry.symbol,
+                field.kind,
+                if field.kind == "ptr" {
+                    "--buffer"
+                } else {
+                    "--param"
+                }
+            ),
+            None => {
+                let fields: Vec<&str> = entry
+                    .params
+                    .iter()
+                    .filter(|f| fits(&f.kind))
+                    .map(|f| f.name.as_str())
+                    .collect();
+                bail!(
+                    "{option} {name}: `{}` has no such field (its fields here: {})",
+                    entry.symbol,
+                    if fields.is_empty() {
+                        "none".to_string()
+                    } else {
+                        fields.join(", ")
+                    }
+                );
+            }
+        }
+        if values.insert(name.to_string(), value.to_string()).is_some() {
+            bail!("{option} {name} is given twice");
+        }
+    }
+    Ok(values)
+}
+
+/// The state bits of a `--param` value for a field of `kind`: an integer
+/// within the kind's range, or a number an f32 or f16 holds (`inf` and
+/// `nan` spelled out).
+fn field_value(name: &str, kind: &str, text: &str) -> anyhow::Result<u32> {
+    let integer = |min: i64, max: i64| -> anyhow::Result<u32> {
+        let value: i64 = text
+            .parse()
+            .with_context(|| format!("--param {name}={text}: a {kind} field takes an integer"))?;
+        if !(min..=max).contains(&value) {
+            bail!("--param {name}={text}: out of range for a {kind} field ({min} to {max})");
+        }
+        Ok(value as u32)
+    };
+    let float = || -> anyhow::Result<f64> {
+        text.parse()
+            .with_context(|| format!("--param {name}={text}: a {kind} field takes a number"))
+    };
+    let spelled = |value: f32| {
+        value.is_finite() || text.to_ascii_lowercase().contains("inf") || value.is_nan()
+    };
+    match kind {
+        "u32" => integer(0, i64::from(u32::MAX)),
+        "i32" => integer(i64::from(i32::MIN), i64::from(i32::MAX)),
+        "u16" => integer(0, i64::from(u16::MAX)),
+        "f32" => {
+            let value = float()? as f32;
+            if !spelled(value) {
+                bail!("--param {name}={text}: out of range for an f32 field");
+            }
+            Ok(value.to_bits())
+        }
+        "f16" => {
+            let value = half::f16::from_f64(float()?);
+            if !spelled(value.to_f32()) {
+                bail!("--param {name}={text}: out of range for an f16 field (at most 65504)");
+            }
+            Ok(u32::from(value.to_bits()))
+        }
+        other => bail!("--param {name}: fields of kind `{other}` take no value"),
     }
 }
