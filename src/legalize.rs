@@ -17,6 +17,19 @@
 //!   operand is read converted to f16 (its scale applied), and legalization
 //!   inserts that cast the same way.
 //!
+//! - **Batched products with a shared matrix.** A matmul of a batched
+//!   `[..., m, k]` by a plain `[k, n]` is one product of `[batches * m, k]`
+//!   by `[k, n]`: legalization reshapes the left operand
+//!   (`<matmul>.rows`), lets the matmul write `[batches * m, n]`
+//!   (`<matmul>.flat`) and reshapes that to the result the project names
+//!   (`<matmul>.batches`, writing the original result). The planner then
+//!   shares the matrix between all rows; as a batched product it would
+//!   lay a copy of it out for every batch. A product whose result an
+//!   elementwise operation or a cast reads stays batched: fusion merges
+//!   that reader into the product only when it reads the product's result
+//!   itself, not a view of it, and one pass over the result saves more than
+//!   the shared matrix for the usual few batches.
+//!
 //! Existing tensors keep their ids (an inserted cast's result is appended,
 //! an unread tensor simply gets no buffer), so bindings and the host
 //! reference, which evaluates the project as written, line up with the
@@ -25,12 +38,102 @@
 
 use crate::graph::{DType, Graph, Op, OpId, OpKind, Role, Tensor, TensorId};
 
-/// Unread operations removed, then implicit casts inserted: the graph every
-/// phase after validation works on, with what changed for the log.
+/// Unread operations removed, products of a shared matrix flattened, then
+/// implicit casts inserted: the graph every phase after validation works
+/// on, with what changed for the log (the removed and the inserted
+/// operations' names).
 pub(crate) fn legalize(graph: &Graph) -> (Graph, Vec<String>, Vec<String>) {
     let (without_unread, removed) = eliminate_unread(graph);
-    let (legal, inserted) = insert_casts(&without_unread);
+    let (flat, mut inserted) = flatten_shared_products(&without_unread);
+    let (legal, casts) = insert_casts(&flat);
+    inserted.extend(casts);
     (legal, removed, inserted)
+}
+
+/// Rewrites every matmul of a batched left operand by a 2-D right one as
+/// one product of the rows (see the module's documentation); returns the
+/// new graph and the inserted operations' names.
+pub(crate) fn flatten_shared_products(graph: &Graph) -> (Graph, Vec<String>) {
+    let mut legal = graph.clone();
+    legal.ops.clear();
+    let mut renumbered: Vec<Vec<OpId>> = vec![Vec::new(); graph.ops.len()];
+    let mut inserted = Vec::new();
+    // Whether an operation fusion could merge into a product reads `t`.
+    let fusable_reader = |t: TensorId| {
+        graph.ops.iter().any(|reader| {
+            reader.inputs.contains(&t)
+                && (reader.kind == OpKind::Cast
+                    || crate::graph::EpilogueStep::of(&reader.kind).is_some())
+        })
+    };
+    for (i, op) in graph.ops.iter().enumerate() {
+        let mut op = op.clone();
+        let shared = matches!(op.kind, OpKind::Matmul { .. })
+            && graph.tensor(op.inputs[0]).shape.len() > 2
+            && graph.tensor(op.inputs[1]).shape.len() == 2
+            && !fusable_reader(op.output);
+        if !shared {
+            renumbered[i].push(OpId(legal.ops.len() as u32));
+            legal.ops.push(op);
+            continue;
+        }
+        let lhs = graph.tensor(op.inputs[0]);
+        let result = graph.tensor(op.output);
+        let rows: usize = lhs.shape[..lhs.shape.len() - 1].iter().product();
+        let (k, n) = (
+            lhs.shape[lhs.shape.len() - 1],
+            result.shape[result.shape.len() - 1],
+        );
+        // Both views live where the product does (its repeat's body, if any).
+        let mut view_of = |name: String, shape: Vec<usize>, like: &Tensor, input: TensorId| {
+            let output = TensorId(legal.tensors.len() as u32);
+            legal.tensors.push(Tensor {
+                name: name.clone(),
+                shape,
+                role: Role::Activation,
+                init: None,
+                repeat: result.repeat,
+                ..like.clone()
+            });
+            (name, input, output)
+        };
+        let rows_view = view_of(
+            format!("{}.rows", op.name),
+            vec![rows, k],
+            lhs,
+            op.inputs[0],
+        );
+        let flat = view_of(
+            format!("{}.flat", op.name),
+            vec![rows, n],
+            result,
+            op.output,
+        );
+        op.inputs[0] = rows_view.2;
+        let batches = (format!("{}.batches", op.name), flat.2, op.output);
+        op.output = flat.2;
+        let reshape = |(name, input, output): (String, TensorId, TensorId)| Op {
+            name,
+            kind: OpKind::Reshape,
+            inputs: vec![input],
+            output,
+        };
+        for op in [reshape(rows_view), op, reshape(batches)] {
+            if op.kind == OpKind::Reshape {
+                inserted.push(op.name.clone());
+            }
+            renumbered[i].push(OpId(legal.ops.len() as u32));
+            legal.ops.push(op);
+        }
+    }
+    for repeat in &mut legal.repeats {
+        repeat.body = repeat
+            .body
+            .iter()
+            .flat_map(|op| renumbered[op.0 as usize].iter().copied())
+            .collect();
+    }
+    (legal, inserted)
 }
 
 /// Inserts the cast of every mixed f16/FP8 matmul; returns the new graph
@@ -164,6 +267,82 @@ mod tests {
         let file = db.file(Utf8Path::new("p.toml"));
         let result = crate::project::project_graph(&db, file);
         (*result.graph.clone().expect("valid project")).clone()
+    }
+
+    /// A batched product of a shared matrix becomes one product of its
+    /// rows between two reshapes; with a reader fusion could merge, it
+    /// stays batched.
+    #[test]
+    fn a_batched_product_of_a_shared_matrix_becomes_one_of_rows() {
+        let text = r#"
+[project]
+name = "rows"
+target = "ipu21"
+tiles = 1
+seed = 1
+
+[[tensor]]
+name = "x"
+shape = [5, 2, 17]
+dtype = "f16"
+role = "input"
+
+[[tensor]]
+name = "w"
+shape = [17, 3]
+dtype = "f16"
+role = "weight"
+
+[[op]]
+name = "y"
+op = "matmul"
+inputs = ["x", "w"]
+dtype = "f16"
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.05
+outputs = ["y"]
+"#;
+        let graph = validated(text);
+        let (legal, _, inserted) = legalize(&graph);
+        assert_eq!(inserted, ["y.rows", "y.batches"]);
+        let ops: Vec<String> = legal
+            .ops
+            .iter()
+            .map(|op| {
+                let shape = |t: TensorId| format!("{:?}", legal.tensor(t).shape);
+                let inputs: Vec<String> = op.inputs.iter().map(|&t| shape(t)).collect();
+                format!(
+                    "{} {}({}) -> {}",
+                    op.name,
+                    op.kind.name(),
+                    inputs.join(", "),
+                    shape(op.output)
+                )
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                "y.rows reshape([5, 2, 17]) -> [10, 17]",
+                "y matmul([10, 17], [17, 3]) -> [10, 3]",
+                "y.batches reshape([10, 3]) -> [5, 2, 3]",
+            ]
+        );
+        // The project's result keeps its id, so bindings and the reference
+        // line up.
+        assert_eq!(legal.ops[2].output, graph.ops[0].output);
+        let gelu = text
+            .replace("outputs = [\"y\"]", "outputs = [\"g\"]")
+            .replace(
+                "[check]",
+                "[[op]]\nname = \"g\"\nop = \"gelu\"\ninputs = [\"y\"]\ndtype = \"f16\"\n\n[check]",
+            );
+        let (legal, _, inserted) = legalize(&validated(&gelu));
+        assert!(inserted.is_empty(), "{inserted:?}");
+        assert_eq!(legal.ops.len(), 2);
     }
 
     const PROJECT: &str = r#"

@@ -120,7 +120,10 @@ pub(crate) fn fusion(
         // this is the log's record of it.
         tracing::info!(op = op.as_str(), "operation result is never read; removed");
     }
-    tracing::info!(inserted = inserted.len(), "inserted implicit casts");
+    tracing::info!(
+        inserted = inserted.len(),
+        "inserted implicit casts and the reshapes of shared-matrix products"
+    );
     // A product absorbs an elementwise step when its plan with the step
     // is no slower than the two plans apart. A step planned alone is
     // refined against operands laid out as it wants them, which the
