@@ -845,3 +845,31 @@ fn clean_refuses_an_age_without_a_size() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--keep-mb"), "{stderr}");
 }
+
+/// A run whose dump cannot be written fails, in its exit code and in its
+/// `run-finished` message, though its numerics passed.
+#[test]
+fn a_dump_that_cannot_be_written_fails_the_run() {
+    let scratch = Scratch::new();
+    let blocker = scratch.write("dump", "a file where the dump directory goes");
+    let out = scratch.path("out");
+    let (code, stdout, stderr) = scratch.run(&[
+        "run",
+        "projects/matmul-f8.toml",
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--dump",
+        &blocker,
+        "--message-format",
+        "json",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("cannot write the dump"), "{stderr}");
+    let finished: serde_json::Value = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|m| m["reason"] == "run-finished")
+        .expect("a run-finished message");
+    assert_eq!(finished["numerical_test"], "PASS", "{finished}");
+    assert_eq!(finished["success"], false, "{finished}");
+}

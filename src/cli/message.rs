@@ -223,7 +223,9 @@ pub(super) struct BuildFinished<'a> {
     /// The package written (or found up to date).
     pub package: Option<&'a str>,
     pub package_bytes: Option<usize>,
-    pub tiles: usize,
+    /// Tiles the package loads; `null` when no package was built (a fresh
+    /// build ran nothing, a failed one made none).
+    pub tiles: Option<usize>,
     pub estimated_cycles: Option<u64>,
     /// Queries executed across all phases.
     pub recomputed: usize,

@@ -332,6 +332,12 @@ pub(super) fn run_package_with(
             Err(error) => dump_error = Some(error),
         }
     }
+    if let Some(error) = &dump_error {
+        output::error(format!("cannot write the dump: {error:#}"));
+    }
+    if let Err(error) = &written {
+        output::error(format!("cannot write the profile {profile_path}: {error}"));
+    }
     let passed = failures.is_empty();
     let verdict = if passed { "PASS" } else { "FAIL" };
     output::result_line(format!(
@@ -348,7 +354,8 @@ pub(super) fn run_package_with(
     output::message(&Message::RunFinished(RunFinished {
         package: path.as_str(),
         name: &graph.name,
-        success: passed,
+        // The run's files are part of what it was asked for.
+        success: passed && dump_error.is_none() && written.is_ok(),
         numerical_test: verdict,
         hardware_test: "PASS",
         tiles: package.tiles.len(),
@@ -358,12 +365,7 @@ pub(super) fn run_package_with(
         outputs: &outputs,
         fault: None,
     }));
-    if let Err(error) = written {
-        output::error(format!("cannot write the profile {profile_path}: {error}"));
-        return Ok(1);
-    }
-    if let Some(error) = dump_error {
-        output::error(format!("cannot write the dump: {error:#}"));
+    if written.is_err() || dump_error.is_some() {
         return Ok(1);
     }
     Ok(i32::from(!passed))

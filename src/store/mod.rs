@@ -231,7 +231,12 @@ impl Store {
                 // Not a file, or far too large: not something this store
                 // wrote. Removing it lets the recomputed entry take its place.
                 tracing::warn!(%path, %problem, "removing an unreadable store entry");
-                let _ = std::fs::remove_file(&path);
+                // A directory in an entry's place goes too: the store owns
+                // the names under its root.
+                let _ = match std::fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+                    _ => std::fs::remove_file(&path),
+                };
                 return Lookup::Corrupt(problem.to_string());
             }
         };
@@ -629,6 +634,26 @@ mod tests {
             store.get::<String>("plans", &k),
             Lookup::Corrupt(_)
         ));
+    }
+
+    /// A directory where an entry belongs is removed like any other
+    /// unreadable entry, so the recomputed entry can take its place.
+    #[test]
+    fn a_directory_in_an_entrys_place_is_removed() {
+        let (_dir, store) = store();
+        let k = key(&[b"d"]);
+        let path = store.path("plans", &k);
+        std::fs::create_dir_all(path.join("inside")).expect("mkdir");
+        assert!(matches!(
+            store.get::<String>("plans", &k),
+            Lookup::Corrupt(_)
+        ));
+        assert!(!path.exists());
+        store.put("plans", &k, &"value").expect("put");
+        assert_eq!(
+            store.get::<String>("plans", &k),
+            Lookup::Hit("value".to_string())
+        );
     }
 
     #[test]
