@@ -34,12 +34,15 @@
 // start (102 to 132 cycles). A row costs a fixed 24 to 30 issues (the
 // loop, the head's count, the total, a mean's division, the store), one
 // per vector (an f16 quad or an f32 pair) and one or two per single
-// element of its head and tail (`singles`: f16 rows start at every 2-byte
-// alignment when row_length is odd, so this is a fit over alignments, not
-// a count). In quarter issues for f16, half issues for f32.
-#define SUM_F16_COST "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 28 + row_length + 8 * singles) / 4"
-#define MEAN_F16_COST "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 114 + 6 * busy * (4 * 30 + row_length + 8 * singles) / 4"
-#define MAX_F16_COST "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 29 + row_length + 8 * singles) / 4"
+// element of its head and tail. `singles` is their cost per row (in
+// quarter issues) averaged over the row starts: f16 rows start at every
+// 2-byte alignment when row_length is odd (5.25 issues a row) and at two
+// of the four when it is 2 more than a multiple of 4 (3.5), measured over
+// rows of 5 to 63 elements; rows shorter than a quad are all singles. In
+// quarter issues for f16, half issues for f32.
+#define SUM_F16_COST "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 28 + row_length + singles) / 4"
+#define MEAN_F16_COST "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 114 + 6 * busy * (4 * 30 + row_length + singles) / 4"
+#define MAX_F16_COST "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 29 + row_length + singles) / 4"
 #define SUM_F32_COST "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2"
 #define MEAN_F32_COST "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2"
 #define MAX_F32_COST "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2"

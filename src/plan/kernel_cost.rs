@@ -66,9 +66,9 @@ const BINARY_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 15
 const BINARY_F32: &str = "n = rows * row_length; units = n / 2; 154 + 6 * (3 * (units / 6) + (units > 0) + (n % 2 != 0 ? 14 : 3 * (units % 6 != 0)))";
 const DIV_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 154 + 6 * (16 * (units / 6) + (units > 0) + (tail != 0 ? 26 + 6 * tail : 16 * (units % 6 != 0)))";
 const DIV_F32: &str = "n = rows * row_length; units = n / 2; 154 + 6 * (6 * (units / 6) + (units > 0) + (n % 2 != 0 ? 15 : 6 * (units % 6 != 0)))";
-const REDUCE_SUM_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 28 + row_length + 8 * singles) / 4";
-const REDUCE_MEAN_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 114 + 6 * busy * (4 * 30 + row_length + 8 * singles) / 4";
-const REDUCE_MAX_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : 2 * (row_length % 4) + 1; 102 + 6 * busy * (4 * 29 + row_length + 8 * singles) / 4";
+const REDUCE_SUM_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 28 + row_length + singles) / 4";
+const REDUCE_MEAN_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 114 + 6 * busy * (4 * 30 + row_length + singles) / 4";
+const REDUCE_MAX_F16: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 29 + row_length + singles) / 4";
 const REDUCE_SUM_F32: &str =
     "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2";
 const REDUCE_MEAN_F32: &str =
