@@ -114,8 +114,28 @@ impl Client {
         self.stdin.flush().expect("flush");
     }
 
+    /// A frame with any body, well-formed or not.
+    fn send_raw(&mut self, body: &str) {
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
     fn notify(&mut self, method: &str, params: Value) {
         self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    /// A request's whole response, error or not.
+    fn send_request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        loop {
+            let message = self.receive(method);
+            if message["id"] == json!(id) {
+                return message;
+            }
+            self.pending.push(message);
+        }
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
@@ -567,4 +587,50 @@ fn a_kernel_source_alone_plans_no_project() {
     let status = client.child.wait().expect("ipub lsp exits");
     assert!(status.success(), "{status:?}");
     assert!(planned(&log), "the open project was not planned");
+}
+
+/// Malformed messages are skipped and the session goes on; a request
+/// after `shutdown` gets an error, a second `initialize` too, and `exit`
+/// ends the server cleanly.
+#[test]
+fn malformed_messages_do_not_end_the_session() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    let mut client = Client::start(&dir);
+    client.request(
+        "initialize",
+        json!({ "processId": null, "rootUri": uri(&dir), "capabilities": {} }),
+    );
+    client.notify("initialized", json!({}));
+    for body in [
+        "not json",
+        "[1, 2, 3]",
+        "{}",
+        "{\"jsonrpc\": \"2.0\", \"id\": true}",
+    ] {
+        client.send_raw(body);
+    }
+    let path = dir.join("p.toml");
+    let text = "[project]\nname = \"p\"\ntarget = \"ipu21\"\ntiles = 4\nseed = 1\n";
+    std::fs::write(&path, text).expect("write");
+    client.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": uri(&path), "languageId": "toml", "version": 1, "text": text } }),
+    );
+    let symbols = client.request(
+        "textDocument/documentSymbol",
+        json!({ "textDocument": { "uri": uri(&path) } }),
+    );
+    assert!(symbols.is_array(), "{symbols}");
+    let again = client.send_request("initialize", json!({ "capabilities": {} }));
+    assert_eq!(again["error"]["code"], json!(-32600), "{again}");
+    client.request("shutdown", Value::Null);
+    let late = client.send_request(
+        "textDocument/documentSymbol",
+        json!({ "textDocument": { "uri": uri(&path) } }),
+    );
+    assert_eq!(late["error"]["code"], json!(-32600), "{late}");
+    client.notify("exit", Value::Null);
+    let status = client.child.wait().expect("ipub lsp exits");
+    assert!(status.success(), "{status:?}");
 }

@@ -75,11 +75,56 @@ pub fn run(_args: &LspArgs) -> anyhow::Result<i32> {
 }
 
 /// Serves one client on stdin and stdout until it says `exit`.
+///
+/// A reader thread frames stdin's messages and a writer thread writes the
+/// server's. A message that cannot be read (a bad header, a body that is
+/// not JSON or not a message) is logged and skipped: one bad message from
+/// an editor must not end the session.
 pub(crate) fn run_stdio() -> Result<(), LspError> {
-    let (connection, io_threads) = lsp_server::Connection::stdio();
-    server::serve(&connection)?;
-    // The writer thread must see the channel close before it can finish.
+    use lsp_server::Message;
+    let (connection, client) = lsp_server::Connection::memory();
+    let incoming = client.sender;
+    let reader = std::thread::spawn(move || -> std::io::Result<()> {
+        let stdin = std::io::stdin();
+        let mut stdin = stdin.lock();
+        loop {
+            match Message::read(&mut stdin) {
+                Ok(Some(message)) => {
+                    let exit = matches!(&message, Message::Notification(n) if n.method == "exit");
+                    if incoming.send(message).is_err() || exit {
+                        return Ok(());
+                    }
+                }
+                Ok(None) => return Ok(()),
+                Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
+                    // The error quotes the message, which may be megabytes.
+                    let error: String = error.to_string().chars().take(240).collect();
+                    tracing::warn!(error, "skipped a message that could not be read");
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    });
+    let outgoing = client.receiver;
+    let writer = std::thread::spawn(move || -> std::io::Result<()> {
+        let stdout = std::io::stdout();
+        let mut stdout = stdout.lock();
+        for message in outgoing {
+            message.write(&mut stdout)?;
+        }
+        Ok(())
+    });
+    let served = server::serve(&connection);
+    // The writer finishes once the server's side of the channel is gone.
     drop(connection);
-    io_threads.join()?;
+    let written = writer.join().unwrap_or_else(|_| Ok(()));
+    served?;
+    written?;
+    // The reader ends at `exit` or at the end of stdin; after a session
+    // that ended otherwise it may still wait on stdin, and is left to the
+    // process's end.
+    if reader.is_finished() {
+        reader.join().unwrap_or_else(|_| Ok(()))?;
+    }
     Ok(())
 }

@@ -25,14 +25,33 @@ pub(super) fn serve(connection: &Connection) -> Result<(), LspError> {
     let params: InitializeParams = serde_json::from_value(params).unwrap_or_default();
     connection.initialize_finish(id, initialize_result())?;
     let mut session = Session::new(workspace_of(&params));
+    // After `shutdown` the protocol allows only `exit`; a request in between
+    // gets an error rather than ending the session.
+    let mut shut_down = false;
     for message in &connection.receiver {
         match message {
+            Message::Request(request) if request.method == r::Shutdown::METHOD => {
+                shut_down = true;
+                send(
+                    connection,
+                    Message::Response(Response::new_ok(request.id, Value::Null)),
+                )?;
+            }
+            Message::Request(request) if shut_down || request.method == r::Initialize::METHOD => {
+                let why = match shut_down {
+                    true => "the server is shutting down",
+                    false => "the server is already initialized",
+                };
+                let code = ErrorCode::InvalidRequest as i32;
+                let response = Response::new_err(request.id, code, why.to_string());
+                send(connection, Message::Response(response))?;
+            }
             Message::Request(request) => {
-                if connection.handle_shutdown(&request)? {
-                    break;
-                }
                 let response = session.request(request);
                 send(connection, Message::Response(response))?;
+            }
+            Message::Notification(notification) if notification.method == n::Exit::METHOD => {
+                break;
             }
             Message::Notification(notification) => {
                 for out in session.notification(notification) {
