@@ -117,14 +117,14 @@ pub(crate) fn run_stdio() -> Result<(), LspError> {
     let served = server::serve(&connection);
     // The writer finishes once the server's side of the channel is gone.
     drop(connection);
-    let written = writer.join().unwrap_or_else(|_| Ok(()));
+    let written = writer.join().unwrap_or(Ok(()));
     served?;
     written?;
     // The reader ends at `exit` or at the end of stdin; after a session
     // that ended otherwise it may still wait on stdin, and is left to the
     // process's end.
     if reader.is_finished() {
-        reader.join().unwrap_or_else(|_| Ok(()))?;
+        reader.join().unwrap_or(Ok(()))?;
     }
     Ok(())
 }
