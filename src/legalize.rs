@@ -85,40 +85,33 @@ pub(crate) fn flatten_shared_products(graph: &Graph) -> (Graph, Vec<String>) {
             result.shape[result.shape.len() - 1],
         );
         // Both views live where the product does (its repeat's body, if any).
-        let mut view_of = |name: String, shape: Vec<usize>, like: &Tensor, input: TensorId| {
-            let output = TensorId(legal.tensors.len() as u32);
+        // A new tensor shaped `shape`, of `like`'s type, where the product
+        // lives (its repeat's body, if any).
+        let mut tensor = |name: String, shape: Vec<usize>, like: &Tensor| {
+            let id = TensorId(legal.tensors.len() as u32);
             legal.tensors.push(Tensor {
-                name: name.clone(),
+                name,
                 shape,
                 role: Role::Activation,
                 init: None,
                 repeat: result.repeat,
                 ..like.clone()
             });
-            (name, input, output)
+            id
         };
-        let rows_view = view_of(
-            format!("{}.rows", op.name),
-            vec![rows, k],
-            lhs,
-            op.inputs[0],
-        );
-        let flat = view_of(
-            format!("{}.flat", op.name),
-            vec![rows, n],
-            result,
-            op.output,
-        );
-        op.inputs[0] = rows_view.2;
-        let batches = (format!("{}.batches", op.name), flat.2, op.output);
-        op.output = flat.2;
-        let reshape = |(name, input, output): (String, TensorId, TensorId)| Op {
+        let rows_of_lhs = tensor(format!("{}.rows", op.name), vec![rows, k], lhs);
+        let flat = tensor(format!("{}.flat", op.name), vec![rows, n], result);
+        let reshape = |name: String, input: TensorId, output: TensorId| Op {
             name,
             kind: OpKind::Reshape,
             inputs: vec![input],
             output,
         };
-        for op in [reshape(rows_view), op, reshape(batches)] {
+        let rows_view = reshape(format!("{}.rows", op.name), op.inputs[0], rows_of_lhs);
+        let batches = reshape(format!("{}.batches", op.name), flat, op.output);
+        op.inputs[0] = rows_of_lhs;
+        op.output = flat;
+        for op in [rows_view, op, batches] {
             if op.kind == OpKind::Reshape {
                 inserted.push(op.name.clone());
             }
