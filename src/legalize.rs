@@ -119,13 +119,7 @@ pub(crate) fn flatten_shared_products(graph: &Graph) -> (Graph, Vec<String>) {
             legal.ops.push(op);
         }
     }
-    for repeat in &mut legal.repeats {
-        repeat.body = repeat
-            .body
-            .iter()
-            .flat_map(|op| renumbered[op.0 as usize].iter().copied())
-            .collect();
-    }
+    renumber_bodies(&mut legal, &renumbered);
     (legal, inserted)
 }
 
@@ -180,6 +174,13 @@ pub(crate) fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
         renumbered[i].push(OpId(legal.ops.len() as u32));
         legal.ops.push(op);
     }
+    renumber_bodies(&mut legal, &renumbered);
+    (legal, inserted)
+}
+
+/// Each repeat body of `legal` listing, for every operation it had, the
+/// operations that took its place (`renumbered`, by old op index).
+fn renumber_bodies(legal: &mut Graph, renumbered: &[Vec<OpId>]) {
     for repeat in &mut legal.repeats {
         repeat.body = repeat
             .body
@@ -187,7 +188,6 @@ pub(crate) fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
             .flat_map(|op| renumbered[op.0 as usize].iter().copied())
             .collect();
     }
-    (legal, inserted)
 }
 
 /// The graph without unread operations, and the removed operations' names

@@ -139,17 +139,9 @@ impl Client {
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        loop {
-            let message = self.receive(method);
-            if message["id"] == json!(id) {
-                assert!(message.get("error").is_none(), "{message}");
-                return message["result"].clone();
-            }
-            self.pending.push(message);
-        }
+        let message = self.send_request(method, params);
+        assert!(message.get("error").is_none(), "{message}");
+        message["result"].clone()
     }
 
     fn receive(&mut self, waiting_for: &str) -> Value {
