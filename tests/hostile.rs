@@ -873,3 +873,28 @@ fn a_dump_that_cannot_be_written_fails_the_run() {
     assert_eq!(finished["numerical_test"], "PASS", "{finished}");
     assert_eq!(finished["success"], false, "{finished}");
 }
+
+/// A project that does not fit on every tile of the target is not told to
+/// try more tiles.
+#[test]
+fn a_project_on_every_tile_that_does_not_fit_is_not_told_to_add_tiles() {
+    let scratch = Scratch::new();
+    let project = scratch.write(
+        "projects/p.toml",
+        &PROJECT
+            .replace("tiles = 4", "tiles = 1472")
+            .replace("shape = [8, 16]", "shape = [220800000]"),
+    );
+    std::os::unix::fs::symlink(Path::new(MANIFEST).join("device"), scratch.path("device"))
+        .expect("link the kernels");
+    let out = scratch.path("out");
+    let (code, _, stderr) =
+        scratch.run(&["build", &project, "--out", out.to_str().expect("utf-8")]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("does not fit in 1472 tiles")
+            && stderr.contains("already uses every tile of the target")
+            && !stderr.contains("try more tiles"),
+        "{stderr}"
+    );
+}

@@ -779,7 +779,16 @@ pub fn dump(db: &Database, file: SourceFile, emit: Emit) -> String {
         Emit::Tile(tile) => match pipeline::tile_images(db, file) {
             Ok(images) => match images.iter().find(|i| i.tile == tile) {
                 Some(image) => tile_dump(image),
-                None => format!("tile {tile} runs no code\n"),
+                None => {
+                    let tiles = pipeline::graph(db, file).map_or(0, |g| g.tiles);
+                    match tile >= tiles {
+                        true => format!(
+                            "tile {tile} is not in the project, whose tiles are 0 to {}\n",
+                            tiles.saturating_sub(1)
+                        ),
+                        false => format!("tile {tile} runs no code\n"),
+                    }
+                }
             },
             Err(error) => format!("{error}\n"),
         },

@@ -58,8 +58,10 @@ fn placement_diagnostic(db: &dyn Db, project: SourceFile, error: &PlacementError
             .as_ref()
             .map(|p| (f, p.get_ref().tiles.clone()))
     });
+    let mut at_most = false;
     if let Some((file, tiles)) = tiles {
         let count = *tiles.get_ref();
+        at_most = i64::from(count) >= i64::from(crate::target::IPU21.tiles);
         let plural = if count == 1 { "" } else { "s" };
         diagnostic = diagnostic
             .at(&file.path, tiles.span())
@@ -76,7 +78,13 @@ fn placement_diagnostic(db: &dyn Db, project: SourceFile, error: &PlacementError
     if !error.tried.is_empty() {
         diagnostic = diagnostic.note(format!("already tried: {}", error.tried.join("; ")));
     }
-    diagnostic.help("try more tiles (`tiles` in [project])")
+    match at_most {
+        // No more tiles to give: the model itself must shrink.
+        true => diagnostic.help(
+            "the project already uses every tile of the target: use smaller tensors, or split the model",
+        ),
+        false => diagnostic.help("try more tiles (`tiles` in [project])"),
+    }
 }
 
 /// The located diagnostics of one kernel variant that is not available:

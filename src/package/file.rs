@@ -77,9 +77,9 @@ struct Calls {
 /// the old file or the whole new one, never a half-written package.
 pub fn write(path: &Utf8Path, package: &Package) -> Result<(), PackageError> {
     let bytes = encode(package)?;
-    write_atomic(path, &bytes).map_err(|source| PackageError::Write {
+    write_atomic(path, &bytes).map_err(|problem| PackageError::Write {
         path: path.to_string(),
-        source,
+        problem,
     })
 }
 
@@ -166,9 +166,9 @@ impl Encoded {
     /// Writes the file atomically (see [`write_atomic`]).
     pub fn write(&self, path: &Utf8Path) -> Result<(), PackageError> {
         let chunks: Vec<&[u8]> = self.chunks().collect();
-        crate::fsutil::write_atomic_chunks(path, &chunks).map_err(|source| PackageError::Write {
+        crate::fsutil::write_atomic_chunks(path, &chunks).map_err(|problem| PackageError::Write {
             path: path.to_string(),
-            source,
+            problem,
         })
     }
 }

@@ -492,11 +492,10 @@ pub enum PackageError {
         path: String,
         problem: crate::fsutil::ReadError,
     },
-    #[error("cannot write package {path}")]
+    #[error("cannot write package {path}: {problem}")]
     Write {
         path: String,
-        #[source]
-        source: std::io::Error,
+        problem: std::io::Error,
     },
     #[error("not an ipub package: the file is {length} bytes, shorter than the {needed}-byte header and part table")]
     TooShort { length: u64, needed: u64 },
