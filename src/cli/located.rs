@@ -61,7 +61,7 @@ fn placement_diagnostic(db: &dyn Db, project: SourceFile, error: &PlacementError
     let mut at_most = false;
     if let Some((file, tiles)) = tiles {
         let count = *tiles.get_ref();
-        at_most = i64::from(count) >= i64::from(crate::target::IPU21.tiles);
+        at_most = count >= i64::from(crate::target::IPU21.tiles);
         let plural = if count == 1 { "" } else { "s" };
         diagnostic = diagnostic
             .at(&file.path, tiles.span())
