@@ -50,14 +50,33 @@ pub(crate) fn legalize(graph: &Graph) -> (Graph, Vec<String>, Vec<String>) {
     (legal, removed, inserted)
 }
 
-/// Rewrites every matmul of a batched left operand by a 2-D right one as
-/// one product of the rows (see the module's documentation); returns the
-/// new graph and the inserted operations' names.
-pub(crate) fn flatten_shared_products(graph: &Graph) -> (Graph, Vec<String>) {
+/// `graph` with each operation replaced by the operations `replace` makes
+/// of it (the operation itself among them), which may add tensors to the
+/// list it is given; repeat bodies list the replacements in their places.
+fn rewrite(graph: &Graph, mut replace: impl FnMut(&mut Vec<Tensor>, Op) -> Vec<Op>) -> Graph {
     let mut legal = graph.clone();
     legal.ops.clear();
     let mut renumbered: Vec<Vec<OpId>> = vec![Vec::new(); graph.ops.len()];
-    let mut inserted = Vec::new();
+    for (i, op) in graph.ops.iter().enumerate() {
+        for op in replace(&mut legal.tensors, op.clone()) {
+            renumbered[i].push(OpId(legal.ops.len() as u32));
+            legal.ops.push(op);
+        }
+    }
+    for repeat in &mut legal.repeats {
+        repeat.body = repeat
+            .body
+            .iter()
+            .flat_map(|op| renumbered[op.0 as usize].iter().copied())
+            .collect();
+    }
+    legal
+}
+
+/// Rewrites every matmul of a batched left operand by a 2-D right one as
+/// one product of the rows (see the module's documentation); returns the
+/// new graph and the inserted operations' names.
+fn flatten_shared_products(graph: &Graph) -> (Graph, Vec<String>) {
     // Whether an operation fusion could merge into a product reads `t`.
     let fusable_reader = |t: TensorId| {
         graph.ops.iter().any(|reader| {
@@ -66,16 +85,14 @@ pub(crate) fn flatten_shared_products(graph: &Graph) -> (Graph, Vec<String>) {
                     || crate::graph::EpilogueStep::of(&reader.kind).is_some())
         })
     };
-    for (i, op) in graph.ops.iter().enumerate() {
-        let mut op = op.clone();
+    let mut inserted = Vec::new();
+    let legal = rewrite(graph, |tensors, mut op| {
         let shared = matches!(op.kind, OpKind::Matmul { .. })
             && graph.tensor(op.inputs[0]).shape.len() > 2
             && graph.tensor(op.inputs[1]).shape.len() == 2
             && !fusable_reader(op.output);
         if !shared {
-            renumbered[i].push(OpId(legal.ops.len() as u32));
-            legal.ops.push(op);
-            continue;
+            return vec![op];
         }
         let lhs = graph.tensor(op.inputs[0]);
         let result = graph.tensor(op.output);
@@ -84,12 +101,11 @@ pub(crate) fn flatten_shared_products(graph: &Graph) -> (Graph, Vec<String>) {
             lhs.shape[lhs.shape.len() - 1],
             result.shape[result.shape.len() - 1],
         );
-        // Both views live where the product does (its repeat's body, if any).
         // A new tensor shaped `shape`, of `like`'s type, where the product
         // lives (its repeat's body, if any).
         let mut tensor = |name: String, shape: Vec<usize>, like: &Tensor| {
-            let id = TensorId(legal.tensors.len() as u32);
-            legal.tensors.push(Tensor {
+            let id = TensorId(tensors.len() as u32);
+            tensors.push(Tensor {
                 name,
                 shape,
                 role: Role::Activation,
@@ -109,29 +125,20 @@ pub(crate) fn flatten_shared_products(graph: &Graph) -> (Graph, Vec<String>) {
         };
         let rows_view = reshape(format!("{}.rows", op.name), op.inputs[0], rows_of_lhs);
         let batches = reshape(format!("{}.batches", op.name), flat, op.output);
+        inserted.extend([rows_view.name.clone(), batches.name.clone()]);
         op.inputs[0] = rows_of_lhs;
         op.output = flat;
-        for op in [rows_view, op, batches] {
-            if op.kind == OpKind::Reshape {
-                inserted.push(op.name.clone());
-            }
-            renumbered[i].push(OpId(legal.ops.len() as u32));
-            legal.ops.push(op);
-        }
-    }
-    renumber_bodies(&mut legal, &renumbered);
+        vec![rows_view, op, batches]
+    });
     (legal, inserted)
 }
 
 /// Inserts the cast of every mixed f16/FP8 matmul; returns the new graph
 /// and the inserted operations' names.
 pub(crate) fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
-    let mut legal = graph.clone();
-    legal.ops.clear();
-    let mut renumbered: Vec<Vec<OpId>> = vec![Vec::new(); graph.ops.len()];
     let mut inserted = Vec::new();
-    for (i, op) in graph.ops.iter().enumerate() {
-        let mut op = op.clone();
+    let legal = rewrite(graph, |tensors, mut op| {
+        let mut ops = Vec::new();
         if let OpKind::Matmul { .. } = op.kind {
             let dtypes: Vec<DType> = op.inputs.iter().map(|&t| graph.tensor(t).dtype).collect();
             let fp8 = dtypes.iter().copied().find(|d| d.is_fp8());
@@ -150,8 +157,8 @@ pub(crate) fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
                     continue;
                 };
                 let name = format!("{}.cast_{}", op.name, if side == 0 { 'a' } else { 'b' });
-                let output = TensorId(legal.tensors.len() as u32);
-                legal.tensors.push(Tensor {
+                let output = TensorId(tensors.len() as u32);
+                tensors.push(Tensor {
                     name: name.clone(),
                     shape: source.shape.clone(),
                     dtype: format,
@@ -160,8 +167,7 @@ pub(crate) fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
                     init: None,
                     repeat: None,
                 });
-                renumbered[i].push(OpId(legal.ops.len() as u32));
-                legal.ops.push(Op {
+                ops.push(Op {
                     name: name.clone(),
                     kind: OpKind::Cast,
                     inputs: vec![*input],
@@ -171,23 +177,10 @@ pub(crate) fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
                 inserted.push(name);
             }
         }
-        renumbered[i].push(OpId(legal.ops.len() as u32));
-        legal.ops.push(op);
-    }
-    renumber_bodies(&mut legal, &renumbered);
+        ops.push(op);
+        ops
+    });
     (legal, inserted)
-}
-
-/// Each repeat body of `legal` listing, for every operation it had, the
-/// operations that took its place (`renumbered`, by old op index).
-fn renumber_bodies(legal: &mut Graph, renumbered: &[Vec<OpId>]) {
-    for repeat in &mut legal.repeats {
-        repeat.body = repeat
-            .body
-            .iter()
-            .flat_map(|op| renumbered[op.0 as usize].iter().copied())
-            .collect();
-    }
 }
 
 /// The graph without unread operations, and the removed operations' names
