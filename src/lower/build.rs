@@ -1036,7 +1036,7 @@ impl Lowering<'_> {
                 &mut carry_transfers,
             );
         }
-        body.extend(self.add_phase(format!("carry {}", repeat.name), carry_transfers));
+        body.extend(self.add_phase(ExchangePhase::carry_purpose(&repeat.name), carry_transfers));
 
         // After the last iteration the carry holds the repeat's result.
         self.set_home(repeat.output, home);

@@ -122,6 +122,12 @@ impl ExchangePhase {
         self.purposes().collect::<Vec<_>>().join(", ")
     }
 
+    /// The purpose of the phase that moves repeat `repeat`'s result into
+    /// its carry at the end of each iteration.
+    pub(crate) fn carry_purpose(repeat: &str) -> String {
+        format!("carry {repeat}")
+    }
+
     /// The purpose of the phase gathering operation `op`'s operands.
     pub(crate) fn gather_purpose(op: &str) -> String {
         format!("op {op}")

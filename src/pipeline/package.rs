@@ -44,7 +44,7 @@ pub(crate) fn carry_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, Buil
         graph
             .repeats
             .iter()
-            .find(|r| purpose.strip_prefix("carry ") == Some(r.name.as_str()))
+            .find(|r| crate::lower::ExchangePhase::carry_purpose(&r.name) == purpose)
             .map(|r| u64::from(r.count))
     };
     let mut cycles = 0;
