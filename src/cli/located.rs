@@ -58,10 +58,8 @@ fn placement_diagnostic(db: &dyn Db, project: SourceFile, error: &PlacementError
             .as_ref()
             .map(|p| (f, p.get_ref().tiles.clone()))
     });
-    let mut at_most = false;
     if let Some((file, tiles)) = tiles {
         let count = *tiles.get_ref();
-        at_most = count >= i64::from(crate::target::IPU21.tiles);
         let plural = if count == 1 { "" } else { "s" };
         diagnostic = diagnostic
             .at(&file.path, tiles.span())
@@ -78,8 +76,11 @@ fn placement_diagnostic(db: &dyn Db, project: SourceFile, error: &PlacementError
     if !error.tried.is_empty() {
         diagnostic = diagnostic.note(format!("already tried: {}", error.tried.join("; ")));
     }
-    match at_most {
-        // No more tiles to give: the model itself must shrink.
+    // With every tile of the project's target in use, there are no more to
+    // give: the model itself must shrink.
+    let every_tile = crate::pipeline::graph(db, project)
+        .is_ok_and(|graph| graph.tiles >= graph.target.spec().tiles);
+    match every_tile {
         true => diagnostic.help(
             "the project already uses every tile of the target: use smaller tensors, or split the model",
         ),

@@ -313,8 +313,9 @@ pub(crate) fn kernel_object<'db>(
             // not where the project says (or, by default, `../device`).
             if crate::vfs::FileSource::read(&files, &spec.source).is_err() {
                 let help = format!(
-                    "kernel sources are read from `{}`, the project's `kernels` directory (`../device` from the project file unless [project] sets `kernels`)",
-                    variant.kernel_dir(db)
+                    "kernel sources are read from `{}`, the project's `kernels` directory (`{}` from the project file unless [project] sets `kernels`)",
+                    variant.kernel_dir(db),
+                    crate::project::DEFAULT_KERNEL_DIR
                 );
                 rendered = format!("{}\n  = help: {help}", rendered.trim_end());
                 diagnostics = diagnostics
