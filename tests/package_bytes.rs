@@ -61,9 +61,9 @@ fn shipped_packages_are_byte_identical() {
     expect![[r#"
         projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
         projects/mixed-f8.toml: b8cc1cafe29b0b7035f000e7b915f6eb62fd657e9c3ab42fdff998ef3b2d289a 64829
-        projects/mlp-f16.toml: fe492d82b2e0613f22d3fa89237310324d8a225ba221316ad4fcfa21bd4fa9a0 2883779
-        projects/attention-f16.toml: 4c2d4c49cc117f1a267bafb9460667ebffc7d5748e773105f4731b05a4bcf5bd 1320956
-        projects/vit-fp8.toml: 43bb0d694be93d84dfa98536b5fc1fb95c2a7f540492fcf0a082bafd744ad604 7713004
-        projects/llama-block-f16.toml: 8286d02355c8c3f93240c8f3afbe52d918d864c8108ec83defab5c85df2b4b52 9254989
+        projects/mlp-f16.toml: 5349ecf1080e0a1acd5975e839679a4a870ab145a316ab50bd5b790aeb4c8f57 2883793
+        projects/attention-f16.toml: 569fe22bee6172df604e4c56beafb447c423f36e27fe2891c8c115990ed1aada 1320970
+        projects/vit-fp8.toml: d15e0ab51066e8704a996215051b96ed7b8b70ee9c966b33a4abd5639d3ac74c 7713074
+        projects/llama-block-f16.toml: 9a987678974895dabf0b0f47dbe6223de13f36546ab317b095778c6c26d335ce 9255087
     "#]].assert_eq(&lines);
 }

@@ -121,21 +121,50 @@ pub(super) fn host_inputs(package: &Package, overrides: &Overrides) -> HostBuffe
 }
 
 /// The host reference of `package`'s graph on the run's inputs and
-/// weights.
+/// weights, summing each matrix product's K in the slices its plan split
+/// it into.
 pub(super) fn reference(package: &Package, overrides: &Overrides) -> anyhow::Result<Evaluation> {
     let graph = &package.graph;
-    let generated = overrides.is_empty() && package.file_values.is_empty();
-    let result = if generated {
-        crate::reference::evaluate(graph, graph.check.reference_precision)
+    let k_slices = k_slices(package);
+    let precision = graph.check.reference_precision;
+    let result = if overrides.is_empty() && package.file_values.is_empty() {
+        let generated = |tensor: TensorId, iteration: Option<u32>| {
+            crate::reference::init::tensor_values(graph, tensor, iteration)
+        };
+        crate::reference::evaluate_with_inputs(graph, precision, &generated, &k_slices)
     } else {
         let leaves = |tensor: TensorId, iteration: Option<u32>| {
             let t = graph.tensor(tensor);
             let bytes = leaf_bytes(package, overrides, tensor, iteration);
             crate::numerics::decode(&bytes, t.dtype, t.scale)
         };
-        crate::reference::evaluate_with_inputs(graph, graph.check.reference_precision, &leaves)
+        crate::reference::evaluate_with_inputs(graph, precision, &leaves, &k_slices)
     };
     result.map_err(|e| anyhow!("host reference: {e}"))
+}
+
+/// The K slices of the package's split matrix products, by the name of
+/// the product in its graph. The profile layout names the compiled
+/// operations, where a product with a fused epilogue is named after the
+/// product and what it absorbed (`fc1+fc1_bias+gelu`).
+fn k_slices(package: &Package) -> crate::reference::KSlices {
+    let products = package
+        .graph
+        .ops
+        .iter()
+        .filter(|op| matches!(op.kind, crate::graph::OpKind::Matmul { .. }));
+    products
+        .filter_map(|op| {
+            let compiled = package.profile.ops.iter().find(|o| {
+                o.kind == "matmul"
+                    && (o.name == op.name
+                        || o.name
+                            .strip_prefix(op.name.as_str())
+                            .is_some_and(|rest| rest.starts_with('+')))
+            })?;
+            Some((op.name.clone(), compiled.k_slice? as usize))
+        })
+        .collect()
 }
 
 /// One tensor of a dump, as the index lists it.

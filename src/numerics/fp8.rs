@@ -205,6 +205,22 @@ impl Fp8Format {
         self.to_f32(self.encode_f32(x, scale), scale)
     }
 
+    /// Whether a tensor with `scale` holds `x` exactly: some code's real
+    /// value is `x` (NaN included; -0 and the infinities are not held, a
+    /// cast makes them +0 and the largest codes). Rounding such a value
+    /// again through f16 could change it: a held value from 65520 up
+    /// (scale > 0) is infinite in f16, and the cast saturates it.
+    pub(crate) fn holds(self, x: f32, scale: i8) -> bool {
+        if x.is_nan() {
+            return true;
+        }
+        if !x.is_finite() || (x == 0.0 && x.is_sign_negative()) {
+            return false;
+        }
+        let magnitude = f64::from(x.abs()) * pow2_f64(-i32::from(scale));
+        self.to_f32(self.encode_magnitude(magnitude), scale) == x.abs()
+    }
+
     /// Rounds a non-negative (or infinite) stored magnitude to the nearest
     /// positive code, ties to even, saturating at the largest code.
     fn encode_magnitude(self, magnitude: f64) -> u8 {

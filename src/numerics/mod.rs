@@ -44,6 +44,18 @@ pub(crate) fn round_to_dtype(x: f32, dtype: DType, scale: i8) -> f32 {
     }
 }
 
+/// Stores a value in a tensor of `dtype` with `scale`, as writing it to the
+/// device does: a value the tensor holds exactly (decoded device bytes, or
+/// values already rounded) is kept, anything else rounded as
+/// [`round_to_dtype`] rounds. Rounding a held FP8 value again would not
+/// always keep it, since the cast goes through f16.
+pub(crate) fn store_in_dtype(x: f32, dtype: DType, scale: i8) -> f32 {
+    match Fp8Format::from_dtype(dtype) {
+        Some(format) if format.holds(x, scale) => x,
+        _ => round_to_dtype(x, dtype, scale),
+    }
+}
+
 /// Encodes real values as the device stores a tensor of `dtype` with
 /// `scale`: little-endian f32 (4 bytes) or f16 (2 bytes) per element, or one
 /// FP8 code per element. Values are rounded as [`round_to_dtype`] rounds.

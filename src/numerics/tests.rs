@@ -394,3 +394,36 @@ fn the_simulator_and_the_reference_convert_fp8_alike() {
         );
     }
 }
+
+#[test]
+fn storing_a_held_value_keeps_it_for_every_code_and_scale() {
+    // Every code at scales that put values past f16's range: storing the
+    // code's value keeps it (a second cast through f16 would not), and a
+    // value between two codes is rounded as the cast rounds.
+    for format in FORMATS {
+        let dtype = match format {
+            Fp8Format::F143 => DType::F143,
+            Fp8Format::F152 => DType::F152,
+        };
+        for scale in [-20i8, 0, 1, 10, 15] {
+            for code in 0..=255u8 {
+                let value = format.to_f32(code, scale);
+                let stored = store_in_dtype(value, dtype, scale);
+                assert!(
+                    stored.to_bits() == value.to_bits() || value.is_nan() && stored.is_nan(),
+                    "{format:?} code {code:#04x} scale {scale}: {value} stored as {stored}"
+                );
+            }
+        }
+    }
+    // 65536 is an f152 code's value at scale 1, infinite through f16.
+    assert_eq!(store_in_dtype(65536.0, DType::F152, 1), 65536.0);
+    assert_eq!(round_to_dtype(65536.0, DType::F152, 1), 114688.0);
+    // Not held: rounded as a cast (-0 to +0, a value between codes).
+    assert_eq!(store_in_dtype(-0.0, DType::F143, 0).to_bits(), 0);
+    assert_eq!(
+        store_in_dtype(1.03, DType::F143, 0),
+        round_to_dtype(1.03, DType::F143, 0)
+    );
+    assert_eq!(store_in_dtype(f32::INFINITY, DType::F152, 0), 57344.0);
+}

@@ -33,6 +33,11 @@ pub struct OpEstimate {
     /// project may use (matrix products; 0 otherwise).
     #[serde(default)]
     pub roofline_cycles: u64,
+    /// The depth of each slice of the inner dimension when the selected
+    /// plan splits a matrix product's K over tiles (absent otherwise): the
+    /// `device`-precision reference sums in the same slices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k_slice: Option<u32>,
 }
 
 impl OpEstimate {

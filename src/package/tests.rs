@@ -174,6 +174,7 @@ pub(crate) fn sample() -> Package {
                 sync_cycles: 600,
                 macs: 4096,
                 roofline_cycles: 1,
+                k_slice: Some(64),
             }],
             estimates: vec![StepEstimates {
                 call: Call::Run,
@@ -245,7 +246,7 @@ fn every_truncation_is_an_error() {
     longer.push(0);
     check_error(
         parse(&longer),
-        expect!["the package's part table is malformed: the parts end at byte 4144 but the file has 4145 bytes"],
+        expect!["the package's part table is malformed: the parts end at byte 4157 but the file has 4158 bytes"],
     );
 }
 

@@ -17,6 +17,7 @@ use crate::graph::{DType, Graph, Op, OpId, OpKind};
 use crate::lower::{KernelRun, Program};
 use crate::package::file::{Encoded, Part};
 use crate::package::{ExchangeProgram, OpEstimate, Package};
+use crate::partition::Partition;
 use crate::target::Target;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -118,6 +119,12 @@ pub(crate) fn op_estimates(
                 sync_cycles,
                 macs,
                 roofline_cycles,
+                k_slice: match &selected.partition {
+                    Partition::Matmul { grid, shard, .. } if grid.inner > 1 => {
+                        Some(shard.inner as u32)
+                    }
+                    _ => None,
+                },
             }
         })
         .collect())

@@ -457,6 +457,7 @@ pub(crate) mod tests {
             sync_cycles: sync,
             macs,
             roofline_cycles: roofline,
+            k_slice: None,
         };
         Profile {
             format_version: FORMAT_VERSION,

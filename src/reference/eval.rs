@@ -5,7 +5,7 @@ use super::init::tensor_values;
 use super::ops::{self, Accumulation, MatmulShape};
 use super::{Evaluation, ReferenceError, AMP_K_BLOCK, AMP_K_BLOCK_F16};
 use crate::graph::{Graph, Op, OpId, OpKind, ReferencePrecision, Repeat, Role, Tensor, TensorId};
-use crate::numerics::round_to_dtype;
+use crate::numerics::{round_to_dtype, store_in_dtype};
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -15,10 +15,20 @@ pub fn evaluate(
     graph: &Graph,
     precision: ReferencePrecision,
 ) -> Result<Evaluation, ReferenceError> {
-    evaluate_with_inputs(graph, precision, &|tensor, iteration| {
-        tensor_values(graph, tensor, iteration)
-    })
+    evaluate_with_inputs(
+        graph,
+        precision,
+        &|tensor, iteration| tensor_values(graph, tensor, iteration),
+        &KSlices::new(),
+    )
 }
+
+/// The depth of each slice of the inner dimension, by matrix product
+/// name, of the products whose plan splits K over tiles. At `device`
+/// precision such a product sums like the device: each slice its own chain
+/// of f16 partials, the slices' partials in f32, rounded once. A product
+/// not named sums in one chain.
+pub(crate) type KSlices = std::collections::BTreeMap<String, usize>;
 
 /// The values of one input or weight (with the iteration of a per-iteration
 /// weight); must be callable from several threads.
@@ -27,11 +37,13 @@ pub type LeafValues<'a> = dyn Fn(TensorId, Option<u32>) -> Vec<f32> + Sync + 'a;
 /// [`evaluate`] with the inputs and weights supplied by `leaves` instead of
 /// the seeded generator (hand-written test inputs, or values read from a
 /// device). Supplied values are rounded to their tensor's dtype, as storing
-/// them on the device would.
+/// them on the device would. `k_slices` are the planned splits of the
+/// products' inner dimension ([`KSlices`]).
 pub fn evaluate_with_inputs(
     graph: &Graph,
     precision: ReferencePrecision,
     leaves: &LeafValues<'_>,
+    k_slices: &KSlices,
 ) -> Result<Evaluation, ReferenceError> {
     let started = Instant::now();
     tracing::info!(
@@ -44,6 +56,7 @@ pub fn evaluate_with_inputs(
         precision,
         values: vec![None; graph.tensors.len()],
         leaves,
+        k_slices,
     };
     evaluator.generate_leaves(None, None)?;
     let repeat_at = repeat_starts(graph)?;
@@ -120,11 +133,22 @@ fn repeat_starts(graph: &Graph) -> Result<Vec<Option<usize>>, ReferenceError> {
     Ok(starts)
 }
 
+/// Where a stored tensor's values come from.
+#[derive(Clone, Copy)]
+enum Stored {
+    /// Copied from tensors of the same dtype (views, concatenations, a
+    /// repeat's carry).
+    Moved,
+    /// Computed by an operation.
+    Computed,
+}
+
 struct Evaluator<'g> {
     graph: &'g Graph,
     precision: ReferencePrecision,
     values: Vec<Option<Vec<f32>>>,
     leaves: &'g LeafValues<'g>,
+    k_slices: &'g KSlices,
 }
 
 impl Evaluator<'_> {
@@ -146,7 +170,7 @@ impl Evaluator<'_> {
                 let mut values = leaves(TensorId(i as u32), iteration);
                 values
                     .iter_mut()
-                    .for_each(|v| *v = round_to_dtype(*v, t.dtype, t.scale));
+                    .for_each(|v| *v = store_in_dtype(*v, t.dtype, t.scale));
                 (i, values)
             })
             .collect();
@@ -182,14 +206,14 @@ impl Evaluator<'_> {
         }
         let mut carry = init;
         for iteration in 0..repeat.count {
-            self.store(repeat.carry_in, carry);
+            self.store(repeat.carry_in, carry, Stored::Moved);
             self.generate_leaves(Some(number as u32), Some(iteration))?;
             for &op in &repeat.body {
                 self.run_op(graph.op(op))?;
             }
             carry = self.read(&repeat.name, repeat.carry_out)?.to_vec();
         }
-        self.store(repeat.output, carry);
+        self.store(repeat.output, carry, Stored::Moved);
         Ok(())
     }
 
@@ -208,8 +232,10 @@ impl Evaluator<'_> {
     }
 
     /// Stores `values` as `id` after the precision's rounding: every dtype
-    /// at `Device`, only FP8 at `F32`.
-    fn store(&mut self, id: TensorId, mut values: Vec<f32>) {
+    /// at `Device`, only FP8 at `F32`. Moved values keep what their dtype
+    /// holds exactly, as the device copies their bytes; computed ones are
+    /// cast as the device casts (through f16 for FP8).
+    fn store(&mut self, id: TensorId, mut values: Vec<f32>, stored: Stored) {
         let tensor = self.graph.tensor(id);
         let round = match self.precision {
             ReferencePrecision::Device => tensor.dtype != crate::graph::DType::F32,
@@ -217,9 +243,13 @@ impl Evaluator<'_> {
         };
         if round {
             let (dtype, scale) = (tensor.dtype, tensor.scale);
+            let cast = match stored {
+                Stored::Moved => store_in_dtype,
+                Stored::Computed => round_to_dtype,
+            };
             values
                 .par_iter_mut()
-                .for_each(|v| *v = round_to_dtype(*v, dtype, scale));
+                .for_each(|v| *v = cast(*v, dtype, scale));
         }
         self.values[id.0 as usize] = Some(values);
     }
@@ -279,7 +309,15 @@ impl Evaluator<'_> {
                 ),
             ));
         }
-        self.store(op.output, result);
+        let stored = match op.kind {
+            OpKind::Transpose { .. }
+            | OpKind::Reshape
+            | OpKind::Rearrange { .. }
+            | OpKind::Slice { .. }
+            | OpKind::Concat { .. } => Stored::Moved,
+            _ => Stored::Computed,
+        };
+        self.store(op.output, result, stored);
         Ok(())
     }
 
@@ -326,11 +364,21 @@ impl Evaluator<'_> {
                     w
                 };
                 let fp8 = x_tensor.dtype.is_fp8() || w_tensor.dtype.is_fp8();
-                match self.precision {
-                    ReferencePrecision::Device if fp8 => fp8_matmul(shape, x, w)?,
-                    ReferencePrecision::Device => f16_matmul(shape, x, w)?,
-                    ReferencePrecision::F32 => ops::matmul(shape, x, w, Accumulation::F32)?,
-                }
+                // The device model: the AMP carries f16 partials between its
+                // weight blocks (FP8 codes decoded with their tensor's scale
+                // first, so a product whose real value overflows f16 is
+                // infinite here as on the device), so products are summed in
+                // f32 within each block and the running sum is rounded to f16
+                // after each (`book/src/numerics.md`).
+                let k_block = if fp8 { AMP_K_BLOCK } else { AMP_K_BLOCK_F16 };
+                let accumulation = match self.precision {
+                    ReferencePrecision::Device => Accumulation::F16Partials {
+                        k_block,
+                        k_slice: self.k_slices.get(&op.name).copied(),
+                    },
+                    ReferencePrecision::F32 => Accumulation::F32,
+                };
+                ops::matmul(shape, x, w, accumulation)?
             }
             OpKind::Add => {
                 let (y, y_tensor) = inputs[1];
@@ -422,37 +470,5 @@ fn f32_result_matmul(
         x_converted.as_deref().unwrap_or(x),
         w_converted.as_deref().unwrap_or(w),
         Accumulation::F32,
-    )
-}
-
-/// The device model of an f16 × f16 matmul with an f16 result: the AMP
-/// carries f16 partials between its weight blocks, so products are summed
-/// in f32 within each block of [`AMP_K_BLOCK_F16`] inner indices and the
-/// running sum is rounded to f16 after each (`book/src/numerics.md`).
-fn f16_matmul(shape: MatmulShape, lhs: &[f32], rhs: &[f32]) -> Result<Vec<f32>, String> {
-    ops::matmul(
-        shape,
-        lhs,
-        rhs,
-        Accumulation::F16Partials {
-            k_block: AMP_K_BLOCK_F16,
-        },
-    )
-}
-
-/// The device model of an FP8 × FP8 matmul: the AMP decodes each code with
-/// its tensor's scale (so products are of real values), sums products in
-/// f32 within each block of [`AMP_K_BLOCK`] and keeps the running sum in
-/// f16. Because the scales are applied before the f16 partials, a product
-/// whose real value overflows f16 is infinite here exactly as on the
-/// device, whatever the stored codes are.
-fn fp8_matmul(shape: MatmulShape, lhs: &[f32], rhs: &[f32]) -> Result<Vec<f32>, String> {
-    ops::matmul(
-        shape,
-        lhs,
-        rhs,
-        Accumulation::F16Partials {
-            k_block: AMP_K_BLOCK,
-        },
     )
 }

@@ -37,6 +37,7 @@ pub(crate) mod softmax_mask;
 mod tests;
 
 pub use crate::graph::ReferencePrecision;
+pub(crate) use eval::KSlices;
 pub use eval::{evaluate, evaluate_with_inputs, LeafValues};
 pub use init::{tensor_bytes, tensor_values};
 

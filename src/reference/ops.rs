@@ -149,8 +149,14 @@ pub(super) enum Accumulation {
     F32,
     /// Products summed in f32 within each block of `k_block` inner indices;
     /// after each block the running sum is rounded to f16 (the model of the
-    /// AMP's f16 partials, see `book/src/numerics.md`).
-    F16Partials { k_block: usize },
+    /// AMP's f16 partials, see `book/src/numerics.md`). With a `k_slice`,
+    /// each slice of that many inner indices (the last may be shorter) is
+    /// such a chain of its own, and the slices' sums are added in f32, in
+    /// slice order, and rounded to f16 once: a K split over tiles.
+    F16Partials {
+        k_block: usize,
+        k_slice: Option<usize>,
+    },
 }
 
 /// A batched matmul; parallel over batches and blocks of output rows.
@@ -191,27 +197,41 @@ pub(super) fn matmul(
                     let a = &a_batch[row0 * k..(row0 + rows) * k];
                     match accumulation {
                         Accumulation::F32 => sgemm(rows, k, n, a, k, b_batch, rhs_strides, c),
-                        Accumulation::F16Partials { k_block } => {
+                        Accumulation::F16Partials { k_block, k_slice } => {
                             let k_block = k_block.max(1);
+                            let k_slice = k_slice.unwrap_or(k).max(1);
                             let mut partial = vec![0.0f32; c.len()];
-                            let mut k0 = 0;
-                            while k0 < k {
-                                let kk = k_block.min(k - k0);
-                                let b_offset = if shape.transpose_rhs { k0 } else { k0 * n };
-                                sgemm(
-                                    rows,
-                                    kk,
-                                    n,
-                                    &a[k0..],
-                                    k,
-                                    &b_batch[b_offset..],
-                                    rhs_strides,
-                                    &mut partial,
-                                );
-                                for (acc, p) in c.iter_mut().zip(&partial) {
-                                    *acc = round_f16(*acc + p);
+                            let mut chain = vec![0.0f32; c.len()];
+                            let mut slice0 = 0;
+                            while slice0 < k {
+                                let slice_end = (slice0 + k_slice).min(k);
+                                chain.fill(0.0);
+                                let mut k0 = slice0;
+                                while k0 < slice_end {
+                                    let kk = k_block.min(slice_end - k0);
+                                    let b_offset = if shape.transpose_rhs { k0 } else { k0 * n };
+                                    sgemm(
+                                        rows,
+                                        kk,
+                                        n,
+                                        &a[k0..],
+                                        k,
+                                        &b_batch[b_offset..],
+                                        rhs_strides,
+                                        &mut partial,
+                                    );
+                                    for (acc, p) in chain.iter_mut().zip(&partial) {
+                                        *acc = round_f16(*acc + p);
+                                    }
+                                    k0 += kk;
                                 }
-                                k0 += kk;
+                                for (sum, slice) in c.iter_mut().zip(&chain) {
+                                    *sum += slice;
+                                }
+                                slice0 = slice_end;
+                            }
+                            if k_slice < k {
+                                c.iter_mut().for_each(|v| *v = round_f16(*v));
                             }
                         }
                     }

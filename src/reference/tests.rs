@@ -82,13 +82,23 @@ impl Builder {
 
     /// Evaluates with hand-written values where given, seeded ones elsewhere.
     fn evaluate(&self, precision: ReferencePrecision) -> Result<Evaluation, ReferenceError> {
-        evaluate_with_inputs(&self.graph, precision, &|id, iteration| match self
+        self.evaluate_split(precision, &KSlices::new())
+    }
+
+    /// [`Builder::evaluate`] with products' K split into `k_slices`.
+    fn evaluate_split(
+        &self,
+        precision: ReferencePrecision,
+        k_slices: &KSlices,
+    ) -> Result<Evaluation, ReferenceError> {
+        let leaves = |id: TensorId, iteration: Option<u32>| match self
             .values
             .get(&self.graph.tensor(id).name)
         {
             Some(v) => v.clone(),
             None => tensor_values(&self.graph, id, iteration),
-        })
+        };
+        evaluate_with_inputs(&self.graph, precision, &leaves, k_slices)
     }
 }
 
@@ -176,6 +186,38 @@ fn matmul_with_many_row_blocks_matches_a_naive_sum() {
             }
         }
     }
+}
+
+#[test]
+fn a_split_k_sums_each_slices_f16_chain_in_f32() {
+    // One f16 block of 2048 then two blocks of 1: one chain rounds 2049 to
+    // 2048 (ties to even) twice; slices of one block each keep their sums
+    // and add them in f32, 2050, which is an f16.
+    let mut b = Builder::new();
+    let ones = vec![1.0; 48];
+    let mut column = vec![128.0; 16];
+    column.extend([0.0625; 32]);
+    let x = b.input("x", &[1, 48], DType::F16, &ones);
+    let w = b.input("w", &[48, 1], DType::F16, &column);
+    let y = b.op(MATMUL, &[x, w], &[1, 1], DType::F16);
+    let name = b.graph.ops[0].name.clone();
+    let one_chain = b.evaluate(ReferencePrecision::Device).expect("evaluates");
+    assert_eq!(one_chain.get(y).expect("computed"), [2048.0]);
+    for (slice, sum) in [(16, 2050.0), (32, 2048.0), (48, 2048.0)] {
+        let split = KSlices::from([(name.clone(), slice)]);
+        let sliced = b.evaluate_split(ReferencePrecision::Device, &split);
+        assert_eq!(
+            sliced.expect("evaluates").get(y).expect("computed"),
+            [sum],
+            "slices of {slice}"
+        );
+    }
+    // At f32 precision a split changes nothing.
+    let split = KSlices::from([(name, 16)]);
+    let f32 = b
+        .evaluate_split(ReferencePrecision::F32, &split)
+        .expect("evaluates");
+    assert_eq!(f32.get(y).expect("computed"), [2050.0]);
 }
 
 #[test]
