@@ -152,7 +152,9 @@ pub enum Partition {
     /// every tile of a group the others' records, and `kernel` (a segmented
     /// [`KernelId::LayernormParts`] or [`KernelId::RmsnormParts`], or
     /// [`KernelId::SoftmaxParts`]) combines them and writes the tile's
-    /// segments. For rows too few to fill the chip one to a tile.
+    /// segments. For rows too few to fill the chip one to a tile, and for
+    /// tiles with fewer long rows than workers (one segment, no exchange
+    /// of records).
     Segments {
         rows: usize,
         row_length: usize,

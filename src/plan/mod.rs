@@ -984,7 +984,7 @@ mod tests {
             layernorm(197, 1472),
             expect![[r#"
                 layernorm(f16[197, 768], f16[768], f16[768]) -> f143[197, 768]*2^-3 on 1472 tiles
-                  candidates 57
+                  candidates 73
                  *finalist 0: rows 197x768 per-tile 1 segment 112 kernel layernorm_parts_f16_f143_seg tiles=1379 cycles=4202 (compute 2922 exchange 80 sync 1200) phases=2 peak_standard=544 peak_interleaved=0
                   finalist 1: rows 197x768 per-tile 1 segment 256 kernel layernorm_parts_f16_f143_seg tiles=591 cycles=4822 (compute 3486 exchange 136 sync 1200) phases=2 peak_standard=912 peak_interleaved=0
                   finalist 2: rows 197x768 per-tile 2 segment 112 kernel layernorm_parts_f16_f143_seg tiles=693 cycles=6340 (compute 4980 exchange 160 sync 1200) phases=2 peak_standard=1088 peak_interleaved=0
@@ -995,11 +995,48 @@ mod tests {
             layernorm(384, 64),
             expect![[r#"
                 layernorm(f16[384, 768], f16[768], f16[768]) -> f143[384, 768]*2^-3 on 64 tiles
-                  candidates 29
+                  candidates 42
                  *finalist 0: rows 384x768 per-tile 6 kernel layernorm_f16_f143 tiles=64 cycles=30020 (compute 27116 exchange 2304 sync 600) phases=1 peak_standard=13824 peak_interleaved=0
                   finalist 1: rows 384x768 per-tile 6 kernel layernorm_parts_f16_f143 tiles=64 cycles=30912 (compute 28008 exchange 2304 sync 600) phases=1 peak_standard=14400 peak_interleaved=0
-                  finalist 2: rows 384x768 per-tile 32 segment 156 kernel layernorm_parts_f16_f143_seg tiles=60 cycles=43724 (compute 39516 exchange 3008 sync 1200) phases=2 peak_standard=20608 peak_interleaved=0
-                  finalist 3: rows 384x768 per-tile 16 segment 384 kernel layernorm_parts_f16_f143_seg tiles=48 cycles=45712 (compute 41376 exchange 3136 sync 1200) phases=2 peak_standard=20480 peak_interleaved=0
+                  finalist 2: rows 384x768 per-tile 8 segment 768 kernel layernorm_parts_f16_f143_seg tiles=48 cycles=42324 (compute 38652 exchange 3072 sync 600) phases=1 peak_standard=19328 peak_interleaved=0
+                  finalist 3: rows 384x768 per-tile 32 segment 156 kernel layernorm_parts_f16_f143_seg tiles=60 cycles=43724 (compute 39516 exchange 3008 sync 1200) phases=2 peak_standard=20608 peak_interleaved=0
+            "#]],
+        );
+    }
+
+    /// A tile with fewer long rows than workers: the row kernel gives a
+    /// split row's every part the whole row's statistics, a one-segment
+    /// plan deals them out in equal shares and exchanges no records.
+    #[test]
+    fn long_rows_fewer_than_the_workers_take_one_segment() {
+        let softmax = |rows, tiles| OpSignature {
+            kind: SignatureKind::Softmax {
+                scale_bits: 1f32.to_bits(),
+                causal: false,
+            },
+            inputs: vec![operand(&[rows, 6000], DType::F16, false)],
+            output: operand(&[rows, 6000], DType::F16, false),
+            tiles,
+            target: crate::target::TargetId::Ipu21,
+            unread: false,
+            spread: 0,
+        };
+        check(
+            softmax(1, 1),
+            expect![[r#"
+                softmax(f16[1, 6000]) -> f16[1, 6000] on 1 tiles
+                  candidates 2
+                 *finalist 0: rows 1x6000 per-tile 1 segment 6000 kernel softmax_parts_f16_seg tiles=1 cycles=56271 (compute 52671 exchange 3000 sync 600) phases=1 peak_standard=24112 peak_interleaved=0
+                  finalist 1: rows 1x6000 per-tile 1 kernel softmax_f16 tiles=1 cycles=175550 (compute 171950 exchange 3000 sync 600) phases=1 peak_standard=24000 peak_interleaved=0
+            "#]],
+        );
+        check(
+            softmax(3, 1),
+            expect![[r#"
+                softmax(f16[3, 6000]) -> f16[3, 6000] on 1 tiles
+                  candidates 2
+                 *finalist 0: rows 3x6000 per-tile 3 segment 6000 kernel softmax_parts_f16_seg tiles=1 cycles=164523 (compute 154923 exchange 9000 sync 600) phases=1 peak_standard=72336 peak_interleaved=0
+                  finalist 1: rows 3x6000 per-tile 3 kernel softmax_f16 tiles=1 cycles=235550 (compute 225950 exchange 9000 sync 600) phases=1 peak_standard=72000 peak_interleaved=0
             "#]],
         );
     }

@@ -45,9 +45,14 @@ pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
     }
 }
 
-/// Candidates for every grouping of rows that leaves at least two tiles
-/// per group (1, 2, 4, ... rows to a group), each with the most segments
-/// the tiles allow and halvings of that down to two. Each is costed as its
+/// Candidates for every grouping of rows (1, 2, 4, ... rows to a group,
+/// and all of them in one),
+/// each with the most segments the tiles allow and halvings of that down
+/// to one. One segment keeps a group's rows whole on one tile, but its
+/// kernels still deal the statistics out to the six workers in equal
+/// shares, where the row kernels give a row to one worker or make every
+/// worker of a split row read all of it: what a tile with fewer long rows
+/// than workers wants. Each is costed as its
 /// busiest tile's kernels (statistics, fold, output, and a fused cast
 /// after them) by their formulas (the first and the last segment, which
 /// may be shorter), the operand exchange and the statistics exchange, and
@@ -68,18 +73,18 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     let tiles = signature.tiles as usize;
     let mut found = Vec::new();
     let mut rows_per_tile = 1;
-    while rows_per_tile <= rows.max(1) {
+    loop {
         let groups = rows.div_ceil(rows_per_tile).max(1);
         let mut wanted = (tiles / groups).min(most_segments);
         let mut previous = None;
-        while wanted >= 2 {
+        while wanted >= 1 {
             let segment = row_length
                 .div_ceil(wanted)
                 .next_multiple_of(SEGMENT_QUANTUM);
             let segments = Partition::segments(row_length, segment);
             wanted /= 2;
             // Halvings that round to the same segment are one candidate.
-            if segments < 2 || previous.replace(segment) == Some(segment) {
+            if segments < 1 || previous.replace(segment) == Some(segment) {
                 continue;
             }
             let last = row_length - (segments - 1) * segment;
@@ -111,7 +116,8 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
             let records = (rows_per_tile * NORM_PART_ROW_BYTES) as u64 + folded;
             let statistics = folded - (rows_per_tile * NORM_RECORD_BYTES) as u64;
             let operands = received_bytes(signature, elements, segment);
-            let phases = 1 + u32::from(operands > 0);
+            // A group of one tile has no other tile's records to receive.
+            let phases = u32::from(statistics > 0) + u32::from(operands > 0);
             found.push(Candidate {
                 partition: Partition::Segments {
                     rows,
@@ -134,7 +140,11 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                 pruned: false,
             });
         }
-        rows_per_tile *= 2;
+        // Doublings, and last every row in one group.
+        if rows_per_tile >= rows {
+            break;
+        }
+        rows_per_tile = (rows_per_tile * 2).min(rows);
     }
     found
 }
@@ -159,7 +169,7 @@ pub(super) fn partition_fits(signature: &OpSignature, partition: &Partition) -> 
         && *rows == leading
         && (1..=(*rows).max(1)).contains(rows_per_tile)
         && segment.is_multiple_of(SEGMENT_QUANTUM)
-        && (SEGMENT_QUANTUM..*row_length).contains(segment)
+        && (SEGMENT_QUANTUM..=row_length.next_multiple_of(SEGMENT_QUANTUM)).contains(segment)
         && rows.div_ceil(*rows_per_tile) * segments <= signature.tiles as usize
         && Some(*kernel) == segmented_kernel(signature)
 }
