@@ -166,6 +166,11 @@ fn repeat_of_a_short_body() {
     check("tests/data/estimates/repeat-of-a-short-body.toml");
 }
 
+#[test]
+fn reads_a_product_on_two_tiles() {
+    check("tests/data/estimates/reads-a-product-on-two-tiles.toml");
+}
+
 /// The full-chip projects take minutes each on the model.
 #[test]
 fn full_chip_projects() {

@@ -60,10 +60,10 @@ fn shipped_packages_are_byte_identical() {
     }
     expect![[r#"
         projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
-        projects/mixed-f8.toml: b8cc1cafe29b0b7035f000e7b915f6eb62fd657e9c3ab42fdff998ef3b2d289a 64829
-        projects/mlp-f16.toml: 5349ecf1080e0a1acd5975e839679a4a870ab145a316ab50bd5b790aeb4c8f57 2883793
-        projects/attention-f16.toml: 569fe22bee6172df604e4c56beafb447c423f36e27fe2891c8c115990ed1aada 1320970
-        projects/vit-fp8.toml: d15e0ab51066e8704a996215051b96ed7b8b70ee9c966b33a4abd5639d3ac74c 7713074
-        projects/llama-block-f16.toml: 9a987678974895dabf0b0f47dbe6223de13f36546ab317b095778c6c26d335ce 9255087
+        projects/mixed-f8.toml: c0198995cb9d33460de176d8023d1188c0d5eb0a8875407ae7860f4959d593ef 64829
+        projects/mlp-f16.toml: f230620a8a37fec888c7c9a90e197cebab027dc66e78a0f0ae59270a5c0b0079 2883793
+        projects/attention-f16.toml: 4f20ce590f05ca3689d549e2119af98d0271ed4af6de782fbbf1d5fae1900a7e 1320970
+        projects/vit-fp8.toml: 1658b883f8fc1ff3c1c979c254f60175802decdbfe67d296262a631e23427153 7713074
+        projects/llama-block-f16.toml: 53eb1cd5a119f5f204720cbbf8da9ec1a1a41eef18921e336fe088606df50c75 9255087
     "#]].assert_eq(&lines);
 }

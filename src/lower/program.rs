@@ -7,7 +7,7 @@ use super::view::View;
 use crate::graph::{DType, OpId, TensorId};
 use crate::partition::{KernelId, MemoryClass};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -210,49 +210,6 @@ impl Program {
 
     pub(crate) fn phase(&self, id: PhaseId) -> &ExchangePhase {
         &self.phases[id.0 as usize]
-    }
-
-    /// For each operation that reads operand buffers another operation
-    /// gathered (the lowering shares equal pieces of an activation), the
-    /// most bytes of them on one tile: what its own gathers are spared.
-    pub(crate) fn shared_operand_bytes(&self) -> BTreeMap<OpId, u64> {
-        fn walk(program: &Program, steps: &[Step], out: &mut BTreeMap<(OpId, u32), BTreeSet<u32>>) {
-            for step in steps {
-                match step {
-                    Step::Compute { op, runs } => {
-                        for run in runs {
-                            let inputs = &run.operands[..run.operands.len().saturating_sub(1)];
-                            for operand in inputs {
-                                let OperandRef::Buffer(id) = operand else {
-                                    continue;
-                                };
-                                if let BufferRole::Operand { op: owner, .. } =
-                                    program.buffer(*id).role
-                                {
-                                    if owner != *op {
-                                        out.entry((*op, run.tile)).or_default().insert(id.0);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    Step::Exchange(_) => {}
-                    Step::Repeat { body, .. } => walk(program, body, out),
-                }
-            }
-        }
-        let mut by_tile = BTreeMap::new();
-        walk(self, &self.steps, &mut by_tile);
-        let mut shared: BTreeMap<OpId, u64> = BTreeMap::new();
-        for ((op, _), ids) in by_tile {
-            let bytes = ids
-                .iter()
-                .map(|&id| u64::from(self.buffer(BufferId(id)).bytes()))
-                .sum();
-            let most = shared.entry(op).or_default();
-            *most = (*most).max(bytes);
-        }
-        shared
     }
 
     /// Tiles that hold any buffer, ascending.

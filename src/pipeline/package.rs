@@ -130,23 +130,20 @@ pub(crate) fn op_estimates(
         .collect())
 }
 
-/// Each operation's estimated exchange and sync cycles: the plan's
-/// exchange as refinement scheduled it against operands laid out as the
-/// planner spreads them (`pipeline::refine`; the analytical figure for a
-/// plan refinement did not reach, and for one that reads a product's
-/// result, laid out in channel blocks), corrected by what the lowered
-/// program shows and the plan, costed per signature, cannot see: an
-/// operation whose operands are all in place has no exchange phase and
-/// spends nothing on exchange and sync (what it rearranges of the pieces
-/// it holds is compute: `refine::held_rearrange_cycles`); one with fewer
-/// phases than its plan (a gather left out because the operands were in
-/// place or gathered by another operation) syncs only for those it has;
-/// one that reads operand pieces another operation gathered is spared its
-/// busiest tile's shared bytes. A phase merged into another's
-/// (`crate::lower::merge_phases`) syncs with it, and its share of the
-/// operation's exchange (by the part's horizon among the operation's
-/// phases) is charged to the operation the merged phase first serves, as
-/// the profile charges the merged phase.
+/// Each operation's estimated exchange and sync cycles, from the lowered
+/// program, which the per-signature plans cannot see: an operation whose
+/// operands are all in place has no exchange phase and spends nothing on
+/// exchange and sync (what it rearranges of the pieces it holds is
+/// compute: `refine::held_rearrange_cycles`); one with fewer phases than
+/// its plan (a gather left out because the operands were in place or
+/// gathered by another operation) syncs only for those it has; and each
+/// phase's exchange is its schedule's horizon, the figure the whole
+/// program's estimate takes, rather than the plan's, which costs operands
+/// laid out as the planner spreads them (a product's result is in channel
+/// blocks) and cannot know which pieces another operation gathered. A
+/// phase is charged, with the phases merged into it
+/// (`crate::lower::merge_phases`), to the operation it first serves, as
+/// the profile charges its measured cycles.
 pub(super) fn lowered_exchange(
     graph: &Graph,
     target: &Target,
@@ -154,77 +151,30 @@ pub(super) fn lowered_exchange(
     selected: &[&crate::plan::Candidate],
 ) -> Vec<(u64, u64)> {
     use crate::lower::ExchangePhase;
-    let shared = program.shared_operand_bytes();
     let served = ExchangePhase::served_ops(graph);
-    // Every phase part an operation has: the operation whose purpose comes
-    // first in its phase, and the part's horizon.
-    let mut parts: BTreeMap<OpId, Vec<(Option<OpId>, u64)>> = BTreeMap::new();
+    let mut horizons = vec![0u64; selected.len()];
+    let mut phases = vec![0u32; selected.len()];
     for phase in &program.phases {
-        let first = phase.purposes().find_map(|p| served.get(p).copied());
-        for (purpose, transfers) in phase.parts() {
-            if let Some(&op) = served.get(purpose) {
-                let horizon = crate::schedule::transfers_horizon(target, program, transfers);
-                parts.entry(op).or_default().push((first, horizon));
-            }
-        }
+        let Some(first) = phase.purposes().find_map(|p| served.get(p).copied()) else {
+            continue;
+        };
+        let Some(horizon) = horizons.get_mut(first.0 as usize) else {
+            continue;
+        };
+        *horizon += crate::schedule::exchange_schedule(target, program, phase).horizon();
+        phases[first.0 as usize] += 1;
     }
-    // Whether an input, seen through its views, is a product's result.
-    let reads_product = |op: OpId| {
-        graph.op(op).inputs.iter().any(|&input| {
-            let base = graph.view_base(input);
-            graph
-                .ops
-                .iter()
-                .any(|p| p.output == base && matches!(p.kind, OpKind::Matmul { .. }))
-        })
-    };
-    let mut cycles: Vec<(u64, u64)> = selected
+    selected
         .iter()
-        .enumerate()
-        .map(|(i, selected)| {
-            let op = OpId(i as u32);
-            let Some(parts) = parts.get(&op) else {
-                return (0, 0);
-            };
-            let own = parts.iter().filter(|&&(first, _)| first == Some(op));
-            let estimate = &selected.estimate;
-            let sync = estimate.sync_cycles.min(crate::plan::cost::sync_cycles(
-                target,
-                u32::try_from(own.count()).unwrap_or(u32::MAX),
-            ));
-            // Refinement lays operands out as the planner spreads them,
-            // which a product's channel blocks never are: an operation
-            // reading one keeps the analytical gather of every operand.
-            let planned = match (selected.refined, reads_product(op)) {
-                (Some(refined), false) => refined.scheduled_exchange_cycles,
-                _ => estimate.exchange_cycles,
-            };
-            let exchange = match shared.get(&op) {
-                Some(&bytes) => {
-                    planned.saturating_sub(crate::plan::cost::exchange_cycles(target, bytes))
-                }
-                None => planned,
-            };
+        .zip(horizons.into_iter().zip(phases))
+        .map(|(selected, (exchange, phases))| {
+            let sync = selected
+                .estimate
+                .sync_cycles
+                .min(crate::plan::cost::sync_cycles(target, phases));
             (exchange, sync)
         })
-        .collect();
-    // Shares are taken of each operation's own exchange, before any moves.
-    let own: Vec<u64> = cycles.iter().map(|&(exchange, _)| exchange).collect();
-    for (&op, parts) in &parts {
-        let total: u64 = parts.iter().map(|&(_, horizon)| horizon).sum();
-        let exchange = own[op.0 as usize];
-        for &(first, horizon) in parts {
-            let Some(owner) = first.filter(|&owner| owner != op) else {
-                continue;
-            };
-            let share = (exchange * horizon)
-                .checked_div(total)
-                .unwrap_or(exchange / parts.len() as u64);
-            cycles[op.0 as usize].0 -= share;
-            cycles[owner.0 as usize].0 += share;
-        }
-    }
-    cycles
+        .collect()
 }
 
 /// A matrix product's multiply-accumulates, and the cycles they take at the

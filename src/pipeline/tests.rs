@@ -889,10 +889,11 @@ fn an_operation_syncs_only_for_the_phases_it_lowers_to() {
     assert_eq!(qkv.exchange_cycles, refined.scheduled_exchange_cycles);
 }
 
-/// An operation's exchange is estimated as refinement scheduled it: on a
-/// single tile, an f32 subtraction reads its operands where they already
-/// are, so its phase moves a few bytes on the tile, where the analytical
-/// figure has every operand byte cross the exchange.
+/// An operation's exchange is estimated as its lowered phase is
+/// scheduled, here what refinement scheduled: on a single tile, an f32
+/// subtraction reads its operands where they already are, so its phase
+/// moves a few bytes on the tile, where the analytical figure has every
+/// operand byte cross the exchange.
 #[test]
 fn an_operation_is_estimated_with_its_scheduled_exchange() {
     let fs = with_kernels();
