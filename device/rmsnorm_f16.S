@@ -26,7 +26,7 @@
 // element of the head and tail, a fixed 100 and its share of the output;
 // the launch takes 25 more. All in quarter issues, so quads count per
 // element.
-#define RMSNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 31 * row_length : 14 * row_length; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 28 * row_length : 11 * row_length + 24 * singles; 40 + 6 * (100 + whole * (row + 228) + split * (3 * row_length + 12 * singles + 400 + part / parts)) / 4"
+#define RMSNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 31 * row_length : 14 * row_length; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 28 * row_length : 11 * row_length + 24 * singles; 40 + 6 * (100 + whole * (row + 228) + split * (3 * row_length + 12 * singles + 400 + part / parts)) / 4"
 
 // PARTS (0 unless defined) selects the split form's normalising kernel
 // (`include/norm.h`): `rmsnorm_stats_f16` has written the sum of squares

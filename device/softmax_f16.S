@@ -40,10 +40,12 @@
 // of the busiest worker, which has `whole` rows and, when the rows split,
 // one part of a split row. A row costs 34 issues per quad (1 + 15 + 18 in
 // the three passes) and about 15 more per single element of its head and
-// tail (`singles`, an estimate for rows that start misaligned), plus a
+// tail (`singles`, an estimate for rows that start misaligned: rows of a
+// length 2 mod 4 alternate between two alignments and have two each; the
+// odd lengths' figure also carries what their rows cost beyond), plus a
 // fixed 90; a part costs the statistics (16 per quad) and its share of the
 // output (18 per quad). All in quarter issues, so quads count per element.
-#define SOFTMAX_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 6 * (whole * (34 * row_length + 30 * singles + 360) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
+#define SOFTMAX_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; 50 + 6 * (whole * (34 * row_length + 30 * singles + 360) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
 // Causal rows compute over their kept elements only and write zeros after
 // them (one issue per quad). `kept` sums `min(i + 1, row_length)` over the
 // tile's matrix rows i (rows past the row length keep all of it); the
@@ -54,7 +56,7 @@
 // quarter issues (refitted with rows of tall and wide score matrices),
 // with a fixed 100 cycles more for a worker that has whole rows; split
 // rows as above.
-#define SOFTMAX_ONCE_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 50 + 100 * (whole > 0) + 6 * (whole * (10 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
+#define SOFTMAX_ONCE_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : 5; 50 + 100 * (whole > 0) + 6 * (whole * (10 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
 #define SOFTMAX_ONCE_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); 200 + 6 * (whole * (600 + row_length) + 7 * kept * whole / rows + split * (680 + 18 * kept / rows + (15 * kept / rows + row_length) / parts)) / 4"
 
 // The segmented form's kernels' (fitted with

@@ -37,11 +37,13 @@
 // issues per quad with an f16 mask, 9 + 18 with an f32 one) and its output
 // `out` (24, or 22); a single element of a row's head or tail costs
 // `single` more than its share of a quad (13 + 11 issues against 55 / 4,
-// or 11 + 10 against 49 / 4); `singles` estimates them for rows that start
-// misaligned; 89 issues per row. A part pays both statistics passes in
+// or 11 + 10 against 49 / 4); `singles` counts them for rows that start
+// misaligned (consecutive rows of a length 2 mod 4 alternate between two
+// alignments and have two each, odd lengths three on average); 89 issues
+// per row. A part pays both statistics passes in
 // full and writes its share of the row: the last part, the busiest, gets
 // what the others' equal quads leave (`last` elements), plus 116 issues.
-#define SOFTMAX_MASK_COST "stats = MASK_F32 ? 27 : 31; out = MASK_F32 ? 22 : 24; single = MASK_F32 ? 35 : 41; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 + 4; 150 + 6 * (whole * ((stats + out) * row_length + single * singles + 356) + split * (stats * row_length + out * last + single * singles + 464)) / 4"
+#define SOFTMAX_MASK_COST "stats = MASK_F32 ? 27 : 31; out = MASK_F32 ? 22 : 24; single = MASK_F32 ? 35 : 41; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : 3; 150 + 6 * (whole * ((stats + out) * row_length + single * singles + 356) + split * (stats * row_length + out * last + single * singles + 464)) / 4"
 
 // Registers beyond rows.h's: $m11 the mask cursor, $m12 the mask row,
 // $m13 the link register of `call`, $m14 the head's elements; $a8:9 the

@@ -84,6 +84,9 @@ const LENGTHS: &[usize] = &[1, 3, 17, 64, 197, 384, 999];
 const MAX_ELEMENTS: usize = 20_000;
 /// Long rows and large blocks beyond the grid.
 const EXTRA: &[(usize, usize)] = &[(1, 8192), (1, 4304), (4, 1536), (32, 1024)];
+/// Short rows, a quad or two with single elements at one end or both
+/// (after the rest, so the grid's random data stays as it was).
+const SHORT: &[(usize, usize)] = &[(6, 5), (6, 6), (6, 7), (12, 9), (12, 10), (12, 11), (64, 6)];
 
 /// (count, length) of the reduce-add: lengths are multiples of 4.
 const REDUCE: &[(usize, usize)] = &[
@@ -120,6 +123,11 @@ fn shapes(kernel: &str) -> Vec<(usize, usize)> {
         .filter(|&(r, l)| !segmented || r == 1 || l % 4 == 0)
         .collect();
     shapes.extend_from_slice(EXTRA);
+    shapes.extend(
+        SHORT
+            .iter()
+            .filter(|&&(r, l)| !segmented || r == 1 || l % 4 == 0),
+    );
     shapes
 }
 
