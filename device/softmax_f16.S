@@ -49,15 +49,20 @@
 // Causal rows compute over their kept elements only and write zeros after
 // them (one issue per quad). `kept` sums `min(i + 1, row_length)` over the
 // tile's matrix rows i (rows past the row length keep all of it); the
-// busiest worker is taken to have the average row.
-#define SOFTMAX_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); 240 + 6 * (whole * (580 + row_length) + 35 * kept * whole / rows + split * (640 + 18 * kept / rows + (23 * kept / rows + row_length) / parts)) / 4"
+// busiest worker is taken to have the average row. A row costs 100 issues
+// and 50 more when its kept elements end in single ones (`tails`: three
+// in four of the triangle's `T` rows, and every row past it when the row
+// length is not a multiple of 4), which rows of a few quads in tall score
+// matrices mostly do not.
+#define SOFTMAX_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); T = end / M * (M <= row_length ? M : row_length) + (e <= row_length ? e : row_length) - (f <= row_length ? f : row_length); tails = 3 * T / 4 + (row_length % 4 != 0) * (rows - T); 240 + 6 * (whole * (400 + row_length) + (35 * kept + 200 * tails) * whole / rows + split * (640 + 18 * kept / rows + (23 * kept / rows + row_length) / parts)) / 4"
 // With EXP_ONCE, a whole row costs 10 issues per quad (1 + 7 + 2, the
 // last two passes in f16), its causal form about 7 per kept element in
 // quarter issues (refitted with rows of tall and wide score matrices),
-// with a fixed 100 cycles more for a worker that has whole rows; split
-// rows as above.
+// 112 issues a row and 50 more for one that ends in single elements; the
+// plain form a fixed 100 cycles more for a worker that has whole rows;
+// split rows as above.
 #define SOFTMAX_ONCE_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : 5; 50 + 100 * (whole > 0) + 6 * (whole * (10 * row_length + 36 * singles + 284) + split * (16 * row_length + 12 * singles + 600 + 18 * (row_length + singles) / parts)) / 4"
-#define SOFTMAX_ONCE_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); 200 + 6 * (whole * (600 + row_length) + 7 * kept * whole / rows + split * (680 + 18 * kept / rows + (15 * kept / rows + row_length) / parts)) / 4"
+#define SOFTMAX_ONCE_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); T = end / M * (M <= row_length ? M : row_length) + (e <= row_length ? e : row_length) - (f <= row_length ? f : row_length); tails = 3 * T / 4 + (row_length % 4 != 0) * (rows - T); 200 + 6 * (whole * (450 + row_length) + (7 * kept + 200 * tails) * whole / rows + split * (680 + 18 * kept / rows + (15 * kept / rows + row_length) / parts)) / 4"
 
 // The segmented form's kernels' (fitted with
 // `tests/row_kernels/calibration.rs`):
