@@ -242,10 +242,7 @@
         rpt     $m6, 6
         exp_one
         f32v4acc $a4:7
-        f32v2gina $a4:5, 0
-        f32v2gina $a6:7, 1
-        f32v2add $a4:5, $a4:5, $a6:7
-        f32v2hadd $a4, $a4:5
+        acc_total
 .endm
 
 // Pass 2 with each f16(e) stored: s over the $m14 kept elements from $m8
@@ -281,10 +278,7 @@
         rpt_at  4
         rpt     $m6, 8
         exp_store_one
-        f32v2gina $a4:5, 0
-        f32v2gina $a6:7, 1
-        f32v2add $a4:5, $a4:5, $a6:7
-        f32v2hadd $a4, $a4:5
+        acc_total
 .endm
 
 // The output pass's $m6 whole quads from $m8 to $m10: each quad widened

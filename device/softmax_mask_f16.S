@@ -47,7 +47,8 @@
 
 // Registers beyond rows.h's: $m11 the mask cursor, $m12 the mask row,
 // $m13 the link register of `call`, $m14 the head's elements; $a8:9 the
-// scale, $a10:11 the row maximum m, $a12:13 1 / s (as pairs of lanes).
+// scale, $a10:11 the row maximum m, $a12:13 1 / s (as pairs of lanes),
+// $a14 the single elements' part of the sum.
 
 // $a0 = y = x * scale + mask of the element at the cursors $m8 and $m11,
 // advancing both. Starts 8-byte aligned (inside `rpt` bodies placed by
@@ -130,6 +131,60 @@
         st16step $m6, $m10+=, 2
 .endm
 
+// A quad of the output, stored with one 64-bit store.
+.macro out_quad
+        exp_quad
+        f32v2mul $a4:5, $a4:5, $a12:13
+        f32v2mul $a6:7, $a6:7, $a12:13
+        f32v2tof16 $a0, $a4:5
+        f32v2tof16 $a1, $a6:7
+        st64step $a0:1, $m10+=, 8
+.endm
+
+// The maximum's bodies: lane-wise in $a10:11 (single elements in $a10).
+.macro max_one
+        load_y
+        f32max  $a10, $a10, $a0
+.endm
+.macro max_quad
+        quad_y
+        f32v2max $a10:11, $a10:11, $a4:5
+        f32v2max $a10:11, $a10:11, $a6:7
+.endm
+
+// The sum's bodies: a quad's exponentials into the vector accumulators,
+// a single element's into $a14.
+.macro sum_one
+        exp_one
+        f32add  $a14, $a14, $a4
+.endm
+.macro sum_quad
+        exp_quad
+        f32v4acc $a4:7
+.endm
+
+// Walks `count` elements (a register other than $m6 and $m14) from the
+// cursors, the input's ($m8) setting the alignment: `one` (a body of
+// `one_words` words) for each single element of the head and of the
+// tail, `quad` (`quad_words`) for each aligned quad between them.
+// Clobbers $m6 and $m14.
+.macro walk count, one, one_words, quad, quad_words
+        head    $m8, \count
+        rpt_at  4
+        rpt     $m14, \one_words
+        \one
+        sub     $m6, \count, $m14
+        shr     $m6, $m6, 2
+        rpt_at  4
+        rpt     $m6, \quad_words
+        \quad
+        sub     $m6, \count, $m14
+        and     $m6, $m6, 3
+        rpt_at  4
+        rpt     $m6, \one_words
+        \one
+.endm
+
         .text
 
 // State: in0 (x), in1 (the mask), out, rows, row_length, scale_bits.
@@ -182,24 +237,7 @@ smask_row:
         setzi   $a10, 0
         sethi   $a10, 0xff80
         mov     $a11, $a10
-        head    $m8, $m2
-        rpt_at  4
-        rpt     $m14, LOAD_Y_WORDS + 1
-        load_y
-        f32max  $a10, $a10, $a0
-        sub     $m6, $m2, $m14
-        shr     $m6, $m6, 2
-        rpt_at  4
-        rpt     $m6, QUAD_Y_WORDS + 2
-        quad_y
-        f32v2max $a10:11, $a10:11, $a4:5
-        f32v2max $a10:11, $a10:11, $a6:7
-        sub     $m6, $m2, $m14
-        and     $m6, $m6, 3
-        rpt_at  4
-        rpt     $m6, LOAD_Y_WORDS + 1
-        load_y
-        f32max  $a10, $a10, $a0
+        walk    $m2, max_one, LOAD_Y_WORDS + 1, max_quad, QUAD_Y_WORDS + 2
         f32max  $a10, $a10, $a11
         mov     $a11, $a10
 
@@ -210,43 +248,19 @@ smask_row:
         cmpeq   $m14, $m14, $m6
         brnz    $m14, smask_zeros
 
-        // Pass 2: s = the sum of the exponentials, in the vector
-        // accumulators (a single element adds into accumulator 0 alone,
-        // with $a5..$a7 zero).
+        // Pass 2: s = the sum of the exponentials, then 1 / s.
         mov     $m8, $m7
         mov     $m11, $m12
-        mov     $a5, $azero
-        mov     $a6, $azero
-        mov     $a7, $azero
-        head    $m8, $m2
-        rpt_at  4
-        rpt     $m14, LOAD_Y_WORDS + 3
-        exp_one
-        f32v4acc $a4:7
-        sub     $m6, $m2, $m14
-        shr     $m6, $m6, 2
-        rpt_at  4
-        rpt     $m6, QUAD_Y_WORDS + 7
-        exp_quad
-        f32v4acc $a4:7
-        mov     $a5, $azero
-        mov     $a6, $azero
-        mov     $a7, $azero
-        sub     $m6, $m2, $m14
-        and     $m6, $m6, 3
-        rpt_at  4
-        rpt     $m6, LOAD_Y_WORDS + 3
-        exp_one
-        f32v4acc $a4:7
-        f32v2gina $a4:5, 0
-        f32v2gina $a6:7, 1
-        f32v2add $a4:5, $a4:5, $a6:7
-        f32v2hadd $a4, $a4:5
+        mov     $a14, $azero
+        walk    $m2, sum_one, LOAD_Y_WORDS + 3, sum_quad, QUAD_Y_WORDS + 7
+        acc_total
+        f32add  $a4, $a4, $a14
         f32rcp  $a12, $a4
         mov     $a13, $a12
 
         // Pass 3: elements [lo, hi) of the output, which has the input's
-        // alignment.
+        // alignment; $m4 becomes their count (the callers set lo and hi
+        // for each row).
         sub     $m6, $m5, $m4
         brz     $m6, smask_row_done
         add     $m14, $m4, $m4
@@ -256,27 +270,8 @@ smask_row:
         add     $m14, $m14, $m14
 #endif
         add     $m11, $m12, $m14
-        head    $m8, $m6
-        rpt_at  4
-        rpt     $m14, LOAD_Y_WORDS + 6
-        out_one
-        sub     $m6, $m5, $m4
-        sub     $m6, $m6, $m14
-        shr     $m6, $m6, 2
-        rpt_at  4
-        rpt     $m6, QUAD_Y_WORDS + 11
-        exp_quad
-        f32v2mul $a4:5, $a4:5, $a12:13
-        f32v2mul $a6:7, $a6:7, $a12:13
-        f32v2tof16 $a0, $a4:5
-        f32v2tof16 $a1, $a6:7
-        st64step $a0:1, $m10+=, 8
-        sub     $m6, $m5, $m4
-        sub     $m6, $m6, $m14
-        and     $m6, $m6, 3
-        rpt_at  4
-        rpt     $m6, LOAD_Y_WORDS + 6
-        out_one
+        sub     $m4, $m5, $m4
+        walk    $m4, out_one, LOAD_Y_WORDS + 6, out_quad, QUAD_Y_WORDS + 11
 smask_row_done:
         br      $m13
 

@@ -122,6 +122,15 @@ rows_text_start:
         .endif
 .endm
 
+// $a4 = the sum of the four f32 vector accumulators, which are cleared
+// (the sum kept lane-wise by `f32v4acc`). Clobbers $a5..$a7.
+.macro acc_total
+        f32v2gina $a4:5, 0
+        f32v2gina $a6:7, 1
+        f32v2add $a4:5, $a4:5, $a6:7
+        f32v2hadd $a4, $a4:5
+.endm
+
 // Stores the low `$m3` (1..3) f16 lanes of the 64-bit value `$lo:$hi` (two
 // `$m` registers, clobbered) at `ptr` (post-incremented).
 .macro store_f16_lanes lo, hi, ptr, label
