@@ -3,7 +3,9 @@
 //! Every supported file type widens to f64 exactly, so one rounding takes a
 //! value to an f32 or f16 tensor (to nearest, ties to even) and an FP8
 //! tensor gets the device's two: to f16, then the cast with the tensor's
-//! scale (saturating, NaN to the NaN code). The counts of NaNs and of
+//! scale (saturating, NaN to the NaN code); a value past f16's range that
+//! the tensor's positive scale can hold is rounded to the nearest code
+//! directly (`Fp8Format::encode_host`). The counts of NaNs and of
 //! finite values that overflowed (to infinity in f16, to the largest code
 //! in FP8) come back with the bytes, for a warning: such values are data a
 //! checkpoint may really hold, not a reason to refuse it.
@@ -81,11 +83,9 @@ fn convert_chunk(
                 out[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
             }
             (_, Some(format)) => {
-                let half = f16::from_f64(value);
                 let limit = f64::from(format.max_finite()) * f64::from(scale).exp2();
-                overflows +=
-                    usize::from(value.is_finite() && (value.abs() > limit || half.is_infinite()));
-                out[i] = format.encode_f16(half, scale);
+                overflows += usize::from(value.is_finite() && value.abs() > limit);
+                out[i] = format.encode_host(value, scale);
             }
             _ => {
                 let v = f16::from_f64(value);

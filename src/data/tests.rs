@@ -268,6 +268,16 @@ fn conversions_round_to_nearest_even_and_count_what_does_not_fit() {
         0,
         expect!["NaN 2 (nans 1, overflows 0)"],
     );
+    // F152 with scale 3 holds up to 458752: values past f16's range go to
+    // the nearest code (70000 to 65536), and only those past the largest
+    // code overflow.
+    check_conversion(
+        Dtype::F64,
+        &[65504.0, 70000.0, 131072.0, 229376.0, 1e6],
+        DType::F152,
+        3,
+        expect!["65536 65536 131072 229376 458752 (nans 0, overflows 1)"],
+    );
 }
 
 #[test]

@@ -199,6 +199,21 @@ impl Fp8Format {
         self.encode_f16(f16::from_f32(x), scale)
     }
 
+    /// The host's conversion of a real value into a tensor with `scale`
+    /// (generated values, tensor files, run-time inputs): through f16 as the
+    /// device's cast goes ([`Fp8Format::encode_f32`]), except that a finite
+    /// value past f16's range, which a tensor with a positive scale can
+    /// hold, is rounded to the nearest code directly rather than made
+    /// infinite and saturated.
+    pub(crate) fn encode_host(self, x: f64, scale: i8) -> u8 {
+        let half = f16::from_f64(x);
+        if half.is_finite() || !x.is_finite() {
+            return self.encode_f16(half, scale);
+        }
+        let sign = if x.is_sign_negative() { 0x80 } else { 0 };
+        sign | self.encode_magnitude(x.abs() * pow2_f64(-i32::from(scale)))
+    }
+
     /// Rounds a real value through the device cast and back: the value an
     /// FP8 tensor with `scale` holds after casting `x` into it.
     pub(super) fn quantize(self, x: f32, scale: i8) -> f32 {

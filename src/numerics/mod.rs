@@ -44,6 +44,17 @@ pub(crate) fn round_to_dtype(x: f32, dtype: DType, scale: i8) -> f32 {
     }
 }
 
+/// What a tensor of `dtype` with `scale` holds of a value the host
+/// converts into it ([`encode`]): as [`round_to_dtype`], except that an
+/// FP8 tensor with a positive scale keeps values past f16's range to the
+/// nearest code (`Fp8Format::encode_host`).
+pub(crate) fn host_round(x: f32, dtype: DType, scale: i8) -> f32 {
+    match Fp8Format::from_dtype(dtype) {
+        Some(format) => format.to_f32(format.encode_host(f64::from(x), scale), scale),
+        None => round_to_dtype(x, dtype, scale),
+    }
+}
+
 /// Stores a value in a tensor of `dtype` with `scale`, as writing it to the
 /// device does: a value the tensor holds exactly (decoded device bytes, or
 /// values already rounded) is kept, anything else rounded as
@@ -52,13 +63,13 @@ pub(crate) fn round_to_dtype(x: f32, dtype: DType, scale: i8) -> f32 {
 pub(crate) fn store_in_dtype(x: f32, dtype: DType, scale: i8) -> f32 {
     match Fp8Format::from_dtype(dtype) {
         Some(format) if format.holds(x, scale) => x,
-        _ => round_to_dtype(x, dtype, scale),
+        _ => host_round(x, dtype, scale),
     }
 }
 
 /// Encodes real values as the device stores a tensor of `dtype` with
 /// `scale`: little-endian f32 (4 bytes) or f16 (2 bytes) per element, or one
-/// FP8 code per element. Values are rounded as [`round_to_dtype`] rounds.
+/// FP8 code per element. Values are rounded as [`host_round`] rounds.
 pub(crate) fn encode(values: &[f32], dtype: DType, scale: i8) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(values.len() * dtype.size_bytes());
     match dtype {
@@ -68,8 +79,16 @@ pub(crate) fn encode(values: &[f32], dtype: DType, scale: i8) -> Vec<u8> {
         DType::F16 => values
             .iter()
             .for_each(|&v| bytes.extend_from_slice(&f16::from_f32(v).to_le_bytes())),
-        DType::F143 => bytes.extend(values.iter().map(|&v| Fp8Format::F143.encode_f32(v, scale))),
-        DType::F152 => bytes.extend(values.iter().map(|&v| Fp8Format::F152.encode_f32(v, scale))),
+        DType::F143 => bytes.extend(
+            values
+                .iter()
+                .map(|&v| Fp8Format::F143.encode_host(f64::from(v), scale)),
+        ),
+        DType::F152 => bytes.extend(
+            values
+                .iter()
+                .map(|&v| Fp8Format::F152.encode_host(f64::from(v), scale)),
+        ),
     }
     bytes
 }

@@ -427,3 +427,36 @@ fn storing_a_held_value_keeps_it_for_every_code_and_scale() {
     );
     assert_eq!(store_in_dtype(f32::INFINITY, DType::F152, 0), 57344.0);
 }
+
+#[test]
+fn the_host_rounds_values_past_f16s_range_to_the_nearest_code() {
+    // F152 with scale 3 holds up to 57344 * 8 = 458752: values past f16's
+    // largest go to the nearest code rather than infinity and saturation.
+    let format = Fp8Format::F152;
+    let held = |x: f64| format.to_f32(format.encode_host(x, 3), 3);
+    assert_eq!(held(65536.0), 65536.0);
+    assert_eq!(held(70000.0), 65536.0);
+    assert_eq!(held(-131072.0), -131072.0);
+    assert_eq!(held(229376.0), 229376.0);
+    assert_eq!(held(1e9), 458752.0);
+    assert_eq!(held(f64::INFINITY), 458752.0);
+    assert!(held(f64::NAN).is_nan());
+    assert_eq!(host_round(70000.0, DType::F152, 3), 65536.0);
+    // Within f16's range the host goes through f16 as the device's cast
+    // does, at every code's value and between codes.
+    for scale in [-4i8, 0, 3] {
+        for bits in (0..=u16::MAX).step_by(7) {
+            let x = f16::from_bits(bits).to_f32();
+            if !x.is_finite() {
+                continue;
+            }
+            for format in FORMATS {
+                assert_eq!(
+                    format.encode_host(f64::from(x), scale),
+                    format.encode_f32(x, scale),
+                    "{format:?} {x} scale {scale}"
+                );
+            }
+        }
+    }
+}

@@ -16,10 +16,10 @@
 //!    `u1 = ((a >> 11) + 1) · 2^-53`, `u2 = (b >> 11) · 2^-53`,
 //!    `r = sqrt(-2 ln u1)`, elements `std · r cos(2π u2)` then
 //!    `std · r sin(2π u2)`; an odd last element uses the cosine only);
-//! 4. the f32 values are rounded to the tensor's dtype ([`round_to_dtype`]).
+//! 4. the f32 values are rounded to the tensor's dtype ([`host_round`]).
 
 use crate::graph::{Graph, Init, Tensor, TensorId};
-use crate::numerics::{encode, round_to_dtype};
+use crate::numerics::{encode, host_round};
 use rayon::prelude::*;
 
 /// The domain separator that starts every key; bump it if the generator's
@@ -141,7 +141,7 @@ pub fn tensor_values(graph: &Graph, tensor: TensorId, iteration: Option<u32>) ->
     let mut values = unrounded(graph, tensor, iteration);
     values
         .par_iter_mut()
-        .for_each(|v| *v = round_to_dtype(*v, t.dtype, t.scale));
+        .for_each(|v| *v = host_round(*v, t.dtype, t.scale));
     values
 }
 
