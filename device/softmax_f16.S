@@ -242,7 +242,7 @@
         rpt     $m6, 6
         exp_one
         f32v4acc $a4:7
-        acc_total
+        total
 .endm
 
 // Pass 2 with each f16(e) stored: s over the $m14 kept elements from $m8
@@ -278,7 +278,7 @@
         rpt_at  4
         rpt     $m6, 8
         exp_store_one
-        acc_total
+        total
 .endm
 
 // The output pass's $m6 whole quads from $m8 to $m10: each quad widened

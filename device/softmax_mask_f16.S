@@ -253,7 +253,7 @@ smask_row:
         mov     $m11, $m12
         mov     $a14, $azero
         walk    $m2, sum_one, LOAD_Y_WORDS + 3, sum_quad, QUAD_Y_WORDS + 7
-        acc_total
+        total
         f32add  $a4, $a4, $a14
         f32rcp  $a12, $a4
         mov     $a13, $a12

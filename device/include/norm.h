@@ -1,7 +1,7 @@
 // Shared pieces of the row-normalising kernels (layernorm, rmsnorm): the
 // counts of a row's vector and tail parts, and the f32 accumulators'
-// clearing and total. Both kernels keep $m11 = the row's head elements and
-// accumulate in $a4:7.
+// clearing (their total is rows.h's `total`). Both kernels keep $m11 = the
+// row's head elements and accumulate in $a4:7.
 
 // $m6 = whole quads after the head of the row, or its tail's elements.
 .macro quads
@@ -18,14 +18,6 @@
         mov     $a5, $azero
         mov     $a6, $azero
         mov     $a7, $azero
-.endm
-
-// The sum of the four accumulators into $a4 (clearing them).
-.macro total
-        f32v2gina $a4:5, 0
-        f32v2gina $a6:7, 1
-        f32v2add $a4:5, $a4:5, $a6:7
-        f32v2hadd $a4, $a4:5
 .endm
 
 // The split form of the row-normalising kernels runs two kernels in one

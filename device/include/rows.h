@@ -124,7 +124,7 @@ rows_text_start:
 
 // $a4 = the sum of the four f32 vector accumulators, which are cleared
 // (the sum kept lane-wise by `f32v4acc`). Clobbers $a5..$a7.
-.macro acc_total
+.macro total
         f32v2gina $a4:5, 0
         f32v2gina $a6:7, 1
         f32v2add $a4:5, $a4:5, $a6:7
