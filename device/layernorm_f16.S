@@ -8,14 +8,16 @@
 // one bundle per quad (`f16v4acc`); the variance sums the squares of
 // `x - mean` in f32 (`f32v4sqacc`), five issues per quad; the output pass
 // takes 16 issues per quad, the loads of x, gamma and beta and the store
-// of the previous quad riding in bundles. The statistics passes walk the
-// row as single elements up to the first 8-byte boundary (the head),
-// aligned quads with 64-bit loads, then single elements (the tail). The
-// output pass reads gamma and beta too, which are 8-byte aligned at the
-// row's start, so it uses quads only where the row's range starts 8-byte
-// aligned (every row when row_length is a multiple of 4) and single
-// elements otherwise. See `include/rows.h` for the work split, which gives
-// a long row to all six workers.
+// of the previous quad riding in bundles. Every pass walks its range as
+// single elements up to x's first 8-byte boundary (the head), aligned
+// quads with 64-bit loads, then single elements (the tail). The output
+// pass reads gamma and beta too, which are 8-byte aligned at the row's
+// start: where the head leaves them 8-byte aligned it loads their quads
+// with 64-bit loads, where it leaves them 4-byte aligned (a row of an even
+// length that starts two elements past a quad) with pairs of 32-bit loads
+// in the same issues, and otherwise (some rows of an odd length) it
+// writes single elements. See `include/rows.h` for the work split, which
+// gives a long row to all six workers.
 
 #include "include/rows.h"
 #include "include/norm.h"
@@ -44,29 +46,36 @@
 // of the busiest worker, which has `whole` rows and, when the rows split,
 // one part of a split row. A row costs 22 issues per quad (1 + 5 + 16 in
 // the three passes), about 10 more per single element of its head and
-// tail, and a fixed 90; rows that start misaligned (row_length not a
-// multiple of 4) write single elements, 10 issues each. A part costs the
-// statistics (6 per quad) and its share of the output. All in quarter
-// issues, so quads count per element.
+// tail (18 for the two of a row of a length 2 mod 4, which every pass
+// has), and a fixed 90 (99 when rows are not a multiple of 4 long: the
+// output pass looks for its alignment); rows of an odd length write single elements
+// where gamma's quads do not meet theirs, 10 issues each, taken for the
+// busiest worker's whole row. A part costs the statistics (6 per quad)
+// and its share of the output. All in quarter issues, so quads count per
+// element.
 // The FP8 variant's output pass takes one more issue per quad and per
 // single element; its coefficients are fitted the same way (worst 12 %
 // off over the calibration grid).
-#define LAYERNORM_F8_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 54 * row_length + 15 * singles : 23 * row_length + 42 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 50 * row_length : 17 * row_length + 28 * singles; 80 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
-#define LAYERNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 46 * row_length + 14 * singles : 22 * row_length + 38 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 40 * row_length : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + 360) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
+#define LAYERNORM_F8_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 54 * row_length + 15 * singles : 23 * row_length + (row_length % 4 == 2 ? 74 : 42) * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 45 * row_length : 17 * row_length + 28 * singles; 80 + 6 * (whole * (row + (row_length % 4 == 0 ? 360 : 396)) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
+#define LAYERNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 46 * row_length + 14 * singles : 22 * row_length + (row_length % 4 == 2 ? 70 : 38) * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 36 * row_length : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + (row_length % 4 == 0 ? 360 : 396)) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
 
 // The split form's normalising kernel: six per issue of the busiest
 // worker, the one whose share meets the most rows (`pieces`, as in
 // `layernorm_stats_f16.S`): 16 issues per quad of its share (17 for FP8),
-// about 37 (38) per quad when rows are not a multiple of 4 long (the
-// rows after the first start misaligned and write single elements), 112
-// (116) per piece for the combination of the row's records and the
-// output pass's set-up, and 20 (25) per launch; all in quarter issues.
-// Fitted the same way, worst 14 % off. The segmented form's combination
-// walks a record per segment, 11 issues each, after a set-up of 71 (75).
-#define LAYERNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; 6 * ((misaligned ? 37 : 16) * share + 4 * 112 * pieces + 4 * 20) / 4"
-#define LAYERNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; 6 * ((misaligned ? 37 : 16) * share + 4 * (71 + 11 * segments) * pieces + 4 * 20) / 4"
-#define LAYERNORM_PARTS_F8_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; 6 * ((misaligned ? 38 : 17) * share + 4 * 116 * pieces + 4 * 25) / 4"
-#define LAYERNORM_PARTS_F8_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; 6 * ((misaligned ? 38 : 17) * share + 4 * (75 + 11 * segments) * pieces + 4 * 25) / 4"
+// about 37 (38) per quad when rows are of an odd length (pieces whose
+// gamma does not meet their quads write single elements), 30 (31) when
+// a share of long rows meets three or more and so averages over their
+// alignments, 112 (116) per piece for the combination of the row's
+// records and the output pass's set-up, 5 more when rows are not a
+// multiple of 4 long (the head's set-up) and 32 (34) more again for a
+// row of a length 2 mod 4 (its head or tail), and 20 (25) per launch; all in
+// quarter issues. Fitted the same way, worst 15 % off. The segmented
+// form's combination walks a record per segment, 11 issues each, after
+// a set-up of 71 (75).
+#define LAYERNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 30 : 37) : 16) * share + 4 * (112 + 5 * (row_length % 4 != 0 && rows > 1) + 32 * (row_length % 4 == 2)) * pieces + 4 * 20) / 4"
+#define LAYERNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 30 : 37) : 16) * share + 4 * (71 + 5 * (row_length % 4 != 0 && rows > 1) + 32 * (row_length % 4 == 2) + 11 * segments) * pieces + 4 * 20) / 4"
+#define LAYERNORM_PARTS_F8_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 31 : 38) : 17) * share + 4 * (116 + 5 * (row_length % 4 != 0 && rows > 1) + 34 * (row_length % 4 == 2)) * pieces + 4 * 25) / 4"
+#define LAYERNORM_PARTS_F8_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 31 : 38) : 17) * share + 4 * (75 + 5 * (row_length % 4 != 0 && rows > 1) + 34 * (row_length % 4 == 2) + 11 * segments) * pieces + 4 * 25) / 4"
 
 // Registers beyond rows.h's: $m11 head elements, $m12 gamma cursor,
 // $m13 beta cursor, $m14 the link register of `call`; $a14 1 / row_length,
@@ -91,7 +100,8 @@
 #endif
 .endm
 
-// Words of `out_one` and of the quad loop's body, for `rpt`.
+// Words of `out_one` and of the quad loop's body (with 64-bit loads of
+// gamma and beta; the narrow loads take two words more), for `rpt`.
 #if OUT_F8
 #define OUT_ONE_WORDS 14
 #define OUT_QUAD_WORDS 21
@@ -100,9 +110,52 @@
 #define OUT_QUAD_WORDS 20
 #endif
 
+// The output pass's $m6 quads (at least one) from $m8 to $m10, gamma and
+// beta at $m12 and $m13 (`narrow`: see `out_rest`): each quad widened
+// into $a2:3 and $a4:5 and stored with the next one's conversion, the
+// first peeled off.
+.macro out_quads narrow
+        sub     $m6, $m6, 1
+        .align  8
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { nop ; f16v2tof32 $a4:5, $a1 }
+        out_rest \narrow
+#if OUT_F8
+        f16v4tof8 $a6, $a6:7
+        rpt_at  4
+        rpt     $m6, OUT_QUAD_WORDS + 2 * \narrow
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { st32step $a6, $m10+=, 4 ; f16v2tof32 $a4:5, $a1 }
+        out_rest \narrow
+        f16v4tof8 $a6, $a6:7
+        st32step $a6, $m10+=, 4
+#else
+        rpt_at  4
+        rpt     $m6, OUT_QUAD_WORDS + 2 * \narrow
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { st64step $a6:7, $m10+=, 8 ; f16v2tof32 $a4:5, $a1 }
+        out_rest \narrow
+        st64step $a6:7, $m10+=, 8
+#endif
+.endm
+
 // The output quad from x converted into $a2:3 and $a4:5: loads gamma and
-// beta, leaves the f16 results in $a6:7.
-.macro out_rest
+// beta, leaves the f16 results in $a6:7. With `narrow` set, gamma and
+// beta are 4-byte aligned rather than 8 (a row of an even length that
+// starts two elements past a quad: its quads meet gamma's pairs) and each
+// takes two 32-bit loads, which ride in bundles as the 64-bit one does,
+// so the quad costs the same 14 issues.
+.macro out_rest narrow=0
+.if \narrow
+        { ld32step $a6, $m12+=, 4 ; f32v2sub $a2:3, $a2:3, $a10:11 }
+        { ld32step $a7, $m12+=, 4 ; f32v2sub $a4:5, $a4:5, $a10:11 }
+        f32v2mul $a2:3, $a2:3, $a12:13
+        f32v2mul $a4:5, $a4:5, $a12:13
+        f16v2tof32 $a8:9, $a6
+        f32v2mul $a2:3, $a2:3, $a8:9
+        { ld32step $a6, $m13+=, 4 ; f16v2tof32 $a8:9, $a7 }
+        { ld32step $a7, $m13+=, 4 ; f32v2mul $a4:5, $a4:5, $a8:9 }
+.else
         { ld64step $a6:7, $m12+=, 8 ; f32v2sub $a2:3, $a2:3, $a10:11 }
         f32v2sub $a4:5, $a4:5, $a10:11
         f32v2mul $a2:3, $a2:3, $a12:13
@@ -111,6 +164,7 @@
         f32v2mul $a2:3, $a2:3, $a8:9
         f16v2tof32 $a8:9, $a7
         { ld64step $a6:7, $m13+=, 8 ; f32v2mul $a4:5, $a4:5, $a8:9 }
+.endif
         f16v2tof32 $a8:9, $a6
         f32v2add $a2:3, $a2:3, $a8:9
         f16v2tof32 $a8:9, $a7
@@ -330,11 +384,11 @@ layernorm_write:
         ld32    $m13, $m0, 8
         add     $m13, $m13, $m6
         sub     $m11, $m5, $m4
-        // Quads need the three f16 cursors 8-byte aligned and the output's
-        // 4 (FP8) or 8 (f16).
+        // Every cursor aligned (the output's to 4 bytes for FP8, 8 for
+        // f16, the others' to 8): quads from the start.
 #if OUT_F8
         and     $m6, $m10, 3
-        brnz    $m6, layernorm_singles
+        brnz    $m6, layernorm_head
         or      $m6, $m8, $m12
 #else
         or      $m6, $m8, $m10
@@ -343,38 +397,45 @@ layernorm_write:
         or      $m6, $m6, $m13
         and     $m6, $m6, 7
         brz     $m6, layernorm_aligned
+layernorm_head:
+        // Otherwise the head: single elements up to x's first 8-byte
+        // boundary. Quads after it need the output's cursor aligned too,
+        // and gamma and beta 8-byte aligned, or 4 for the narrow loads;
+        // otherwise (rows of an odd length) the rest is single elements.
+        sub     $m6, $mzero, $m8
+        and     $m6, $m6, 7
+        shr     $m6, $m6, 1
+        min     $m6, $m6, $m11
+        sub     $m11, $m11, $m6
+        rpt_at  4
+        rpt     $m6, OUT_ONE_WORDS
+        out_one
+#if OUT_F8
+        and     $m6, $m10, 3
+#else
+        and     $m6, $m10, 7
+#endif
+        brnz    $m6, layernorm_singles
+        shr     $m6, $m11, 2
+        brz     $m6, layernorm_out_tail
+        or      $m5, $m12, $m13
+        and     $m5, $m5, 7
+        brz     $m5, layernorm_wide
+        and     $m5, $m5, 3
+        brz     $m5, layernorm_narrow
 layernorm_singles:
         rpt_at  4
         rpt     $m11, OUT_ONE_WORDS
         out_one
         br      $m14
+layernorm_narrow:
+        out_quads 1
+        br      layernorm_out_tail
 layernorm_aligned:
         shr     $m6, $m11, 2
         brz     $m6, layernorm_out_tail
-        sub     $m6, $m6, 1
-        // The first quad; the loop stores each quad with the next one's
-        // conversion.
-        .align  8
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        { nop ; f16v2tof32 $a4:5, $a1 }
-        out_rest
-#if OUT_F8
-        f16v4tof8 $a6, $a6:7
-        rpt_at  4
-        rpt     $m6, OUT_QUAD_WORDS
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        { st32step $a6, $m10+=, 4 ; f16v2tof32 $a4:5, $a1 }
-        out_rest
-        f16v4tof8 $a6, $a6:7
-        st32step $a6, $m10+=, 4
-#else
-        rpt_at  4
-        rpt     $m6, OUT_QUAD_WORDS
-        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
-        { st64step $a6:7, $m10+=, 8 ; f16v2tof32 $a4:5, $a1 }
-        out_rest
-        st64step $a6:7, $m10+=, 8
-#endif
+layernorm_wide:
+        out_quads 0
 layernorm_out_tail:
         and     $m6, $m11, 3
         rpt_at  4

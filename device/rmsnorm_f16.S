@@ -8,10 +8,12 @@
 // Two passes per row, shaped like `layernorm_f16.S`'s: the sum of squares
 // walks the row as single elements up to the first 8-byte boundary (the
 // head), aligned quads with 64-bit loads, then single elements (the tail);
-// the output pass reads gamma too, which is 8-byte aligned at the row's
-// start, so it uses quads only where the row's range starts 8-byte aligned
-// (every row when row_length is a multiple of 4) and single elements
-// otherwise. See `include/rows.h` for the work split, which gives a long
+// the output pass walks its range the same way and reads gamma too, which
+// is 8-byte aligned at the row's start: with 64-bit loads where the head
+// leaves it 8-byte aligned, pairs of 32-bit loads in the same issues where
+// it leaves it 4-byte aligned (a row of an even length that starts two
+// elements past a quad), and single elements otherwise (some rows of an
+// odd length). See `include/rows.h` for the work split, which gives a long
 // row to all six workers.
 
 #include "include/rows.h"
@@ -20,13 +22,15 @@
 // Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
 // of the busiest worker, which has `whole` rows and, when the rows split,
 // one part of a split row. A row costs 3 issues per quad for its squares
-// and 11 for its output, and a fixed 57; a row that starts misaligned
-// (row_length not a multiple of 4) writes single elements, 7 issues each.
-// A part costs the squares of its whole row, about 3 issues per single
+// and 11 for its output, 5 more per single element of the head and tail
+// of a row of a length 2 mod 4, and a fixed 57 (66 when rows are not a
+// multiple of 4 long: the output pass looks for its alignment); rows of an odd length
+// write single elements where gamma's quads do not meet theirs, 7 issues
+// each, taken for the busiest worker's whole row. A part costs the squares of its whole row, about 3 issues per single
 // element of the head and tail, a fixed 100 and its share of the output;
 // the launch takes 25 more. All in quarter issues, so quads count per
 // element.
-#define RMSNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 4 != 0; row = misaligned ? 31 * row_length : 14 * row_length; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 28 * row_length : 11 * row_length + 24 * singles; 40 + 6 * (100 + whole * (row + 228) + split * (3 * row_length + 12 * singles + 400 + part / parts)) / 4"
+#define RMSNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 31 * row_length : 14 * row_length + 20 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 25 * row_length : 11 * row_length + 24 * singles; 40 + 6 * (100 + whole * (row + (row_length % 4 == 0 ? 228 : 264)) + split * (3 * row_length + 12 * singles + 400 + part / parts)) / 4"
 
 // PARTS (0 unless defined) selects the split form's normalising kernel
 // (`include/norm.h`): `rmsnorm_stats_f16` has written the sum of squares
@@ -38,17 +42,20 @@
 #ifndef PARTS
 #define PARTS 0
 #endif
-// Its cycles (fitted with `tests/row_kernels/calibration.rs`, worst 11 %
+// Its cycles (fitted with `tests/row_kernels/calibration.rs`, worst 15 %
 // off): six per issue of the busiest worker, the one whose share meets
 // the most rows (`pieces`, as in `layernorm_stats_f16.S`): 12 issues per
-// quad of its share, about 26 when rows are not a multiple of 4 long
-// (rows after the first start misaligned and write single elements), 5
-// per row for the search of the share's first row, 40 per piece, 12 per
-// single element of a piece in rows shorter than a quad, and 32 per
+// quad of its share, about 26 when rows are of an odd length (pieces
+// whose gamma does not meet their quads write single elements), 21 when
+// a share of long rows meets three or more and so averages over their
+// alignments, 5 per row for the search of the share's first row, 40 per
+// piece, 9 more when rows are not a multiple of 4 long (the head's
+// set-up) and 8 more again for a row of a length 2 mod 4 (its head or
+// tail), 12 per single element of a piece in rows shorter than a quad, and 32 per
 // launch; all in quarter issues. The segmented form's combination walks
 // a record per segment, 4 issues each, after a set-up of 39.
-#define RMSNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 26 : 12) * share + 20 * rows + 4 * 40 * pieces + 4 * 32 + 12 * pieces * singles) / 4"
-#define RMSNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 4 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 26 : 12) * share + 20 * rows + 4 * (39 + 4 * segments) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
+#define RMSNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 21 : 26) : 12) * share + 20 * rows + 4 * (40 + 9 * (row_length % 4 != 0 && rows > 1) + 8 * (row_length % 4 == 2)) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
+#define RMSNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 21 : 26) : 12) * share + 20 * rows + 4 * (39 + 9 * (row_length % 4 != 0 && rows > 1) + 8 * (row_length % 4 == 2) + 4 * segments) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
 
 // Registers beyond rows.h's: $m11 head elements, then elements to write,
 // $m12 gamma cursor, $m14 the link register of `call`; $a14
@@ -69,6 +76,18 @@
         f32tof16 $a0, $a0
         mov     $m6, $a0
         st16step $m6, $m10+=, 2
+.endm
+
+// The rest of an output quad, x widened into $a2:3 and $a4:5 and scaled,
+// gamma's quad in $a6:7: the products rounded to f16 and stored.
+.macro out_quad_end
+        f16v2tof32 $a8:9, $a6
+        f32v2mul $a2:3, $a2:3, $a8:9
+        f16v2tof32 $a8:9, $a7
+        f32v2mul $a4:5, $a4:5, $a8:9
+        f32v2tof16 $a6, $a2:3
+        f32v2tof16 $a7, $a4:5
+        st64step $a6:7, $m10+=, 8
 .endm
 
         .text
@@ -198,30 +217,58 @@ rmsnorm_write:
         ld32    $m12, $m0, 4
         add     $m12, $m12, $m6
         sub     $m11, $m5, $m4
-        // Quads need all three cursors 8-byte aligned.
-        or      $m6, $m8, $m10
-        or      $m6, $m6, $m12
+        // All three cursors 8-byte aligned: quads from the start.
+        or      $m5, $m8, $m10
+        or      $m5, $m5, $m12
+        and     $m5, $m5, 7
+        shr     $m6, $m11, 2
+        brz     $m5, rmsnorm_wide
+        // Otherwise the head: single elements up to x's first 8-byte
+        // boundary. Quads after it need the output's cursor 8-byte aligned
+        // too, and gamma's 8-byte aligned, or 4 for the narrow loads (a
+        // row of an even length that starts two elements past a quad: its
+        // quads meet gamma's pairs); otherwise (rows of an odd length) the
+        // rest is single elements.
+        sub     $m6, $mzero, $m8
         and     $m6, $m6, 7
-        brz     $m6, rmsnorm_aligned
+        shr     $m6, $m6, 1
+        min     $m6, $m6, $m11
+        sub     $m11, $m11, $m6
+        rpt_at  4
+        rpt     $m6, 9
+        out_one
+        and     $m6, $m10, 7
+        brnz    $m6, rmsnorm_singles
+        shr     $m6, $m11, 2
+        and     $m5, $m12, 7
+        brz     $m5, rmsnorm_wide
+        and     $m5, $m5, 3
+        brz     $m5, rmsnorm_narrow
+rmsnorm_singles:
         rpt_at  4
         rpt     $m11, 9
         out_one
         br      $m14
-rmsnorm_aligned:
-        shr     $m6, $m11, 2
+rmsnorm_narrow:
+        // Gamma's pair loads ride in bundles as the 64-bit load does, so
+        // the quad costs the same 11 issues.
+        rpt_at  4
+        rpt     $m6, 14
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { ld32step $a6, $m12+=, 4 ; f16v2tof32 $a4:5, $a1 }
+        { ld32step $a7, $m12+=, 4 ; f32v2mul $a2:3, $a2:3, $a12:13 }
+        f32v2mul $a4:5, $a4:5, $a12:13
+        out_quad_end
+        br      rmsnorm_out_tail
+rmsnorm_wide:
         rpt_at  4
         rpt     $m6, 13
         { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
         { ld64step $a6:7, $m12+=, 8 ; f16v2tof32 $a4:5, $a1 }
         f32v2mul $a2:3, $a2:3, $a12:13
         f32v2mul $a4:5, $a4:5, $a12:13
-        f16v2tof32 $a8:9, $a6
-        f32v2mul $a2:3, $a2:3, $a8:9
-        f16v2tof32 $a8:9, $a7
-        f32v2mul $a4:5, $a4:5, $a8:9
-        f32v2tof16 $a6, $a2:3
-        f32v2tof16 $a7, $a4:5
-        st64step $a6:7, $m10+=, 8
+        out_quad_end
+rmsnorm_out_tail:
         and     $m6, $m11, 3
         rpt_at  4
         rpt     $m6, 9

@@ -171,6 +171,11 @@ fn reads_a_product_on_two_tiles() {
     check("tests/data/estimates/reads-a-product-on-two-tiles.toml");
 }
 
+#[test]
+fn norms_of_rows_two_past_a_quad() {
+    check("tests/data/estimates/norms-of-rows-two-past-a-quad.toml");
+}
+
 /// The full-chip projects take minutes each on the model.
 #[test]
 fn full_chip_projects() {

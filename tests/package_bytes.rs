@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: c0198995cb9d33460de176d8023d1188c0d5eb0a8875407ae7860f4959d593ef 64829
         projects/mlp-f16.toml: f230620a8a37fec888c7c9a90e197cebab027dc66e78a0f0ae59270a5c0b0079 2883793
         projects/attention-f16.toml: ed35b9c268be3a8d5d83840294aaf17c5c7efc3328c55169a9cf70f624dca7b5 1320970
-        projects/vit-fp8.toml: 1658b883f8fc1ff3c1c979c254f60175802decdbfe67d296262a631e23427153 7713074
-        projects/llama-block-f16.toml: b10292fd7f8f7a578029af68fbf0c1be9c785c67afafb2feba16de2a2e16fdc0 9255087
+        projects/vit-fp8.toml: 1a671dd4c3ec61faab6a73e02711805a732b6f84e10754ed42df6c42f6c056c6 7714023
+        projects/llama-block-f16.toml: 6bbdeaa34ac89ad3c6ff586dcfb9f1a7c036df8c08a705d6f183b78760ace05d 9256047
     "#]].assert_eq(&lines);
 }

@@ -87,6 +87,9 @@ const EXTRA: &[(usize, usize)] = &[(1, 8192), (1, 4304), (4, 1536), (32, 1024)];
 /// Short rows, a quad or two with single elements at one end or both
 /// (after the rest, so the grid's random data stays as it was).
 const SHORT: &[(usize, usize)] = &[(6, 5), (6, 6), (6, 7), (12, 9), (12, 10), (12, 11), (64, 6)];
+/// Rows of an even length that is not a multiple of 4, which alternate
+/// between two alignments (after the rest too).
+const EVEN: &[(usize, usize)] = &[(2, 770), (3, 198), (7, 198), (13, 30), (24, 770), (64, 50)];
 
 /// (count, length) of the reduce-add: lengths are multiples of 4.
 const REDUCE: &[(usize, usize)] = &[
@@ -126,6 +129,7 @@ fn shapes(kernel: &str) -> Vec<(usize, usize)> {
     shapes.extend(
         SHORT
             .iter()
+            .chain(EVEN)
             .filter(|&&(r, l)| !segmented || r == 1 || l % 4 == 0),
     );
     shapes

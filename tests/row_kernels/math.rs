@@ -7,7 +7,8 @@ use crate::host::{check_shapes, Settings};
 
 /// Row shapes: fewer rows than workers, odd lengths (misaligned rows),
 /// lengths not multiples of 4, rows split across workers (1, 2, 3, 7, 13
-/// and 20 rows) and a larger block.
+/// and 20 rows), a larger block, and rows of lengths 2 mod 4 (which
+/// alternate between two alignments).
 const SHAPES: &[(usize, usize)] = &[
     (1, 1),
     (2, 3),
@@ -18,6 +19,8 @@ const SHAPES: &[(usize, usize)] = &[
     (13, 33),
     (20, 130),
     (1, 1001),
+    (4, 6),
+    (7, 198),
 ];
 
 #[test]
