@@ -176,6 +176,12 @@ fn norms_of_rows_two_past_a_quad() {
     check("tests/data/estimates/norms-of-rows-two-past-a-quad.toml");
 }
 
+#[test]
+fn repeats_entered_on_the_device() {
+    check("tests/data/estimates/repeat-of-a-computed-input.toml");
+    check("tests/data/regressions/repeat-from-a-weight.toml");
+}
+
 /// The full-chip projects take minutes each on the model.
 #[test]
 fn full_chip_projects() {

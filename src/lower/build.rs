@@ -1041,7 +1041,7 @@ impl Lowering<'_> {
         // After the last iteration the carry holds the repeat's result.
         self.set_home(repeat.output, home);
         let mut steps: Vec<Step> = self
-            .add_phase(format!("enter {}", repeat.name), before)
+            .add_phase(ExchangePhase::enter_purpose(&repeat.name), before)
             .into_iter()
             .collect();
         steps.push(Step::Repeat {

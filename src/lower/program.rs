@@ -128,6 +128,12 @@ impl ExchangePhase {
         format!("carry {repeat}")
     }
 
+    /// The purpose of the phase that copies repeat `repeat`'s input into
+    /// its carry once, before the first iteration.
+    pub(crate) fn enter_purpose(repeat: &str) -> String {
+        format!("enter {repeat}")
+    }
+
     /// The purpose of the phase gathering operation `op`'s operands.
     pub(crate) fn gather_purpose(op: &str) -> String {
         format!("op {op}")

@@ -36,17 +36,24 @@ pub(crate) fn estimated_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, 
 /// ends with the exchange that moves the result into the carry, as
 /// scheduled, and the sync before it unless the carry shares an
 /// operation's phase (`crate::lower::merge_phases`), whose sync that
-/// operation's estimate has.
+/// operation's estimate has. A repeat whose input is copied into the
+/// carry on the device (a weight, or a tensor computed before it) has that
+/// exchange once more, before the first iteration.
 pub(crate) fn carry_cycles(db: &dyn Db, project: SourceFile) -> Result<u64, BuildError> {
+    use crate::lower::ExchangePhase;
     let graph = graph(db, project)?;
     let program = program(db, project).clone()?;
     let target = super::target_of(&graph);
     let count_of = |purpose: &str| {
-        graph
-            .repeats
-            .iter()
-            .find(|r| crate::lower::ExchangePhase::carry_purpose(&r.name) == purpose)
-            .map(|r| u64::from(r.count))
+        graph.repeats.iter().find_map(|r| {
+            if ExchangePhase::carry_purpose(&r.name) == purpose {
+                Some(u64::from(r.count))
+            } else if ExchangePhase::enter_purpose(&r.name) == purpose {
+                Some(1)
+            } else {
+                None
+            }
+        })
     };
     let mut cycles = 0;
     for phase in &program.phases {
@@ -336,6 +343,9 @@ pub fn package_bytes(db: &dyn Db, project: SourceFile) -> Result<Arc<Encoded>, B
         crate::package::file::encode_with_exchange(&package, &exchange).map_err(|e| match e {
             crate::package::PackageError::RunTooLong { call, message } => {
                 BuildError::RunTooLong(RunTooLong { call, message })
+            }
+            crate::package::PackageError::ExchangeTooLarge { message } => {
+                BuildError::ExchangeTooLarge(message)
             }
             other => BuildError::Emit(EmitBug::Encode(other.to_string())),
         })?;
