@@ -609,7 +609,7 @@ mod tests {
         let bomb = amplified(100_000, 120_000, 4);
         assert!(bomb.len() < 2_000_000);
         expect_test::expect![
-            "part `exchange` cannot be decoded: more than 33554432 transfer destinations in all"
+            "part `exchange` cannot be decoded: more than 134217728 transfer destinations in all"
         ]
         .assert_eq(&error(&bomb));
         // Within each tile's memory, the total is still bounded.

@@ -13,11 +13,14 @@
 /// 624 KiB) is under a gibibyte, so twice that leaves room for the rest.
 pub(super) const MAX_PACKAGE_FILE_BYTES: u64 = 2 << 30;
 
-/// Exchange transfers in all programs of a package, decoded.
-pub(super) const MAX_TRANSFERS: usize = 1 << 23;
+/// Exchange transfers in all programs of a package, decoded: a product on
+/// the whole chip whose operand arrives from an elementwise layout moves
+/// millions of pieces (`[4096, 1536]` by `[1536, 1536]`, about 2.8 M).
+pub(super) const MAX_TRANSFERS: usize = 1 << 24;
 
-/// Exchange transfer destinations in all programs of a package, decoded.
-pub(super) const MAX_DESTINATIONS: usize = 1 << 25;
+/// Exchange transfer destinations in all programs of a package, decoded
+/// (eight bytes each: a gibibyte at most).
+pub(super) const MAX_DESTINATIONS: usize = 1 << 27;
 
 /// Blocks of all host binding runs of a package (a run's `count`, summed):
 /// what host streams copy one by one and validation sweeps. A compiled

@@ -533,6 +533,11 @@ pub enum PackageError {
     /// bug when a build meets it.
     #[error("invalid package (calls): call `{call}` {message}")]
     RunTooLong { call: &'static str, message: String },
+    /// A well-formed package whose exchange programs together are more
+    /// than a reader decodes: a large enough project can ask for it, so
+    /// it is not a compiler bug when a build meets it.
+    #[error("invalid package (exchange): the exchange programs have {message}")]
+    ExchangeTooLarge { message: String },
 }
 
 impl PackageError {

@@ -445,6 +445,28 @@ fn segments_must_fit_the_memory_map() {
 }
 
 #[test]
+fn exchanges_a_reader_would_refuse_are_not_written() {
+    let package = sample();
+    let transfers: usize = package.exchanges.iter().map(|p| p.transfers.len()).sum();
+    let destinations: usize = package
+        .exchanges
+        .iter()
+        .flat_map(|p| &p.transfers)
+        .map(|t| t.destinations.len())
+        .sum();
+    let size = |limits| super::validate::exchange_size(&package, limits);
+    assert!(size((transfers, destinations)).is_ok());
+    check_error(
+        size((transfers - 1, destinations)),
+        expect!["invalid package (exchange): the exchange programs have 2 transfers, more than the 1 a package may hold"],
+    );
+    check_error(
+        size((transfers, destinations - 1)),
+        expect!["invalid package (exchange): the exchange programs have 3 transfer destinations, more than the 2 a package may hold"],
+    );
+}
+
+#[test]
 fn references_must_resolve() {
     check_invalid(
         |p| p.run.steps[0] = Step::HostWrite { binding: 9 },

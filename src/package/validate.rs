@@ -3,7 +3,8 @@
 //! never a panic later.
 
 use super::limits::{
-    MAX_BINDING_BLOCKS, MAX_EXECUTED_STEPS, MAX_EXECUTED_TILE_RECORDS, MAX_REPEAT_DEPTH,
+    MAX_BINDING_BLOCKS, MAX_DESTINATIONS, MAX_EXECUTED_STEPS, MAX_EXECUTED_TILE_RECORDS,
+    MAX_REPEAT_DEPTH, MAX_TRANSFERS,
 };
 use super::{
     Binding, Call, ExchangeProgram, Package, PackageError, Piece, SegmentKind, Step, TileImage,
@@ -84,6 +85,8 @@ pub(super) fn package(package: &Package) -> Result<(), PackageError> {
             }
         }
     }
+
+    exchange_size(package, (MAX_TRANSFERS, MAX_DESTINATIONS))?;
 
     // Blocks are what host streams copy one by one: bound them before
     // anything walks them.
@@ -190,6 +193,33 @@ fn executed(package: &Package, call: Call, exchange_tiles: &[u64]) -> Result<(),
         ));
     }
     Ok(())
+}
+
+/// The exchange programs together must stay within what a reader decodes
+/// (`exchange_part::decode` counts the same totals against
+/// `(MAX_TRANSFERS, MAX_DESTINATIONS)`, which `limits` are outside tests),
+/// so that a build never writes a package its own reader refuses.
+pub(super) fn exchange_size(
+    package: &Package,
+    (max_transfers, max_destinations): (usize, usize),
+) -> Result<(), PackageError> {
+    let transfers: usize = package.exchanges.iter().map(|p| p.transfers.len()).sum();
+    let destinations: usize = package
+        .exchanges
+        .iter()
+        .flat_map(|p| &p.transfers)
+        .map(|t| t.destinations.len())
+        .sum();
+    let message = if transfers > max_transfers {
+        format!("{transfers} transfers, more than the {max_transfers} a package may hold")
+    } else if destinations > max_destinations {
+        format!(
+            "{destinations} transfer destinations, more than the {max_destinations} a package may hold"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(PackageError::ExchangeTooLarge { message })
 }
 
 /// Distinct tiles an exchange program reads or writes (its tiles are the

@@ -32,6 +32,10 @@ pub enum BuildError {
     /// `book/src/limits.md`).
     #[error("the program is more than a run may execute: {0}; use fewer repeat iterations")]
     RunTooLong(RunTooLong),
+    /// The program's exchanges are more than a package may hold (see
+    /// `book/src/limits.md`).
+    #[error("the program's exchanges are more than a package may hold: they have {0}; use fewer tiles, or split the operations whose operands arrive in many small pieces")]
+    ExchangeTooLarge(String),
     /// A tensor file changed under the build so that it no longer reads.
     #[error("tensor file: {0}")]
     TensorFile(#[from] TensorFileError),

@@ -79,6 +79,9 @@ pub fn check(files: &[(String, String)], root: &str) -> Outcome {
                 Some(ipub::pipeline::BuildError::Kernel(_)) => "kernel error",
                 Some(ipub::pipeline::BuildError::Emit(_)) => "emission error",
                 Some(ipub::pipeline::BuildError::RunTooLong(_)) => "run too long to record",
+                Some(ipub::pipeline::BuildError::ExchangeTooLarge(_)) => {
+                    "exchanges too large for a package"
+                }
                 Some(ipub::pipeline::BuildError::TensorFile(_)) => "tensor file error",
                 None => "build failed without an error",
             };
