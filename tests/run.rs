@@ -362,6 +362,28 @@ fn runs_are_deterministic_across_thread_counts() {
     assert!(one.2 == two.2, "packages differ between 1 and 2 threads");
 }
 
+/// A product whose operand is rearranged on a full tile fits with the
+/// rearranges in a compute step of their own (`tests/data/fit/`; it
+/// cannot take `--dump-all`, which keeps the rearranged operand alive).
+#[test]
+fn a_full_tile_rearranges_in_a_step_of_its_own() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let project = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/fit/rearranged-operand-on-a-full-tile.toml");
+    let out = dir.path().join("out");
+    let (code, stdout, stderr) = ipub(
+        &[
+            "run",
+            project.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("numericalTest=PASS"), "{stdout}");
+}
+
 /// Small projects that once computed wrong values or crashed the compiler
 /// (`tests/data/regressions/`, each says what in its comment): every one
 /// builds, runs on the model and passes its check, and again built to read

@@ -10,7 +10,7 @@
 //! copies of the exchange phase.
 
 use super::runs::Gather;
-use super::{BufferId, KernelRun, OperandRef, Program};
+use super::{BufferId, KernelRun, OperandRef, Program, Step};
 use crate::partition::KernelId;
 use std::collections::BTreeMap;
 
@@ -231,6 +231,49 @@ pub(super) fn take_local(
     runs
 }
 
+/// Moves the rearranges of held pieces out of their operation's compute
+/// step into a compute step of their own just before it (in `steps` and
+/// every repeat body), and says whether there were any. In one step, what
+/// a rearrange reads is live while the operation's results are written;
+/// in a step before it, it may die first. A program that overfills a tile
+/// only through that overlap fits this way, at the price of one more
+/// compute step per such operation (`crate::pipeline::fit`).
+pub(crate) fn separate(steps: &mut Vec<Step>) -> bool {
+    let mut separated = false;
+    let mut out = Vec::with_capacity(steps.len());
+    for step in std::mem::take(steps) {
+        match step {
+            Step::Compute { op, runs } if runs.iter().any(|r| r.kernel == KERNEL) => {
+                let (rearranges, rest): (Vec<_>, Vec<_>) =
+                    runs.into_iter().partition(|r| r.kernel == KERNEL);
+                separated = true;
+                out.push(Step::Compute {
+                    op,
+                    runs: rearranges,
+                });
+                if !rest.is_empty() {
+                    out.push(Step::Compute { op, runs: rest });
+                }
+            }
+            Step::Repeat {
+                repeat,
+                count,
+                mut body,
+            } => {
+                separated |= separate(&mut body);
+                out.push(Step::Repeat {
+                    repeat,
+                    count,
+                    body,
+                });
+            }
+            other => out.push(other),
+        }
+    }
+    *steps = out;
+    separated
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +286,49 @@ mod tests {
             destination: BufferId(1),
             offset,
         }
+    }
+
+    #[test]
+    fn separated_rearranges_run_in_a_step_before_their_operation() {
+        let run = |kernel| KernelRun {
+            tile: 0,
+            kernel,
+            operands: Vec::new(),
+            params: Vec::new(),
+        };
+        let gemm = KernelId::Cast {
+            from: crate::graph::DType::F16,
+            to: crate::graph::DType::F143,
+        };
+        let compute = |runs| Step::Compute {
+            op: crate::graph::OpId(0),
+            runs,
+        };
+        let mut steps = vec![
+            compute(vec![run(KERNEL), run(gemm)]),
+            Step::Repeat {
+                repeat: 0,
+                count: 2,
+                body: vec![compute(vec![run(KERNEL), run(gemm), run(KERNEL)])],
+            },
+            compute(vec![run(gemm)]),
+        ];
+        assert!(separate(&mut steps));
+        let kernels = |step: &Step| match step {
+            Step::Compute { runs, .. } => runs.iter().map(|r| r.kernel).collect::<Vec<_>>(),
+            _ => Vec::new(),
+        };
+        assert_eq!(steps.len(), 4);
+        assert_eq!(kernels(&steps[0]), vec![KERNEL]);
+        assert_eq!(kernels(&steps[1]), vec![gemm]);
+        let Step::Repeat { body, .. } = &steps[2] else {
+            panic!("the repeat stays");
+        };
+        assert_eq!(body.len(), 2);
+        assert_eq!(kernels(&body[0]), vec![KERNEL, KERNEL]);
+        assert_eq!(kernels(&body[1]), vec![gemm]);
+        assert_eq!(kernels(&steps[3]), vec![gemm]);
+        assert!(!separate(&mut steps[3..].to_vec()));
     }
 
     #[test]

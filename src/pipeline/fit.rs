@@ -19,8 +19,11 @@ use super::{op_signatures, operator_plans, program_graph, target_of, BuildError,
 use crate::db::{Db, SourceFile};
 use crate::graph::{Graph, OpId};
 use crate::lower::Program;
+use crate::partition::MemoryClass;
+use crate::place::{SupportBlock, SupportKind};
 use crate::plan::signature::{OpSignature, SignatureKind};
 use crate::plan::CODE_RESERVE_BYTES;
+use crate::target::Target;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -85,6 +88,15 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
                 last_round,
                 &mut attempts,
             );
+            // The bytes fit; a tile may still not place, when region 0
+            // cannot take the standard buffers the interleaved ones leave.
+            let program = match separated(&graph, &program)? {
+                Some(separated) => {
+                    attempts.push(format!("round {}: {SEPARATED}", attempts.len() + 1));
+                    separated
+                }
+                None => program,
+            };
             return Ok(Arc::new(Fitted {
                 program: Arc::new(program),
                 spreads,
@@ -99,6 +111,19 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
             worst.needed,
             worst.available
         );
+        // The cheapest relief, when it is enough.
+        if let Some(program) = separated(&graph, &program)? {
+            attempts.push(format!(
+                "round {}: {worst}, {SEPARATED}",
+                attempts.len() + 1
+            ));
+            return Ok(Arc::new(Fitted {
+                program: Arc::new(program),
+                spreads,
+                attempts,
+                unresolved: None,
+            }));
+        }
         if attempts.len() >= MAX_FIT_ROUNDS {
             let why = format!("{worst} after {MAX_FIT_ROUNDS} rounds");
             return done(attempts, Some(why));
@@ -347,6 +372,61 @@ fn estimated(
             (compute + exchange + sync) * u64::from(executions)
         })
         .sum()
+}
+
+/// What [`separated`] does, for the rounds' log.
+const SEPARATED: &str = "rearranges of held pieces in steps of their own";
+
+/// `program` with the rearranges of held pieces in compute steps of their
+/// own ([`crate::lower::local::separate`]), so that what they read dies
+/// before their operations' results are written: when it has any, does not
+/// place as it is, and places so.
+fn separated(graph: &Graph, program: &Program) -> Result<Option<Program>, BuildError> {
+    let target = target_of(graph);
+    let local = crate::lower::local::KERNEL;
+    if !program.kernel_runs().iter().any(|r| r.kernel == local) || places(target, graph, program) {
+        return Ok(None);
+    }
+    let mut separated = program.clone();
+    crate::lower::local::separate(&mut separated.steps);
+    crate::lower::verify::verify(graph, &separated).map_err(LowerBug::from)?;
+    let fits =
+        crate::place::pressure::overfull_tiles(target, graph, &separated, CODE_RESERVE_BYTES)
+            .is_empty();
+    Ok((fits && places(target, graph, &separated)).then_some(separated))
+}
+
+/// Whether every tile's buffers place as `crate::place` places them
+/// (first fit, standard buffers in region 0 before region 1), with
+/// [`CODE_RESERVE_BYTES`] for code and tables: the pressure check counts
+/// bytes, not where they go. Only tiles whose standard buffers together
+/// overflow region 0 are placed: on the others region 1 holds the
+/// interleaved buffers alone, which the pressure check bounds.
+fn places(target: &Target, graph: &Graph, program: &Program) -> bool {
+    let region0 = u64::from(target.memory.region0.len()).saturating_sub(CODE_RESERVE_BYTES);
+    let mut standard: BTreeMap<u32, u64> = BTreeMap::new();
+    for buffer in &program.buffers {
+        if buffer.class == MemoryClass::Standard {
+            *standard.entry(buffer.tile).or_default() += u64::from(buffer.bytes());
+        }
+    }
+    let crowded: Vec<u32> = (standard.into_iter())
+        .filter(|&(_, bytes)| bytes > region0)
+        .map(|(tile, _)| tile)
+        .collect();
+    if crowded.is_empty() {
+        return true;
+    }
+    let support = [SupportBlock {
+        kind: SupportKind::Code,
+        bytes: CODE_RESERVE_BYTES as u32,
+    }];
+    let requests = crate::place::tile_requests(graph, program);
+    crowded.iter().all(|tile| {
+        requests.get(tile).is_none_or(|(request, _)| {
+            crate::place::place_tile(target, *tile, request, &support).is_ok()
+        })
+    })
 }
 
 /// Lowers and verifies the graph with each operation's selected plan at
