@@ -177,6 +177,11 @@ fn norms_of_rows_two_past_a_quad() {
 }
 
 #[test]
+fn causal_row_a_tile() {
+    check("tests/data/estimates/causal-row-a-tile.toml");
+}
+
+#[test]
 fn repeats_entered_on_the_device() {
     check("tests/data/estimates/repeat-of-a-computed-input.toml");
     check("tests/data/regressions/repeat-from-a-weight.toml");

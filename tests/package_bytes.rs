@@ -62,8 +62,8 @@ fn shipped_packages_are_byte_identical() {
         projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
         projects/mixed-f8.toml: c0198995cb9d33460de176d8023d1188c0d5eb0a8875407ae7860f4959d593ef 64829
         projects/mlp-f16.toml: f230620a8a37fec888c7c9a90e197cebab027dc66e78a0f0ae59270a5c0b0079 2883793
-        projects/attention-f16.toml: ed35b9c268be3a8d5d83840294aaf17c5c7efc3328c55169a9cf70f624dca7b5 1320970
+        projects/attention-f16.toml: 211ccd986ee1778878d0fdf600704d18a5680808276e0416ca1ae5a60b4d378a 1320970
         projects/vit-fp8.toml: 1a671dd4c3ec61faab6a73e02711805a732b6f84e10754ed42df6c42f6c056c6 7714023
-        projects/llama-block-f16.toml: 6bbdeaa34ac89ad3c6ff586dcfb9f1a7c036df8c08a705d6f183b78760ace05d 9256047
+        projects/llama-block-f16.toml: c0c15d921799c3f14dc599b21518ded920149006fc600502858d5fe5fad918ec 9256047
     "#]].assert_eq(&lines);
 }

@@ -903,10 +903,10 @@ mod tests {
             expect![[r#"
                 softmax(f16[6, 197, 197]) -> f16[6, 197, 197] on 64 tiles
                   candidates 7
-                 *finalist 0: rows 1182x197 per-tile 19 kernel softmax_f16_causal tiles=63 cycles=42456 (compute 39984 exchange 1872 sync 600) phases=1 peak_standard=14972 peak_interleaved=0
-                  finalist 1: rows 1182x197 per-tile 37 kernel softmax_f16_causal tiles=32 cycles=72922 (compute 68677 exchange 3645 sync 600) phases=1 peak_standard=29156 peak_interleaved=0
-                  finalist 2: rows 1182x197 per-tile 74 kernel softmax_f16_causal tiles=16 cycles=128790 (compute 120901 exchange 7289 sync 600) phases=1 peak_standard=58312 peak_interleaved=0
-                  finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=205088 (compute 189910 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0
+                 *finalist 0: rows 1182x197 per-tile 19 kernel softmax_f16_causal tiles=63 cycles=42478 (compute 40006 exchange 1872 sync 600) phases=1 peak_standard=14972 peak_interleaved=0
+                  finalist 1: rows 1182x197 per-tile 37 kernel softmax_f16_causal tiles=32 cycles=72987 (compute 68742 exchange 3645 sync 600) phases=1 peak_standard=29156 peak_interleaved=0
+                  finalist 2: rows 1182x197 per-tile 74 kernel softmax_f16_causal tiles=16 cycles=129062 (compute 121173 exchange 7289 sync 600) phases=1 peak_standard=58312 peak_interleaved=0
+                  finalist 3: rows 1182x197 per-tile 148 kernel softmax_f16_causal tiles=8 cycles=205534 (compute 190356 exchange 14578 sync 600) phases=1 peak_standard=116624 peak_interleaved=0
             "#]],
         );
     }
@@ -924,10 +924,10 @@ mod tests {
             expect![[r#"
                 softmax(f16[8, 128, 128]) -> f16[8, 128, 128] on 64 tiles
                   candidates 10
-                 *finalist 0: rows 1024x128 per-tile 16 folded kernel softmax_f16_causal tiles=64 cycles=17922 (compute 16298 exchange 1024 sync 600) phases=1 peak_standard=8192 peak_interleaved=0
+                 *finalist 0: rows 1024x128 per-tile 16 folded kernel softmax_f16_causal tiles=64 cycles=18845 (compute 17221 exchange 1024 sync 600) phases=1 peak_standard=8192 peak_interleaved=0
                   finalist 1: rows 1024x128 per-tile 16 kernel softmax_f16_causal tiles=64 cycles=23893 (compute 22269 exchange 1024 sync 600) phases=1 peak_standard=8192 peak_interleaved=0
                   finalist 2: rows 1024x128 per-tile 32 folded kernel softmax_f16_causal tiles=32 cycles=29546 (compute 26898 exchange 2048 sync 600) phases=1 peak_standard=16384 peak_interleaved=0
-                  finalist 3: rows 1024x128 per-tile 32 kernel softmax_f16_causal tiles=32 cycles=42858 (compute 40210 exchange 2048 sync 600) phases=1 peak_standard=16384 peak_interleaved=0
+                  finalist 3: rows 1024x128 per-tile 32 kernel softmax_f16_causal tiles=32 cycles=42959 (compute 40311 exchange 2048 sync 600) phases=1 peak_standard=16384 peak_interleaved=0
             "#]],
         );
     }

@@ -156,6 +156,18 @@ fn causal_shapes(kernel: &str) -> Vec<(usize, usize, (usize, usize))> {
         for row_length in [4, 8, 12, 16] {
             found.push((64, row_length, (0, 64)));
         }
+        // A row or two a tile, split among the workers, from the bottom of
+        // score matrices wider than tall: the first part holds every kept
+        // element (after the rest, so their data stays as it was).
+        for (rows, row_length, (first, matrix)) in [
+            (1, 768, (95, 96)),
+            (1, 1024, (63, 64)),
+            (2, 768, (94, 96)),
+            (1, 577, (127, 128)),
+            (1, 197, (32, 33)),
+        ] {
+            found.push((rows, row_length, (first, matrix)));
+        }
     }
     found
 }
