@@ -80,9 +80,12 @@
         // six or more column blocks a worker has every sixth of the
         // batch's units and streams all rows; with fewer it has one unit
         // per batch and streams `n` rows, one of max(1, 6 / column
-        // blocks) row groups (fitted with `tests/gemm_kernel.rs`, the
-        // interleaved form within 10 %).
-        .ipub_cost "cb = (C + 15) / 16; n = cb >= 6 ? R : (R + 6 / cb - 1) / (6 / cb); units = cb >= 6 ? (batch * cb + 5) / 6 : batch; 6 * units * (((K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16)) * ((INTERLEAVED ? 40 : 72) + (INTERLEAVED ? 4 : 12) * n) + (INTERLEAVED ? 44 : 16)) + 360"
+        // blocks) row groups. A unit of single rows from interleaved
+        // memory takes 7 issues more per pass but the last (its outputs
+        // drain before the next pass reads them), and when a worker has
+        // several such units, 12 fewer for each one's flush and set-up
+        // (fitted with `tests/gemm_kernel.rs`, within 10 %).
+        .ipub_cost "cb = (C + 15) / 16; n = cb >= 6 ? R : (R + 6 / cb - 1) / (6 / cb); units = cb >= 6 ? (batch * cb + 5) / 6 : batch; kb = (K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16); 6 * units * (kb * ((INTERLEAVED ? 40 : 72) + (INTERLEAVED ? 4 : 12) * n) + (INTERLEAVED ? 44 : 16) + (INTERLEAVED && n == 1 ? 7 * kb - 7 - 12 * (units > 1) : 0)) + 360"
 
         .align  8
 gemm_amp:

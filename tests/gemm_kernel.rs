@@ -704,6 +704,14 @@ fn cost_formula_fits_the_measured_cycles() {
         (64, 384, 96),
         (99, 96, 48),
         (7, 64, 200),
+        // Single rows a worker (a pass of one row, then the next pass
+        // waits for its outputs), and two.
+        (1, 1000, 4),
+        (4, 1000, 4),
+        (7, 1000, 4),
+        (1, 1000, 64),
+        (13, 197, 5),
+        (16, 1000, 3),
     ];
     // Batches share the column blocks' units out over the workers: three
     // batches of eight blocks are four units a worker, not six.
@@ -714,6 +722,8 @@ fn cost_formula_fits_the_measured_cycles() {
         (2, 50, 192, 96),
         (4, 9, 64, 208),
         (4, 17, 32, 208),
+        (100, 4, 4, 4),
+        (10, 3, 7, 1),
     ];
     let cases = shapes
         .into_iter()

@@ -691,8 +691,8 @@ mod tests {
             .collect();
         expect_test::expect![[r#"
             [
-                "estimated 1816 refined 2100 scheduled 0 rearrange 348 pressure 0/256",
-                "estimated 1848 refined 2160 scheduled 60 rearrange 348 pressure 256/256",
+                "estimated 1858 refined 2142 scheduled 0 rearrange 348 pressure 0/256",
+                "estimated 1890 refined 2202 scheduled 60 rearrange 348 pressure 256/256",
                 "estimated 1912 refined 2196 scheduled 0 rearrange 348 pressure 0/256",
                 "estimated 1928 refined 2228 scheduled 80 rearrange 348 pressure 512/256",
             ]

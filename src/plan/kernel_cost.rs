@@ -17,7 +17,7 @@ use crate::partition::{BinaryOp, KernelId, UnaryOp};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-const GEMM: &str = "cb = (C + 15) / 16; n = cb >= 6 ? R : (R + 6 / cb - 1) / (6 / cb); units = cb >= 6 ? (batch * cb + 5) / 6 : batch; 6 * units * (((K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16)) * ((INTERLEAVED ? 40 : 72) + (INTERLEAVED ? 4 : 12) * n) + (INTERLEAVED ? 44 : 16)) + 360";
+const GEMM: &str = "cb = (C + 15) / 16; n = cb >= 6 ? R : (R + 6 / cb - 1) / (6 / cb); units = cb >= 6 ? (batch * cb + 5) / 6 : batch; kb = (K + (FP8 ? 31 : 15)) / (FP8 ? 32 : 16); 6 * units * (kb * ((INTERLEAVED ? 40 : 72) + (INTERLEAVED ? 4 : 12) * n) + (INTERLEAVED ? 44 : 16) + (INTERLEAVED && n == 1 ? 7 * kb - 7 - 12 * (units > 1) : 0)) + 360";
 const CAST_TO_F8: &str = "n = rows * row_length; units = n / 8; tail = n % 8; 172 + 6 * (3 * (units / 6) + 4 * (units > 0) + (tail != 0 ? 15 + 3 * (tail & 3) + 4 * (tail >= 4) : 3 * (units % 6 != 0)))";
 const CAST_FROM_F8: &str = "n = rows * row_length; units = n / 8; tail = n % 8; 178 + 6 * (3 * (units / 6) + 2 * (units > 0) + (tail != 0 ? 13 + 7 * (tail & 3) + 4 * (tail >= 4) : 3 * (units % 6 != 0)))";
 const CAST_TO_F32: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 136 + 6 * (3 * (units / 6) + (units > 0) + (tail != 0 ? 11 + 3 * tail : 3 * (units % 6 != 0)))";
