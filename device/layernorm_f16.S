@@ -402,14 +402,7 @@ layernorm_head:
         // boundary. Quads after it need the output's cursor aligned too,
         // and gamma and beta 8-byte aligned, or 4 for the narrow loads;
         // otherwise (rows of an odd length) the rest is single elements.
-        sub     $m6, $mzero, $m8
-        and     $m6, $m6, 7
-        shr     $m6, $m6, 1
-        min     $m6, $m6, $m11
-        sub     $m11, $m11, $m6
-        rpt_at  4
-        rpt     $m6, OUT_ONE_WORDS
-        out_one
+        out_head out_one, OUT_ONE_WORDS
 #if OUT_F8
         and     $m6, $m10, 3
 #else

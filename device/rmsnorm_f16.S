@@ -229,14 +229,7 @@ rmsnorm_write:
         // row of an even length that starts two elements past a quad: its
         // quads meet gamma's pairs); otherwise (rows of an odd length) the
         // rest is single elements.
-        sub     $m6, $mzero, $m8
-        and     $m6, $m6, 7
-        shr     $m6, $m6, 1
-        min     $m6, $m6, $m11
-        sub     $m11, $m11, $m6
-        rpt_at  4
-        rpt     $m6, 9
-        out_one
+        out_head out_one, 9
         and     $m6, $m10, 7
         brnz    $m6, rmsnorm_singles
         shr     $m6, $m11, 2

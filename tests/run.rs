@@ -367,21 +367,29 @@ fn runs_are_deterministic_across_thread_counts() {
 /// cannot take `--dump-all`, which keeps the rearranged operand alive).
 #[test]
 fn a_full_tile_rearranges_in_a_step_of_its_own() {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let project = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/fit/rearranged-operand-on-a-full-tile.toml");
-    let out = dir.path().join("out");
-    let (code, stdout, stderr) = ipub(
-        &[
-            "run",
-            project.to_str().expect("utf-8"),
-            "--out",
-            out.to_str().expect("utf-8"),
-        ],
-        dir.path(),
+    run_passes("tests/data/fit/rearranged-operand-on-a-full-tile.toml");
+}
+
+/// Runs `project` with its output in `dir` (and `extra` arguments),
+/// which must pass its check; returns what it printed.
+fn run_in(project: &std::path::Path, dir: &std::path::Path, extra: &[&str]) -> String {
+    let out = dir.join("out");
+    let mut args = vec![
+        "run",
+        project.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+    ];
+    args.extend(extra);
+    let (code, stdout, stderr) = ipub(&args, dir);
+    assert_eq!(
+        code,
+        0,
+        "{} {extra:?}:\n{stdout}\n{stderr}",
+        project.display()
     );
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("numericalTest=PASS"), "{stdout}");
+    stdout
 }
 
 /// Small projects that once computed wrong values or crashed the compiler
@@ -400,18 +408,7 @@ fn regression_projects_pass_on_the_model() {
     assert!(projects.len() >= 5, "the regression projects went missing");
     let dir = tempfile::tempdir().expect("temporary directory");
     for project in projects {
-        let out = dir.path().join("out");
-        let (code, stdout, stderr) = ipub(
-            &[
-                "run",
-                project.to_str().expect("utf-8"),
-                "--out",
-                out.to_str().expect("utf-8"),
-            ],
-            dir.path(),
-        );
-        assert_eq!(code, 0, "{}:\n{stdout}\n{stderr}", project.display());
-        assert!(stdout.contains("numericalTest=PASS"), "{stdout}");
+        let stdout = run_in(&project, dir.path(), &[]);
         if project.ends_with("fp8-overflow.toml") {
             // The overflow really happens, on both sides alike.
             assert!(stdout.contains("infinite on both sides"), "{stdout}");
@@ -426,25 +423,8 @@ fn regression_projects_pass_on_the_model() {
             );
         }
         let dump = dir.path().join("dump");
-        let (code, stdout, stderr) = ipub(
-            &[
-                "run",
-                project.to_str().expect("utf-8"),
-                "--out",
-                out.to_str().expect("utf-8"),
-                "--dump",
-                dump.to_str().expect("utf-8"),
-                "--dump-all",
-            ],
-            dir.path(),
-        );
-        assert_eq!(
-            code,
-            0,
-            "{} --dump-all:\n{stdout}\n{stderr}",
-            project.display()
-        );
-        assert!(stdout.contains("numericalTest=PASS"), "{stdout}");
+        let dump_arg = dump.to_str().expect("utf-8");
+        run_in(&project, dir.path(), &["--dump", dump_arg, "--dump-all"]);
         let index = std::fs::read_to_string(dump.join("index.json")).expect("the dump's index");
         if project.ends_with("input-sliced-and-cast-in-a-body.toml") {
             // The body's intermediates, as the last iteration left them.

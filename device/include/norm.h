@@ -62,6 +62,20 @@
 #endif
 .endm
 
+// The head of an output pass's range: single elements (`one`, a body of
+// `words` words) from x's cursor $m8 up to its first 8-byte boundary, at
+// most the $m11 elements left, which it takes off $m11. Clobbers $m6.
+.macro out_head one, words
+        sub     $m6, $mzero, $m8
+        and     $m6, $m6, 7
+        shr     $m6, $m6, 1
+        min     $m6, $m6, $m11
+        sub     $m11, $m11, $m6
+        rpt_at  4
+        rpt     $m6, \words
+        \one
+.endm
+
 // Chan's parallel formula over `count` (n, mean, M2) records, in two
 // passes. The first, from $m8 with $a0 = 0 on entry: $a5 = n, $a14 =
 // 1 / n and $a10 = the mean.
