@@ -1316,7 +1316,10 @@ pub fn check(kernel: &Kernel, case: &Case) -> Result<u64, String> {
                 .zip(reference.iter().zip(slack))
                 .enumerate()
             {
-                if ulps(y, e) > 1 && (y.to_f64() - e).abs() > s {
+                // A NaN where the reference has none (or none where it
+                // has one) is a mismatch, however wide the slack.
+                let nan = y.is_nan() != e.is_nan();
+                if nan || (!e.is_nan() && ulps(y, e) > 1 && (y.to_f64() - e).abs() > s) {
                     return Err(format!("element {k} is {y}, expected {e}"));
                 }
             }
