@@ -25,9 +25,16 @@
 // workers.
 
 #include "include/rows.h"
+// The segmented form's records, worker shares and pieces.
+#include "include/norm.h"
 
 #ifndef MASK_F32
 #define MASK_F32 0
+#endif
+// STATS (0 unless defined) selects the segmented form's statistics kernel,
+// SEGMENTED (`include/norm.h`) its output kernel.
+#ifndef STATS
+#define STATS 0
 #endif
 
 // Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
@@ -44,6 +51,20 @@
 // full and writes its share of the row: the last part, the busiest, gets
 // what the others' equal quads leave (`last` elements), plus 116 issues.
 #define SOFTMAX_MASK_COST "stats = MASK_F32 ? 27 : 31; out = MASK_F32 ? 22 : 24; single = MASK_F32 ? 35 : 41; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : 3; 150 + 6 * (whole * ((stats + out) * row_length + single * singles + 356) + split * (stats * row_length + out * last + single * singles + 464)) / 4"
+
+// The segmented form's kernels (fitted with
+// `tests/row_kernels/calibration.rs`): six per issue of the busiest
+// worker, the one whose share meets the most rows (`pieces`, as in
+// `softmax_f16.S`). The statistics take the two passes' `stats` per quad
+// of the share, `single` more per single element at a piece's ends, 12
+// issues per row (the clearing and the search for the share's first row),
+// 47 per piece and about 38 per launch; a piece whose every element is
+// removed skips the sum, which the formula does not know. The output
+// takes `out` per quad, 1 more per single element, 11 per row, 24 per
+// piece plus 7 per segment's record of the row for the combination, and
+// 52 per launch. All in quarter issues, so quads count per element.
+#define SOFTMAX_MASK_STATS_COST "stats = MASK_F32 ? 27 : 31; single = MASK_F32 ? 12 : 16; n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (stats * share + 50 * rows + 4 * 47 * pieces + 152 + single * pieces * singles) / 4"
+#define SOFTMAX_MASK_PARTS_SEG_COST "out = MASK_F32 ? 22 : 24; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (out * share + 45 * rows + 4 * (24 + 7 * segments) * pieces + 207 + 4 * pieces * singles) / 4"
 
 // Registers beyond rows.h's: $m11 the mask cursor, $m12 the mask row,
 // $m13 the link register of `call`, $m14 the head's elements; $a8:9 the
@@ -185,8 +206,32 @@
         \one
 .endm
 
+// $m11 = the mask cursor of the input cursor $m8, with $m13 = the mask
+// operand's address less the input's (f16 mask), or less twice the
+// input's (f32 mask, whose elements are twice as wide).
+.macro mask_cursor
+#if MASK_F32
+        add     $m11, $m8, $m8
+        add     $m11, $m11, $m13
+#else
+        add     $m11, $m8, $m13
+#endif
+.endm
+
+// $m13 for `mask_cursor` from the state's in0 at 0 and in1 at 4.
+// Clobbers $m6.
+.macro mask_delta
+        ld32    $m13, $m0, 4
+        ld32    $m6, $m0, 0
+        sub     $m13, $m13, $m6
+#if MASK_F32
+        sub     $m13, $m13, $m6
+#endif
+.endm
+
         .text
 
+#if !STATS && !SEGMENTED
 // State: in0 (x), in1 (the mask), out, rows, row_length, scale_bits.
 
         .globl  softmax_mask_f16
@@ -286,3 +331,149 @@ smask_zero:
         brnzdec $m6, smask_zero
         br      $m13
         .size   softmax_mask_f16, . - softmax_mask_f16
+#endif
+
+#if STATS
+// ---- Segmented masked softmax: statistics ------------------------------
+// Rows cut into segments on several tiles (`Partition::Segments`; the
+// records and shares of `include/norm.h`): each worker takes an equal
+// share of the tile's elements and writes, for each row its share meets,
+// m = the maximum of y over the piece and s = the sum of exp(y - m) over
+// it, in f32, to its record of the row (`[rows][6]` records of 16 bytes);
+// its record of every other row, and of a row whose piece is all removed
+// (m = -inf), keeps m = -FLT_MAX and s = 0, which a combination weighs by
+// exp(-FLT_MAX - M) = 0. `fold_records.S` folds a row's six records into
+// the tile's one, as for `softmax_f16.S`'s.
+// State: in0 (x), in1 (the mask), out (the records), rows, row_length,
+// scale_bits.
+
+// A piece of the statistics walk (`share_pieces`): [lo, hi) = [$m4, $m5)
+// of the row at $m7, its record at $m9. Keeps $m7, $m9 and $m13.
+.macro smask_stats_piece_body
+        sub     $m10, $m5, $m4
+        add     $m6, $m4, $m4
+        add     $m12, $m7, $m6
+        mov     $m8, $m12
+        mask_cursor
+        setzi   $a10, 0
+        sethi   $a10, 0xff80
+        mov     $a11, $a10
+        walk    $m10, max_one, LOAD_Y_WORDS + 1, max_quad, QUAD_Y_WORDS + 2
+        f32max  $a10, $a10, $a11
+        mov     $a11, $a10
+        mov     $m14, $a10
+        setzi   $m6, 0
+        sethi   $m6, 0xff80
+        cmpeq   $m14, $m14, $m6
+        brnz    $m14, smask_stats_removed
+        mov     $m8, $m12
+        mask_cursor
+        mov     $a14, $azero
+        walk    $m10, sum_one, LOAD_Y_WORDS + 3, sum_quad, QUAD_Y_WORDS + 7
+        total
+        f32add  $a4, $a4, $a14
+        st32    $a10, $m9, 0
+        st32    $a4, $m9, 4
+smask_stats_removed:
+.endm
+// The next row: two bytes an element, and the next six records.
+.macro smask_stats_next_row
+        add     $m7, $m7, $m2
+        add     $m7, $m7, $m2
+        add     $m9, $m9, ROW_RECORDS
+.endm
+
+        .globl  softmax_mask_stats_f16
+        .type   softmax_mask_stats_f16, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param in1, 4, ptr
+        .ipub_param out, 8, ptr
+        .ipub_param rows, 12, u32
+        .ipub_param row_length, 16, u32
+        .ipub_param scale_bits, 20, f32
+        .ipub_cost SOFTMAX_MASK_STATS_COST
+softmax_mask_stats_f16:
+        ld32    $a8, $m0, 20
+        mov     $a9, $a8
+        mask_delta
+        ld32    $m1, $m0, 12
+        ld32    $m2, $m0, 16
+        ld32    $m7, $m0, 0
+        ld32    $m9, $m0, 8
+        get     $m3, $wid
+        mul     $m6, $m3, PART_RECORD
+        add     $m9, $m9, $m6
+        // Every record of the worker: m = -FLT_MAX, s = 0.
+        setzi   $a0, 0xffff
+        sethi   $a0, 0xff7f
+        mov     $a1, $azero
+        mov     $a2, $azero
+        mov     $a3, $azero
+        mov     $m6, $m9
+        mov     $m5, $m1
+smask_stats_clear:
+        st64    $a0:1, $m6, 0
+        st64    $a2:3, $m6, 8
+        add     $m6, $m6, ROW_RECORDS
+        sub     $m5, $m5, 1
+        brnz    $m5, smask_stats_clear
+        share_pieces smask_stats, smask_stats_piece_body, smask_stats_next_row
+        exitz   $mzero
+        .size   softmax_mask_stats_f16, . - softmax_mask_stats_f16
+#elif SEGMENTED
+// ---- Segmented masked softmax: the output ------------------------------
+// After the exchange has brought every tile's record of each row (the
+// fold of its six), each worker takes an equal share of the tile's
+// elements and, for each row its share meets, combines the row's
+// `segments` records into M = the largest m and S = the sum of
+// s * exp(m - M), then writes exp(y - M) * (1 / S) rounded to f16 for its
+// piece of the row. S is 0 only when every element of the row is removed
+// (the piece holding the row's maximum adds at least 1): such a row is
+// written as zeros, as the whole-row kernel writes it.
+// State: in0 (x), in1 (the mask), out, rows, row_length, scale_bits, in2
+// (the records), segments.
+        .globl  softmax_mask_parts_f16
+        .type   softmax_mask_parts_f16, @function
+        .ipub_param in0, 0, ptr
+        .ipub_param in1, 4, ptr
+        .ipub_param out, 8, ptr
+        .ipub_param rows, 12, u32
+        .ipub_param row_length, 16, u32
+        .ipub_param scale_bits, 20, f32
+        .ipub_param in2, 24, ptr
+        .ipub_param segments, 28, u32
+        .ipub_cost SOFTMAX_MASK_PARTS_SEG_COST
+softmax_mask_parts_f16:
+        parts_begin 12, 16, 8, 24, smask_parts_done
+        mask_delta
+        ld32    $a8, $m0, 20
+        mov     $a9, $a8
+smask_parts_piece:
+        parts_piece_range 16
+        // M and S over the row's records.
+        ld32    $m6, $m0, 28
+        softmax_records $m2, $m6
+        // Elements [lo, hi) of the row: $m12 of them from the cursors.
+        sub     $m12, $m5, $m4
+        add     $m6, $m4, $m4
+        add     $m8, $m7, $m6
+        add     $m10, $m9, $m6
+        mov     $m6, $a12
+        brz     $m6, smask_parts_zeros
+        f32rcp  $a12, $a12
+        mov     $a13, $a12
+        mov     $a11, $a10
+        mask_cursor
+        walk    $m12, out_one, LOAD_Y_WORDS + 6, out_quad, QUAD_Y_WORDS + 11
+smask_parts_next:
+        parts_next 16, 24, smask_parts_piece, smask_parts_done
+smask_parts_zeros:
+        sub     $m12, $m12, 1
+smask_parts_zero:
+        st16step $mzero, $m10+=, 2
+        brnzdec $m12, smask_parts_zero
+        br      smask_parts_next
+smask_parts_done:
+        exitz   $mzero
+        .size   softmax_mask_parts_f16, . - softmax_mask_parts_f16
+#endif

@@ -357,6 +357,20 @@ pub enum KernelId {
         dtype: DType,
         mask: DType,
     },
+    /// The statistics kernel of a masked softmax's segmented form
+    /// (`device/softmax_mask_f16.S` with `STATS`): as
+    /// [`KernelId::SoftmaxStats`], of `x * scale + mask` with a mask of
+    /// `mask`; a piece whose every element is removed keeps an empty
+    /// record.
+    SoftmaxMaskedStats {
+        mask: DType,
+    },
+    /// The output kernel of a masked softmax whose rows are cut into
+    /// segments on several tiles (`device/softmax_mask_f16.S` with
+    /// `SEGMENTED`), as [`KernelId::SoftmaxParts`].
+    SoftmaxMaskedParts {
+        mask: DType,
+    },
     /// The sum, mean or maximum of each row of `dtype`
     /// (`device/reduce_rows.S`).
     ReduceRows {
@@ -381,6 +395,7 @@ pub(crate) fn cast_epilogue(producer: KernelId, output: DType) -> Option<KernelI
             dtype: DType::F16,
             ..
         } | KernelId::SoftmaxParts
+            | KernelId::SoftmaxMaskedParts { .. }
             | KernelId::Add { dtype: DType::F16 }
             | KernelId::Gemm { .. }
             | KernelId::ReduceAdd
@@ -485,6 +500,7 @@ pub(crate) fn norm_prologue(kernel: KernelId) -> Option<KernelId> {
         KernelId::RmsnormParts { .. } => Some(KernelId::RmsnormStats),
         KernelId::SoftmaxParts => Some(KernelId::SoftmaxStats { exp_once: false }),
         KernelId::SoftmaxPartsOnce { .. } => Some(KernelId::SoftmaxStats { exp_once: true }),
+        KernelId::SoftmaxMaskedParts { mask } => Some(KernelId::SoftmaxMaskedStats { mask }),
         _ => None,
     }
 }
@@ -501,7 +517,9 @@ pub(crate) fn segment_fold(kernel: KernelId) -> Option<KernelId> {
         | KernelId::RmsnormParts { segmented: true } => {
             Some(KernelId::FoldRecords { softmax: false })
         }
-        KernelId::SoftmaxParts => Some(KernelId::FoldRecords { softmax: true }),
+        KernelId::SoftmaxParts | KernelId::SoftmaxMaskedParts { .. } => {
+            Some(KernelId::FoldRecords { softmax: true })
+        }
         _ => None,
     }
 }
@@ -618,7 +636,8 @@ impl KernelId {
                 segmented: true, ..
             }
             | KernelId::RmsnormParts { segmented: true }
-            | KernelId::SoftmaxParts => &["segments"],
+            | KernelId::SoftmaxParts
+            | KernelId::SoftmaxMaskedParts { .. } => &["segments"],
             _ => &[],
         }
     }
@@ -815,6 +834,12 @@ impl fmt::Display for KernelId {
             KernelId::ReduceAddF32 => f.write_str("reduce_add_f32"),
             KernelId::SoftmaxMasked { dtype, mask } => {
                 write!(f, "softmax_{}_mask_{}", family(dtype), mask.name())
+            }
+            KernelId::SoftmaxMaskedStats { mask } => {
+                write!(f, "softmax_stats_f16_mask_{}", mask.name())
+            }
+            KernelId::SoftmaxMaskedParts { mask } => {
+                write!(f, "softmax_parts_f16_mask_{}_seg", mask.name())
             }
             KernelId::ReduceRows { reduction, dtype } => {
                 write!(f, "{}_{}", reduction.op_name(), family(dtype))

@@ -182,6 +182,11 @@ fn causal_row_a_tile() {
 }
 
 #[test]
+fn masked_rows_cut_over_tiles() {
+    check("tests/data/ops/masked-segments.toml");
+}
+
+#[test]
 fn repeats_entered_on_the_device() {
     check("tests/data/estimates/repeat-of-a-computed-input.toml");
     check("tests/data/regressions/repeat-from-a-weight.toml");

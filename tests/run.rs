@@ -148,6 +148,25 @@ fn row_operations_with_rows_cut_over_tiles_pass_on_the_model() {
     }
 }
 
+/// Masked softmaxes of long rows cut into segments on several tiles, with
+/// partly and fully removed rows, segments that keep nothing, an f16 mask
+/// at the input's shape and f32 masks broadcast to it. The planner chooses
+/// the segmented plan for all three.
+#[test]
+fn masked_softmax_rows_cut_over_tiles_pass_on_the_model() {
+    let project = "tests/data/ops/masked-segments.toml";
+    run_passes(project);
+    let stdout = emitted(project, "plan");
+    let chosen: Vec<&str> = stdout.lines().filter(|l| l.starts_with(" *")).collect();
+    assert_eq!(chosen.len(), 3, "{stdout}");
+    for line in chosen {
+        assert!(
+            line.contains(" segment ") && line.contains("_mask_f") && line.contains("_seg "),
+            "{line}"
+        );
+    }
+}
+
 /// A kernel source that predates the segmented form (here: its
 /// normalising kernel declares no `segments`) is refused when a plan needs
 /// that form, rather than run without the parameter.

@@ -233,6 +233,18 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         } => Variant::new(name.clone(), source("softmax_mask_f16.S"))
             .entry("softmax_mask_f16")
             .define("MASK_F32", u32::from(mask == DType::F32)),
+        KernelId::SoftmaxMaskedStats {
+            mask: mask @ (DType::F16 | DType::F32),
+        } => Variant::new(name.clone(), source("softmax_mask_f16.S"))
+            .entry("softmax_mask_stats_f16")
+            .define("STATS", 1)
+            .define("MASK_F32", u32::from(mask == DType::F32)),
+        KernelId::SoftmaxMaskedParts {
+            mask: mask @ (DType::F16 | DType::F32),
+        } => Variant::new(name.clone(), source("softmax_mask_f16.S"))
+            .entry("softmax_mask_parts_f16")
+            .define("SEGMENTED", 1)
+            .define("MASK_F32", u32::from(mask == DType::F32)),
         KernelId::ReduceRows {
             dtype: DType::F16 | DType::F32,
             ..

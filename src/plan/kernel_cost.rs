@@ -57,6 +57,8 @@ const REDUCE_ADD_TO_F8: &str = "blocks = (length / 4 + 5) / 6; unrolled = count 
 const REDUCE_ADD_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 3 * blocks + 5 : blocks * (unrolled ? count + 4 : count + 6) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 2)";
 const REDUCE_ADD_PLUS1_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 4 * blocks + 8 : blocks * (unrolled ? count + 5 : count + 7) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 5)";
 const REDUCE_ADD_PLUS2_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 5 * blocks + 10 : blocks * (unrolled ? count + 6 : count + 8) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 7)";
+const SOFTMAX_MASK_STATS_F16: &str = "stats = MASK_F32 ? 27 : 31; single = MASK_F32 ? 12 : 16; n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (stats * share + 50 * rows + 4 * 47 * pieces + 152 + single * pieces * singles) / 4";
+const SOFTMAX_MASK_PARTS_SEG_F16: &str = "out = MASK_F32 ? 22 : 24; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (out * share + 45 * rows + 4 * (24 + 7 * segments) * pieces + 207 + 4 * pieces * singles) / 4";
 const SOFTMAX_MASK_F16: &str = "stats = MASK_F32 ? 27 : 31; out = MASK_F32 ? 22 : 24; single = MASK_F32 ? 35 : 41; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : 3; 150 + 6 * (whole * ((stats + out) * row_length + single * singles + 356) + split * (stats * row_length + out * last + single * singles + 464)) / 4";
 const SILU_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 190 + 6 * (25 * (units / 6) + (units > 0) + (tail != 0 ? 34 + 6 * tail : 25 * (units % 6 != 0)))";
 const SILU_F32: &str = "n = rows * row_length; units = n / 2; 190 + 6 * (11 * (units / 6) + (units > 0) + (n % 2 != 0 ? 18 : 11 * (units % 6 != 0)))";
@@ -175,6 +177,8 @@ pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
             dtype: F16,
             mask: F16 | F32,
         } => SOFTMAX_MASK_F16,
+        KernelId::SoftmaxMaskedStats { mask: F16 | F32 } => SOFTMAX_MASK_STATS_F16,
+        KernelId::SoftmaxMaskedParts { mask: F16 | F32 } => SOFTMAX_MASK_PARTS_SEG_F16,
         KernelId::ReduceRows { reduction, dtype } => match (reduction, dtype) {
             (Reduction::Sum, F16) => REDUCE_SUM_F16,
             (Reduction::Mean, F16) => REDUCE_MEAN_F16,
@@ -236,7 +240,11 @@ fn defines(kernel: KernelId) -> Vec<(&'static str, i64)> {
             ("C", i64::from(c)),
             ("R", i64::from(r)),
         ],
-        KernelId::SoftmaxMasked { mask, .. } => vec![("MASK_F32", i64::from(mask == DType::F32))],
+        KernelId::SoftmaxMasked { mask, .. }
+        | KernelId::SoftmaxMaskedStats { mask }
+        | KernelId::SoftmaxMaskedParts { mask } => {
+            vec![("MASK_F32", i64::from(mask == DType::F32))]
+        }
         KernelId::RearrangeBlockMajor { rows, cols, .. } => {
             vec![("BLOCK_ROWS", rows as i64), ("BLOCK_COLS", cols as i64)]
         }
@@ -258,7 +266,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 55] = [
+const ALL: [&str; 57] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -300,6 +308,8 @@ const ALL: [&str; 55] = [
     GEMM_F32_OUT,
     REDUCE_ADD_F32,
     SOFTMAX_MASK_F16,
+    SOFTMAX_MASK_STATS_F16,
+    SOFTMAX_MASK_PARTS_SEG_F16,
     SILU_F16,
     SILU_F32,
     GELU_TANH_F16,
@@ -424,6 +434,10 @@ mod tests {
                 mask: F32,
             },
         ]);
+        for mask in [F16, F32] {
+            all.push(KernelId::SoftmaxMaskedStats { mask });
+            all.push(KernelId::SoftmaxMaskedParts { mask });
+        }
         for interleaved in [false, true] {
             all.push(KernelId::GemmF32Out {
                 interleaved,

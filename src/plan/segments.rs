@@ -23,17 +23,21 @@ use crate::target::Target;
 pub(crate) const SEGMENT_QUANTUM: usize = 4;
 
 /// The segmented second kernel of a signature's layernorm, RMS norm or
-/// softmax (of f16 rows, neither causal nor masked; a cast of its result
+/// softmax (of f16 rows, not causal, masked or not; a cast of its result
 /// to FP8 follows it on each tile), if it has one.
 pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
     let kernel = row_kernel(signature)?;
-    if let KernelId::Softmax {
-        dtype: DType::F16,
-        causal: false,
-        ..
-    } = kernel
-    {
-        return Some(KernelId::SoftmaxParts);
+    match kernel {
+        KernelId::Softmax {
+            dtype: DType::F16,
+            causal: false,
+            ..
+        } => return Some(KernelId::SoftmaxParts),
+        KernelId::SoftmaxMasked {
+            dtype: DType::F16,
+            mask,
+        } => return Some(KernelId::SoftmaxMaskedParts { mask }),
+        _ => {}
     }
     match split_norm(kernel)? {
         KernelId::LayernormParts { out, .. } => Some(KernelId::LayernormParts {

@@ -97,6 +97,8 @@ pub fn kernel_named(name: &str) -> KernelId {
     }
     for mask in [F16, F32] {
         known.push(KernelId::SoftmaxMasked { dtype: F16, mask });
+        known.push(KernelId::SoftmaxMaskedStats { mask });
+        known.push(KernelId::SoftmaxMaskedParts { mask });
     }
     for to in [F143, F152] {
         known.push(KernelId::ReduceCast { to });

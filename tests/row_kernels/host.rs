@@ -493,8 +493,12 @@ pub fn case(
             let total = segments.total;
             let x = normal_f16(rng, rows * total, 3.0);
             let scale = ("scale_bits", i64::from(settings.scale.to_bits()));
-            let records =
-                segments.records("softmax_stats_f16", "fold_softmax_records", &x, &[scale]);
+            let records = segments.records(
+                "softmax_stats_f16",
+                "fold_softmax_records",
+                &|k| vec![f16_bytes(&segments.columns(&x, k))],
+                &[scale],
+            );
             params.extend([scale, ("segments", SEGMENTS as i64)]);
             let whole = softmax(&x, total, settings.scale, None);
             Case {
@@ -507,14 +511,91 @@ pub fn case(
                 },
             }
         }
+        "softmax_stats_f16_mask_f16" | "softmax_stats_f16_mask_f32" => {
+            // Each worker piece's maximum and sum of exponentials of
+            // x * scale + mask; a piece with every element removed keeps
+            // its empty record.
+            let x = normal_f16(rng, n, 3.0);
+            let f32_mask = kernel.ends_with("f32");
+            let mut mask = softmax_mask(rng, rows, row_length, settings.fully_masked_rows);
+            if !settings.fully_masked_rows {
+                // Calibration: a piece whose every element is removed
+                // skips its sum, so no element is.
+                for v in mask.iter_mut().filter(|v| v.is_infinite()) {
+                    *v = -1e4;
+                }
+            }
+            let mask = kernel_mask(mask, f32_mask);
+            let y: Vec<f32> = x
+                .iter()
+                .zip(&mask)
+                .map(|(v, &m)| v.to_f32() * settings.scale + m)
+                .collect();
+            let (reference, tolerance) = part_statistics_of(&y, row_length, false);
+            params.push(("scale_bits", i64::from(settings.scale.to_bits())));
+            Case {
+                inputs: vec![f16_bytes(&x), mask_bytes(&mask, f32_mask)],
+                params,
+                out_bytes: 4 * reference.len(),
+                expected: Expected::F32 {
+                    reference,
+                    tolerance,
+                },
+            }
+        }
+        "softmax_parts_f16_mask_f16_seg" | "softmax_parts_f16_mask_f32_seg" => {
+            // Rows cut into three segments, with the mask: each segment's
+            // records from the masked statistics and the fold on the
+            // device, then this tile's part against the f64 softmax of the
+            // whole rows. Every fourth row's middle segment is removed
+            // alone, besides the mask's partly and fully removed rows.
+            let segments = Segments::new(rows, row_length);
+            let total = segments.total;
+            let x = normal_f16(rng, rows * total, 3.0);
+            let f32_mask = kernel.contains("mask_f32");
+            let mut mask = softmax_mask(rng, rows, total, settings.fully_masked_rows);
+            let start = segments.lengths[0];
+            for row in mask.chunks_mut(total).skip(3).step_by(4) {
+                row[start..start + row_length].fill(f32::NEG_INFINITY);
+            }
+            let mask = kernel_mask(mask, f32_mask);
+            let scale = ("scale_bits", i64::from(settings.scale.to_bits()));
+            let stats = if f32_mask {
+                "softmax_stats_f16_mask_f32"
+            } else {
+                "softmax_stats_f16_mask_f16"
+            };
+            let records = segments.records(
+                stats,
+                "fold_softmax_records",
+                &|k| {
+                    vec![
+                        f16_bytes(&segments.columns(&x, k)),
+                        mask_bytes(&segments.columns(&mask, k), f32_mask),
+                    ]
+                },
+                &[scale],
+            );
+            params.extend([scale, ("segments", SEGMENTS as i64)]);
+            let whole = softmax_masked(&x, &mask, total, settings.scale);
+            Case {
+                inputs: vec![
+                    f16_bytes(&segments.columns(&x, 1)),
+                    mask_bytes(&segments.columns(&mask, 1), f32_mask),
+                    records,
+                ],
+                params,
+                out_bytes: 2 * n,
+                expected: Expected::F16 {
+                    slack: vec![0.0; n],
+                    reference: segments.middle(&whole),
+                },
+            }
+        }
         "softmax_f16_mask_f16" | "softmax_f16_mask_f32" => {
             let x = normal_f16(rng, n, 3.0);
             let mask = softmax_mask(rng, rows, row_length, settings.fully_masked_rows);
-            let mask_bytes = if kernel.ends_with("f32") {
-                mask.iter().flat_map(|v| v.to_le_bytes()).collect()
-            } else {
-                f16_bytes(&mask.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>())
-            };
+            let mask_bytes = mask_bytes(&mask, kernel.ends_with("f32"));
             params.push(("scale_bits", i64::from(settings.scale.to_bits())));
             let reference = softmax_masked(&x, &mask, row_length, settings.scale);
             Case {
@@ -649,7 +730,12 @@ pub fn case(
             let gamma = normal_f16(rng, total, 1.0);
             let beta = normal_f16(rng, total, 0.5);
             let epsilon = 1e-5f32;
-            let records = segments.records("layernorm_stats_f16", "fold_norm_records", &x, &[]);
+            let records = segments.records(
+                "layernorm_stats_f16",
+                "fold_norm_records",
+                &|k| vec![f16_bytes(&segments.columns(&x, k))],
+                &[],
+            );
             params.extend([
                 ("epsilon_bits", i64::from(epsilon.to_bits())),
                 ("segments", SEGMENTS as i64),
@@ -683,7 +769,12 @@ pub fn case(
             let x = layernorm_input(rng, rows * total);
             let gamma = normal_f16(rng, total, 1.0);
             let epsilon = 1e-6f32;
-            let records = segments.records("rmsnorm_stats_f16", "fold_norm_records", &x, &[]);
+            let records = segments.records(
+                "rmsnorm_stats_f16",
+                "fold_norm_records",
+                &|k| vec![f16_bytes(&segments.columns(&x, k))],
+                &[],
+            );
             params.extend([
                 ("epsilon_bits", i64::from(epsilon.to_bits())),
                 ("segments", SEGMENTS as i64),
@@ -966,6 +1057,22 @@ fn softmax_mask(rng: &mut Rng, rows: usize, row_length: usize, fully_masked: boo
     mask
 }
 
+/// A mask's values as the kernel sees them: f32, or rounded to f16.
+fn kernel_mask(mask: Vec<f32>, f32_mask: bool) -> Vec<f32> {
+    match f32_mask {
+        true => mask,
+        false => mask.iter().map(|&v| f16::from_f32(v).to_f32()).collect(),
+    }
+}
+
+/// A mask's bytes as the kernel reads it: f32, or rounded to f16.
+fn mask_bytes(mask: &[f32], f32_mask: bool) -> Vec<u8> {
+    match f32_mask {
+        true => mask.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        false => f16_bytes(&mask.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>()),
+    }
+}
+
 /// Softmax of `x * scale + mask` per row in f64 (the sum in f32 arithmetic,
 /// as the device adds them); zeros for a row whose every term is -inf.
 fn softmax_masked(x: &[f16], mask: &[f32], row_length: usize, scale: f32) -> Vec<f64> {
@@ -1025,14 +1132,14 @@ impl Segments {
     }
 
     /// Every segment's records from the statistics kernel `stats` (with
-    /// `extra` parameters) and the fold `fold` on the device, each tile's
-    /// record of a row gathered into the row's records as the exchange
-    /// does.
+    /// `extra` parameters) over the segment's `inputs`, and the fold `fold`
+    /// on the device, each tile's record of a row gathered into the row's
+    /// records as the exchange does.
     fn records(
         &self,
         stats: &str,
         fold: &str,
-        x: &[f16],
+        inputs: &dyn Fn(usize) -> Vec<Vec<u8>>,
         extra: &[(&'static str, i64)],
     ) -> Vec<u8> {
         let (stats, fold) = (
@@ -1042,8 +1149,9 @@ impl Segments {
         let record = 16;
         let mut records = vec![0u8; self.rows * SEGMENTS * record];
         for (segment, &length) in self.lengths.iter().enumerate() {
+            let bytes = inputs(segment);
             let parts = stats.run(&Run {
-                inputs: vec![&f16_bytes(&self.columns(x, segment))],
+                inputs: bytes.iter().map(Vec::as_slice).collect(),
                 out_bytes: 96 * self.rows,
                 params: [("rows", self.rows as i64), ("row_length", length as i64)]
                     .into_iter()
@@ -1147,15 +1255,23 @@ fn softmax_part_statistics(
     scale: f32,
     once: bool,
 ) -> (Vec<f64>, Vec<f64>) {
+    let scaled: Vec<f32> = x.iter().map(|v| v.to_f32() * scale).collect();
+    part_statistics_of(&scaled, row_length, once)
+}
+
+/// As [`softmax_part_statistics`], of the scaled terms `y` (of a masked
+/// softmax, `x * scale + mask`): a piece whose every term is -inf keeps
+/// the empty record.
+fn part_statistics_of(y: &[f32], row_length: usize, once: bool) -> (Vec<f64>, Vec<f64>) {
     let (mut reference, mut tolerance) = (Vec::new(), Vec::new());
-    for piece in worker_pieces(x.len(), row_length) {
-        let scaled: Vec<f32> = x[piece].iter().map(|v| v.to_f32() * scale).collect();
-        if scaled.is_empty() {
+    for piece in worker_pieces(y.len(), row_length) {
+        let scaled = &y[piece];
+        let m = scaled.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        if m == f32::NEG_INFINITY {
             reference.extend([-f64::from(f32::MAX), 0.0, 0.0, 0.0]);
             tolerance.extend([0.0; 4]);
             continue;
         }
-        let m = scaled.iter().copied().fold(f32::MIN, f32::max);
         let s: f64 = scaled.iter().map(|&y| f64::from(y - m).exp()).sum();
         // The `_once` form sums exponentials computed in f16, each within
         // the roundings `softmax_f16_once`'s check allows.

@@ -62,6 +62,8 @@ fn row_kernels_declare_the_emitters_fields() {
         "softmax_parts_f16_seg",
         "softmax_f16_mask_f16",
         "softmax_f16_mask_f32",
+        "softmax_stats_f16_mask_f32",
+        "softmax_parts_f16_mask_f16_seg",
     ]
     .iter()
     .map(|k| format!("{k}: {}", compile(k).fields()))
@@ -104,5 +106,7 @@ fn row_kernels_declare_the_emitters_fields() {
         fold_softmax_records: in0@0:ptr out@4:ptr rows@8:u32 segment@12:u32 segments@16:u32
         softmax_parts_f16_seg: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 scale_bits@16:f32 in1@20:ptr segments@24:u32
         softmax_f16_mask_f16: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 scale_bits@20:f32
-        softmax_f16_mask_f32: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 scale_bits@20:f32"#]].assert_eq(&fields.join("\n"));
+        softmax_f16_mask_f32: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 scale_bits@20:f32
+        softmax_stats_f16_mask_f32: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 scale_bits@20:f32
+        softmax_parts_f16_mask_f16_seg: in0@0:ptr in1@4:ptr out@8:ptr rows@12:u32 row_length@16:u32 scale_bits@20:f32 in2@24:ptr segments@28:u32"#]].assert_eq(&fields.join("\n"));
 }

@@ -180,6 +180,28 @@ fn segmented_softmax_is_within_one_ulp() {
 }
 
 #[test]
+fn segmented_masked_softmax_is_within_one_ulp_and_zero_on_removed_rows() {
+    // As the segmented softmax, with both mask types: rows partly and
+    // fully removed, and rows of which only the tile's segment is.
+    let long = [(1, 256), (2, 128), (1, 1536), (5, 9)];
+    for scale in [0.125f32, -0.5] {
+        let settings = Settings {
+            scale,
+            ..Settings::default()
+        };
+        for kernel in [
+            "softmax_stats_f16_mask_f16",
+            "softmax_stats_f16_mask_f32",
+            "softmax_parts_f16_mask_f16_seg",
+            "softmax_parts_f16_mask_f32_seg",
+        ] {
+            check_shapes(kernel, SHAPES, &settings, 20);
+            check_shapes(kernel, &long, &settings, 20);
+        }
+    }
+}
+
+#[test]
 fn split_softmax_stored_as_fp8_rescales_its_stored_exponentials() {
     // Rows that do not divide among the workers, a long row, misaligned
     // rows, both formats and a negative scale.

@@ -33,6 +33,9 @@ impl Lowering<'_> {
         let (Some(stats), Some(fold)) = (norm_prologue(kernel), segment_fold(kernel)) else {
             return Err(LowerError::NotSegmented(node.name.clone()));
         };
+        // A norm's gamma and beta are taken at the segment's columns; a
+        // softmax's mask is the input's shape, taken as the input is.
+        let norm = matches!(node.kind, OpKind::Layernorm { .. } | OpKind::Rmsnorm { .. });
         let parameter = match &node.kind {
             OpKind::Layernorm { epsilon } | OpKind::Rmsnorm { epsilon } => {
                 ("epsilon_bits", epsilon.to_bits())
@@ -64,14 +67,14 @@ impl Lowering<'_> {
                 let start = index * segment;
                 let length = segment.min(row_length - start);
                 let piece = Piece::row_major(vec![first_row, start], vec![count, length]);
-                let parameters = Piece::row_major(vec![start], vec![length]);
+                let parameters = norm.then(|| Piece::row_major(vec![start], vec![length]));
                 let mut operands = Vec::new();
                 for operand in 0..node.inputs.len() {
                     let at = RowsAt {
                         tile,
                         piece: &piece,
                         coordinates: &coordinates,
-                        parameters: Some(&parameters),
+                        parameters: parameters.as_ref(),
                     };
                     operands.push(self.row_operand(op, operand, at, transfers)?);
                 }
@@ -115,10 +118,17 @@ impl Lowering<'_> {
                     (parameter.0.to_string(), i64::from(parameter.1)),
                     ("out_scale".to_string(), i64::from(out.scale)),
                 ];
+                // The statistics read the input, and a softmax's mask.
+                let mut stats_operands = if norm {
+                    vec![operands[0].clone()]
+                } else {
+                    operands.clone()
+                };
+                stats_operands.push(OperandRef::Buffer(parts));
                 first_runs.push(KernelRun {
                     tile,
                     kernel: stats,
-                    operands: vec![operands[0].clone(), OperandRef::Buffer(parts)],
+                    operands: stats_operands,
                     params: params.clone(),
                 });
                 first_runs.push(KernelRun {
