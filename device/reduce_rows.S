@@ -18,10 +18,12 @@
 // up to the first 8-byte boundary (the head), whole vectors with 64-bit
 // loads, single elements after them (the tail). Worker w reduces rows
 // w, w + 6, ...: a row yields one value, and workers cannot combine
-// partial results within one launch (they run in no defined order), so a
-// long row is not split across workers the way the normalising kernels
-// split their output. A tile holds a few rows of a real model's
-// activations at most; a single long row costs its length on one worker.
+// partial results within one launch (they run in no defined order). A
+// long row is split by the segmented form instead (`Partition::Segments`,
+// `src/plan/reductions.rs`): its pieces are rows of a `_partial` kernel,
+// which writes their f32 partials, and a `_partials_` kernel reduces
+// those rows of partials in a second launch, on the same tile or on the
+// one an exchange brings every tile's partials of a group of rows to.
 
 #include "include/rows.h"
 #include "include/norm.h"
@@ -46,6 +48,14 @@
 #define SUM_F32_COST "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2"
 #define MEAN_F32_COST "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2"
 #define MAX_F32_COST "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2"
+// The segmented forms: f16 pieces' partials cost what the f16 reductions
+// do, and the reduction of the f32 partials what the f32 ones do.
+#define SUM_F16_PARTIAL_COST "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 28 + row_length + singles) / 4"
+#define MAX_F16_PARTIAL_COST "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 29 + row_length + singles) / 4"
+#define SUM_PARTIALS_F16_COST "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2"
+#define MEAN_PARTIALS_F16_COST "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2"
+#define MAX_PARTIALS_F16_COST "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2"
+#define MEAN_PARTIALS_F32_COST "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2"
 
 // Registers: $m0 state, $m1 rows, $m2 row_length, $m3 current row, $m6
 // scratch, $m7 the current input row, $m8 the cursor within it, $m9 the
@@ -63,19 +73,21 @@
 .endm
 
 // Reads the state and points $m7 and $m9 at this worker's first row and
-// result, for elements of `1 << shift` bytes.
-.macro reduce_start shift
+// result, for input elements of `1 << in_shift` bytes and results of
+// `1 << out_shift`; $a14 = the state's u32 at `divisor_off` (a mean's
+// divisor: row_length, or a segmented mean's whole row) as f32.
+.macro reduce_start in_shift, out_shift, divisor_off
         ld32    $m1, $m0, 8
         ld32    $m2, $m0, 12
-        mov     $a14, $m2
+        ld32    $a14, $m0, \divisor_off
         f32fromi32 $a14, $a14
         get     $m3, $wid
-        shl     $m10, $m2, \shift
+        shl     $m10, $m2, \in_shift
         mul     $m6, $m10, $m3
         ld32    $m7, $m0, 0
         add     $m7, $m7, $m6
         mul     $m10, $m10, 6
-        shl     $m6, $m3, \shift
+        shl     $m6, $m3, \out_shift
         ld32    $m9, $m0, 4
         add     $m9, $m9, $m6
 .endm
@@ -210,7 +222,7 @@
         .type   \name, @function
         reduce_params \cost
 \name:
-        reduce_start 1
+        reduce_start 1, 1, 12
         // The accumulators start the first row empty; `total` empties them
         // after every row.
         f32v2gina $a4:5, 0
@@ -226,10 +238,50 @@
         .type   \name, @function
         reduce_params \cost
 \name:
-        reduce_start 2
+        reduce_start 2, 2, 12
         setzi   $a12, (\start) & 0xffff
         sethi   $a12, (\start) >> 16
         reduce_rows \name, \body, store_f32
+        .size   \name, . - \name
+.endm
+
+// Segmented reductions (`Partition::Segments`): each tile reduces pieces
+// of its rows into f32 partial results, and one tile of each group of
+// rows reduces the partials into the rows' results.
+
+// `name`: partial results in f32 of f16 pieces by `body` (the sum, also
+// a mean's, or the maximum), neither rounded nor divided.
+.macro reduce_f16_partial name, body, cost
+        .globl  \name
+        .type   \name, @function
+        reduce_params \cost
+\name:
+        reduce_start 1, 2, 12
+        f32v2gina $a4:5, 0
+        f32v2gina $a6:7, 1
+        reduce_rows \name, \body, store_f32
+        .size   \name, . - \name
+.endm
+
+// `name`: rows of f32 partial results reduced by `body` into results
+// stored by `store` (`store_f16` or `store_f32`, of `out_shift`), the
+// running values starting at `start`; a mean divides by the state's
+// `divisor`, the whole row's length.
+.macro reduce_partials name, body, cost, start, store, out_shift, mean
+        .globl  \name
+        .type   \name, @function
+        reduce_params \cost
+.if \mean
+        .ipub_param divisor, 16, u32
+\name:
+        reduce_start 2, \out_shift, 16
+.else
+\name:
+        reduce_start 2, \out_shift, 12
+.endif
+        setzi   $a12, (\start) & 0xffff
+        sethi   $a12, (\start) >> 16
+        reduce_rows \name, \body, \store
         .size   \name, . - \name
 .endm
 
@@ -241,3 +293,9 @@
         reduce_f32 reduce_sum_f32, sum_f32_row, SUM_F32_COST, 0
         reduce_f32 reduce_mean_f32, mean_f32_row, MEAN_F32_COST, 0
         reduce_f32 reduce_max_f32, max_f32_row, MAX_F32_COST, F32_NAN
+        reduce_f16_partial reduce_sum_f16_partial, sum_f16_row, SUM_F16_PARTIAL_COST
+        reduce_f16_partial reduce_max_f16_partial, max_f16_row, MAX_F16_PARTIAL_COST
+        reduce_partials reduce_sum_partials_f16, sum_f32_row, SUM_PARTIALS_F16_COST, 0, store_f16, 1, 0
+        reduce_partials reduce_mean_partials_f16, mean_f32_row, MEAN_PARTIALS_F16_COST, 0, store_f16, 1, 1
+        reduce_partials reduce_max_partials_f16, max_f32_row, MAX_PARTIALS_F16_COST, F32_NAN, store_f16, 1, 0
+        reduce_partials reduce_mean_partials_f32, mean_f32_row, MEAN_PARTIALS_F32_COST, 0, store_f32, 2, 1

@@ -377,6 +377,64 @@ pub enum KernelId {
         reduction: Reduction,
         dtype: DType,
     },
+    /// The f32 partial results of pieces of f16 rows, for a segmented
+    /// reduction ([`reduce_partial`]; `device/reduce_rows.S`): the sum
+    /// (also a mean's) or the maximum, neither rounded nor divided.
+    ReducePartial {
+        reduction: Reduction,
+        dtype: DType,
+    },
+    /// A segmented reduction's result of `out` from rows of f32 partial
+    /// results ([`reduce_partials`]; `device/reduce_rows.S`); a mean
+    /// divides their sum by the state's `divisor`, the row's length.
+    ReducePartials {
+        reduction: Reduction,
+        out: DType,
+    },
+}
+
+/// The kernel that reduces a piece of each row of `dtype` into an f32
+/// partial result, for a reduction cut into segments: a mean's partial is
+/// its sum, and f32 rows' partials are the f32 reductions' results.
+pub(crate) fn reduce_partial(reduction: Reduction, dtype: DType) -> KernelId {
+    let reduction = match reduction {
+        Reduction::Mean => Reduction::Sum,
+        other => other,
+    };
+    match dtype {
+        DType::F32 => KernelId::ReduceRows { reduction, dtype },
+        _ => KernelId::ReducePartial { reduction, dtype },
+    }
+}
+
+/// The equal pieces a segmented reduction's tile cuts each row of its
+/// `length`-element segment into, one worker's row each: the most, up to
+/// six, whose length is a multiple of four (so each starts where the
+/// kernel's 64-bit loads do), or failing that at least eight elements
+/// long; one for a segment that divides no other way.
+pub(crate) fn reduce_part_count(length: usize) -> usize {
+    let parts = [6, 5, 4, 3, 2];
+    parts
+        .into_iter()
+        .find(|k| length.is_multiple_of(4 * k))
+        .or_else(|| {
+            parts
+                .into_iter()
+                .find(|&k| length.is_multiple_of(k) && length / k >= 8)
+        })
+        .unwrap_or(1)
+}
+
+/// The kernel that reduces rows of f32 partial results into a reduction's
+/// results of `out`: the f32 sum and maximum are those of f32 rows.
+pub(crate) fn reduce_partials(reduction: Reduction, out: DType) -> KernelId {
+    match (reduction, out) {
+        (Reduction::Sum | Reduction::Max, DType::F32) => KernelId::ReduceRows {
+            reduction,
+            dtype: out,
+        },
+        _ => KernelId::ReducePartials { reduction, out },
+    }
 }
 
 /// The cast a fused operation runs after `producer` on each tile
@@ -632,6 +690,10 @@ impl KernelId {
     pub(crate) fn required_fields(self) -> &'static [&'static str] {
         match self {
             KernelId::FoldRecords { .. } => &["segment", "segments"],
+            KernelId::ReducePartials {
+                reduction: Reduction::Mean,
+                ..
+            } => &["divisor"],
             KernelId::LayernormParts {
                 segmented: true, ..
             }
@@ -843,6 +905,12 @@ impl fmt::Display for KernelId {
             }
             KernelId::ReduceRows { reduction, dtype } => {
                 write!(f, "{}_{}", reduction.op_name(), family(dtype))
+            }
+            KernelId::ReducePartial { reduction, dtype } => {
+                write!(f, "{}_{}_partial", reduction.op_name(), family(dtype))
+            }
+            KernelId::ReducePartials { reduction, out } => {
+                write!(f, "{}_partials_{}", reduction.op_name(), family(out))
             }
         }
     }

@@ -187,6 +187,11 @@ fn masked_rows_cut_over_tiles() {
 }
 
 #[test]
+fn reductions_of_rows_cut_over_tiles() {
+    check("tests/data/ops/long-reductions.toml");
+}
+
+#[test]
 fn repeats_entered_on_the_device() {
     check("tests/data/estimates/repeat-of-a-computed-input.toml");
     check("tests/data/regressions/repeat-from-a-weight.toml");

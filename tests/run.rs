@@ -275,6 +275,25 @@ fn reductions_pass_on_the_model() {
     run_passes("tests/data/ops/reductions.toml");
 }
 
+/// Reductions over rows cut into segments on several tiles: a row longer
+/// than a tile holds, an odd row length, an f32 maximum broadcast back
+/// over its row and a batched f32 mean. The planner chooses the segmented
+/// plan for all four.
+#[test]
+fn reductions_of_rows_cut_over_tiles_pass_on_the_model() {
+    let project = "tests/data/ops/long-reductions.toml";
+    run_passes(project);
+    let stdout = emitted(project, "plan");
+    let chosen: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with(" *") && l.contains(" kernel reduce_"))
+        .collect();
+    assert_eq!(chosen.len(), 4, "{stdout}");
+    for line in chosen {
+        assert!(line.contains(" segment "), "{line}");
+    }
+}
+
 /// RMSNorm, causal attention and a SwiGLU MLP.
 #[test]
 fn llama_block_f16_passes_on_the_model() {

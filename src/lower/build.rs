@@ -434,12 +434,15 @@ impl Lowering<'_> {
                 rows_per_tile,
                 segment,
                 kernel,
-            } => self.segments(
-                op,
-                (*rows, *row_length, *rows_per_tile, *segment),
-                *kernel,
-                &mut transfers,
-            )?,
+            } => {
+                let shape = (*rows, *row_length, *rows_per_tile, *segment);
+                match self.graph.op(op).kind {
+                    OpKind::Reduce { .. } => {
+                        self.reduce_segments(op, shape, *kernel, &mut transfers)?
+                    }
+                    _ => self.segments(op, shape, *kernel, &mut transfers)?,
+                }
+            }
             Partition::Rows {
                 rows,
                 row_length,

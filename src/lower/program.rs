@@ -167,7 +167,8 @@ impl ExchangePhase {
     }
 
     /// The purpose of the phase bringing the partials of a split matrix
-    /// product `op` to the tiles that sum them.
+    /// product `op` to the tiles that sum them, or a segmented reduction's
+    /// to the tile that reduces them.
     pub(crate) fn reduction_purpose(op: &str) -> String {
         format!("op {op} reduction")
     }

@@ -9,7 +9,7 @@
 //! process reuse objects compiled before.
 
 use crate::db::{Db, DbFiles};
-use crate::graph::DType;
+use crate::graph::{DType, Reduction};
 use crate::kernels::{self, Variant};
 use crate::partition::KernelId;
 use crate::target::{Target, TargetId};
@@ -248,6 +248,17 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         KernelId::ReduceRows {
             dtype: DType::F16 | DType::F32,
             ..
+        }
+        | KernelId::ReducePartial {
+            reduction: Reduction::Sum | Reduction::Max,
+            dtype: DType::F16,
+        }
+        | KernelId::ReducePartials {
+            out: DType::F16, ..
+        }
+        | KernelId::ReducePartials {
+            reduction: Reduction::Mean,
+            out: DType::F32,
         } => plain("reduce_rows.S"),
         _ => return None,
     })

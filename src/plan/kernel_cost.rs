@@ -59,6 +59,16 @@ const REDUCE_ADD_PLUS1_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = co
 const REDUCE_ADD_PLUS2_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 5 * blocks + 10 : blocks * (unrolled ? count + 6 : count + 8) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 7)";
 const SOFTMAX_MASK_STATS_F16: &str = "stats = MASK_F32 ? 27 : 31; single = MASK_F32 ? 12 : 16; n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (stats * share + 50 * rows + 4 * 47 * pieces + 152 + single * pieces * singles) / 4";
 const SOFTMAX_MASK_PARTS_SEG_F16: &str = "out = MASK_F32 ? 22 : 24; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (out * share + 45 * rows + 4 * (24 + 7 * segments) * pieces + 207 + 4 * pieces * singles) / 4";
+const SUM_F16_PARTIAL: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 28 + row_length + singles) / 4";
+const MAX_F16_PARTIAL: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 29 + row_length + singles) / 4";
+const SUM_PARTIALS_F16: &str =
+    "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2";
+const MEAN_PARTIALS_F16: &str =
+    "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2";
+const MAX_PARTIALS_F16: &str =
+    "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2";
+const MEAN_PARTIALS_F32: &str =
+    "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2";
 const SOFTMAX_MASK_F16: &str = "stats = MASK_F32 ? 27 : 31; out = MASK_F32 ? 22 : 24; single = MASK_F32 ? 35 : 41; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : 3; 150 + 6 * (whole * ((stats + out) * row_length + single * singles + 356) + split * (stats * row_length + out * last + single * singles + 464)) / 4";
 const SILU_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 190 + 6 * (25 * (units / 6) + (units > 0) + (tail != 0 ? 34 + 6 * tail : 25 * (units % 6 != 0)))";
 const SILU_F32: &str = "n = rows * row_length; units = n / 2; 190 + 6 * (11 * (units / 6) + (units > 0) + (n % 2 != 0 ? 18 : 11 * (units % 6 != 0)))";
@@ -188,6 +198,18 @@ pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
             (Reduction::Max, F32) => REDUCE_MAX_F32,
             _ => return None,
         },
+        KernelId::ReducePartial { reduction, dtype } => match (reduction, dtype) {
+            (Reduction::Sum, F16) => SUM_F16_PARTIAL,
+            (Reduction::Max, F16) => MAX_F16_PARTIAL,
+            _ => return None,
+        },
+        KernelId::ReducePartials { reduction, out } => match (reduction, out) {
+            (Reduction::Sum, F16) => SUM_PARTIALS_F16,
+            (Reduction::Mean, F16) => MEAN_PARTIALS_F16,
+            (Reduction::Max, F16) => MAX_PARTIALS_F16,
+            (Reduction::Mean, F32) => MEAN_PARTIALS_F32,
+            _ => return None,
+        },
         KernelId::Unary { op, dtype } => match (op, dtype) {
             (UnaryOp::Silu, F16) => SILU_F16,
             (UnaryOp::Silu, F32) => SILU_F32,
@@ -266,7 +288,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 57] = [
+const ALL: [&str; 63] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -308,6 +330,12 @@ const ALL: [&str; 57] = [
     GEMM_F32_OUT,
     REDUCE_ADD_F32,
     SOFTMAX_MASK_F16,
+    MEAN_PARTIALS_F32,
+    MAX_PARTIALS_F16,
+    MEAN_PARTIALS_F16,
+    SUM_PARTIALS_F16,
+    MAX_F16_PARTIAL,
+    SUM_F16_PARTIAL,
     SOFTMAX_MASK_STATS_F16,
     SOFTMAX_MASK_PARTS_SEG_F16,
     SILU_F16,
@@ -450,6 +478,8 @@ mod tests {
         for reduction in [Reduction::Sum, Reduction::Mean, Reduction::Max] {
             for dtype in [F16, F32] {
                 all.push(KernelId::ReduceRows { reduction, dtype });
+                all.push(crate::partition::reduce_partial(reduction, dtype));
+                all.push(crate::partition::reduce_partials(reduction, dtype));
             }
         }
         for dtype in [F16, F32] {

@@ -12,6 +12,7 @@ pub(crate) mod cost;
 pub(crate) mod gathered;
 pub(crate) mod kernel_cost;
 pub(crate) mod matmul;
+pub(crate) mod reductions;
 pub(crate) mod segments;
 pub(crate) mod signature;
 

@@ -15,7 +15,7 @@ use crate::partition::{
     cast_epilogue, norm_prologue, segment_fold, split_norm, KernelId, Partition,
     NORM_PART_ROW_BYTES, NORM_RECORD_BYTES,
 };
-use crate::plan::signature::OpSignature;
+use crate::plan::signature::{OpSignature, SignatureKind};
 use crate::target::Target;
 
 /// Segments are a multiple of this many elements long (all but a row's
@@ -26,6 +26,9 @@ pub(crate) const SEGMENT_QUANTUM: usize = 4;
 /// softmax (of f16 rows, not causal, masked or not; a cast of its result
 /// to FP8 follows it on each tile), if it has one.
 pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
+    if let SignatureKind::Reduce { .. } = signature.kind {
+        return super::reductions::segmented_kernel(signature);
+    }
     let kernel = row_kernel(signature)?;
     match kernel {
         KernelId::Softmax {
@@ -62,6 +65,9 @@ pub(crate) fn segmented_kernel(signature: &OpSignature) -> Option<KernelId> {
 /// may be shorter), the operand exchange and the statistics exchange, and
 /// two phases' sync.
 pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
+    if let SignatureKind::Reduce { .. } = signature.kind {
+        return super::reductions::candidates(signature, target);
+    }
     let Some(kernel) = segmented_kernel(signature) else {
         return Vec::new();
     };
@@ -166,7 +172,11 @@ pub(super) fn partition_fits(signature: &OpSignature, partition: &Partition) -> 
     else {
         return false;
     };
-    let shape = &signature.output.shape;
+    // A reduction's rows are its input's (its result's are one long).
+    let shape = match signature.kind {
+        SignatureKind::Reduce { .. } => &signature.inputs[0].shape,
+        _ => &signature.output.shape,
+    };
     let leading: usize = shape[..shape.len().saturating_sub(1)].iter().product();
     let segments = Partition::segments(*row_length, *segment);
     Some(row_length) == shape.last()

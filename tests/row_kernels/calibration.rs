@@ -76,6 +76,12 @@ const KERNELS: &[&str] = &[
     "reduce_sum_f32",
     "reduce_mean_f32",
     "reduce_max_f32",
+    "reduce_sum_f16_partial",
+    "reduce_max_f16_partial",
+    "reduce_sum_partials_f16",
+    "reduce_mean_partials_f16",
+    "reduce_max_partials_f16",
+    "reduce_mean_partials_f32",
 ];
 
 /// Rows of a tile's share: one, fewer than the workers, each remainder of

@@ -84,7 +84,19 @@ pub fn kernel_named(name: &str) -> KernelId {
         }
         for reduction in [Reduction::Sum, Reduction::Mean, Reduction::Max] {
             known.push(KernelId::ReduceRows { reduction, dtype });
+            known.push(KernelId::ReducePartials {
+                reduction,
+                out: dtype,
+            });
         }
+        known.push(KernelId::ReducePartial {
+            reduction: Reduction::Sum,
+            dtype: F16,
+        });
+        known.push(KernelId::ReducePartial {
+            reduction: Reduction::Max,
+            dtype: F16,
+        });
     }
     for causal in [false, true] {
         for exp_once in [false, true] {

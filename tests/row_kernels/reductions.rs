@@ -14,6 +14,12 @@ const KERNELS: &[&str] = &[
     "reduce_sum_f32",
     "reduce_mean_f32",
     "reduce_max_f32",
+    "reduce_sum_f16_partial",
+    "reduce_max_f16_partial",
+    "reduce_sum_partials_f16",
+    "reduce_mean_partials_f16",
+    "reduce_max_partials_f16",
+    "reduce_mean_partials_f32",
 ];
 
 /// One row, fewer rows than workers, odd lengths (rows that start at
@@ -51,7 +57,13 @@ fn reductions_declare_the_emitters_fields() {
         reduce_max_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         reduce_sum_f32: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         reduce_mean_f32: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
-        reduce_max_f32: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32"#]]
+        reduce_max_f32: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
+        reduce_sum_f16_partial: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
+        reduce_max_f16_partial: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
+        reduce_sum_partials_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
+        reduce_mean_partials_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 divisor@16:u32
+        reduce_max_partials_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
+        reduce_mean_partials_f32: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 divisor@16:u32"#]]
     .assert_eq(&fields.join("\n"));
 }
 
@@ -109,6 +121,44 @@ fn max_ignores_nan_and_keeps_infinities() {
     let f32s = run_f32("reduce_max_f32", &rows);
     expect!["3 inf -inf NaN -inf"].assert_eq(&show(f16s.iter().map(|v| v.to_string()).collect()));
     expect!["3 inf -inf NaN -inf"].assert_eq(&show(f32s.iter().map(|v| v.to_string()).collect()));
+}
+
+/// The segmented maximum keeps the rule: f16 pieces' f32 partials, then
+/// the f16 maximum of f32 partials, each ignoring a NaN unless it is all.
+#[test]
+fn segmented_maxima_ignore_nan_and_keep_infinities() {
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let rows: [&[f64]; 5] = [
+        &[1.0, nan, 3.0, -2.0, 0.5],
+        &[-inf, 2.0, inf, nan, -7.0],
+        &[-inf, -inf, -inf, -inf, -inf],
+        &[nan, nan, nan, nan, nan],
+        &[nan, -inf, nan, nan, nan],
+    ];
+    let values: Vec<f16> = rows.concat().iter().map(|&v| f16::from_f64(v)).collect();
+    let partials = compile("reduce_max_f16_partial").run(&Run {
+        inputs: vec![&f16_bytes(&values)],
+        out_bytes: 4 * rows.len(),
+        params: vec![("rows", rows.len() as i64), ("row_length", 5)],
+    });
+    let as_f32: Vec<String> = partials
+        .out
+        .chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]).to_string())
+        .collect();
+    expect!["3 inf -inf NaN -inf"].assert_eq(&as_f32.join(" "));
+    let maxima = compile("reduce_max_partials_f16").run(&Run {
+        inputs: vec![&partials.out],
+        out_bytes: 2,
+        params: vec![("rows", 1), ("row_length", rows.len() as i64)],
+    });
+    expect!["inf"].assert_eq(&f16_values(&maxima.out)[0].to_string());
+    let maxima = compile("reduce_max_partials_f16").run(&Run {
+        inputs: vec![&partials.out[12..]],
+        out_bytes: 2,
+        params: vec![("rows", 1), ("row_length", 2)],
+    });
+    expect!["-inf"].assert_eq(&f16_values(&maxima.out)[0].to_string());
 }
 
 #[test]

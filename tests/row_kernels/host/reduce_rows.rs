@@ -1,6 +1,9 @@
 //! Host arithmetic of the row reductions (`reduce_sum_f16`,
-//! `reduce_max_f32`, ...): each row's sum or mean in f64 with the slack
-//! f32 accumulation needs, and each row's maximum exactly.
+//! `reduce_max_f32`, ...) and of the segmented forms' kernels (the f32
+//! partials of f16 pieces, `reduce_sum_f16_partial`, and the results of f32
+//! partials, `reduce_mean_partials_f16`, ...): each row's sum or mean in
+//! f64 with the slack f32 accumulation needs, and each row's maximum
+//! exactly.
 
 use super::{f16_bytes, wide_f16, Case, Expected};
 use crate::harness::Rng;
@@ -22,7 +25,20 @@ pub fn case(
     rng: &mut Rng,
 ) -> Case {
     let n = rows * row_length;
-    let f32_values = kernel.ends_with("f32");
+    // The segmented forms: f16 pieces to f32 partials, and f32 partials
+    // to results of either type; a mean of partials divides by the whole
+    // row's length, here three of theirs.
+    let partials = kernel.contains("_partials_");
+    let f32_values = kernel.ends_with("f32") || partials;
+    let f32_out = kernel.ends_with("f32") || kernel.ends_with("_partial");
+    let mut params = params;
+    let divisor = match partials && kernel.starts_with("reduce_mean") {
+        true => {
+            params.push(("divisor", 3 * row_length as i64));
+            3 * row_length
+        }
+        false => row_length,
+    };
     let values: Vec<f64> = if kernel.starts_with("reduce_max") {
         max_inputs(rng, rows, row_length, f32_values)
     } else if f32_values {
@@ -46,7 +62,7 @@ pub fn case(
     let rows_of = || values.chunks(row_length);
     let expected = if kernel.starts_with("reduce_max") {
         let maxima = rows_of().map(|row| row.iter().copied().fold(f64::NAN, f64::max));
-        Expected::Bytes(if f32_values {
+        Expected::Bytes(if f32_out {
             maxima.flat_map(|m| (m as f32).to_le_bytes()).collect()
         } else {
             maxima
@@ -55,7 +71,7 @@ pub fn case(
         })
     } else {
         let mean = kernel.starts_with("reduce_mean");
-        let divisor = if mean { row_length as f64 } else { 1.0 };
+        let divisor = if mean { divisor as f64 } else { 1.0 };
         let mut reference = Vec::new();
         let mut slack = Vec::new();
         for row in rows_of() {
@@ -66,7 +82,7 @@ pub fn case(
             let magnitude: f64 = row.iter().map(|v| v.abs()).sum::<f64>() / divisor;
             slack.push((row_length as f64 + 2.0) * magnitude * 2f64.powi(-24));
         }
-        if f32_values {
+        if f32_out {
             let tolerance = reference
                 .iter()
                 .zip(&slack)
@@ -80,7 +96,7 @@ pub fn case(
             Expected::F16 { reference, slack }
         }
     };
-    let width = if f32_values { 4 } else { 2 };
+    let width = if f32_out { 4 } else { 2 };
     Case {
         inputs: vec![input],
         params,
