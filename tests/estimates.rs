@@ -189,6 +189,7 @@ fn masked_rows_cut_over_tiles() {
 #[test]
 fn reductions_of_rows_cut_over_tiles() {
     check("tests/data/ops/long-reductions.toml");
+    check("tests/data/estimates/reduce-row-shorter-than-its-segment.toml");
 }
 
 #[test]

@@ -95,9 +95,12 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                     ("divisor", row_length as i64),
                 ],
             );
-            let (Some(first), Some(end), Some(total)) =
-                (partial_cycles(segment), partial_cycles(last), total)
-            else {
+            // A row shorter than its segment is its one segment.
+            let (Some(first), Some(end), Some(total)) = (
+                partial_cycles(segment.min(row_length)),
+                partial_cycles(last),
+                total,
+            ) else {
                 continue;
             };
             let elements = (count * segment) as u64;
