@@ -145,6 +145,16 @@ fn cosine(dot: f64, a: f64, b: f64) -> f64 {
 }
 
 impl Comparison {
+    /// `", N values NaN"` when pairs hold a NaN, which the maximum
+    /// absolute error leaves out; empty otherwise.
+    pub fn nan_note(&self) -> String {
+        match self.nan_count {
+            0 => String::new(),
+            1 => ", 1 value NaN".to_string(),
+            n => format!(", {n} values NaN"),
+        }
+    }
+
     #[cfg(test)]
     pub(crate) fn passed(&self) -> bool {
         self.count > 0
@@ -177,8 +187,11 @@ impl Comparison {
         if self.mismatch_count > 0 {
             let listed = self.first_mismatches.len();
             let mut message = format!(
-                "numerical comparison failed for {}/{} logical shard values (maximum absolute error {}); the first {listed}:",
-                self.mismatch_count, self.count, self.max_abs_error
+                "numerical comparison failed for {}/{} logical shard values (maximum absolute error {}{}); the first {listed}:",
+                self.mismatch_count,
+                self.count,
+                self.max_abs_error,
+                self.nan_note()
             );
             let mut rows = vec![[
                 "index".to_string(),
@@ -312,7 +325,7 @@ mod tests {
         assert_eq!(both_nan.mismatch_count, 1);
         assert!(!both_nan.passed());
         expect![[r#"
-            numerical comparison failed for 2/3 logical shard values (maximum absolute error 0); the first 2:
+            numerical comparison failed for 2/3 logical shard values (maximum absolute error 0, 2 values NaN); the first 2:
                 index device reference difference threshold
                     1    NaN         2        NaN         1
                     2      3       NaN        NaN         1"#]]

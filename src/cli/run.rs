@@ -265,9 +265,10 @@ pub(super) fn run_package_with(
             n => format!(" ({n} values infinite on both sides)"),
         };
         output::result_line(format!(
-            "    output {name}: cosine similarity {}, maximum absolute error {}{infinities}",
+            "    output {name}: cosine similarity {}, maximum absolute error {}{infinities}{}",
             crate::compare::format_cosine(comparison.cosine_similarity),
-            comparison.max_abs_error
+            comparison.max_abs_error,
+            comparison.nan_note()
         ));
         // An undefined similarity stays undefined in the minimum.
         min_cos = if comparison.cosine_similarity.is_nan() || min_cos.is_nan() {
