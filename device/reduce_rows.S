@@ -20,10 +20,11 @@
 // w, w + 6, ...: a row yields one value, and workers cannot combine
 // partial results within one launch (they run in no defined order). A
 // long row is split by the segmented form instead (`Partition::Segments`,
-// `src/plan/reductions.rs`): its pieces are rows of a `_partial` kernel,
-// which writes their f32 partials, and a `_partials_` kernel reduces
-// those rows of partials in a second launch, on the same tile or on the
-// one an exchange brings every tile's partials of a group of rows to.
+// `src/plan/reductions.rs`): a `_partial` kernel's workers take pieces of
+// the rows in turn and write their f32 partials, and a `_partials_`
+// kernel reduces those rows of partials in a second launch, on the same
+// tile or on the one an exchange brings every tile's partials of a group
+// of rows to.
 
 #include "include/rows.h"
 #include "include/norm.h"
@@ -48,10 +49,18 @@
 #define SUM_F32_COST "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2"
 #define MEAN_F32_COST "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2"
 #define MAX_F32_COST "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2"
-// The segmented forms: f16 pieces' partials cost what the f16 reductions
-// do, and the reduction of the f32 partials what the f32 ones do.
-#define SUM_F16_PARTIAL_COST "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 28 + row_length + singles) / 4"
-#define MAX_F16_PARTIAL_COST "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 29 + row_length + singles) / 4"
+// The segmented forms: the partial kernels' busiest worker has `busy` of
+// the `rows * parts` pieces, each taken to be the last (`rest` elements,
+// the longest), at the f16 or f32 reductions' cost per element and 34
+// issues more per piece (35 for the f16 maximum) to find it and store its
+// result, plus 28 issues and, for pieces fewer than six to a row, 4 per
+// `parts` in six and in five (the steps from one piece to the sixth on
+// and from worker 0's first piece to worker 5's); the reductions of the
+// f32 partials cost what the f32 reductions do.
+#define SUM_F16_PARTIAL_COST "busy = (rows * parts + 5) / 6; rest = row_length - (parts - 1) * piece; singles = rest < 4 ? 8 * rest : piece % 4 == 0 && row_length % 4 == 0 ? 0 : row_length % 2 == 1 || piece % 2 == 1 ? 21 : 14; 6 * (busy * (4 * 34 + rest + singles) + 4 * 28 + 15 * (6 / parts + 5 / parts)) / 4"
+#define MAX_F16_PARTIAL_COST "busy = (rows * parts + 5) / 6; rest = row_length - (parts - 1) * piece; singles = rest < 4 ? 8 * rest : piece % 4 == 0 && row_length % 4 == 0 ? 0 : row_length % 2 == 1 || piece % 2 == 1 ? 21 : 14; 6 * (busy * (4 * 35 + rest + singles) + 4 * 28 + 15 * (6 / parts + 5 / parts)) / 4"
+#define SUM_F32_PARTIAL_COST "busy = (rows * parts + 5) / 6; rest = row_length - (parts - 1) * piece; 6 * (busy * (4 * 34 + 2 * rest + 4 * (rest % 2)) + 4 * 28 + 15 * (6 / parts + 5 / parts)) / 4"
+#define MAX_F32_PARTIAL_COST "busy = (rows * parts + 5) / 6; rest = row_length - (parts - 1) * piece; 6 * (busy * (4 * 34 + 2 * rest + 4 * (rest % 2)) + 4 * 28 + 15 * (6 / parts + 5 / parts)) / 4"
 #define SUM_PARTIALS_F16_COST "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2"
 #define MEAN_PARTIALS_F16_COST "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2"
 #define MAX_PARTIALS_F16_COST "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2"
@@ -249,17 +258,79 @@
 // of its rows into f32 partial results, and one tile of each group of
 // rows reduces the partials into the rows' results.
 
-// `name`: partial results in f32 of f16 pieces by `body` (the sum, also
-// a mean's, or the maximum), neither rounded nor divided.
-.macro reduce_f16_partial name, body, cost
+// `name`: f32 partial results of `parts` pieces of each of `rows` rows
+// of `row_length` elements of `1 << shift` bytes, by `body` (the sum, also
+// a mean's, or the maximum), neither rounded nor divided: piece p of row
+// i starts at element p * piece and is `piece` long, the last the rest of
+// the row; its result is at [i][p]. Worker w takes the pieces w, w + 6,
+// ... in row-major order, so a row of six pieces keeps every worker busy.
+// The running values of an f32 body start at `start`.
+.macro reduce_pieces name, body, cost, shift, start
         .globl  \name
         .type   \name, @function
         reduce_params \cost
+        .ipub_param parts, 16, u32
+        .ipub_param piece, 20, u32
 \name:
-        reduce_start 1, 2, 12
+        // $m12 = row_length, $m13 = parts, $m14 = piece, $m10 = a row's
+        // bytes, $m1 = the input's end, $m5 = the input row of this
+        // worker's piece, $m4 = the piece's index in it, $m9 its result.
+        ld32    $m12, $m0, 12
+        ld32    $m13, $m0, 16
+        ld32    $m14, $m0, 20
+        shl     $m10, $m12, \shift
+        ld32    $m5, $m0, 0
+        ld32    $m1, $m0, 8
+        mul     $m1, $m1, $m10
+        add     $m1, $m1, $m5
+        get     $m4, $wid
+        shl     $m6, $m4, 2
+        ld32    $m9, $m0, 4
+        add     $m9, $m9, $m6
+        setzi   $a12, (\start) & 0xffff
+        sethi   $a12, (\start) >> 16
         f32v2gina $a4:5, 0
         f32v2gina $a6:7, 1
-        reduce_rows \name, \body, store_f32
+        // Six pieces on: $m3 = the bytes of 6 / parts rows, $m0 = 6 %
+        // parts more pieces (the state is read).
+        setzi   $m0, 6
+        mov     $m3, $mzero
+\name\()_six:
+        cmpult  $m6, $m0, $m13
+        brnz    $m6, \name\()_first
+        sub     $m0, $m0, $m13
+        add     $m3, $m3, $m10
+        br      \name\()_six
+\name\()_first:
+        cmpult  $m6, $m4, $m13
+        brnz    $m6, \name\()_piece
+        sub     $m4, $m4, $m13
+        add     $m5, $m5, $m10
+        br      \name\()_first
+\name\()_piece:
+        cmpult  $m6, $m5, $m1
+        brz     $m6, \name\()_done
+        // The piece: from element p * piece, `piece` long or the rest.
+        mul     $m6, $m4, $m14
+        shl     $m7, $m6, \shift
+        add     $m7, $m7, $m5
+        mov     $m2, $m14
+        sub     $m8, $m13, 1
+        cmpeq   $m8, $m4, $m8
+        brz     $m8, \name\()_body
+        sub     $m2, $m12, $m6
+\name\()_body:
+        \body
+        st32step $a4, $m9+=, 24
+        add     $m4, $m4, $m0
+        add     $m5, $m5, $m3
+        cmpult  $m6, $m4, $m13
+        brnz    $m6, \name\()_piece
+        sub     $m4, $m4, $m13
+        add     $m5, $m5, $m10
+        br      \name\()_piece
+\name\()_done:
+        exitz   $mzero
         .size   \name, . - \name
 .endm
 
@@ -293,8 +364,10 @@
         reduce_f32 reduce_sum_f32, sum_f32_row, SUM_F32_COST, 0
         reduce_f32 reduce_mean_f32, mean_f32_row, MEAN_F32_COST, 0
         reduce_f32 reduce_max_f32, max_f32_row, MAX_F32_COST, F32_NAN
-        reduce_f16_partial reduce_sum_f16_partial, sum_f16_row, SUM_F16_PARTIAL_COST
-        reduce_f16_partial reduce_max_f16_partial, max_f16_row, MAX_F16_PARTIAL_COST
+        reduce_pieces reduce_sum_f16_partial, sum_f16_row, SUM_F16_PARTIAL_COST, 1, 0
+        reduce_pieces reduce_max_f16_partial, max_f16_row, MAX_F16_PARTIAL_COST, 1, 0
+        reduce_pieces reduce_sum_f32_partial, sum_f32_row, SUM_F32_PARTIAL_COST, 2, 0
+        reduce_pieces reduce_max_f32_partial, max_f32_row, MAX_F32_PARTIAL_COST, 2, F32_NAN
         reduce_partials reduce_sum_partials_f16, sum_f32_row, SUM_PARTIALS_F16_COST, 0, store_f16, 1, 0
         reduce_partials reduce_mean_partials_f16, mean_f32_row, MEAN_PARTIALS_F16_COST, 0, store_f16, 1, 1
         reduce_partials reduce_max_partials_f16, max_f32_row, MAX_PARTIALS_F16_COST, F32_NAN, store_f16, 1, 0

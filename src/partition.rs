@@ -377,9 +377,10 @@ pub enum KernelId {
         reduction: Reduction,
         dtype: DType,
     },
-    /// The f32 partial results of pieces of f16 rows, for a segmented
-    /// reduction ([`reduce_partial`]; `device/reduce_rows.S`): the sum
-    /// (also a mean's) or the maximum, neither rounded nor divided.
+    /// The f32 partial results of `parts` pieces of each row of `dtype`,
+    /// for a segmented reduction ([`reduce_partial`];
+    /// `device/reduce_rows.S`): the sum (also a mean's) or the maximum,
+    /// neither rounded nor divided.
     ReducePartial {
         reduction: Reduction,
         dtype: DType,
@@ -393,36 +394,33 @@ pub enum KernelId {
     },
 }
 
-/// The kernel that reduces a piece of each row of `dtype` into an f32
-/// partial result, for a reduction cut into segments: a mean's partial is
-/// its sum, and f32 rows' partials are the f32 reductions' results.
+/// The kernel that reduces pieces of each row of `dtype` into f32 partial
+/// results, for a reduction cut into segments: a mean's partials are sums.
 pub(crate) fn reduce_partial(reduction: Reduction, dtype: DType) -> KernelId {
     let reduction = match reduction {
         Reduction::Mean => Reduction::Sum,
         other => other,
     };
-    match dtype {
-        DType::F32 => KernelId::ReduceRows { reduction, dtype },
-        _ => KernelId::ReducePartial { reduction, dtype },
-    }
+    KernelId::ReducePartial { reduction, dtype }
 }
 
-/// The equal pieces a segmented reduction's tile cuts each row of its
-/// `length`-element segment into, one worker's row each: the most, up to
-/// six, whose length is a multiple of four (so each starts where the
-/// kernel's 64-bit loads do), or failing that at least eight elements
-/// long; one for a segment that divides no other way.
+/// The pieces a segmented reduction's tile cuts each row of its
+/// `length`-element segment into, one worker's each: six, or fewer for a
+/// segment shorter than six pieces of eight elements.
 pub(crate) fn reduce_part_count(length: usize) -> usize {
-    let parts = [6, 5, 4, 3, 2];
-    parts
-        .into_iter()
-        .find(|k| length.is_multiple_of(4 * k))
-        .or_else(|| {
-            parts
-                .into_iter()
-                .find(|&k| length.is_multiple_of(k) && length / k >= 8)
-        })
-        .unwrap_or(1)
+    (length / 8).clamp(1, 6)
+}
+
+/// The length of each of those `parts` pieces but the last, which takes
+/// the rest of the row: a multiple of four where that leaves four or more
+/// elements, so the pieces of an aligned row start where the kernel's
+/// 64-bit loads do.
+pub(crate) fn reduce_piece(length: usize, parts: usize) -> usize {
+    let piece = length / parts.max(1);
+    match piece / 4 * 4 {
+        0 => piece,
+        aligned => aligned,
+    }
 }
 
 /// The kernel that reduces rows of f32 partial results into a reduction's
@@ -694,6 +692,7 @@ impl KernelId {
                 reduction: Reduction::Mean,
                 ..
             } => &["divisor"],
+            KernelId::ReducePartial { .. } => &["parts", "piece"],
             KernelId::LayernormParts {
                 segmented: true, ..
             }

@@ -190,6 +190,7 @@ fn masked_rows_cut_over_tiles() {
 fn reductions_of_rows_cut_over_tiles() {
     check("tests/data/ops/long-reductions.toml");
     check("tests/data/estimates/reduce-row-shorter-than-its-segment.toml");
+    check("tests/data/estimates/reduce-row-of-a-prime-length.toml");
 }
 
 #[test]

@@ -294,6 +294,26 @@ fn reductions_of_rows_cut_over_tiles_pass_on_the_model() {
     }
 }
 
+/// A row of a prime length is cut into six pieces of unequal length, one
+/// to each worker: it took one worker 2,035 cycles when pieces had to
+/// divide the row.
+#[test]
+fn a_row_of_a_prime_length_is_reduced_by_six_workers() {
+    let project = "tests/data/estimates/reduce-row-of-a-prime-length.toml";
+    let plan = emitted(project, "plan");
+    assert!(
+        plan.contains(" segment 572 kernel reduce_sum_f32 "),
+        "{plan}"
+    );
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let stdout = run_in(std::path::Path::new(project), dir.path(), &[]);
+    let cycles: u64 = stdout
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("cycles=")?.parse().ok())
+        .expect("cycles");
+    assert!(cycles < 1200, "{stdout}");
+}
+
 /// RMSNorm, causal attention and a SwiGLU MLP.
 #[test]
 fn llama_block_f16_passes_on_the_model() {

@@ -251,7 +251,7 @@ pub fn variant_of(id: KernelId, kernel_dir: &Utf8Path) -> Option<Variant> {
         }
         | KernelId::ReducePartial {
             reduction: Reduction::Sum | Reduction::Max,
-            dtype: DType::F16,
+            dtype: DType::F16 | DType::F32,
         }
         | KernelId::ReducePartials {
             out: DType::F16, ..

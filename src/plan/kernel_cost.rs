@@ -59,8 +59,8 @@ const REDUCE_ADD_PLUS1_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = co
 const REDUCE_ADD_PLUS2_F16: &str = "blocks = (length / 4 + 5) / 6; unrolled = count <= 8 && count > 0; 150 + 6 * (count == 2 ? 5 * blocks + 10 : blocks * (unrolled ? count + 6 : count + 8) + 2 * (unrolled ? (count < 2 ? 2 : count) : 8) + 7)";
 const SOFTMAX_MASK_STATS_F16: &str = "stats = MASK_F32 ? 27 : 31; single = MASK_F32 ? 12 : 16; n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; 6 * (stats * share + 50 * rows + 4 * 47 * pieces + 152 + single * pieces * singles) / 4";
 const SOFTMAX_MASK_PARTS_SEG_F16: &str = "out = MASK_F32 ? 22 : 24; singles = row_length < 4 ? row_length : row_length % 4 != 0 ? 3 : 0; n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; 6 * (out * share + 45 * rows + 4 * (24 + 7 * segments) * pieces + 207 + 4 * pieces * singles) / 4";
-const SUM_F16_PARTIAL: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 28 + row_length + singles) / 4";
-const MAX_F16_PARTIAL: &str = "busy = (rows + 5) / 6; singles = row_length < 4 ? 8 * row_length : row_length % 4 == 0 ? 0 : row_length % 2 == 1 ? 21 : 14; 102 + 6 * busy * (4 * 29 + row_length + singles) / 4";
+const SUM_F16_PARTIAL: &str = "busy = (rows * parts + 5) / 6; rest = row_length - (parts - 1) * piece; singles = rest < 4 ? 8 * rest : piece % 4 == 0 && row_length % 4 == 0 ? 0 : row_length % 2 == 1 || piece % 2 == 1 ? 21 : 14; 6 * (busy * (4 * 34 + rest + singles) + 4 * 28 + 15 * (6 / parts + 5 / parts)) / 4";
+const MAX_F16_PARTIAL: &str = "busy = (rows * parts + 5) / 6; rest = row_length - (parts - 1) * piece; singles = rest < 4 ? 8 * rest : piece % 4 == 0 && row_length % 4 == 0 ? 0 : row_length % 2 == 1 || piece % 2 == 1 ? 21 : 14; 6 * (busy * (4 * 35 + rest + singles) + 4 * 28 + 15 * (6 / parts + 5 / parts)) / 4";
 const SUM_PARTIALS_F16: &str =
     "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2";
 const MEAN_PARTIALS_F16: &str =
@@ -69,6 +69,8 @@ const MAX_PARTIALS_F16: &str =
     "busy = (rows + 5) / 6; 120 + 6 * busy * (2 * 24 + row_length + 2 * (row_length % 2)) / 2";
 const MEAN_PARTIALS_F32: &str =
     "busy = (rows + 5) / 6; 132 + 6 * busy * (2 * 26 + row_length + 2 * (row_length % 2)) / 2";
+const SUM_F32_PARTIAL: &str = "busy = (rows * parts + 5) / 6; rest = row_length - (parts - 1) * piece; 6 * (busy * (4 * 34 + 2 * rest + 4 * (rest % 2)) + 4 * 28 + 15 * (6 / parts + 5 / parts)) / 4";
+const MAX_F32_PARTIAL: &str = "busy = (rows * parts + 5) / 6; rest = row_length - (parts - 1) * piece; 6 * (busy * (4 * 34 + 2 * rest + 4 * (rest % 2)) + 4 * 28 + 15 * (6 / parts + 5 / parts)) / 4";
 const SOFTMAX_MASK_F16: &str = "stats = MASK_F32 ? 27 : 31; out = MASK_F32 ? 22 : 24; single = MASK_F32 ? 35 : 41; split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; last = row_length - (parts - 1) * 4 * (row_length / 4 / parts); singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : 3; 150 + 6 * (whole * ((stats + out) * row_length + single * singles + 356) + split * (stats * row_length + out * last + single * singles + 464)) / 4";
 const SILU_F16: &str = "n = rows * row_length; units = n / 4; tail = n % 4; 190 + 6 * (25 * (units / 6) + (units > 0) + (tail != 0 ? 34 + 6 * tail : 25 * (units % 6 != 0)))";
 const SILU_F32: &str = "n = rows * row_length; units = n / 2; 190 + 6 * (11 * (units / 6) + (units > 0) + (n % 2 != 0 ? 18 : 11 * (units % 6 != 0)))";
@@ -201,6 +203,8 @@ pub(super) fn formula(kernel: KernelId) -> Option<&'static str> {
         KernelId::ReducePartial { reduction, dtype } => match (reduction, dtype) {
             (Reduction::Sum, F16) => SUM_F16_PARTIAL,
             (Reduction::Max, F16) => MAX_F16_PARTIAL,
+            (Reduction::Sum, F32) => SUM_F32_PARTIAL,
+            (Reduction::Max, F32) => MAX_F32_PARTIAL,
             _ => return None,
         },
         KernelId::ReducePartials { reduction, out } => match (reduction, out) {
@@ -288,7 +292,7 @@ fn parsed(text: &'static str) -> Option<&'static CostFormula> {
         .get(text)
 }
 
-const ALL: [&str; 63] = [
+const ALL: [&str; 65] = [
     GEMM,
     CAST_TO_F8,
     CAST_FROM_F8,
@@ -330,6 +334,8 @@ const ALL: [&str; 63] = [
     GEMM_F32_OUT,
     REDUCE_ADD_F32,
     SOFTMAX_MASK_F16,
+    MAX_F32_PARTIAL,
+    SUM_F32_PARTIAL,
     MEAN_PARTIALS_F32,
     MAX_PARTIALS_F16,
     MEAN_PARTIALS_F16,
@@ -542,6 +548,8 @@ mod tests {
                         ("segment", a.min(3)),
                         ("segments", a.min(12)),
                         ("batch", a.min(4)),
+                        ("parts", a.clamp(1, 6)),
+                        ("piece", b / a.clamp(1, 6)),
                     ];
                     values.extend(params.iter().map(|&(n, v)| (n.to_string(), v)));
                     let expected = kernels::eval_cost(&shipped, &values)

@@ -1,15 +1,17 @@
 //! Plans of a reduction over the last axis whose rows are cut into
 //! segments on several tiles ([`Partition::Segments`]): each tile reduces
-//! its segments' pieces into f32 partial results (six per row where the
-//! segment divides, so a tile's one long row keeps all its workers busy),
-//! and one tile of each group of rows reduces the group's partials, after
-//! an exchange phase that brings them (none when a group has one tile). A
-//! row longer than a tile holds has no other plan.
+//! six pieces of each row of its segment into f32 partial results (fewer
+//! for a short segment), so a tile's one long row keeps all its workers
+//! busy, and one tile of each group of rows reduces the group's partials,
+//! after an exchange phase that brings them (none when a group has one
+//! tile). A row longer than a tile holds has no other plan.
 
 use super::cost::Estimate;
 use super::{cost, received_bytes, Candidate};
 use crate::graph::DType;
-use crate::partition::{reduce_part_count, reduce_partial, reduce_partials, KernelId, Partition};
+use crate::partition::{
+    reduce_part_count, reduce_partial, reduce_partials, reduce_piece, KernelId, Partition,
+};
 use crate::plan::signature::{OpSignature, SignatureKind};
 use crate::target::Target;
 
@@ -82,8 +84,10 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                 cost::kernel_cycles(
                     partial,
                     &[
-                        ("rows", (count * k) as i64),
-                        ("row_length", (length / k) as i64),
+                        ("rows", count as i64),
+                        ("row_length", length as i64),
+                        ("parts", k as i64),
+                        ("piece", reduce_piece(length, k) as i64),
                     ],
                 )
             };

@@ -78,6 +78,8 @@ const KERNELS: &[&str] = &[
     "reduce_max_f32",
     "reduce_sum_f16_partial",
     "reduce_max_f16_partial",
+    "reduce_sum_f32_partial",
+    "reduce_max_f32_partial",
     "reduce_sum_partials_f16",
     "reduce_mean_partials_f16",
     "reduce_max_partials_f16",

@@ -89,14 +89,9 @@ pub fn kernel_named(name: &str) -> KernelId {
                 out: dtype,
             });
         }
-        known.push(KernelId::ReducePartial {
-            reduction: Reduction::Sum,
-            dtype: F16,
-        });
-        known.push(KernelId::ReducePartial {
-            reduction: Reduction::Max,
-            dtype: F16,
-        });
+        for reduction in [Reduction::Sum, Reduction::Max] {
+            known.push(KernelId::ReducePartial { reduction, dtype });
+        }
     }
     for causal in [false, true] {
         for exp_once in [false, true] {

@@ -16,6 +16,8 @@ const KERNELS: &[&str] = &[
     "reduce_max_f32",
     "reduce_sum_f16_partial",
     "reduce_max_f16_partial",
+    "reduce_sum_f32_partial",
+    "reduce_max_f32_partial",
     "reduce_sum_partials_f16",
     "reduce_mean_partials_f16",
     "reduce_max_partials_f16",
@@ -58,8 +60,10 @@ fn reductions_declare_the_emitters_fields() {
         reduce_sum_f32: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         reduce_mean_f32: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         reduce_max_f32: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
-        reduce_sum_f16_partial: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
-        reduce_max_f16_partial: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
+        reduce_sum_f16_partial: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 parts@16:u32 piece@20:u32
+        reduce_max_f16_partial: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 parts@16:u32 piece@20:u32
+        reduce_sum_f32_partial: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 parts@16:u32 piece@20:u32
+        reduce_max_f32_partial: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 parts@16:u32 piece@20:u32
         reduce_sum_partials_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
         reduce_mean_partials_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32 divisor@16:u32
         reduce_max_partials_f16: in0@0:ptr out@4:ptr rows@8:u32 row_length@12:u32
@@ -139,7 +143,12 @@ fn segmented_maxima_ignore_nan_and_keep_infinities() {
     let partials = compile("reduce_max_f16_partial").run(&Run {
         inputs: vec![&f16_bytes(&values)],
         out_bytes: 4 * rows.len(),
-        params: vec![("rows", rows.len() as i64), ("row_length", 5)],
+        params: vec![
+            ("rows", rows.len() as i64),
+            ("row_length", 5),
+            ("parts", 1),
+            ("piece", 5),
+        ],
     });
     let as_f32: Vec<String> = partials
         .out

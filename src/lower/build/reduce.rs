@@ -10,7 +10,9 @@ use crate::lower::program::{Buffer, BufferRole, ExchangePhase, KernelRun, Operan
 use crate::lower::runs::{Gather, Gathers};
 use crate::lower::view::View;
 use crate::lower::LowerError;
-use crate::partition::{reduce_part_count, reduce_partial, KernelId, MemoryClass, Partition};
+use crate::partition::{
+    reduce_part_count, reduce_partial, reduce_piece, KernelId, MemoryClass, Partition,
+};
 
 impl Lowering<'_> {
     /// Each tile's run over its `rows_per_tile` rows: it reads them whole
@@ -69,8 +71,8 @@ impl Lowering<'_> {
 
     /// Each tile's run over its segments of its group's rows (returned,
     /// the operation's first compute step): each segment's `parts`
-    /// ([`reduce_part_count`]) equal pieces reduced into f32 partial
-    /// results, one worker's row each. With one segment the group's tile
+    /// ([`reduce_part_count`]) pieces ([`reduce_piece`]) reduced into f32
+    /// partial results, one worker's each. With one segment the group's tile
     /// reduces its partials in the same step; otherwise the second stage
     /// brings every tile's partials of the group's rows to its first tile,
     /// which reduces them with `kernel` into the rows' results.
@@ -146,8 +148,10 @@ impl Lowering<'_> {
                     kernel: partial,
                     operands: vec![x, OperandRef::Buffer(partials)],
                     params: vec![
-                        ("rows".to_string(), (count * k) as i64),
-                        ("row_length".to_string(), (length / k) as i64),
+                        ("rows".to_string(), count as i64),
+                        ("row_length".to_string(), length as i64),
+                        ("parts".to_string(), k as i64),
+                        ("piece".to_string(), reduce_piece(length, k) as i64),
                     ],
                 });
                 if segments > 1 {

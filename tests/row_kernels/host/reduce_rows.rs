@@ -29,9 +29,21 @@ pub fn case(
     // to results of either type; a mean of partials divides by the whole
     // row's length, here three of theirs.
     let partials = kernel.contains("_partials_");
-    let f32_values = kernel.ends_with("f32") || partials;
-    let f32_out = kernel.ends_with("f32") || kernel.ends_with("_partial");
+    let partial = kernel.ends_with("_partial");
+    let f32_values = kernel.ends_with("f32") || kernel.ends_with("f32_partial") || partials;
+    let f32_out = kernel.ends_with("f32") || partial;
     let mut params = params;
+    // A partial kernel's pieces: six, or fewer in short rows, all but the
+    // last `piece` long (a multiple of four where that leaves four), as
+    // `partition::reduce_piece` cuts them.
+    let parts = (row_length / 8).clamp(1, 6);
+    let piece = match row_length / parts / 4 * 4 {
+        0 => row_length / parts,
+        aligned => aligned,
+    };
+    if partial {
+        params.extend([("parts", parts as i64), ("piece", piece as i64)]);
+    }
     let divisor = match partials && kernel.starts_with("reduce_mean") {
         true => {
             params.push(("divisor", 3 * row_length as i64));
@@ -59,9 +71,25 @@ pub fn case(
         let halves: Vec<f16> = values.iter().map(|&v| f16::from_f64(v)).collect();
         f16_bytes(&halves)
     };
-    let rows_of = || values.chunks(row_length);
+    // What each result reduces: a row, or a partial kernel's piece.
+    let rows_of = || -> Vec<&[f64]> {
+        match partial {
+            false => values.chunks(row_length).collect(),
+            true => values
+                .chunks(row_length)
+                .flat_map(|row| {
+                    (0..parts).map(move |p| match p + 1 == parts {
+                        true => &row[p * piece..],
+                        false => &row[p * piece..(p + 1) * piece],
+                    })
+                })
+                .collect(),
+        }
+    };
     let expected = if kernel.starts_with("reduce_max") {
-        let maxima = rows_of().map(|row| row.iter().copied().fold(f64::NAN, f64::max));
+        let maxima = rows_of()
+            .into_iter()
+            .map(|row| row.iter().copied().fold(f64::NAN, f64::max));
         Expected::Bytes(if f32_out {
             maxima.flat_map(|m| (m as f32).to_le_bytes()).collect()
         } else {
@@ -75,6 +103,7 @@ pub fn case(
         let mut reference = Vec::new();
         let mut slack = Vec::new();
         for row in rows_of() {
+            let row_length = row.len();
             reference.push(row.iter().sum::<f64>() / divisor);
             // Every f32 addition rounds by at most half an f32 step of a
             // partial sum, which is at most the sum of magnitudes; the
@@ -97,10 +126,11 @@ pub fn case(
         }
     };
     let width = if f32_out { 4 } else { 2 };
+    let results = if partial { rows * parts } else { rows };
     Case {
         inputs: vec![input],
         params,
-        out_bytes: width * rows,
+        out_bytes: width * results,
         expected,
     }
 }
