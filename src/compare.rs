@@ -147,7 +147,7 @@ fn cosine(dot: f64, a: f64, b: f64) -> f64 {
 impl Comparison {
     /// `", N values NaN"` when pairs hold a NaN, which the maximum
     /// absolute error leaves out; empty otherwise.
-    pub fn nan_note(&self) -> String {
+    pub(crate) fn nan_note(&self) -> String {
         match self.nan_count {
             0 => String::new(),
             1 => ", 1 value NaN".to_string(),
