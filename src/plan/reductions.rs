@@ -7,6 +7,7 @@
 //! tile). A row longer than a tile holds has no other plan.
 
 use super::cost::Estimate;
+use super::segments::layouts;
 use super::{cost, received_bytes, Candidate};
 use crate::graph::DType;
 use crate::partition::{
@@ -61,90 +62,78 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     let tiles = signature.tiles as usize;
     let f32_bytes = DType::F32.size_bytes();
     let mut found = Vec::new();
-    let mut rows_per_tile = 1;
-    loop {
+    for (rows_per_tile, segment) in layouts(
+        rows,
+        row_length,
+        tiles,
+        most_segments,
+        REDUCE_SEGMENT_QUANTUM,
+    ) {
         let groups = rows.div_ceil(rows_per_tile).max(1);
-        let mut wanted = (tiles / groups).min(most_segments);
-        let mut previous = None;
-        while wanted >= 1 {
-            let segment = row_length
-                .div_ceil(wanted)
-                .next_multiple_of(REDUCE_SEGMENT_QUANTUM)
-                .min(row_length.next_multiple_of(4));
-            wanted /= 2;
-            if previous.replace(segment) == Some(segment) {
-                continue;
-            }
-            let count = rows_per_tile.min(rows);
-            let segments = Partition::segments(row_length, segment);
-            let last = row_length - (segments - 1) * segment;
-            let parts = (segments - 1) * reduce_part_count(segment) + reduce_part_count(last);
-            let partial_cycles = |length: usize| {
-                let k = reduce_part_count(length);
-                cost::kernel_cycles(
-                    partial,
-                    &[
-                        ("rows", count as i64),
-                        ("row_length", length as i64),
-                        ("parts", k as i64),
-                        ("piece", reduce_piece(length, k) as i64),
-                    ],
-                )
-            };
-            let total = cost::kernel_cycles(
-                kernel,
+        let count = rows_per_tile.min(rows);
+        let segments = Partition::segments(row_length, segment);
+        let last = row_length - (segments - 1) * segment;
+        let parts = (segments - 1) * reduce_part_count(segment) + reduce_part_count(last);
+        let partial_cycles = |length: usize| {
+            let k = reduce_part_count(length);
+            cost::kernel_cycles(
+                partial,
                 &[
                     ("rows", count as i64),
-                    ("row_length", parts as i64),
-                    ("divisor", row_length as i64),
+                    ("row_length", length as i64),
+                    ("parts", k as i64),
+                    ("piece", reduce_piece(length, k) as i64),
                 ],
-            );
-            // A row shorter than its segment is its one segment.
-            let (Some(first), Some(end), Some(total)) = (
-                partial_cycles(segment.min(row_length)),
-                partial_cycles(last),
-                total,
-            ) else {
-                continue;
-            };
-            let elements = (count * segment) as u64;
-            let gathered = (count * parts * f32_bytes) as u64;
-            let partials = match segments {
-                1 => 0,
-                _ => gathered,
-            };
-            let operands = received_bytes(signature, elements, segment);
-            let phases = u32::from(partials > 0) + u32::from(operands > 0);
-            found.push(Candidate {
-                partition: Partition::Segments {
-                    rows,
-                    row_length,
-                    rows_per_tile,
-                    segment,
-                    kernel,
-                },
-                tiles_used: (groups * segments) as u32,
-                estimate: Estimate {
-                    compute_cycles: first.max(end) + total,
-                    exchange_cycles: cost::exchange_cycles(target, operands + partials),
-                    sync_cycles: cost::sync_cycles(target, phases),
-                    exchange_phases: phases,
-                    peak_standard_bytes: elements * input.size_bytes() as u64
-                        + gathered
-                        + partials
-                        + (count * signature.output.dtype.size_bytes()) as u64,
-                    peak_interleaved_bytes: 0,
-                    resident_weight_bytes: 0,
-                },
-                refined: None,
-                pruned: false,
-            });
-        }
-        // Doublings, and last every row in one group.
-        if rows_per_tile >= rows {
-            break;
-        }
-        rows_per_tile = (rows_per_tile * 2).min(rows);
+            )
+        };
+        let total = cost::kernel_cycles(
+            kernel,
+            &[
+                ("rows", count as i64),
+                ("row_length", parts as i64),
+                ("divisor", row_length as i64),
+            ],
+        );
+        // A row shorter than its segment is its one segment.
+        let (Some(first), Some(end), Some(total)) = (
+            partial_cycles(segment.min(row_length)),
+            partial_cycles(last),
+            total,
+        ) else {
+            continue;
+        };
+        let elements = (count * segment) as u64;
+        let gathered = (count * parts * f32_bytes) as u64;
+        let partials = match segments {
+            1 => 0,
+            _ => gathered,
+        };
+        let operands = received_bytes(signature, elements, segment);
+        let phases = u32::from(partials > 0) + u32::from(operands > 0);
+        found.push(Candidate {
+            partition: Partition::Segments {
+                rows,
+                row_length,
+                rows_per_tile,
+                segment,
+                kernel,
+            },
+            tiles_used: (groups * segments) as u32,
+            estimate: Estimate {
+                compute_cycles: first.max(end) + total,
+                exchange_cycles: cost::exchange_cycles(target, operands + partials),
+                sync_cycles: cost::sync_cycles(target, phases),
+                exchange_phases: phases,
+                peak_standard_bytes: elements * input.size_bytes() as u64
+                    + gathered
+                    + partials
+                    + (count * signature.output.dtype.size_bytes()) as u64,
+                peak_interleaved_bytes: 0,
+                resident_weight_bytes: 0,
+            },
+            refined: None,
+            pruned: false,
+        });
     }
     found
 }

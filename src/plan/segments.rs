@@ -82,6 +82,84 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     let element_bytes = share_element_bytes(signature, epilogue);
     let tiles = signature.tiles as usize;
     let mut found = Vec::new();
+    for (rows_per_tile, segment) in layouts(rows, row_length, tiles, most_segments, SEGMENT_QUANTUM)
+    {
+        let groups = rows.div_ceil(rows_per_tile).max(1);
+        let segments = Partition::segments(row_length, segment);
+        if segments < 1 {
+            continue;
+        }
+        let last = row_length - (segments - 1) * segment;
+        let tile_cycles = |length: usize| -> Option<u64> {
+            let params = [
+                ("rows", rows_per_tile.min(rows) as i64),
+                ("row_length", length as i64),
+                ("segment", 0),
+                ("segments", segments as i64),
+            ];
+            let cast = match epilogue {
+                Some(cast) => cost::kernel_cycles(cast, &params)?,
+                None => 0,
+            };
+            Some(
+                cost::kernel_cycles(stats, &params)?
+                    + cost::kernel_cycles(fold, &params)?
+                    + cost::kernel_cycles(kernel, &params)?
+                    + cast,
+            )
+        };
+        let (Some(first), Some(end)) = (tile_cycles(segment), tile_cycles(last)) else {
+            continue;
+        };
+        let elements = (rows_per_tile * segment) as u64;
+        // The tile's six records of each row, and a record of each
+        // row from every tile of the group.
+        let folded = (rows_per_tile * segments * NORM_RECORD_BYTES) as u64;
+        let records = (rows_per_tile * NORM_PART_ROW_BYTES) as u64 + folded;
+        let statistics = folded - (rows_per_tile * NORM_RECORD_BYTES) as u64;
+        let operands = received_bytes(signature, elements, segment);
+        // A group of one tile has no other tile's records to receive.
+        let phases = u32::from(statistics > 0) + u32::from(operands > 0);
+        found.push(Candidate {
+            partition: Partition::Segments {
+                rows,
+                row_length,
+                rows_per_tile,
+                segment,
+                kernel,
+            },
+            tiles_used: (groups * segments) as u32,
+            estimate: Estimate {
+                compute_cycles: first.max(end),
+                exchange_cycles: cost::exchange_cycles(target, operands + statistics),
+                sync_cycles: cost::sync_cycles(target, phases),
+                exchange_phases: phases,
+                peak_standard_bytes: elements * element_bytes + records,
+                peak_interleaved_bytes: 0,
+                resident_weight_bytes: 0,
+            },
+            refined: None,
+            pruned: false,
+        });
+    }
+    found
+}
+
+/// Every layout, `(rows_per_tile, segment)`, a segmented plan of `rows`
+/// rows of `row_length` on `tiles` tiles may take: the rows grouped 1, 2,
+/// 4, ... at a time and last all in one group, each grouping with the most
+/// segments the tiles allow (at most `most_segments`) and halvings of that
+/// down to one. A segment is a multiple of `quantum` long, no longer than
+/// the row rounded up to a quad; halvings that round to the same segment
+/// are one layout.
+pub(super) fn layouts(
+    rows: usize,
+    row_length: usize,
+    tiles: usize,
+    most_segments: usize,
+    quantum: usize,
+) -> Vec<(usize, usize)> {
+    let mut found = Vec::new();
     let mut rows_per_tile = 1;
     loop {
         let groups = rows.div_ceil(rows_per_tile).max(1);
@@ -90,65 +168,12 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
         while wanted >= 1 {
             let segment = row_length
                 .div_ceil(wanted)
-                .next_multiple_of(SEGMENT_QUANTUM);
-            let segments = Partition::segments(row_length, segment);
+                .next_multiple_of(quantum)
+                .min(row_length.next_multiple_of(SEGMENT_QUANTUM));
             wanted /= 2;
-            // Halvings that round to the same segment are one candidate.
-            if segments < 1 || previous.replace(segment) == Some(segment) {
-                continue;
+            if previous.replace(segment) != Some(segment) {
+                found.push((rows_per_tile, segment));
             }
-            let last = row_length - (segments - 1) * segment;
-            let tile_cycles = |length: usize| -> Option<u64> {
-                let params = [
-                    ("rows", rows_per_tile.min(rows) as i64),
-                    ("row_length", length as i64),
-                    ("segment", 0),
-                    ("segments", segments as i64),
-                ];
-                let cast = match epilogue {
-                    Some(cast) => cost::kernel_cycles(cast, &params)?,
-                    None => 0,
-                };
-                Some(
-                    cost::kernel_cycles(stats, &params)?
-                        + cost::kernel_cycles(fold, &params)?
-                        + cost::kernel_cycles(kernel, &params)?
-                        + cast,
-                )
-            };
-            let (Some(first), Some(end)) = (tile_cycles(segment), tile_cycles(last)) else {
-                continue;
-            };
-            let elements = (rows_per_tile * segment) as u64;
-            // The tile's six records of each row, and a record of each
-            // row from every tile of the group.
-            let folded = (rows_per_tile * segments * NORM_RECORD_BYTES) as u64;
-            let records = (rows_per_tile * NORM_PART_ROW_BYTES) as u64 + folded;
-            let statistics = folded - (rows_per_tile * NORM_RECORD_BYTES) as u64;
-            let operands = received_bytes(signature, elements, segment);
-            // A group of one tile has no other tile's records to receive.
-            let phases = u32::from(statistics > 0) + u32::from(operands > 0);
-            found.push(Candidate {
-                partition: Partition::Segments {
-                    rows,
-                    row_length,
-                    rows_per_tile,
-                    segment,
-                    kernel,
-                },
-                tiles_used: (groups * segments) as u32,
-                estimate: Estimate {
-                    compute_cycles: first.max(end),
-                    exchange_cycles: cost::exchange_cycles(target, operands + statistics),
-                    sync_cycles: cost::sync_cycles(target, phases),
-                    exchange_phases: phases,
-                    peak_standard_bytes: elements * element_bytes + records,
-                    peak_interleaved_bytes: 0,
-                    resident_weight_bytes: 0,
-                },
-                refined: None,
-                pruned: false,
-            });
         }
         // Doublings, and last every row in one group.
         if rows_per_tile >= rows {
