@@ -613,17 +613,7 @@ STATS_ENTRY:
         get     $m3, $wid
         mul     $m6, $m3, PART_RECORD
         add     $m9, $m9, $m6
-        setzi   $a0, 0xffff
-        sethi   $a0, 0xff7f
-        mov     $a1, $azero
-        mov     $m6, $m9
-        mov     $m5, $m1
-softmax_stats_clear:
-        st64    $a0:1, $m6, 0
-        st64    $a14:15, $m6, 8
-        add     $m6, $m6, ROW_RECORDS
-        sub     $m5, $m5, 1
-        brnz    $m5, softmax_stats_clear
+        clear_softmax_records softmax_stats
         share_pieces softmax_stats, softmax_stats_piece_body, softmax_stats_next_row
         exitz   $mzero
         .size   STATS_ENTRY, . - STATS_ENTRY

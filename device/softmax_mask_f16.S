@@ -206,6 +206,28 @@
         \one
 .endm
 
+// $a10:11 = m, the maximum of y over `count` elements from the cursors
+// $m8 and $m11 (-inf when every element is removed), lane-wise over the
+// quads, then across the lanes.
+.macro max_y count
+        setzi   $a10, 0
+        sethi   $a10, 0xff80
+        mov     $a11, $a10
+        walk    \count, max_one, LOAD_Y_WORDS + 1, max_quad, QUAD_Y_WORDS + 2
+        f32max  $a10, $a10, $a11
+        mov     $a11, $a10
+.endm
+
+// To `label` when m ($a10) is -inf: every element is removed. Clobbers
+// $m6 and $m14.
+.macro if_removed label
+        mov     $m14, $a10
+        setzi   $m6, 0
+        sethi   $m6, 0xff80
+        cmpeq   $m14, $m14, $m6
+        brnz    $m14, \label
+.endm
+
 // $m11 = the mask cursor of the input cursor $m8, with $m13 = the mask
 // operand's address less the input's (f16 mask), or less twice the
 // input's (f32 mask, whose elements are twice as wide).
@@ -275,23 +297,12 @@ smask_row:
         ld32    $m6, $m0, 4
         add     $m12, $m12, $m6
 
-        // Pass 1: m = the maximum of y (-inf when every element is
-        // removed), lane-wise over the quads, then across the lanes.
+        // Pass 1: m = the maximum of y; a fully masked row gets zeros
+        // for [lo, hi).
         mov     $m8, $m7
         mov     $m11, $m12
-        setzi   $a10, 0
-        sethi   $a10, 0xff80
-        mov     $a11, $a10
-        walk    $m2, max_one, LOAD_Y_WORDS + 1, max_quad, QUAD_Y_WORDS + 2
-        f32max  $a10, $a10, $a11
-        mov     $a11, $a10
-
-        // A fully masked row: zeros for [lo, hi).
-        mov     $m14, $a10
-        setzi   $m6, 0
-        sethi   $m6, 0xff80
-        cmpeq   $m14, $m14, $m6
-        brnz    $m14, smask_zeros
+        max_y   $m2
+        if_removed smask_zeros
 
         // Pass 2: s = the sum of the exponentials, then 1 / s.
         mov     $m8, $m7
@@ -355,17 +366,8 @@ smask_zero:
         add     $m12, $m7, $m6
         mov     $m8, $m12
         mask_cursor
-        setzi   $a10, 0
-        sethi   $a10, 0xff80
-        mov     $a11, $a10
-        walk    $m10, max_one, LOAD_Y_WORDS + 1, max_quad, QUAD_Y_WORDS + 2
-        f32max  $a10, $a10, $a11
-        mov     $a11, $a10
-        mov     $m14, $a10
-        setzi   $m6, 0
-        sethi   $m6, 0xff80
-        cmpeq   $m14, $m14, $m6
-        brnz    $m14, smask_stats_removed
+        max_y   $m10
+        if_removed smask_stats_removed
         mov     $m8, $m12
         mask_cursor
         mov     $a14, $azero
@@ -403,20 +405,9 @@ softmax_mask_stats_f16:
         get     $m3, $wid
         mul     $m6, $m3, PART_RECORD
         add     $m9, $m9, $m6
-        // Every record of the worker: m = -FLT_MAX, s = 0.
-        setzi   $a0, 0xffff
-        sethi   $a0, 0xff7f
-        mov     $a1, $azero
-        mov     $a2, $azero
-        mov     $a3, $azero
-        mov     $m6, $m9
-        mov     $m5, $m1
-smask_stats_clear:
-        st64    $a0:1, $m6, 0
-        st64    $a2:3, $m6, 8
-        add     $m6, $m6, ROW_RECORDS
-        sub     $m5, $m5, 1
-        brnz    $m5, smask_stats_clear
+        mov     $a14, $azero
+        mov     $a15, $azero
+        clear_softmax_records smask_stats
         share_pieces smask_stats, smask_stats_piece_body, smask_stats_next_row
         exitz   $mzero
         .size   softmax_mask_stats_f16, . - softmax_mask_stats_f16

@@ -123,6 +123,25 @@
         f32add  $a12, $a12, $a0
 .endm
 
+// A softmax statistics kernel's records of this worker for each of the
+// $m1 rows, from $m9 a row's records apart: m = -FLT_MAX and s = 0, the
+// empty record a piece that is not this worker's (or keeps nothing)
+// leaves, with $a14:15 zero. `p` prefixes the label. Clobbers $m5, $m6
+// and $a0:1.
+.macro clear_softmax_records p
+        setzi   $a0, 0xffff
+        sethi   $a0, 0xff7f
+        mov     $a1, $azero
+        mov     $m6, $m9
+        mov     $m5, $m1
+\p\()_clear:
+        st64    $a0:1, $m6, 0
+        st64    $a14:15, $m6, 8
+        add     $m6, $m6, ROW_RECORDS
+        sub     $m5, $m5, 1
+        brnz    $m5, \p\()_clear
+.endm
+
 // $m4 = the first element and $m5 = the end of worker `w`'s share of
 // $m1 rows of $m2 elements. Clobbers $m6, $m10 and $m11. The quads are
 // fewer than 98304 (a tile's f16 operand), as the division by 6 needs.

@@ -36,17 +36,8 @@ impl Lowering<'_> {
         for (tile, first_row) in (0..rows).step_by(rows_per_tile.max(1)).enumerate() {
             let tile = tile as u32;
             let count = rows_per_tile.min(rows - first_row);
-            let x = self.demand(
-                Demand {
-                    op,
-                    operand: 0,
-                    view: View::of(graph, input).reshaped(&input_coordinates),
-                    tile,
-                    piece: Piece::row_major(vec![first_row, 0], vec![count, row_length]),
-                    class: MemoryClass::Standard,
-                },
-                transfers,
-            )?;
+            let piece = Piece::row_major(vec![first_row, 0], vec![count, row_length]);
+            let x = self.reduced_piece(op, &input_coordinates, tile, piece, transfers)?;
             let out = self.output_buffer(
                 node.output,
                 tile,
@@ -120,17 +111,8 @@ impl Lowering<'_> {
                 let tile = first_tile + index as u32;
                 let start = index * segment;
                 let length = segment.min(row_length - start);
-                let x = self.demand(
-                    Demand {
-                        op,
-                        operand: 0,
-                        view: View::of(graph, input).reshaped(&input_coordinates),
-                        tile,
-                        piece: Piece::row_major(vec![first_row, start], vec![count, length]),
-                        class: MemoryClass::Standard,
-                    },
-                    transfers,
-                )?;
+                let piece = Piece::row_major(vec![first_row, start], vec![count, length]);
+                let x = self.reduced_piece(op, &input_coordinates, tile, piece, transfers)?;
                 // One segment writes its partials where they are reduced.
                 let partials = match segments {
                     1 => gathered,
@@ -199,5 +181,30 @@ impl Lowering<'_> {
             });
         }
         Ok(first_runs)
+    }
+
+    /// `piece` of a reduction's input, as `coordinates` (its rows and
+    /// their length), on `tile`.
+    fn reduced_piece(
+        &mut self,
+        op: OpId,
+        coordinates: &[usize],
+        tile: u32,
+        piece: Piece,
+        transfers: &mut Gathers,
+    ) -> Result<OperandRef, LowerError> {
+        let graph = self.graph;
+        let input = graph.op(op).inputs[0];
+        self.demand(
+            Demand {
+                op,
+                operand: 0,
+                view: View::of(graph, input).reshaped(coordinates),
+                tile,
+                piece,
+                class: MemoryClass::Standard,
+            },
+            transfers,
+        )
     }
 }
