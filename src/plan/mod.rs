@@ -11,6 +11,7 @@
 pub(crate) mod cost;
 pub(crate) mod gathered;
 pub(crate) mod kernel_cost;
+pub(crate) mod layouts;
 pub(crate) mod matmul;
 pub(crate) mod reductions;
 pub(crate) mod segments;

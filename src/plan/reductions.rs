@@ -7,7 +7,7 @@
 //! tile). A row longer than a tile holds has no other plan.
 
 use super::cost::Estimate;
-use super::segments::layouts;
+use super::layouts::layouts;
 use super::{cost, received_bytes, Candidate};
 use crate::graph::DType;
 use crate::partition::{
