@@ -4,7 +4,7 @@
 //! directories it needs, `GET` of what was put), run as the current user
 //! in a temporary directory on a free port of 127.0.0.1.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -82,11 +82,15 @@ impl Nginx {
         panic!("nginx does not start (see its error logs above)");
     }
 
+    /// Whether nginx listens on the port. The port was free when it was
+    /// chosen, but another test's server (a stub that resets or stalls)
+    /// may have taken it before nginx bound it, and then nginx exits: the
+    /// server on the port must answer as nginx.
     fn wait_until_listening(&mut self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return true;
+                return self.answers_as_nginx();
             }
             let exited = self
                 .child
@@ -99,6 +103,22 @@ impl Nginx {
             std::thread::sleep(Duration::from_millis(20));
         }
         false
+    }
+
+    /// Whether the server on the port answers a `HEAD /` as nginx.
+    fn answers_as_nginx(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        if stream.write_all(b"HEAD / HTTP/1.0\r\n\r\n").is_err() {
+            return false;
+        }
+        let mut response = Vec::new();
+        let _ = stream.read_to_end(&mut response);
+        String::from_utf8_lossy(&response)
+            .lines()
+            .any(|line| line.to_ascii_lowercase().starts_with("server: nginx"))
     }
 
     pub fn url(&self) -> String {
