@@ -108,18 +108,23 @@ fn run_f32(kernel: &str, rows: &[&[f64]]) -> Vec<f32> {
         .collect()
 }
 
+/// Rows of five: a NaN among numbers, infinities of both signs, only
+/// negative infinities, only NaNs, NaN then -inf.
+const NAN_ROWS: [&[f64]; 5] = {
+    const INF: f64 = f64::INFINITY;
+    const NAN: f64 = f64::NAN;
+    [
+        &[1.0, NAN, 3.0, -2.0, 0.5],
+        &[-INF, 2.0, INF, NAN, -7.0],
+        &[-INF, -INF, -INF, -INF, -INF],
+        &[NAN, NAN, NAN, NAN, NAN],
+        &[NAN, -INF, NAN, NAN, NAN],
+    ]
+};
+
 #[test]
 fn max_ignores_nan_and_keeps_infinities() {
-    let (inf, nan) = (f64::INFINITY, f64::NAN);
-    // Rows of five: a NaN among numbers, infinities of both signs, only
-    // negative infinities, only NaNs, NaN then -inf.
-    let rows: [&[f64]; 5] = [
-        &[1.0, nan, 3.0, -2.0, 0.5],
-        &[-inf, 2.0, inf, nan, -7.0],
-        &[-inf, -inf, -inf, -inf, -inf],
-        &[nan, nan, nan, nan, nan],
-        &[nan, -inf, nan, nan, nan],
-    ];
+    let rows = NAN_ROWS;
     let show = |values: Vec<String>| values.join(" ");
     let f16s = run_f16("reduce_max_f16", &rows);
     let f32s = run_f32("reduce_max_f32", &rows);
@@ -131,14 +136,7 @@ fn max_ignores_nan_and_keeps_infinities() {
 /// the f16 maximum of f32 partials, each ignoring a NaN unless it is all.
 #[test]
 fn segmented_maxima_ignore_nan_and_keep_infinities() {
-    let (inf, nan) = (f64::INFINITY, f64::NAN);
-    let rows: [&[f64]; 5] = [
-        &[1.0, nan, 3.0, -2.0, 0.5],
-        &[-inf, 2.0, inf, nan, -7.0],
-        &[-inf, -inf, -inf, -inf, -inf],
-        &[nan, nan, nan, nan, nan],
-        &[nan, -inf, nan, nan, nan],
-    ];
+    let rows = NAN_ROWS;
     let values: Vec<f16> = rows.concat().iter().map(|&v| f16::from_f64(v)).collect();
     let partials = compile("reduce_max_f16_partial").run(&Run {
         inputs: vec![&f16_bytes(&values)],
