@@ -15,8 +15,9 @@
 // start: where the head leaves them 8-byte aligned it loads their quads
 // with 64-bit loads, where it leaves them 4-byte aligned (a row of an even
 // length that starts two elements past a quad) with pairs of 32-bit loads
-// in the same issues, and otherwise (some rows of an odd length) it
-// writes single elements. See `include/rows.h` for the work split, which
+// in the same issues, and otherwise (about half the rows of an odd length,
+// where they are 2-byte aligned) with four 16-bit loads each, packed into
+// pairs. See `include/rows.h` for the work split, which
 // gives a long row to all six workers.
 
 #include "include/rows.h"
@@ -48,34 +49,35 @@
 // the three passes), about 10 more per single element of its head and
 // tail (18 for the two of a row of a length 2 mod 4, which every pass
 // has), and a fixed 90 (99 when rows are not a multiple of 4 long: the
-// output pass looks for its alignment); rows of an odd length write single elements
-// where gamma's quads do not meet theirs, 10 issues each, taken for the
-// busiest worker's whole row. A part costs the statistics (6 per quad)
-// and its share of the output. All in quarter issues, so quads count per
+// output pass looks for its alignment). Rows of an odd length take four
+// issues more per quad where gamma's quads do not meet theirs (26 in
+// all), which every row of the busiest worker does (a worker's rows
+// alternate between two alignments of the same parity), and about 8 per
+// single element. A part costs the statistics (6 per quad) and its share
+// of the output (20 per quad for a row of an odd length). All in quarter issues, so quads count per
 // element.
 // The FP8 variant's output pass takes one more issue per quad and per
 // single element; its coefficients are fitted the same way (worst 12 %
 // off over the calibration grid).
-#define LAYERNORM_F8_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 54 * row_length + 15 * singles : 23 * row_length + (row_length % 4 == 2 ? 74 : 42) * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 45 * row_length : 17 * row_length + 28 * singles; 80 + 6 * (whole * (row + (row_length % 4 == 0 ? 360 : 396)) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
-#define LAYERNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 46 * row_length + 14 * singles : 22 * row_length + (row_length % 4 == 2 ? 70 : 38) * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 36 * row_length : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + (row_length % 4 == 0 ? 360 : 396)) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
+#define LAYERNORM_F8_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 27 * row_length + 32 * singles : 23 * row_length + (row_length % 4 == 2 ? 74 : 42) * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 20 * row_length + 48 * singles : 17 * row_length + 28 * singles; 80 + 6 * (whole * (row + (row_length % 4 == 0 ? 360 : 396)) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
+#define LAYERNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 26 * row_length + 32 * singles : 22 * row_length + (row_length % 4 == 2 ? 70 : 38) * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 20 * row_length + 32 * singles : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + (row_length % 4 == 0 ? 360 : 396)) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
 
 // The split form's normalising kernel: six per issue of the busiest
 // worker, the one whose share meets the most rows (`pieces`, as in
 // `layernorm_stats_f16.S`): 16 issues per quad of its share (17 for FP8),
-// about 37 (38) per quad when rows are of an odd length (pieces whose
-// gamma does not meet their quads write single elements), 30 (31) when
-// a share of long rows meets three or more and so averages over their
-// alignments, 112 (116) per piece for the combination of the row's
+// about 19 when rows are of an odd length (the quads of about half of
+// them do not meet gamma's and take four issues more, and their heads
+// and tails single elements: 16 more per piece), 112 (116) per piece for the combination of the row's
 // records and the output pass's set-up, 5 more when rows are not a
 // multiple of 4 long (the head's set-up) and 32 (34) more again for a
 // row of a length 2 mod 4 (its head or tail), and 20 (25) per launch; all in
 // quarter issues. Fitted the same way, worst 15 % off. The segmented
 // form's combination walks a record per segment, 11 issues each, after
 // a set-up of 71 (75).
-#define LAYERNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 30 : 37) : 16) * share + 4 * (112 + 5 * (row_length % 4 != 0 && rows > 1) + 32 * (row_length % 4 == 2)) * pieces + 4 * 20) / 4"
-#define LAYERNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 30 : 37) : 16) * share + 4 * (71 + 5 * (row_length % 4 != 0 && rows > 1) + 32 * (row_length % 4 == 2) + 11 * segments) * pieces + 4 * 20) / 4"
-#define LAYERNORM_PARTS_F8_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 31 : 38) : 17) * share + 4 * (116 + 5 * (row_length % 4 != 0 && rows > 1) + 34 * (row_length % 4 == 2)) * pieces + 4 * 25) / 4"
-#define LAYERNORM_PARTS_F8_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 31 : 38) : 17) * share + 4 * (75 + 5 * (row_length % 4 != 0 && rows > 1) + 34 * (row_length % 4 == 2) + 11 * segments) * pieces + 4 * 25) / 4"
+#define LAYERNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? 19 : 16) * share + 4 * (112 + 16 * misaligned + 5 * (row_length % 4 != 0 && rows > 1) + 32 * (row_length % 4 == 2)) * pieces + 4 * 20) / 4"
+#define LAYERNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? 19 : 16) * share + 4 * (71 + 16 * misaligned + 5 * (row_length % 4 != 0 && rows > 1) + 32 * (row_length % 4 == 2) + 11 * segments) * pieces + 4 * 20) / 4"
+#define LAYERNORM_PARTS_F8_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? 19 : 17) * share + 4 * (116 + 16 * misaligned + 5 * (row_length % 4 != 0 && rows > 1) + 34 * (row_length % 4 == 2)) * pieces + 4 * 25) / 4"
+#define LAYERNORM_PARTS_F8_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? 19 : 17) * share + 4 * (75 + 16 * misaligned + 5 * (row_length % 4 != 0 && rows > 1) + 34 * (row_length % 4 == 2) + 11 * segments) * pieces + 4 * 25) / 4"
 
 // Registers beyond rows.h's: $m11 head elements, $m12 gamma cursor,
 // $m13 beta cursor, $m14 the link register of `call`; $a14 1 / row_length,
@@ -123,7 +125,7 @@
 #if OUT_F8
         f16v4tof8 $a6, $a6:7
         rpt_at  4
-        rpt     $m6, OUT_QUAD_WORDS + 2 * \narrow
+        rpt     $m6, OUT_QUAD_WORDS + (\narrow == 1 ? 2 : \narrow == 2 ? 10 : 0)
         { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
         { st32step $a6, $m10+=, 4 ; f16v2tof32 $a4:5, $a1 }
         out_rest \narrow
@@ -131,7 +133,7 @@
         st32step $a6, $m10+=, 4
 #else
         rpt_at  4
-        rpt     $m6, OUT_QUAD_WORDS + 2 * \narrow
+        rpt     $m6, OUT_QUAD_WORDS + (\narrow == 1 ? 2 : \narrow == 2 ? 10 : 0)
         { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
         { st64step $a6:7, $m10+=, 8 ; f16v2tof32 $a4:5, $a1 }
         out_rest \narrow
@@ -140,13 +142,32 @@
 .endm
 
 // The output quad from x converted into $a2:3 and $a4:5: loads gamma and
-// beta, leaves the f16 results in $a6:7. With `narrow` set, gamma and
-// beta are 4-byte aligned rather than 8 (a row of an even length that
-// starts two elements past a quad: its quads meet gamma's pairs) and each
+// beta, leaves the f16 results in $a6:7. `narrow` is gamma's and beta's
+// alignment: 0 for 8 bytes; 1 for 4 (a row of an even length that starts
+// two elements past a quad: its quads meet gamma's pairs), where each
 // takes two 32-bit loads, which ride in bundles as the 64-bit one does,
-// so the quad costs the same 14 issues.
+// so the quad costs the same 14 issues; 2 for 2 (about half the rows of
+// an odd length), where each takes four 16-bit loads, riding in bundles
+// too, and two packs of their halves into pairs: 18 issues.
 .macro out_rest narrow=0
-.if \narrow
+.if \narrow == 2
+        { ldb16step $a0, $m12+=, 2 ; f32v2sub $a2:3, $a2:3, $a10:11 }
+        { ldb16step $a1, $m12+=, 2 ; f32v2sub $a4:5, $a4:5, $a10:11 }
+        { ldb16step $a6, $m12+=, 2 ; f32v2mul $a2:3, $a2:3, $a12:13 }
+        { ldb16step $a7, $m12+=, 2 ; f16v2pack $a0, $a0, $a1 }
+        { ldb16step $a1, $m13+=, 2 ; f16v2pack $a6, $a6, $a7 }
+        { ldb16step $a7, $m13+=, 2 ; f32v2mul $a4:5, $a4:5, $a12:13 }
+        f16v2tof32 $a8:9, $a0
+        f32v2mul $a2:3, $a2:3, $a8:9
+        { ldb16step $a0, $m13+=, 2 ; f16v2tof32 $a8:9, $a6 }
+        { ldb16step $a6, $m13+=, 2 ; f32v2mul $a4:5, $a4:5, $a8:9 }
+        f16v2pack $a1, $a1, $a7
+        f16v2pack $a0, $a0, $a6
+        f16v2tof32 $a8:9, $a1
+        f32v2add $a2:3, $a2:3, $a8:9
+        f16v2tof32 $a8:9, $a0
+        f32v2add $a4:5, $a4:5, $a8:9
+.elseif \narrow
         { ld32step $a6, $m12+=, 4 ; f32v2sub $a2:3, $a2:3, $a10:11 }
         { ld32step $a7, $m12+=, 4 ; f32v2sub $a4:5, $a4:5, $a10:11 }
         f32v2mul $a2:3, $a2:3, $a12:13
@@ -165,10 +186,12 @@
         f16v2tof32 $a8:9, $a7
         { ld64step $a6:7, $m13+=, 8 ; f32v2mul $a4:5, $a4:5, $a8:9 }
 .endif
+.if \narrow < 2
         f16v2tof32 $a8:9, $a6
         f32v2add $a2:3, $a2:3, $a8:9
         f16v2tof32 $a8:9, $a7
         f32v2add $a4:5, $a4:5, $a8:9
+.endif
         f32v2tof16 $a6, $a2:3
         f32v2tof16 $a7, $a4:5
 .endm
@@ -416,6 +439,8 @@ layernorm_head:
         brz     $m5, layernorm_wide
         and     $m5, $m5, 3
         brz     $m5, layernorm_narrow
+        out_quads 2
+        br      layernorm_out_tail
 layernorm_singles:
         rpt_at  4
         rpt     $m11, OUT_ONE_WORDS

@@ -12,8 +12,9 @@
 // is 8-byte aligned at the row's start: with 64-bit loads where the head
 // leaves it 8-byte aligned, pairs of 32-bit loads in the same issues where
 // it leaves it 4-byte aligned (a row of an even length that starts two
-// elements past a quad), and single elements otherwise (some rows of an
-// odd length). See `include/rows.h` for the work split, which gives a long
+// elements past a quad), and otherwise (about half the rows of an odd
+// length, where it is 2-byte aligned) four 16-bit loads packed into
+// pairs. See `include/rows.h` for the work split, which gives a long
 // row to all six workers.
 
 #include "include/rows.h"
@@ -24,13 +25,15 @@
 // one part of a split row. A row costs 3 issues per quad for its squares
 // and 11 for its output, 5 more per single element of the head and tail
 // of a row of a length 2 mod 4, and a fixed 57 (66 when rows are not a
-// multiple of 4 long: the output pass looks for its alignment); rows of an odd length
-// write single elements where gamma's quads do not meet theirs, 7 issues
-// each, taken for the busiest worker's whole row. A part costs the squares of its whole row, about 3 issues per single
+// multiple of 4 long: the output pass looks for its alignment). Rows of
+// an odd length take two issues more per quad where gamma's quads do not
+// meet theirs (15 a quad for the busiest worker, whose rows all do), and
+// about 6 per single element; a part of one, 11 a quad and 10 per single
+// element. A part costs the squares of its whole row, about 3 issues per single
 // element of the head and tail, a fixed 100 and its share of the output;
 // the launch takes 25 more. All in quarter issues, so quads count per
 // element.
-#define RMSNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 31 * row_length : 14 * row_length + 20 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 25 * row_length : 11 * row_length + 24 * singles; 40 + 6 * (100 + whole * (row + (row_length % 4 == 0 ? 228 : 264)) + split * (3 * row_length + 12 * singles + 400 + part / parts)) / 4"
+#define RMSNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 15 * row_length + 24 * singles : 14 * row_length + 20 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 11 * row_length + 40 * singles : 11 * row_length + 24 * singles; 40 + 6 * (100 + whole * (row + (row_length % 4 == 0 ? 228 : 264)) + split * (3 * row_length + 12 * singles + 400 + part / parts)) / 4"
 
 // PARTS (0 unless defined) selects the split form's normalising kernel
 // (`include/norm.h`): `rmsnorm_stats_f16` has written the sum of squares
@@ -45,17 +48,16 @@
 // Its cycles (fitted with `tests/row_kernels/calibration.rs`, worst 15 %
 // off): six per issue of the busiest worker, the one whose share meets
 // the most rows (`pieces`, as in `layernorm_stats_f16.S`): 12 issues per
-// quad of its share, about 26 when rows are of an odd length (pieces
-// whose gamma does not meet their quads write single elements), 21 when
-// a share of long rows meets three or more and so averages over their
-// alignments, 5 per row for the search of the share's first row, 40 per
-// piece, 9 more when rows are not a multiple of 4 long (the head's
-// set-up) and 8 more again for a row of a length 2 mod 4 (its head or
-// tail), 12 per single element of a piece in rows shorter than a quad, and 32 per
-// launch; all in quarter issues. The segmented form's combination walks
+// quad of its share, about 13 when rows are of an odd length (the quads
+// of about half of them do not meet gamma's and take two issues more, and
+// their heads and tails single elements: 12 more per piece), 5 per row
+// for the search of the share's first row, 40 per piece, 9 more when
+// rows are not a multiple of 4 long (the head's set-up) and 8 more again
+// for a row of a length 2 mod 4 (its head or tail), 12 per single
+// element of a piece in rows shorter than a quad, and 32 per launch; all in quarter issues. The segmented form's combination walks
 // a record per segment, 4 issues each, after a set-up of 39.
-#define RMSNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 21 : 26) : 12) * share + 20 * rows + 4 * (40 + 9 * (row_length % 4 != 0 && rows > 1) + 8 * (row_length % 4 == 2)) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
-#define RMSNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? (pieces >= 3 && row_length >= 64 ? 21 : 26) : 12) * share + 20 * rows + 4 * (39 + 9 * (row_length % 4 != 0 && rows > 1) + 8 * (row_length % 4 == 2) + 4 * segments) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
+#define RMSNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 13 : 12) * share + 20 * rows + 4 * (40 + 12 * misaligned + 9 * (row_length % 4 != 0 && rows > 1) + 8 * (row_length % 4 == 2)) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
+#define RMSNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 13 : 12) * share + 20 * rows + 4 * (39 + 12 * misaligned + 9 * (row_length % 4 != 0 && rows > 1) + 8 * (row_length % 4 == 2) + 4 * segments) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
 
 // Registers beyond rows.h's: $m11 head elements, then elements to write,
 // $m12 gamma cursor, $m14 the link register of `call`; $a14
@@ -227,8 +229,9 @@ rmsnorm_write:
         // boundary. Quads after it need the output's cursor 8-byte aligned
         // too, and gamma's 8-byte aligned, or 4 for the narrow loads (a
         // row of an even length that starts two elements past a quad: its
-        // quads meet gamma's pairs); otherwise (rows of an odd length) the
-        // rest is single elements.
+        // quads meet gamma's pairs), or 2 (rows of an odd length). Only an
+        // output cursor that the head leaves misaligned takes single
+        // elements.
         out_head out_one, 9
         and     $m6, $m10, 7
         brnz    $m6, rmsnorm_singles
@@ -237,6 +240,19 @@ rmsnorm_write:
         brz     $m5, rmsnorm_wide
         and     $m5, $m5, 3
         brz     $m5, rmsnorm_narrow
+        // Gamma 2-byte aligned (about half the rows of an odd length):
+        // four 16-bit loads, riding in bundles, and two packs of their
+        // halves into pairs: 13 issues a quad.
+        rpt_at  4
+        rpt     $m6, 18
+        { ld64step $a0:1, $m8+=, 8 ; f16v2tof32 $a2:3, $a0 }
+        { ldb16step $a6, $m12+=, 2 ; f16v2tof32 $a4:5, $a1 }
+        { ldb16step $a7, $m12+=, 2 ; f32v2mul $a2:3, $a2:3, $a12:13 }
+        { ldb16step $a0, $m12+=, 2 ; f32v2mul $a4:5, $a4:5, $a12:13 }
+        { ldb16step $a1, $m12+=, 2 ; f16v2pack $a6, $a6, $a7 }
+        f16v2pack $a7, $a0, $a1
+        out_quad_end
+        br      rmsnorm_out_tail
 rmsnorm_singles:
         rpt_at  4
         rpt     $m11, 9

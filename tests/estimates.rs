@@ -177,6 +177,11 @@ fn norms_of_rows_two_past_a_quad() {
 }
 
 #[test]
+fn norms_of_odd_rows() {
+    check("tests/data/estimates/norms-of-odd-rows.toml");
+}
+
+#[test]
 fn causal_row_a_tile() {
     check("tests/data/estimates/causal-row-a-tile.toml");
 }
