@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: c0198995cb9d33460de176d8023d1188c0d5eb0a8875407ae7860f4959d593ef 64829
         projects/mlp-f16.toml: f230620a8a37fec888c7c9a90e197cebab027dc66e78a0f0ae59270a5c0b0079 2883793
         projects/attention-f16.toml: 211ccd986ee1778878d0fdf600704d18a5680808276e0416ca1ae5a60b4d378a 1320970
-        projects/vit-fp8.toml: afc54e59231d7999472cb4e7d717be24db950a7516de88621dfb1b1b86fcfb33 7714815
+        projects/vit-fp8.toml: c7fdf2d91f230d2f9151ef634f13ba3d1efed6acb64e37943892dc090f30d36d 7707505
         projects/llama-block-f16.toml: d7f66e77c3440e3528862e5b8a55edf7a8529f9f47abf359b89873eb8269cb67 9256527
     "#]].assert_eq(&lines);
 }
