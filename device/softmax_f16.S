@@ -16,10 +16,13 @@
 // `e_j / s` where it matters (the argument's rounding grows with its size,
 // and so shrinks the element), which the FP8 rounding after it (an FP8
 // ulp is 128 f16 ulps) does not see. The pass costs 7 issues per quad
-// instead of 15 and the output 2 instead of 18. Every row is whole: the
-// parts of a split row would each recompute the row's statistics in f32,
-// as the sum covers the whole row while other workers write its other
-// parts, and that costs more than the whole row in f16.
+// instead of 15 and the output 2 instead of 18. A row that is not causal
+// is always whole: the parts of a split row recompute in f32, as the sum
+// covers the whole row while other workers write its other parts, and
+// each would compute the whole row's statistics, which costs more than
+// the whole row in f16. Causal rows split as `softmax_f16`'s do: their
+// parts compute over the kept elements only and share the zeros after
+// them, which is what long rows that keep few elements need.
 //
 // Three passes per row: the maximum (one bundle per quad: the f16 maximum,
 // or the minimum for a negative scale, as rounding is monotonic), the sum
@@ -59,14 +62,15 @@
 // than a part has them all in it), 15 issues each on top of the rest's
 // share.
 #define SOFTMAX_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); T = end / M * (M <= row_length ? M : row_length) + (e <= row_length ? e : row_length) - (f <= row_length ? f : row_length); tails = 3 * T / 4 + (row_length % 4 != 0) * (rows - T); P = row_length / parts; kp = kept / rows < P ? kept / rows : P; 240 + 6 * (whole * (400 + row_length) + (35 * kept + 200 * tails) * whole / rows + split * (640 + 18 * kept / rows + 15 * kp + (8 * kept / rows + row_length) / parts)) / 4"
-// With EXP_ONCE, every row is whole and the busiest worker has a sixth
-// of them, rounded up. A row costs 10 issues per quad (1 + 7 + 2, the
-// last two passes in f16), 85 a row and 6 per single element; its causal
-// form 8 per kept element in quarter issues (refitted with rows of tall
-// and wide score matrices), 100 issues a row and 37 more for one that
-// ends in single elements.
+// With EXP_ONCE, a row that is not causal is whole and the busiest
+// worker has a sixth of them, rounded up; a row costs 10 issues per quad
+// (1 + 7 + 2, the last two passes in f16), 85 a row and 6 per single
+// element. The causal form's whole row costs about 7 per kept element in
+// quarter issues (refitted with rows of tall and wide score matrices),
+// 112 issues a row and 50 more for one that ends in single elements;
+// split rows as above.
 #define SOFTMAX_ONCE_COST "whole = (rows + 5) / 6; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : 5; 25 + 6 * (whole * (10 * row_length + 24 * singles + 340)) / 4"
-#define SOFTMAX_ONCE_CAUSAL_COST "whole = (rows + 5) / 6; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); T = end / M * (M <= row_length ? M : row_length) + (e <= row_length ? e : row_length) - (f <= row_length ? f : row_length); tails = 3 * T / 4 + (row_length % 4 != 0) * (rows - T); 250 + 6 * (whole * (400 + row_length) + (8 * kept + 150 * tails) * whole / rows) / 4"
+#define SOFTMAX_ONCE_CAUSAL_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; M = matrix_rows; f = first_row % M; end = f + rows; e = end % M; kept = end / M * (M <= row_length ? M * (M + 1) / 2 : row_length * (row_length + 1) / 2 + (M - row_length) * row_length) + (e <= row_length ? e * (e + 1) / 2 : row_length * (row_length + 1) / 2 + (e - row_length) * row_length) - (f <= row_length ? f * (f + 1) / 2 : row_length * (row_length + 1) / 2 + (f - row_length) * row_length); T = end / M * (M <= row_length ? M : row_length) + (e <= row_length ? e : row_length) - (f <= row_length ? f : row_length); tails = 3 * T / 4 + (row_length % 4 != 0) * (rows - T); P = row_length / parts; kp = kept / rows < P ? kept / rows : P; 200 + 6 * (whole * (450 + row_length) + (7 * kept + 200 * tails) * whole / rows + split * (680 + 18 * kept / rows + 15 * kp + row_length / parts)) / 4"
 
 // The segmented form's kernels' (fitted with
 // `tests/row_kernels/calibration.rs`):
@@ -401,10 +405,12 @@ ENTRY:
         mov     $a9, $a8
         mov     $a14, $azero
         ld32    $m2, $m0, 12
-#if EXP_ONCE
+#if EXP_ONCE && !CAUSAL
         // Every row whole: the parts of a split row would each recompute
         // the row's statistics in f32 (16 issues a quad), which costs
-        // more than the whole row in f16 (10).
+        // more than the whole row in f16 (10). A causal row's parts
+        // compute over its kept elements only, and share the zeros after
+        // them, so causal rows split as the f32 kernel's do.
         ld32    $m1, $m0, 8
 #else
         row_bound 8, softmax_bound
@@ -440,7 +446,7 @@ softmax_wrap:
         br      softmax_whole
 #endif
 softmax_split:
-#if !EXP_ONCE
+#if !EXP_ONCE || CAUSAL
 #if CAUSAL
         // The whole-row loop left i for row $m3; the split row is at most
         // five rows before it.

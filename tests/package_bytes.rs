@@ -64,6 +64,6 @@ fn shipped_packages_are_byte_identical() {
         projects/mlp-f16.toml: f230620a8a37fec888c7c9a90e197cebab027dc66e78a0f0ae59270a5c0b0079 2883793
         projects/attention-f16.toml: 211ccd986ee1778878d0fdf600704d18a5680808276e0416ca1ae5a60b4d378a 1320970
         projects/vit-fp8.toml: c7fdf2d91f230d2f9151ef634f13ba3d1efed6acb64e37943892dc090f30d36d 7707505
-        projects/llama-block-f16.toml: d7f66e77c3440e3528862e5b8a55edf7a8529f9f47abf359b89873eb8269cb67 9256527
+        projects/llama-block-f16.toml: 1b9ce71fd22f0c46808f4590a3f2ecc06e89d60c150221df21bc37cbe4b7c63e 9256527
     "#]].assert_eq(&lines);
 }
