@@ -5,8 +5,9 @@
 //! points at `[project] tiles` (more tiles is the remedy it suggests);
 //! kernel errors point into the kernel sources, one diagnostic per
 //! assembler error, whichever variants met it (the build error carries
-//! them). Errors that are compiler bugs have no place in the user's files
-//! and stay unlocated.
+//! them), or at `[project] kernels` when a kernel's source is missing from
+//! that directory. Errors that are compiler bugs have no place in the
+//! user's files and stay unlocated.
 
 use crate::db::{Db, SourceFile};
 use crate::diagnostic::Diagnostic;
@@ -29,6 +30,7 @@ pub(crate) fn build_error_diagnostics(
             let mut diagnostics = Vec::new();
             for error in &errors.0 {
                 for diagnostic in kernel_error_diagnostics(error, kernel_dir) {
+                    let diagnostic = at_kernels(db, project, diagnostic);
                     if !diagnostics.contains(&diagnostic) {
                         diagnostics.push(diagnostic);
                     }
@@ -85,6 +87,28 @@ fn placement_diagnostic(db: &dyn Db, project: SourceFile, error: &PlacementError
             "the project already uses every tile of the target: use smaller tensors, or split the model",
         ),
         false => diagnostic.help("try more tiles (`tiles` in [project])"),
+    }
+}
+
+/// A kernel error with no place in the kernel sources, at the root file's
+/// `kernels` value when the project sets one. Such an error is about the
+/// directory `kernels` names: a kernel's own source it lacks or cannot
+/// read (the assembler's only unlocated error), or no source there
+/// provides a variant.
+fn at_kernels(db: &dyn Db, project: SourceFile, diagnostic: Diagnostic) -> Diagnostic {
+    if diagnostic.location.is_some() {
+        return diagnostic;
+    }
+    let loaded = crate::project::loaded_files(db, project);
+    let kernels = loaded.files.iter().find(|f| f.is_root).and_then(|f| {
+        let kernels = f.ast.project.as_ref()?.get_ref().kernels.as_ref()?;
+        Some((f, kernels.span()))
+    });
+    match kernels {
+        Some((file, span)) => diagnostic
+            .at(&file.path, span)
+            .label("the kernel directory, relative to this file"),
+        None => diagnostic,
     }
 }
 

@@ -227,6 +227,15 @@ pub(super) fn write_dump(
         let bytes = host.outputs.get(binding).cloned().unwrap_or_default();
         tensors.push((b.tensor, crate::numerics::decode(&bytes, t.dtype, t.scale)));
     }
+    // Validation refuses such names (a package's graph is validated too);
+    // checked again before anything is created, since a name becomes a
+    // path here.
+    for (id, _) in &tensors {
+        let name = &graph.tensor(*id).name;
+        if let Some(problem) = crate::project::limits::name_problem(name) {
+            bail!("tensor {name:?} cannot name a dump file: {problem}");
+        }
+    }
     for side in ["device", "reference"] {
         std::fs::create_dir_all(dir.join(side))
             .with_context(|| format!("cannot create {}", dir.join(side)))?;
@@ -236,9 +245,6 @@ pub(super) fn write_dump(
     let mut reference_arrays = Vec::new();
     for (id, device) in &tensors {
         let t = graph.tensor(*id);
-        if let Some(problem) = crate::project::limits::file_name_problem(&t.name) {
-            bail!("tensor `{}` cannot name a dump file: {problem}", t.name);
-        }
         let expected = reference.get(*id).unwrap_or(&[]);
         let comparison: Comparison = crate::compare::compare(
             device,

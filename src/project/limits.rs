@@ -15,6 +15,12 @@ pub(super) const MAX_FILES: usize = 1024;
 /// Longest project name: packages and profiles are named after it.
 pub(super) const MAX_NAME_LENGTH: usize = 64;
 
+/// Longest tensor, operation or repeat name, in bytes: `ipub run --dump`
+/// writes a tensor as `NAME.npy`, and the compiler derives names from
+/// users' (`NAME.cast_a`, `NAME.batches`), which must all stay under the
+/// 255 bytes most file systems allow in a file name.
+pub(super) const MAX_TENSOR_NAME_BYTES: usize = 200;
+
 /// Most names (tensors, operations, repeats and what their bodies
 /// declare) one project may declare: validation, planning and lowering
 /// work per name, so this bounds them all.
@@ -117,6 +123,34 @@ pub(crate) fn file_name_problem(name: &str) -> Option<String> {
     }
 }
 
+/// Why `name` cannot name a tensor, an operation or a repeat, if it
+/// cannot. A read-back tensor is dumped as `NAME.npy`, so a name must be
+/// one path segment: not empty, not `.` or `..`, without `/` or `\\`, not
+/// longer than [`MAX_TENSOR_NAME_BYTES`]. Control characters (NUL among
+/// them) are refused too: names reach the terminal in diagnostics, results
+/// and `--explain`, and would reach it raw. Everything else is allowed
+/// (`fc1.bias`, `h_out`, `q+k`, non-ASCII letters): the tool joins and
+/// prints names but never parses them back.
+pub(crate) fn name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        Some("it is empty".into())
+    } else if name == "." || name == ".." {
+        Some(format!("`{name}` names a directory"))
+    } else if let Some(c) = name
+        .chars()
+        .find(|&c| matches!(c, '/' | '\\') || c.is_control())
+    {
+        Some(format!("it contains {c:?}"))
+    } else if name.len() > MAX_TENSOR_NAME_BYTES {
+        Some(format!(
+            "it is {} bytes long, more than {MAX_TENSOR_NAME_BYTES}",
+            name.len()
+        ))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +179,35 @@ mod tests {
         assert_eq!(
             problem(&"y".repeat(300)),
             "it is 300 bytes long, more than 64"
+        );
+    }
+
+    #[test]
+    fn tensor_names_are_one_path_segment_and_otherwise_free() {
+        for good in [
+            "fc1.bias",
+            "h_out",
+            "q+k",
+            "-x",
+            ".hidden",
+            "...",
+            "layers.{i}",
+            "é",
+            &"n".repeat(MAX_TENSOR_NAME_BYTES),
+        ] {
+            assert_eq!(name_problem(good), None, "{good}");
+        }
+        let problem = |name: &str| name_problem(name).unwrap_or_default();
+        assert_eq!(problem(""), "it is empty");
+        assert_eq!(problem("."), "`.` names a directory");
+        assert_eq!(problem(".."), "`..` names a directory");
+        assert_eq!(problem("../evil"), "it contains '/'");
+        assert_eq!(problem("a\\b"), "it contains '\\\\'");
+        assert_eq!(problem("a\0b"), "it contains '\\0'");
+        assert_eq!(problem("a\u{1b}[31m"), "it contains '\\u{1b}'");
+        assert_eq!(
+            problem(&"n".repeat(MAX_TENSOR_NAME_BYTES + 1)),
+            "it is 201 bytes long, more than 200"
         );
     }
 

@@ -223,30 +223,45 @@ impl<'a> Validator<'a> {
         }
     }
 
-    /// Records every name and reports duplicates.
+    /// Records every name and reports unusable names and duplicates.
     fn names(&mut self) {
-        let mut entries: Vec<(usize, &'a Spanned<String>, Option<&'a str>)> = Vec::new();
+        let mut entries: Vec<(usize, &'a Spanned<String>, &str, Option<&'a str>)> = Vec::new();
         for (i, file) in self.files.iter().enumerate() {
             for t in &file.ast.tensor {
-                entries.push((i, &t.get_ref().name, None));
+                entries.push((i, &t.get_ref().name, "tensor", None));
             }
             for o in &file.ast.op {
-                entries.push((i, &o.get_ref().name, None));
+                entries.push((i, &o.get_ref().name, "op", None));
             }
             for r in &file.ast.repeat {
                 let r = r.get_ref();
-                entries.push((i, &r.name, None));
+                entries.push((i, &r.name, "repeat", None));
                 let owner = Some(r.name.get_ref().as_str());
-                entries.push((i, &r.carry, owner));
+                entries.push((i, &r.carry, "carry", owner));
                 for t in &r.tensor {
-                    entries.push((i, &t.get_ref().name, owner));
+                    entries.push((i, &t.get_ref().name, "tensor", owner));
                 }
                 for o in &r.op {
-                    entries.push((i, &o.get_ref().name, owner));
+                    entries.push((i, &o.get_ref().name, "op", owner));
                 }
             }
         }
-        for (file, name, owner) in entries {
+        for (file, name, kind, owner) in entries {
+            // The name is still defined below, so what reads it reports
+            // nothing more.
+            if let Some(problem) = super::limits::name_problem(name.get_ref()) {
+                self.diagnostics.push(
+                    self.site(file)
+                        .error(
+                            format!("invalid {kind} name {:?}: {problem}", name.get_ref()),
+                            name.span(),
+                        )
+                        .note("names become file names: `ipub run --dump` writes NAME.npy")
+                        .help(
+                            "a name may hold any character but `/`, `\\` and control characters, as in `fc1.bias` or `q+k`",
+                        ),
+                );
+            }
             if let Some((first_file, first_span)) = self.defined.get(name.get_ref()) {
                 let (line, column) =
                     crate::diagnostic::line_column(&self.files[*first_file].text, first_span.start);
@@ -640,7 +655,11 @@ impl<'a> Validator<'a> {
         let mut waiting = vec![0usize; nodes.len()];
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
         for (i, node_deps) in deps.iter().enumerate() {
-            for &(d, _) in node_deps.iter().filter(|(d, _)| *d != i) {
+            // A node reading its own name is a cycle of one, unless the
+            // name is a duplicate (already reported), which then reads the
+            // first definition.
+            let duplicate = self.poisoned.contains(node_name(nodes[i]));
+            for &(d, _) in node_deps.iter().filter(|(d, _)| *d != i || !duplicate) {
                 waiting[i] += 1;
                 dependents[d].push(i);
             }
@@ -685,11 +704,14 @@ impl<'a> Validator<'a> {
                 (Node::Op(f, o), None) => (f, o.get_ref().name.span()),
                 (Node::Repeat(f, r), None) => (f, r.get_ref().name.span()),
             };
-            self.diagnostics.push(
-                self.site(file)
-                    .error("dependency cycle between operations", span)
-                    .note(format!("cycle: {}", names.join(" -> "))),
-            );
+            let mut diagnostic = self
+                .site(file)
+                .error("dependency cycle between operations", span);
+            if let [one, _] = names[..] {
+                diagnostic = diagnostic.label(format!("`{one}` reads its own output"));
+            }
+            self.diagnostics
+                .push(diagnostic.note(format!("cycle: {}", names.join(" -> "))));
             for i in (0..nodes.len()).filter(|&i| !done[i]) {
                 self.poisoned.insert(node_name(nodes[i]).to_string());
             }
