@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
 
+#[path = "hostile/located.rs"]
+mod located;
+
 /// A scratch directory with its own cache, store and device lock.
 struct Scratch {
     dir: tempfile::TempDir,

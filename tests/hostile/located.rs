@@ -6,60 +6,11 @@
 //! `ipub check` output of the first two is also in the broken-project
 //! corpus, `tests/data/projects/broken/`.)
 
+use super::{Scratch, MANIFEST};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
-
-/// A scratch directory with its own cache, store and device lock.
-struct Scratch {
-    dir: tempfile::TempDir,
-}
-
-impl Scratch {
-    fn new() -> Scratch {
-        Scratch {
-            dir: tempfile::tempdir().expect("temporary directory"),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn path_text(&self, name: &str) -> String {
-        self.path(name).to_str().expect("utf-8").to_string()
-    }
-
-    /// Runs ipub in the crate's directory; a panic fails the test.
-    fn ipub(&self, args: &[&str]) -> (i32, String, String) {
-        let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
-            .args(args)
-            .current_dir(MANIFEST)
-            .env("IPUB_CACHE_DIR", self.path("cache"))
-            .env("IPUB_DEVICE_LOCK", self.path("device.lock"))
-            .env_remove("RUST_LOG")
-            .env_remove("IPUB_LOG")
-            .output()
-            .expect("run ipub");
-        let result = (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        );
-        assert!(
-            !result.2.contains("panicked"),
-            "ipub {args:?} panicked:\n{}",
-            result.2
-        );
-        result
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let path = self.path(name);
-        std::fs::write(&path, text).expect("write");
-        path.to_str().expect("utf-8").to_string()
-    }
+fn text(path: PathBuf) -> String {
+    path.to_str().expect("utf-8").to_string()
 }
 
 /// `text` as a TOML string (Rust's `{:?}` escapes control characters in
@@ -143,16 +94,16 @@ fn unusable_names_are_located_errors_before_anything_is_written() {
             let mut names = ["x", "fc1.bias", "q+k", "h_out"];
             names[place] = bad;
             let file = scratch.write("p.toml", &project(&kernels, names));
-            let out = scratch.path_text("out");
-            let dump = scratch.path_text("out/dump");
-            let (code, _, stderr) = scratch.ipub(&["check", &file]);
+            let out = text(scratch.path("out"));
+            let dump = text(scratch.path("out/dump"));
+            let (code, _, stderr) = scratch.run(&["check", &file]);
             assert_eq!(code, 1, "{bad:?}: {stderr}");
             assert!(
                 stderr.contains(&format!("p.toml:{line}:8")) && stderr.contains("invalid "),
                 "{bad:?} at {place}: {stderr}"
             );
             let (code, _, stderr) =
-                scratch.ipub(&["run", &file, "--out", &out, "--dump", &dump, "-q"]);
+                scratch.run(&["run", &file, "--out", &out, "--dump", &dump, "-q"]);
             assert_eq!(code, 1, "{bad:?}: {stderr}");
             assert!(
                 stderr.contains(&format!("p.toml:{line}:8")),
@@ -168,11 +119,11 @@ fn names_that_can_name_a_file_build_run_and_dump() {
     let scratch = Scratch::new();
     let names = ["x", "fc1.bias", "q+k", "h_out"];
     let file = scratch.write("p.toml", &project(&device_kernels(), names));
-    let (code, _, stderr) = scratch.ipub(&["check", &file]);
+    let (code, _, stderr) = scratch.run(&["check", &file]);
     assert_eq!(code, 0, "{stderr}");
-    let out = scratch.path_text("out");
-    let dump = scratch.path_text("out/dump");
-    let (code, _, stderr) = scratch.ipub(&["run", &file, "--out", &out, "--dump", &dump, "-q"]);
+    let out = text(scratch.path("out"));
+    let dump = text(scratch.path("out/dump"));
+    let (code, _, stderr) = scratch.run(&["run", &file, "--out", &out, "--dump", &dump, "-q"]);
     assert_eq!(code, 0, "{stderr}");
     for side in ["device", "reference"] {
         for name in ["q+k", "h_out"] {
@@ -186,9 +137,9 @@ fn names_that_can_name_a_file_build_run_and_dump() {
 fn an_op_reading_its_own_output_is_a_cycle_at_the_input() {
     let scratch = Scratch::new();
     let file = "tests/data/projects/broken/self-reference.toml";
-    let out = scratch.path_text("out");
+    let out = text(scratch.path("out"));
     for args in [vec!["check", file], vec!["run", file, "--out", &out, "-q"]] {
-        let (code, _, stderr) = scratch.ipub(&args);
+        let (code, _, stderr) = scratch.run(&args);
         assert_eq!(code, 1, "{args:?}: {stderr}");
         assert!(
             stderr.contains("error: dependency cycle between operations")
@@ -207,14 +158,14 @@ fn a_kernel_missing_from_the_kernel_directory_is_an_error_at_kernels() {
     let names = ["x", "fc1.bias", "q+k", "h_out"];
     let file = scratch.write("p.toml", &project("empty-kernels", names));
     // Plain `check` reads no kernel; `--fit` assembles them, as `run` does.
-    let (code, _, stderr) = scratch.ipub(&["check", &file]);
+    let (code, _, stderr) = scratch.run(&["check", &file]);
     assert_eq!(code, 0, "{stderr}");
-    let out = scratch.path_text("out");
+    let out = text(scratch.path("out"));
     for args in [
         vec!["check", "--fit", &file],
         vec!["run", &file, "--out", &out, "-q"],
     ] {
-        let (code, _, stderr) = scratch.ipub(&args);
+        let (code, _, stderr) = scratch.run(&args);
         assert_eq!(code, 1, "{args:?}: {stderr}");
         assert!(
             stderr.contains("error: cannot read kernel source `")
