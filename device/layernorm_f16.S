@@ -46,34 +46,33 @@
 // Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
 // of the busiest worker, which has `whole` rows and, when the rows split,
 // one part of a split row. A row costs 22 issues per quad (1 + 5 + 16 in
-// the three passes), about 10 more per single element of its head and
-// tail (18 for the two of a row of a length 2 mod 4, which every pass
-// has), and a fixed 90 (99 when rows are not a multiple of 4 long: the
-// output pass looks for its alignment). Rows of an odd length take four
-// issues more per quad where gamma's quads do not meet theirs (26 in
-// all), which every row of the busiest worker does (a worker's rows
-// alternate between two alignments of the same parity), and about 8 per
-// single element. A part costs the statistics (6 per quad) and its share
-// of the output (20 per quad for a row of an odd length). All in quarter issues, so quads count per
-// element.
-// The FP8 variant's output pass takes one more issue per quad and per
-// single element; its coefficients are fitted the same way (worst 12 %
-// off over the calibration grid).
+// the three passes), about 10 more per single element of its head and tail
+// (18 for the two of a row of a length 2 mod 4, which every pass has), and
+// a fixed 90 (99 when rows are not a multiple of 4 long: the output pass
+// looks for its alignment). Rows of an odd length take four issues more
+// per quad where gamma's quads do not meet theirs (26 in all), which every
+// row of the busiest worker does (a worker's rows alternate between two
+// alignments of the same parity), and about 8 per single element. A part
+// costs the statistics (6 per quad) and its share of the output (20 per
+// quad for a row of an odd length). All in quarter issues, so quads count
+// per element. The FP8 variant's output pass takes one more issue per quad
+// and per single element; its coefficients are fitted the same way (worst
+// 12 % off over the calibration grid).
 #define LAYERNORM_F8_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 27 * row_length + 32 * singles : 23 * row_length + (row_length % 4 == 2 ? 74 : 42) * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 20 * row_length + 48 * singles : 17 * row_length + 28 * singles; 80 + 6 * (whole * (row + (row_length % 4 == 0 ? 360 : 396)) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
 #define LAYERNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 26 * row_length + 32 * singles : 22 * row_length + (row_length % 4 == 2 ? 70 : 38) * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 20 * row_length + 32 * singles : 16 * row_length + 24 * singles; 40 + 6 * (whole * (row + (row_length % 4 == 0 ? 360 : 396)) + split * (6 * row_length + 14 * singles + 620 + part / parts)) / 4"
 
 // The split form's normalising kernel: six per issue of the busiest
 // worker, the one whose share meets the most rows (`pieces`, as in
 // `layernorm_stats_f16.S`): 16 issues per quad of its share (17 for FP8),
-// about 19 when rows are of an odd length (the quads of about half of
-// them do not meet gamma's and take four issues more, and their heads
-// and tails single elements: 16 more per piece), 112 (116) per piece for the combination of the row's
-// records and the output pass's set-up, 5 more when rows are not a
-// multiple of 4 long (the head's set-up) and 32 (34) more again for a
-// row of a length 2 mod 4 (its head or tail), and 20 (25) per launch; all in
-// quarter issues. Fitted the same way, worst 15 % off. The segmented
-// form's combination walks a record per segment, 11 issues each, after
-// a set-up of 71 (75).
+// about 19 when rows are of an odd length (the quads of about half of them
+// do not meet gamma's and take four issues more, and their heads and tails
+// single elements: 16 more per piece), 112 (116) per piece for the
+// combination of the row's records and the output pass's set-up, 5 more
+// when rows are not a multiple of 4 long (the head's set-up) and 32 (34)
+// more again for a row of a length 2 mod 4 (its head or tail), and 20 (25)
+// per launch; all in quarter issues. Fitted the same way, worst 15 % off.
+// The segmented form's combination walks a record per segment, 11 issues
+// each, after a set-up of 71 (75).
 #define LAYERNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? 19 : 16) * share + 4 * (112 + 16 * misaligned + 5 * (row_length % 4 != 0 && rows > 1) + 32 * (row_length % 4 == 2)) * pieces + 4 * 20) / 4"
 #define LAYERNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? 19 : 16) * share + 4 * (71 + 16 * misaligned + 5 * (row_length % 4 != 0 && rows > 1) + 32 * (row_length % 4 == 2) + 11 * segments) * pieces + 4 * 20) / 4"
 #define LAYERNORM_PARTS_F8_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; 6 * ((misaligned ? 19 : 17) * share + 4 * (116 + 16 * misaligned + 5 * (row_length % 4 != 0 && rows > 1) + 34 * (row_length % 4 == 2)) * pieces + 4 * 25) / 4"

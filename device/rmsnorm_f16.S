@@ -23,16 +23,16 @@
 // Cycles (fitted with `tests/row_kernels/calibration.rs`): six per issue
 // of the busiest worker, which has `whole` rows and, when the rows split,
 // one part of a split row. A row costs 3 issues per quad for its squares
-// and 11 for its output, 5 more per single element of the head and tail
-// of a row of a length 2 mod 4, and a fixed 57 (66 when rows are not a
-// multiple of 4 long: the output pass looks for its alignment). Rows of
-// an odd length take two issues more per quad where gamma's quads do not
-// meet theirs (15 a quad for the busiest worker, whose rows all do), and
-// about 6 per single element; a part of one, 11 a quad and 10 per single
-// element. A part costs the squares of its whole row, about 3 issues per single
-// element of the head and tail, a fixed 100 and its share of the output;
-// the launch takes 25 more. All in quarter issues, so quads count per
-// element.
+// and 11 for its output, 5 more per single element of the head and tail of
+// a row of a length 2 mod 4, and a fixed 57 (66 when rows are not a
+// multiple of 4 long: the output pass looks for its alignment). Rows of an
+// odd length take two issues more per quad where gamma's quads do not meet
+// theirs (15 a quad for the busiest worker, whose rows all do), and about
+// 6 per single element; a part of one, 11 a quad and 10 per single
+// element. A part costs the squares of its whole row, about 3 issues per
+// single element of the head and tail, a fixed 100 and its share of the
+// output; the launch takes 25 more. All in quarter issues, so quads count
+// per element.
 #define RMSNORM_COST "split = rows % 6 >= 1 && rows % 6 <= 3; whole = split ? rows / 6 : (rows + 5) / 6; parts = rows % 6 == 1 ? 6 : rows % 6 == 2 ? 3 : 2; singles = row_length < 4 ? row_length : row_length % 4 == 0 ? 0 : row_length % 4 == 2 ? 2 : row_length % 4 + 4; misaligned = row_length % 2 != 0; row = misaligned ? 15 * row_length + 24 * singles : 14 * row_length + 20 * singles; part = misaligned && (rows % 6 >= 2 || rows / 6 * row_length % 2 == 1) ? 11 * row_length + 40 * singles : 11 * row_length + 24 * singles; 40 + 6 * (100 + whole * (row + (row_length % 4 == 0 ? 228 : 264)) + split * (3 * row_length + 12 * singles + 400 + part / parts)) / 4"
 
 // PARTS (0 unless defined) selects the split form's normalising kernel
@@ -46,17 +46,17 @@
 #define PARTS 0
 #endif
 // Its cycles (fitted with `tests/row_kernels/calibration.rs`, worst 15 %
-// off): six per issue of the busiest worker, the one whose share meets
-// the most rows (`pieces`, as in `layernorm_stats_f16.S`): 12 issues per
-// quad of its share, about 13 when rows are of an odd length (the quads
-// of about half of them do not meet gamma's and take two issues more, and
-// their heads and tails single elements: 12 more per piece), 5 per row
-// for the search of the share's first row, 40 per piece, 9 more when
-// rows are not a multiple of 4 long (the head's set-up) and 8 more again
-// for a row of a length 2 mod 4 (its head or tail), 8 per single
-// element of a piece in rows shorter than a quad (12 for the segmented
-// form), and 32 per launch; all in quarter issues. The segmented form's combination walks
-// a record per segment, 4 issues each, after a set-up of 39.
+// off): six per issue of the busiest worker, the one whose share meets the
+// most rows (`pieces`, as in `layernorm_stats_f16.S`): 12 issues per quad
+// of its share, about 13 when rows are of an odd length (the quads of
+// about half of them do not meet gamma's and take two issues more, and
+// their heads and tails single elements: 12 more per piece), 5 per row for
+// the search of the share's first row, 40 per piece, 9 more when rows are
+// not a multiple of 4 long (the head's set-up) and 8 more again for a row
+// of a length 2 mod 4 (its head or tail), 8 per single element of a piece
+// in rows shorter than a quad (12 for the segmented form), and 32 per
+// launch; all in quarter issues. The segmented form's combination walks a
+// record per segment, 4 issues each, after a set-up of 39.
 #define RMSNORM_PARTS_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 13 : 12) * share + 20 * rows + 4 * (40 + 12 * misaligned + 9 * (row_length % 4 != 0 && rows > 1) + 8 * (row_length % 4 == 2)) * pieces + 4 * 32 + 8 * pieces * singles) / 4"
 #define RMSNORM_PARTS_SEG_COST "n = rows * row_length; q = n / 4; q6 = q / 6; rest = q % 6; share = (n + 23) / 24 * 4; s0 = 0; e0 = s0 + 4 * (q6 + (0 < rest)); p0 = e0 > s0 ? (e0 - 1) / row_length - s0 / row_length + 1 : 0; s1 = 4 * (1 * q6 + (1 < rest ? 1 : rest)); e1 = s1 + 4 * (q6 + (1 < rest)); p1 = e1 > s1 ? (e1 - 1) / row_length - s1 / row_length + 1 : 0; s2 = 4 * (2 * q6 + (2 < rest ? 2 : rest)); e2 = s2 + 4 * (q6 + (2 < rest)); p2 = e2 > s2 ? (e2 - 1) / row_length - s2 / row_length + 1 : 0; s3 = 4 * (3 * q6 + (3 < rest ? 3 : rest)); e3 = s3 + 4 * (q6 + (3 < rest)); p3 = e3 > s3 ? (e3 - 1) / row_length - s3 / row_length + 1 : 0; s4 = 4 * (4 * q6 + (4 < rest ? 4 : rest)); e4 = s4 + 4 * (q6 + (4 < rest)); p4 = e4 > s4 ? (e4 - 1) / row_length - s4 / row_length + 1 : 0; s5 = 4 * (5 * q6 + (5 < rest ? 5 : rest)); e5 = n; p5 = e5 > s5 ? (e5 - 1) / row_length - s5 / row_length + 1 : 0; m01 = p0 > p1 ? p0 : p1; m23 = p2 > p3 ? p2 : p3; m45 = p4 > p5 ? p4 : p5; m03 = m01 > m23 ? m01 : m23; pieces = m03 > m45 ? m03 : m45; misaligned = row_length % 2 != 0 && rows > 1; singles = row_length < 4 ? row_length : 0; 6 * ((misaligned ? 13 : 12) * share + 20 * rows + 4 * (39 + 12 * misaligned + 9 * (row_length % 4 != 0 && rows > 1) + 8 * (row_length % 4 == 2) + 4 * segments) * pieces + 4 * 32 + 12 * pieces * singles) / 4"
 
