@@ -1,17 +1,17 @@
 //! Plans of a reduction over the last axis whose rows are cut into
-//! segments on several tiles ([`Partition::Segments`]): each tile reduces
-//! six pieces of each row of its segment into f32 partial results (fewer
-//! for a short segment), so a tile's one long row keeps all its workers
-//! busy, and one tile of each group of rows reduces the group's partials,
+//! segments on several tiles
+//! ([`Partition::Segments`](crate::partition::Partition::Segments)): each
+//! tile reduces six pieces of each row of its segment into f32 partial
+//! results (fewer for a short segment), so a tile's one long row keeps all
+//! its workers busy, and one tile of each group of rows reduces the group's partials,
 //! after an exchange phase that brings them (none when a group has one
 //! tile). A row longer than a tile holds has no other plan.
 
-use super::cost::Estimate;
 use super::layouts::layouts;
 use super::{cost, received_bytes, Candidate};
 use crate::graph::DType;
 use crate::partition::{
-    reduce_part_count, reduce_partial, reduce_partials, reduce_piece, KernelId, Partition,
+    reduce_part_count, reduce_partial, reduce_partials, reduce_piece, KernelId,
 };
 use crate::plan::signature::{OpSignature, SignatureKind};
 use crate::target::Target;
@@ -62,17 +62,15 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     let tiles = signature.tiles as usize;
     let f32_bytes = DType::F32.size_bytes();
     let mut found = Vec::new();
-    for (rows_per_tile, segment) in layouts(
+    for layout in layouts(
         rows,
         row_length,
         tiles,
         most_segments,
         REDUCE_SEGMENT_QUANTUM,
     ) {
-        let groups = rows.div_ceil(rows_per_tile).max(1);
-        let count = rows_per_tile.min(rows);
-        let segments = Partition::segments(row_length, segment);
-        let last = row_length - (segments - 1) * segment;
+        let (segment, segments, last) = (layout.segment, layout.segments(), layout.last());
+        let count = layout.rows_per_tile.min(rows);
         let parts = (segments - 1) * reduce_part_count(segment) + reduce_part_count(last);
         let partial_cycles = |length: usize| {
             let k = reduce_part_count(length);
@@ -110,30 +108,18 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
         };
         let operands = received_bytes(signature, elements, segment);
         let phases = u32::from(partials > 0) + u32::from(operands > 0);
-        found.push(Candidate {
-            partition: Partition::Segments {
-                rows,
-                row_length,
-                rows_per_tile,
-                segment,
-                kernel,
-            },
-            tiles_used: (groups * segments) as u32,
-            estimate: Estimate {
-                compute_cycles: first.max(end) + total,
-                exchange_cycles: cost::exchange_cycles(target, operands + partials),
-                sync_cycles: cost::sync_cycles(target, phases),
-                exchange_phases: phases,
-                peak_standard_bytes: elements * input.size_bytes() as u64
-                    + gathered
-                    + partials
-                    + (count * signature.output.dtype.size_bytes()) as u64,
-                peak_interleaved_bytes: 0,
-                resident_weight_bytes: 0,
-            },
-            refined: None,
-            pruned: false,
-        });
+        let peak = elements * input.size_bytes() as u64
+            + gathered
+            + partials
+            + (count * signature.output.dtype.size_bytes()) as u64;
+        found.push(layout.candidate(
+            target,
+            kernel,
+            first.max(end) + total,
+            operands + partials,
+            phases,
+            peak,
+        ));
     }
     found
 }

@@ -8,7 +8,6 @@
 //! segmented form; a softmax's records hold a maximum and a sum of
 //! exponentials instead).
 
-use super::cost::Estimate;
 use super::layouts::layouts;
 use super::{cost, received_bytes, row_kernel, share_element_bytes, Candidate};
 use crate::graph::DType;
@@ -83,14 +82,13 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
     let element_bytes = share_element_bytes(signature, epilogue);
     let tiles = signature.tiles as usize;
     let mut found = Vec::new();
-    for (rows_per_tile, segment) in layouts(rows, row_length, tiles, most_segments, SEGMENT_QUANTUM)
-    {
-        let groups = rows.div_ceil(rows_per_tile).max(1);
-        let segments = Partition::segments(row_length, segment);
+    for layout in layouts(rows, row_length, tiles, most_segments, SEGMENT_QUANTUM) {
+        let (rows_per_tile, segment, segments) =
+            (layout.rows_per_tile, layout.segment, layout.segments());
         if segments < 1 {
             continue;
         }
-        let last = row_length - (segments - 1) * segment;
+        let last = layout.last();
         let tile_cycles = |length: usize| -> Option<u64> {
             let params = [
                 ("rows", rows_per_tile.min(rows) as i64),
@@ -121,27 +119,14 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
         let operands = received_bytes(signature, elements, segment);
         // A group of one tile has no other tile's records to receive.
         let phases = u32::from(statistics > 0) + u32::from(operands > 0);
-        found.push(Candidate {
-            partition: Partition::Segments {
-                rows,
-                row_length,
-                rows_per_tile,
-                segment,
-                kernel,
-            },
-            tiles_used: (groups * segments) as u32,
-            estimate: Estimate {
-                compute_cycles: first.max(end),
-                exchange_cycles: cost::exchange_cycles(target, operands + statistics),
-                sync_cycles: cost::sync_cycles(target, phases),
-                exchange_phases: phases,
-                peak_standard_bytes: elements * element_bytes + records,
-                peak_interleaved_bytes: 0,
-                resident_weight_bytes: 0,
-            },
-            refined: None,
-            pruned: false,
-        });
+        found.push(layout.candidate(
+            target,
+            kernel,
+            first.max(end),
+            operands + statistics,
+            phases,
+            elements * element_bytes + records,
+        ));
     }
     found
 }
