@@ -258,6 +258,19 @@
 // of its rows into f32 partial results, and one tile of each group of
 // rows reduces the partials into the rows' results.
 
+// `count` divided by the $m13 pieces of a row: `count` becomes the
+// remainder and `bytes` grows by the quotient's rows of $m10 bytes, by
+// subtraction (the counts are below six rows' pieces). Clobbers $m6.
+.macro divide_pieces count, bytes, label
+\label:
+        cmpult  $m6, \count, $m13
+        brnz    $m6, \label\()_end
+        sub     \count, \count, $m13
+        add     \bytes, \bytes, $m10
+        br      \label
+\label\()_end:
+.endm
+
 // `name`: f32 partial results of `parts` pieces of each of `rows` rows
 // of `row_length` elements of `1 << shift` bytes, by `body` (the sum, also
 // a mean's, or the maximum), neither rounded nor divided: piece p of row
@@ -295,18 +308,9 @@
         // parts more pieces (the state is read).
         setzi   $m0, 6
         mov     $m3, $mzero
-\name\()_six:
-        cmpult  $m6, $m0, $m13
-        brnz    $m6, \name\()_first
-        sub     $m0, $m0, $m13
-        add     $m3, $m3, $m10
-        br      \name\()_six
-\name\()_first:
-        cmpult  $m6, $m4, $m13
-        brnz    $m6, \name\()_piece
-        sub     $m4, $m4, $m13
-        add     $m5, $m5, $m10
-        br      \name\()_first
+        divide_pieces $m0, $m3, \name\()_six
+        // The first piece: $m4 = wid % parts, in row wid / parts.
+        divide_pieces $m4, $m5, \name\()_first
 \name\()_piece:
         cmpult  $m6, $m5, $m1
         brz     $m6, \name\()_done
