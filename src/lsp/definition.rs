@@ -41,7 +41,7 @@ fn project_definition(
     let index = crate::project::project_index(&session.db, session.db.file(&root));
     match index.at(path, offset)? {
         IndexItem::Reference(reference) => {
-            let definition = index.definition(&reference.name)?;
+            let definition = index.resolve(reference)?;
             Some((definition.file.clone(), definition.name_span.clone()))
         }
         IndexItem::Definition(definition) => {

@@ -41,9 +41,9 @@ fn project_hover(session: &Session, path: &Utf8Path, offset: usize) -> Option<St
     let file = db.file(&root);
     let index = crate::project::project_index(db, file);
     let graph = crate::project::project_graph(db, file).graph.clone();
-    let name = match index.at(path, offset)? {
-        IndexItem::Definition(d) => d.name.clone(),
-        IndexItem::Reference(r) => r.name.clone(),
+    let definition = match index.at(path, offset)? {
+        IndexItem::Definition(d) => d,
+        IndexItem::Reference(r) => index.resolve(r)?,
         IndexItem::Include(include) => {
             let defined = index
                 .definitions
@@ -63,7 +63,7 @@ fn project_hover(session: &Session, path: &Utf8Path, offset: usize) -> Option<St
             return Some(out);
         }
     };
-    let definition = index.definition(&name)?;
+    let name = &definition.name;
     let mut out = format!("**{}** `{name}`", definition.kind.describe());
     if let Some(repeat) = &definition.repeat {
         let _ = write!(out, " in repeat `{repeat}`");
@@ -72,16 +72,18 @@ fn project_hover(session: &Session, path: &Utf8Path, offset: usize) -> Option<St
         out.push_str("\n\nthe project has errors: no shapes or plans until they are fixed");
         return Some(out);
     };
-    if let Some(tensor) = graph.tensors.iter().find(|t| t.name == name) {
+    // A body name other repeats use too is qualified in the graph.
+    let name = &index.graph_name(definition);
+    if let Some(tensor) = graph.tensors.iter().find(|t| &t.name == name) {
         out.push_str("\n\n");
         out.push_str(&describe_tensor(tensor));
     }
     match definition.kind {
         DefinitionKind::Op | DefinitionKind::BodyOp => {
-            plan_section(session, &root, &graph, &name, &mut out);
+            plan_section(session, &root, &graph, name, &mut out);
         }
         DefinitionKind::Repeat => {
-            if let Some(repeat) = graph.repeats.iter().find(|r| r.name == name) {
+            if let Some(repeat) = graph.repeats.iter().find(|r| &r.name == name) {
                 let body: Vec<&str> = repeat
                     .body
                     .iter()

@@ -80,6 +80,8 @@ pub(crate) struct Reference {
     pub file: Utf8PathBuf,
     pub span: Range<usize>,
     pub site: ReferenceSite,
+    /// The repeat whose body the reference is in: its names come first.
+    pub scope: Option<String>,
 }
 
 /// One `include` entry.
@@ -112,6 +114,8 @@ pub(crate) struct ProjectIndex {
     pub references: Vec<Reference>,
     pub includes: Vec<Include>,
     pub op_kinds: Vec<OpKindSite>,
+    /// Body names more than one repeat uses ([`super::scope`]).
+    pub shared: std::collections::HashSet<String>,
 }
 
 /// What is at a position.
@@ -125,7 +129,10 @@ pub(crate) enum IndexItem<'a> {
 
 impl ProjectIndex {
     pub(super) fn of(loaded: &Loaded) -> ProjectIndex {
-        let mut index = ProjectIndex::default();
+        let mut index = ProjectIndex {
+            shared: super::scope::shared_body_names(&loaded.files),
+            ..ProjectIndex::default()
+        };
         for file in &loaded.files {
             index.files.push(file.path.clone());
             index.add_file(file);
@@ -173,6 +180,7 @@ impl ProjectIndex {
                 ReferenceSite::RepeatInput {
                     repeat: name.clone(),
                 },
+                None,
             );
             self.refer(
                 path,
@@ -180,6 +188,7 @@ impl ProjectIndex {
                 ReferenceSite::RepeatResult {
                     repeat: name.clone(),
                 },
+                owner.clone(),
             );
             for tensor in &ast.tensor {
                 self.tensor(path, tensor, DefinitionKind::BodyTensor, owner.clone());
@@ -190,7 +199,7 @@ impl ProjectIndex {
         }
         if let Some(check) = &file.ast.check {
             for output in check.get_ref().outputs.get_ref() {
-                self.refer(path, output, ReferenceSite::CheckOutput);
+                self.refer(path, output, ReferenceSite::CheckOutput, None);
             }
         }
     }
@@ -246,7 +255,7 @@ impl ProjectIndex {
         .into_iter()
         .flatten()
         .fold(op.span().end, |end, span| end.max(span.end));
-        self.define(path, &ast.name, kind, op.span().start..end, repeat);
+        self.define(path, &ast.name, kind, op.span().start..end, repeat.clone());
         self.op_kinds.push(OpKindSite {
             op: name.clone(),
             kind: ast.op.get_ref().clone(),
@@ -254,7 +263,12 @@ impl ProjectIndex {
             span: ast.op.span(),
         });
         for input in ast.inputs.get_ref() {
-            self.refer(path, input, ReferenceSite::OpInput { op: name.clone() });
+            self.refer(
+                path,
+                input,
+                ReferenceSite::OpInput { op: name.clone() },
+                repeat.clone(),
+            );
         }
     }
 
@@ -276,18 +290,41 @@ impl ProjectIndex {
         });
     }
 
-    fn refer(&mut self, path: &Utf8Path, name: &Spanned<String>, site: ReferenceSite) {
+    fn refer(
+        &mut self,
+        path: &Utf8Path,
+        name: &Spanned<String>,
+        site: ReferenceSite,
+        scope: Option<String>,
+    ) {
         self.references.push(Reference {
             name: name.get_ref().clone(),
             file: path.to_owned(),
             span: name.span(),
             site,
+            scope,
         });
     }
 
-    /// The (first) definition of `name`.
-    pub(crate) fn definition(&self, name: &str) -> Option<&Definition> {
-        self.definitions.iter().find(|d| d.name == name)
+    /// The definition of `name` as seen from the body of repeat `scope`
+    /// (or from outside any body): the body's own first, then an outer one,
+    /// then any.
+    pub(crate) fn definition_in(&self, name: &str, scope: Option<&str>) -> Option<&Definition> {
+        let named = || self.definitions.iter().filter(move |d| d.name == name);
+        (named().find(|d| scope.is_some() && d.repeat.as_deref() == scope))
+            .or_else(|| named().find(|d| d.repeat.is_none()))
+            .or_else(|| named().next())
+    }
+
+    /// The definition a reference reads.
+    pub(crate) fn resolve(&self, reference: &Reference) -> Option<&Definition> {
+        self.definition_in(&reference.name, reference.scope.as_deref())
+    }
+
+    /// The graph's name for what `definition` defines (`enc.h` for a body
+    /// name other repeats use too).
+    pub(crate) fn graph_name(&self, definition: &Definition) -> String {
+        super::scope::graph_name(definition.repeat.as_deref(), &definition.name, &self.shared)
     }
 
     #[cfg(test)]
@@ -412,7 +449,7 @@ dtype = "f16"
                 d.repeat
             ),
             Some(IndexItem::Reference(r)) => {
-                let definition = index.definition(&r.name).expect("defined");
+                let definition = index.resolve(r).expect("defined");
                 format!(
                     "reference {} {:?} -> {}@{:?}",
                     r.name, r.site, definition.file, definition.name_span
@@ -465,6 +502,52 @@ dtype = "f16"
             expect![[r#"op kind gelu of h_next"#]],
         );
         check("root.toml", ROOT, "[project]", expect![[r#"nothing"#]]);
+    }
+
+    #[test]
+    fn a_body_s_references_resolve_in_its_own_body_first() {
+        let second = LAYER
+            .replace("\"stack\"", "\"stack2\"")
+            .replace("input = \"x\"", "input = \"stack\"");
+        let layers = format!("{LAYER}\n{second}");
+        let read = |path: &Utf8Path| -> crate::vfs::FileText {
+            match path.as_str() {
+                "root.toml" => Ok(Arc::from(ROOT)),
+                "layer.toml" => Ok(Arc::from(layers.as_str())),
+                _ => Err(crate::fsutil::ReadError::Missing),
+            }
+        };
+        let index = ProjectIndex::of(&super::super::load::load(Utf8Path::new("root.toml"), &read));
+        let resolved: Vec<String> = (index.references.iter())
+            .filter(|r| r.file == "layer.toml")
+            .map(|r| {
+                let d = index.resolve(r).expect("defined");
+                format!("{} -> {} {:?}", r.name, index.graph_name(d), d.name_span)
+            })
+            .collect();
+        let at = |needle: &str, from: usize| layers[from..].find(needle).expect("needle") + from;
+        let second_at = at("stack2", 0);
+        // Each body's `h` and `h_next` are its own; `stack2` reads `stack`.
+        assert_eq!(
+            resolved,
+            [
+                format!("x -> x {:?}", 93..96),
+                format!(
+                    "h_next -> stack.h_next {:?}",
+                    at("\"h_next\"\nop", 0)..at("\"h_next\"\nop", 0) + 8
+                ),
+                format!("h -> stack.h {:?}", at("\"h\"", 0)..at("\"h\"", 0) + 3),
+                format!("stack -> stack {:?}", 18..25),
+                format!(
+                    "h_next -> stack2.h_next {:?}",
+                    at("\"h_next\"\nop", second_at)..at("\"h_next\"\nop", second_at) + 8
+                ),
+                format!(
+                    "h -> stack2.h {:?}",
+                    at("\"h\"", second_at)..at("\"h\"", second_at) + 3
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! that only moves text is what stops recomputation there. They are
 //! computed on demand from the parsed files ([`super::project_warnings`]).
 
-use super::index::{DefinitionKind, ProjectIndex, ReferenceSite};
+use super::index::{Definition, DefinitionKind, ProjectIndex, ReferenceSite};
 use crate::diagnostic::Diagnostic;
 use crate::graph::{Graph, Role};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -23,25 +23,20 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 /// The warnings of a valid project, in file order and then by position.
 pub(super) fn warnings(index: &ProjectIndex, graph: &Graph) -> Vec<Diagnostic> {
     let mut warnings = Vec::new();
-    let read: HashSet<&str> = index
+    // Definitions are told apart by address: two repeats' bodies may
+    // define the same name.
+    let read: HashSet<*const Definition> = index
         .references
         .iter()
-        .filter(|r| r.site != ReferenceSite::CheckOutput)
-        .map(|r| r.name.as_str())
-        .collect();
-    let checked: HashSet<&str> = index
-        .references
-        .iter()
-        .filter(|r| r.site == ReferenceSite::CheckOutput)
-        .map(|r| r.name.as_str())
+        .filter_map(|r| index.resolve(r))
+        .map(std::ptr::from_ref)
         .collect();
     for definition in &index.definitions {
         let name = definition.name.as_str();
+        let unread = !read.contains(&std::ptr::from_ref(definition));
         let at = |d: Diagnostic| d.at(&definition.file, definition.name_span.clone());
         match definition.kind {
-            DefinitionKind::Tensor | DefinitionKind::BodyTensor
-                if !read.contains(name) && !checked.contains(name) =>
-            {
+            DefinitionKind::Tensor | DefinitionKind::BodyTensor if unread => {
                 warnings.push(
                     at(Diagnostic::warning(format!("unused tensor `{name}`")))
                         .label("no op or repeat reads it")
@@ -49,9 +44,7 @@ pub(super) fn warnings(index: &ProjectIndex, graph: &Graph) -> Vec<Diagnostic> {
                         .code("unused-tensor"),
                 );
             }
-            DefinitionKind::Op | DefinitionKind::BodyOp | DefinitionKind::Repeat
-                if !read.contains(name) && !checked.contains(name) =>
-            {
+            DefinitionKind::Op | DefinitionKind::BodyOp | DefinitionKind::Repeat if unread => {
                 warnings.push(
                     at(Diagnostic::warning(format!(
                         "the result of {} `{name}` is never read",
@@ -110,14 +103,14 @@ pub(super) fn warnings(index: &ProjectIndex, graph: &Graph) -> Vec<Diagnostic> {
 /// Includes through which no definition the checked outputs depend on
 /// comes into the project.
 fn unused_includes(index: &ProjectIndex) -> Vec<Diagnostic> {
-    let live = live_names(index);
+    let live = live_definitions(index);
     let mut warnings = Vec::new();
     for include in &index.includes {
         let files = reached_files(index, &include.target);
         let contributes = index
             .definitions
             .iter()
-            .any(|d| files.contains(&d.file) && live.contains(d.name.as_str()));
+            .any(|d| files.contains(&d.file) && live.contains(&std::ptr::from_ref(d)));
         if contributes {
             continue;
         }
@@ -151,31 +144,38 @@ fn reached_files(index: &ProjectIndex, target: &Utf8Path) -> BTreeSet<Utf8PathBu
     reached
 }
 
-/// Names the checked outputs depend on: the outputs, and everything a live
-/// op reads; a live repeat reads its input and result, and a live body op
-/// its inputs.
-fn live_names(index: &ProjectIndex) -> HashSet<&str> {
-    let mut reads: HashMap<&str, Vec<&str>> = HashMap::new();
+/// The definitions the checked outputs depend on: the outputs, and
+/// everything a live op reads; a live repeat reads its input and result,
+/// and a live body op its inputs.
+fn live_definitions(index: &ProjectIndex) -> HashSet<*const Definition> {
+    let mut reads: HashMap<*const Definition, Vec<&Definition>> = HashMap::new();
+    let mut pending: Vec<&Definition> = Vec::new();
     for reference in &index.references {
-        let reader = match &reference.site {
-            ReferenceSite::OpInput { op } => op.as_str(),
-            ReferenceSite::RepeatInput { repeat } | ReferenceSite::RepeatResult { repeat } => {
-                repeat.as_str()
-            }
-            ReferenceSite::CheckOutput => continue,
+        let Some(read) = index.resolve(reference) else {
+            continue;
         };
-        reads.entry(reader).or_default().push(&reference.name);
+        let reader = match &reference.site {
+            ReferenceSite::OpInput { op } => index.definition_in(op, reference.scope.as_deref()),
+            ReferenceSite::RepeatInput { repeat } | ReferenceSite::RepeatResult { repeat } => {
+                index.definition_in(repeat, None)
+            }
+            ReferenceSite::CheckOutput => {
+                pending.push(read);
+                continue;
+            }
+        };
+        if let Some(reader) = reader {
+            reads
+                .entry(std::ptr::from_ref(reader))
+                .or_default()
+                .push(read);
+        }
     }
     let mut live = HashSet::new();
-    let mut pending: Vec<&str> = index
-        .references
-        .iter()
-        .filter(|r| r.site == ReferenceSite::CheckOutput)
-        .map(|r| r.name.as_str())
-        .collect();
-    while let Some(name) = pending.pop() {
-        if live.insert(name) {
-            pending.extend(reads.get(name).into_iter().flatten().copied());
+    while let Some(definition) = pending.pop() {
+        let key = std::ptr::from_ref(definition);
+        if live.insert(key) {
+            pending.extend(reads.get(&key).into_iter().flatten().copied());
         }
     }
     live

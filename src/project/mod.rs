@@ -16,6 +16,7 @@ pub(crate) mod limits;
 pub(crate) mod lints;
 pub(crate) mod load;
 pub mod schema;
+pub(crate) mod scope;
 pub mod shapes;
 pub(crate) mod softmax_mask;
 pub(crate) mod syntax;

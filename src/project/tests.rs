@@ -764,3 +764,74 @@ outputs = ["b_t"]
     expect!["a=true a_t=true b=false b_t=false c=true k_next=true"]
         .assert_eq(&names(read(&db, "p/views.toml")));
 }
+
+/// `LAYER` as a second repeat, `stack2`, continuing from `stack`.
+fn second_layer() -> String {
+    LAYER
+        .replace("name = \"stack\"", "name = \"stack2\"")
+        .replace("input = \"x\"", "input = \"stack\"")
+}
+
+#[test]
+fn two_repeats_may_use_the_same_body_names() {
+    let fs = MemoryFs::new();
+    let root = ROOT
+        .replace(
+            "\"layers/stack.toml\"",
+            "\"layers/stack.toml\", \"layers/stack2.toml\"",
+        )
+        .replace("inputs = [\"stack\"]", "inputs = [\"stack2\"]");
+    fs.write("p/small.toml", &root);
+    fs.write("p/layers/stack.toml", LAYER);
+    fs.write("p/layers/stack2.toml", &second_layer());
+    let db = Database::new(Arc::new(fs));
+    // Outside their bodies, the shared names are qualified with the repeat.
+    check(
+        &db,
+        "p/small.toml",
+        expect![[r#"
+            project small target=ipu21 tiles=4 seed=9
+            Input x: f16[8, 16] init=Normal { std: 1.0 }
+            Weight stack.w: f143[16, 16] scale=-3 init=Uniform { scale: 0.25 } per-iteration of repeat 0
+            Weight stack2.w: f143[16, 16] scale=-3 init=Uniform { scale: 0.25 } per-iteration of repeat 1
+            repeat stack x2: stack.h = x -> stack = stack.h_next
+                stack.h_f8 = Cast(stack.h) : f143[8, 16] scale=0
+                stack.mixed = Matmul { transpose_rhs: false, epilogue: [] }(stack.h_f8, stack.w) : f16[8, 16]
+                stack.h_next = Add(stack.h, stack.mixed) : f16[8, 16]
+            repeat stack2 x2: stack2.h = stack -> stack2 = stack2.h_next
+                stack2.h_f8 = Cast(stack2.h) : f143[8, 16] scale=0
+                stack2.mixed = Matmul { transpose_rhs: false, epilogue: [] }(stack2.h_f8, stack2.w) : f16[8, 16]
+                stack2.h_next = Add(stack2.h, stack2.mixed) : f16[8, 16]
+            y = Softmax { scale: 0.5, causal: true }(stack2) : f16[8, 16]
+            outputs y
+            check F32 min_cosine_similarity=0.999 max_abs_error=0.01 outputs y
+        "#]],
+    );
+}
+
+#[test]
+fn body_names_still_clash_with_outer_names_and_within_their_body() {
+    let files =
+        |layer: String, root: String| vec![("p/small.toml", root), ("p/layers/stack.toml", layer)];
+    // A body op named like an outer tensor.
+    let layer = LAYER
+        .replace("name = \"h_f8\"", "name = \"x\"")
+        .replace("[\"h_f8\", \"w\"]", "[\"x\", \"w\"]");
+    expect!["duplicate name `x`"].assert_eq(&first_error(&files(layer, ROOT.to_string())));
+    // Two ops of one body.
+    let layer = LAYER.replace("name = \"mixed\"", "name = \"h_f8\"");
+    expect!["duplicate name `h_f8`"].assert_eq(&first_error(&files(layer, ROOT.to_string())));
+    // A shared body name whose qualified name is taken.
+    let root = ROOT
+        .replace(
+            "\"layers/stack.toml\"",
+            "\"layers/stack.toml\", \"layers/stack2.toml\"",
+        )
+        .replace("inputs = [\"stack\"]", "inputs = [\"stack2\"]")
+        .replace("name = \"x\"", "name = \"stack2.w\"")
+        .replace("input = \"x\"", "input = \"stack2.w\"");
+    let mut all = files(LAYER.replace("input = \"x\"", "input = \"stack2.w\""), root);
+    all.push(("p/layers/stack2.toml", second_layer()));
+    expect!["`w` of repeat `stack2` is known as `stack2.w`, which is also a name"]
+        .assert_eq(&first_error(&all));
+}

@@ -1,8 +1,10 @@
 //! From parsed files to a validated [`Graph`].
 //!
 //! Names live in one namespace across the root file and its includes:
-//! declared tensors, op outputs (an op's name is its output's name), repeat
-//! outputs (a repeat's name), and each repeat's carry, weights and body ops.
+//! declared tensors, op outputs (an op's name is its output's name) and
+//! repeat outputs (a repeat's name). Each repeat's carry, weights and body
+//! ops are local to its body: they may not reuse an outer name, but two
+//! repeats may use the same ones (see [`super::scope`]).
 //! Operations may be written in any order; they are sorted by their data
 //! dependencies (declaration order breaks ties), and a dependency cycle is
 //! an error.
@@ -35,6 +37,8 @@ pub(super) fn validate(
         files: &loaded.files,
         diagnostics: loaded.diagnostics.clone(),
         defined: HashMap::new(),
+        shared: super::scope::shared_body_names(&loaded.files),
+        body: None,
         env: HashMap::new(),
         body_local: HashMap::new(),
         poisoned: HashSet::new(),
@@ -85,8 +89,13 @@ pub(super) fn validate(
 struct Validator<'a> {
     files: &'a [LoadedFile],
     diagnostics: Vec<Diagnostic>,
-    /// First definition of every name: file index and span.
-    defined: HashMap<String, (usize, Range<usize>)>,
+    /// Every accepted definition of a name: the repeat whose body holds
+    /// it (if any), file index and span.
+    defined: HashMap<String, Vec<(Option<&'a str>, usize, Range<usize>)>>,
+    /// Body names more than one repeat uses, qualified in the graph.
+    shared: HashSet<String>,
+    /// The repeat whose body is being added.
+    body: Option<&'a str>,
     /// Names visible to outer operations.
     env: HashMap<String, TensorId>,
     /// Names local to a repeat body, with the repeat's name.
@@ -262,7 +271,14 @@ impl<'a> Validator<'a> {
                         ),
                 );
             }
-            if let Some((first_file, first_span)) = self.defined.get(name.get_ref()) {
+            // An outer name clashes with every other definition; a body
+            // name with outer names and with its own body's.
+            let clash = self.defined.get(name.get_ref()).and_then(|earlier| {
+                earlier
+                    .iter()
+                    .find(|(scope, _, _)| scope.is_none() || owner.is_none() || *scope == owner)
+            });
+            if let Some((_, first_file, first_span)) = clash {
                 let (line, column) =
                     crate::diagnostic::line_column(&self.files[*first_file].text, first_span.start);
                 let first = format!("{}:{line}:{column}", self.files[*first_file].path);
@@ -275,12 +291,61 @@ impl<'a> Validator<'a> {
                 continue;
             }
             self.defined
-                .insert(name.get_ref().clone(), (file, name.span()));
+                .entry(name.get_ref().clone())
+                .or_default()
+                .push((owner, file, name.span()));
             if let Some(owner) = owner {
                 self.body_local
-                    .insert(name.get_ref().clone(), owner.to_string());
+                    .entry(name.get_ref().clone())
+                    .or_insert_with(|| owner.to_string());
             }
         }
+        self.qualified_clashes();
+    }
+
+    /// Reports a shared body name whose qualified graph name (`enc.h`) is
+    /// also the name of something else.
+    fn qualified_clashes(&mut self) {
+        let mut qualified_names: Vec<(String, usize, Range<usize>, &String, &str)> = Vec::new();
+        for (name, definitions) in &self.defined {
+            for (owner, file, span) in definitions {
+                if let Some(owner) = owner.filter(|_| self.shared.contains(name)) {
+                    let qualified = super::scope::graph_name(Some(owner), name, &self.shared);
+                    qualified_names.push((qualified, *file, span.clone(), name, owner));
+                }
+            }
+        }
+        let mut uses: HashMap<&str, usize> = HashMap::new();
+        for (qualified, ..) in &qualified_names {
+            *uses.entry(qualified.as_str()).or_default() += 1;
+        }
+        // Taken by a name as written, or by another qualified name
+        // (`a.b` + `c` and `a` + `b.c`).
+        let mut clashes: Vec<_> = (qualified_names.iter())
+            .filter(|(q, ..)| self.defined.contains_key(q) || uses[q.as_str()] > 1)
+            .map(|(q, file, span, name, owner)| {
+                (*file, span.clone(), (*name).clone(), *owner, q.clone())
+            })
+            .collect();
+        clashes.sort_by_key(|(file, span, ..)| (*file, span.start));
+        for (file, span, name, owner, qualified) in clashes {
+            self.diagnostics.push(
+                self.site(file)
+                    .error(
+                        format!("`{name}` of repeat `{owner}` is known as `{qualified}`, which is also a name"),
+                        span,
+                    )
+                    .note("a body name that several repeats use is qualified with its repeat's name outside the body (in dumps, the profile and plans)")
+                    .help(format!("rename `{name}` or `{qualified}`")),
+            );
+            self.poisoned.insert(name);
+        }
+    }
+
+    /// The graph's name for `name` defined in the body being added (or
+    /// outside any body).
+    fn graph_name(&self, name: &str) -> String {
+        super::scope::graph_name(self.body, name, &self.shared)
     }
 
     fn declared_tensors(&mut self) {
@@ -379,7 +444,7 @@ impl<'a> Validator<'a> {
                 }
             };
             Ok(Tensor {
-                name: name.clone(),
+                name: self.graph_name(&name),
                 shape,
                 dtype,
                 scale,
@@ -798,6 +863,7 @@ impl<'a> Validator<'a> {
             );
         match inferred {
             Ok(inferred) => {
+                let name = self.graph_name(&name);
                 self.graph.tensors.push(Tensor {
                     name: name.clone(),
                     shape: inferred.shape,
@@ -847,8 +913,9 @@ impl<'a> Validator<'a> {
         };
         let index = self.graph.repeats.len() as u32;
         let entering = self.graph.tensor(init).clone();
+        self.body = Some(ast.name.get_ref().as_str());
         self.graph.tensors.push(Tensor {
-            name: ast.carry.get_ref().clone(),
+            name: self.graph_name(ast.carry.get_ref()),
             role: Role::Activation,
             init: None,
             repeat: None,
@@ -889,6 +956,7 @@ impl<'a> Validator<'a> {
                 None => failed = true,
             }
         }
+        self.body = None;
         if failed || self.graph.ops.len() as u32 - first_op != ast.op.len() as u32 {
             self.poisoned.insert(name);
             return;
