@@ -91,7 +91,7 @@ struct Validator<'a> {
     diagnostics: Vec<Diagnostic>,
     /// Every accepted definition of a name: the repeat whose body holds
     /// it (if any), file index and span.
-    defined: HashMap<String, Vec<(Option<&'a str>, usize, Range<usize>)>>,
+    defined: HashMap<String, Vec<Definition<'a>>>,
     /// Body names more than one repeat uses, qualified in the graph.
     shared: HashSet<String>,
     /// The repeat whose body is being added.
@@ -106,6 +106,10 @@ struct Validator<'a> {
     file_inits: Vec<(TensorId, usize, Range<usize>)>,
     graph: Graph,
 }
+
+/// Where a name is defined: the repeat whose body holds it (if any), the
+/// file index and the span.
+type Definition<'a> = (Option<&'a str>, usize, Range<usize>);
 
 /// What is wrong with entry `key` of `index` as the values of `tensor`.
 fn entry_problem(index: &TensorIndex, key: &str, tensor: &Tensor) -> Option<String> {
