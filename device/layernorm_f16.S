@@ -1,8 +1,8 @@
 // Layer normalisation of each row of an f16 `[rows][row_length]` operand
 // with f16 gamma (in1) and beta (in2) of `[row_length]`, in f32: mean,
 // biased variance, `(x - mean) * rsqrt(var + epsilon) * gamma + beta`
-// rounded to f16. Divisions by row_length are multiplications by its
-// `f32rcp`.
+// rounded to f16. The mean divides by row_length; the variance
+// multiplies by its `f32rcp`.
 //
 // Three passes per row. The mean sums the row in the vector accumulators,
 // one bundle per quad (`f16v4acc`); the variance sums the squares of
@@ -271,7 +271,10 @@ parts_piece:
         ld64step $a2:3, $m8+=, PART_RECORD
         f32mul  $a2, $a2, $a3
         f32add  $a0, $a0, $a2
-        f32mul  $a10, $a0, $a14
+        // Divided, as in the whole row's mean.
+        ld32    $a8, $m0, 20
+        f32fromi32 $a8, $a8
+        f32div  $a10, $a0, $a8
         mov     $a11, $a10
         chan_m2 6, $m10
 #endif
@@ -365,7 +368,12 @@ layernorm_row:
         rpt     $m6, 3
         mean_sum_one
         total
-        f32mul  $a10, $a4, $a14
+        // The mean divides (correctly rounded): a row of one value has
+        // that value as its mean, and no deviation for 1 / sqrt(epsilon)
+        // to magnify, as a multiplication by 1 / n would leave.
+        mov     $a8, $m2
+        f32fromi32 $a8, $a8
+        f32div  $a10, $a4, $a8
         mov     $a11, $a10
 
         // Pass 2: the biased variance, then 1 / sqrt(var + epsilon).

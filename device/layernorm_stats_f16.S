@@ -108,10 +108,9 @@ stats_part:
         and     $m4, $m12, 3
         shr     $m12, $m12, 2
         mov     $m5, $m8
-        // $a14 = n, $a13 = 1 / n.
+        // $a14 = n.
         mov     $a14, $m11
         f32fromi32 $a14, $a14
-        f32rcp  $a13, $a14
 
 #if RMS
         mov     $a10, $azero
@@ -143,7 +142,9 @@ stats_part:
         rpt     $m4, 3
         mean_sum_one
         total
-        f32mul  $a10, $a4, $a13
+        // Divided, so that the part of a row of one value has that value
+        // as its mean (see `layernorm_f16.S`).
+        f32div  $a10, $a4, $a14
         mov     $a11, $a10
 
         // Pass 2: the squared deviations about it.

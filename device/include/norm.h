@@ -87,7 +87,7 @@
         f32mul  $a2, $a2, $a3
         f32add  $a0, $a0, $a2
         f32rcp  $a14, $a5
-        f32mul  $a10, $a0, $a14
+        f32div  $a10, $a0, $a5
 .endm
 
 // The second, from `cursor`: $a1 += M2_i + n_i (mean_i - mean)^2, with

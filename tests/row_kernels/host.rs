@@ -81,6 +81,9 @@ pub struct Settings {
     /// Split softmax stored as FP8: rows holding an infinity, all -inf or
     /// a NaN among the finite ones, checked against the emulation alone.
     pub non_finite_rows: bool,
+    /// Norms: every row holds one value (padding tokens), whose deviations
+    /// are exactly zero only if the mean is exact.
+    pub constant_rows: bool,
 }
 
 impl Default for Settings {
@@ -92,6 +95,7 @@ impl Default for Settings {
             causal: None,
             fully_masked_rows: true,
             non_finite_rows: false,
+            constant_rows: false,
         }
     }
 }
@@ -622,7 +626,7 @@ pub fn case(
             fused_cast("layernorm_f16", inputs, params)
         }
         "layernorm_stats_f16" | "rmsnorm_stats_f16" => {
-            let x = layernorm_input(rng, n);
+            let x = norm_input(rng, n, row_length, settings);
             let rms = kernel == "rmsnorm_stats_f16";
             let (reference, tolerance) = part_statistics(&x, row_length, rms);
             Case {
@@ -640,7 +644,7 @@ pub fn case(
             // the f16 variant must be within f16 rounding of the f64
             // layernorm, and the FP8 variants exactly its bytes followed by
             // the host's cast.
-            let x = layernorm_input(rng, n);
+            let x = norm_input(rng, n, row_length, settings);
             let gamma = normal_f16(rng, row_length, 1.0);
             let beta = normal_f16(rng, row_length, 0.5);
             let epsilon = 1e-5f32;
@@ -726,7 +730,7 @@ pub fn case(
             // whole rows.
             let segments = Segments::new(rows, row_length);
             let total = segments.total;
-            let x = layernorm_input(rng, rows * total);
+            let x = norm_input(rng, rows * total, total, settings);
             let gamma = normal_f16(rng, total, 1.0);
             let beta = normal_f16(rng, total, 0.5);
             let epsilon = 1e-5f32;
@@ -796,9 +800,7 @@ pub fn case(
             }
         }
         "layernorm_f16" => {
-            let x: Vec<f16> = (0..n)
-                .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))
-                .collect();
+            let x = norm_input(rng, n, row_length, settings);
             let gamma = normal_f16(rng, row_length, 1.0);
             let beta = normal_f16(rng, row_length, 0.5);
             let epsilon = 1e-5f32;
@@ -1180,6 +1182,20 @@ impl Segments {
 fn layernorm_input(rng: &mut Rng, n: usize) -> Vec<f16> {
     (0..n)
         .map(|k| f16::from_f64(rng.normal(2.0) + (k % 7) as f64))
+        .collect()
+}
+
+/// A norm's input of `n` values in rows of `row_length`: as
+/// [`layernorm_input`], or with [`Settings::constant_rows`] rows of one
+/// value each, values whose sum over the row `x * (1 / n)` would not give
+/// back exactly.
+fn norm_input(rng: &mut Rng, n: usize, row_length: usize, settings: &Settings) -> Vec<f16> {
+    if !settings.constant_rows {
+        return layernorm_input(rng, n);
+    }
+    const VALUES: [f64; 6] = [1000.0, 3.0, 0.1, -7.5, 0.3, 65.7];
+    (0..n)
+        .map(|k| f16::from_f64(VALUES[(k / row_length) % VALUES.len()]))
         .collect()
 }
 

@@ -130,6 +130,27 @@ fn layernorm_is_within_f16_rounding_of_the_f64_reference() {
     check_shapes("layernorm_f16", SHAPES, &Settings::default(), 9);
 }
 
+/// Rows of one value (padding tokens) normalise to beta in every form:
+/// their mean is exact, so no deviation is left for 1 / sqrt(epsilon) to
+/// magnify.
+#[test]
+fn layernorm_of_constant_rows_is_beta() {
+    let constant = Settings {
+        constant_rows: true,
+        ..Settings::default()
+    };
+    let long = [(1, 768), (3, 385), (2, 4304)];
+    for kernel in [
+        "layernorm_f16",
+        "layernorm_stats_f16",
+        "layernorm_parts_f16",
+        "layernorm_parts_f16_seg",
+    ] {
+        check_shapes(kernel, SHAPES, &constant, 11);
+        check_shapes(kernel, &long, &constant, 11);
+    }
+}
+
 #[test]
 fn split_layernorm_is_within_f16_rounding_of_the_f64_reference() {
     // Each part's records against the f64 statistics, then the two kernels
