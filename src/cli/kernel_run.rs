@@ -322,7 +322,7 @@ fn field_value(name: &str, kind: &str, text: &str) -> anyhow::Result<u32> {
             Ok(value.to_bits())
         }
         "f16" => {
-            let value = half::f16::from_f64(float()?);
+            let value = crate::numerics::f16_from_f64(float()?);
             if !spelled(value.to_f32()) {
                 bail!("--param {name}={text}: out of range for an f16 field (at most 65504)");
             }

@@ -88,7 +88,7 @@ fn convert_chunk(
                 out[i] = format.encode_host(value, scale);
             }
             _ => {
-                let v = f16::from_f64(value);
+                let v = crate::numerics::f16_from_f64(value);
                 overflows += usize::from(value.is_finite() && v.is_infinite());
                 out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
             }

@@ -704,7 +704,7 @@ fn f16_lanes(x: u64, y: u64, lanes: usize, f: fn(f64, f64) -> f64) -> u64 {
     for j in 0..lanes {
         let xv = f64::from(half_to_f32((x >> (16 * j)) as u32));
         let yv = f64::from(half_to_f32((y >> (16 * j)) as u32));
-        out |= u64::from(f16::from_f64(f(xv, yv)).to_bits()) << (16 * j);
+        out |= u64::from(crate::numerics::f16_from_f64(f(xv, yv)).to_bits()) << (16 * j);
     }
     out
 }

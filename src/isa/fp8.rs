@@ -115,7 +115,7 @@ impl Fp8Format {
     /// Casts a stored code back to an f16 value with the tensor's scale,
     /// rounding to nearest even (values beyond f16 become infinities).
     pub fn to_f16(self, code: u8, scale: i32) -> f16 {
-        f16::from_f64(self.to_f64(code) * pow2(scale))
+        crate::numerics::f16_from_f64(self.to_f64(code) * pow2(scale))
     }
 }
 

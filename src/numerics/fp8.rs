@@ -206,7 +206,7 @@ impl Fp8Format {
     /// hold, is rounded to the nearest code directly rather than made
     /// infinite and saturated.
     pub(crate) fn encode_host(self, x: f64, scale: i8) -> u8 {
-        let half = f16::from_f64(x);
+        let half = super::f16_from_f64(x);
         if half.is_finite() || !x.is_finite() {
             return self.encode_f16(half, scale);
         }

@@ -31,6 +31,25 @@ pub(crate) fn round_f16(x: f32) -> f32 {
     f16::from_f32(x).to_f32()
 }
 
+/// Rounds an f64 to the nearest f16, once (ties to even, overflow to
+/// infinity). `half`'s own conversion goes through f32 where the CPU
+/// converts in hardware, which rounds twice: 1 + 2^-11 + 2^-40 would become
+/// 1 + 2^-11 in f32, a tie, and then 1. Rounding to f32 "to odd" first
+/// keeps one rounding: an inexact value becomes the f32 toward zero with
+/// its last bit set, which f32's 13 bits beyond f16's keep as a sticky bit
+/// below any f16 tie.
+pub(crate) fn f16_from_f64(x: f64) -> f16 {
+    let near = x as f32;
+    if !near.is_finite() || f64::from(near) == x {
+        return f16::from_f32(near);
+    }
+    let mut bits = near.to_bits();
+    if f64::from(near).abs() > x.abs() {
+        bits -= 1;
+    }
+    f16::from_f32(f32::from_bits(bits | 1))
+}
+
 /// Rounds a real value to what a tensor of `dtype` with `scale` can hold and
 /// returns the held real value: identity for f32, f16 rounding for f16, and
 /// for FP8 the device's cast path f32 → f16 → FP8 (both steps round to

@@ -460,3 +460,41 @@ fn the_host_rounds_values_past_f16s_range_to_the_nearest_code() {
         }
     }
 }
+
+#[test]
+fn f64_values_round_to_f16_once() {
+    let cases = [
+        (1.0 + 2f64.powi(-11) + 2f64.powi(-40), 1.0 + 2f64.powi(-10)),
+        (1.0 + 2f64.powi(-11) - 2f64.powi(-40), 1.0),
+        (2f64.powi(-25) + 2f64.powi(-50), 2f64.powi(-24)),
+        (-(2049.0 + 2f64.powi(-30)), -2050.0),
+        (65520.0 - 2f64.powi(-30), 65504.0),
+        (65520.0, f64::INFINITY),
+        (1e300, f64::INFINITY),
+        (-1e-300, -0.0),
+    ];
+    for (x, expected) in cases {
+        let got = f16_from_f64(x).to_f64();
+        assert!(
+            got == expected && got.is_sign_negative() == expected.is_sign_negative(),
+            "{x:e}: {got:e}, expected {expected:e}"
+        );
+    }
+    // Near every tie of a spread of f16 values, the nearer neighbour.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..20_000 {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        let below = f16::from_bits((state >> 33) as u16 & 0x7bfe);
+        let above = f16::from_bits(below.to_bits() + 1);
+        let tie = (below.to_f64() + above.to_f64()) / 2.0;
+        let nudge = tie.abs().max(1e-7) * 2f64.powi(-45) * ((state >> 20) % 64) as f64;
+        for (x, nearer) in [(tie + nudge, above), (tie - nudge, below)] {
+            let got = f16_from_f64(x);
+            if nudge > 0.0 {
+                assert_eq!(got.to_bits(), nearer.to_bits(), "{x:e}");
+            }
+        }
+    }
+}

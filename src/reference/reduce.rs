@@ -4,7 +4,6 @@
 //! to f32 otherwise (`book/src/numerics.md`).
 
 use crate::graph::Reduction;
-use half::f16;
 use rayon::prelude::*;
 
 /// How a row's f64 result becomes a stored value.
@@ -43,7 +42,7 @@ pub(super) fn reduce(
             };
             match rounding {
                 Rounding::F32 => value as f32,
-                Rounding::F16 => f16::from_f64(value).to_f32(),
+                Rounding::F16 => crate::numerics::f16_from_f64(value).to_f32(),
             }
         })
         .collect())
