@@ -350,6 +350,41 @@ impl Database {
         paths
     }
 
+    /// The known files (sources and tensor files) whose inputs hold why
+    /// they were not read (missing, not a regular file, ...) rather than
+    /// contents. A watcher looks at them again after every batch of events:
+    /// one that came back under a directory whose watch was lost would
+    /// otherwise stay "not found" until some event named it.
+    pub(crate) fn unread_files(&self) -> Vec<Utf8PathBuf> {
+        let sources: Vec<(Utf8PathBuf, SourceFile)> = self
+            .files
+            .lock()
+            .expect("file table lock")
+            .iter()
+            .map(|(path, file)| (path.clone(), *file))
+            .collect();
+        let data: Vec<(Utf8PathBuf, DataFile)> = self
+            .data_files
+            .lock()
+            .expect("file table lock")
+            .iter()
+            .map(|(path, file)| (path.clone(), *file))
+            .collect();
+        let mut paths: Vec<Utf8PathBuf> = sources
+            .into_iter()
+            .filter(|(_, file)| file.contents(self).is_err())
+            .map(|(path, _)| path)
+            .chain(
+                data.into_iter()
+                    .filter(|(_, file)| file.contents(self).is_err())
+                    .map(|(path, _)| path),
+            )
+            .collect();
+        paths.sort();
+        paths.dedup();
+        paths
+    }
+
     /// The tensor files the database has read so far.
     pub(crate) fn known_data_files(&self) -> Vec<Utf8PathBuf> {
         let mut paths: Vec<_> = self

@@ -1,6 +1,7 @@
 //! Drives `ipub watch` on a temporary copy of a project: an editor-style
 //! save by rename, a broken save (diagnostics, the watcher keeps going), and
-//! the fix.
+//! the fix; directories of includes and kernel headers deleted or renamed
+//! and restored.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -70,6 +71,14 @@ impl Watch {
             }
         }
         batch
+    }
+}
+
+/// A test that fails does not leave its watcher running.
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -381,5 +390,159 @@ fn watch_explains_each_project_by_its_own_changes() {
             .iter()
             .any(|l| l.contains("projects/b.toml: tensor.x.init.std")),
         "{second:#?}"
+    );
+}
+
+/// A project whose weight is declared in an include, `layers/w.toml`.
+const LAYERED: &str = r#"include = ["layers/w.toml"]
+
+[project]
+name = "layered"
+target = "ipu21"
+tiles = 16
+kernels = "KERNELS"
+
+[[tensor]]
+name = "x"
+shape = [128, 64]
+dtype = "f16"
+role = "input"
+
+[[op]]
+name = "y"
+op = "matmul"
+inputs = ["x", "w"]
+dtype = "f16"
+
+[check]
+reference_precision = "device"
+min_cosine_similarity = 0.99
+max_abs_error = 0.05
+outputs = ["y"]
+"#;
+
+const WEIGHT: &str = r#"[[tensor]]
+name = "w"
+shape = [64, 64]
+dtype = "f16"
+role = "weight"
+"#;
+
+/// Writes [`LAYERED`] and its include into `dir`.
+fn write_layered_project(dir: &Path) {
+    let project = LAYERED.replace("KERNELS", concat!(env!("CARGO_MANIFEST_DIR"), "/device"));
+    std::fs::write(dir.join("p.toml"), project).expect("write project");
+    std::fs::create_dir(dir.join("layers")).expect("mkdir");
+    std::fs::write(dir.join("layers/w.toml"), WEIGHT).expect("write include");
+}
+
+/// The line of a rebuild after `change`, from a batch of lines.
+fn rebuilt_line<'a>(lines: &'a [String], change: &str) -> &'a str {
+    let needle = format!("rebuilt after change to {change}");
+    lines
+        .iter()
+        .find(|l| l.contains(&needle))
+        .unwrap_or_else(|| panic!("no {needle:?} in {lines:#?}"))
+}
+
+/// A directory holding an include deleted and made again, or renamed
+/// away and back (as a branch switch does), loses its watch: watch must
+/// watch it again and read the include anew, as a fresh build would.
+#[test]
+fn watch_follows_an_include_directory_deleted_or_renamed_and_restored() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path();
+    write_layered_project(dir);
+    let layers = dir.join("layers");
+    let mut watch = Watch::start(dir, "p.toml", 5, &[]);
+    let startup = watch.wait_for("watching");
+    assert!(
+        startup
+            .iter()
+            .any(|l| l.starts_with("built p.toml in") && !l.contains("errors")),
+        "{startup:?}"
+    );
+
+    std::fs::remove_dir_all(&layers).expect("remove the directory");
+    let lines = watch.wait_for("rebuilt after change to layers/w.toml (deleted)");
+    assert!(
+        rebuilt_line(&lines, "layers/w.toml (deleted)").contains("errors above"),
+        "{lines:?}"
+    );
+    // Made again: the file appears whole, by a rename inside it.
+    std::fs::create_dir(&layers).expect("mkdir");
+    std::fs::write(layers.join("w.toml.tmp"), WEIGHT).expect("write");
+    std::fs::rename(layers.join("w.toml.tmp"), layers.join("w.toml")).expect("rename");
+    let lines = watch.wait_for("rebuilt after change to layers/w.toml (created)");
+    assert!(
+        !rebuilt_line(&lines, "layers/w.toml (created)").contains("errors"),
+        "{lines:?}"
+    );
+
+    std::fs::rename(&layers, dir.join("layers.old")).expect("rename away");
+    watch.wait_for("rebuilt after change to layers/w.toml (deleted)");
+    std::fs::rename(dir.join("layers.old"), &layers).expect("rename back");
+    let lines = watch.wait_for("rebuilt after change to layers/w.toml (created)");
+    assert!(
+        !rebuilt_line(&lines, "layers/w.toml (created)").contains("errors"),
+        "{lines:?}"
+    );
+
+    // Later edits in the directory are still seen.
+    save_by_rename(&layers.join("w.toml"), &format!("# edited\n{WEIGHT}"));
+    let lines = watch.wait_for("rebuilt after change to layers/w.toml");
+    assert!(
+        !rebuilt_line(&lines, "layers/w.toml").contains("errors"),
+        "{lines:?}"
+    );
+    assert!(watch.child.wait().expect("watch exits").success());
+}
+
+/// The same for the kernels' headers: `device/include` renamed away and
+/// back brings back the package the first build wrote.
+#[test]
+fn watch_follows_a_kernel_include_directory_renamed_and_restored() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(dir.path().join("projects")).expect("mkdir");
+    std::fs::create_dir_all(dir.path().join("device/include")).expect("mkdir");
+    for sub in ["device", "device/include"] {
+        for entry in std::fs::read_dir(crate_dir.join(sub)).expect("device dir") {
+            let path = entry.expect("entry").path();
+            if path.is_file() {
+                std::fs::copy(&path, dir.path().join(sub).join(path.file_name().unwrap()))
+                    .expect("copy kernel");
+            }
+        }
+    }
+    std::fs::copy(
+        crate_dir.join("projects/matmul-f8.toml"),
+        dir.path().join("projects/matmul-f8.toml"),
+    )
+    .expect("copy project");
+    let mut watch = Watch::start(dir.path(), "projects/matmul-f8.toml", 2, &[]);
+    watch.wait_for("watching");
+    let package = dir.path().join("target/ipub/matmul-f8/matmul-f8.ipuexe");
+    let first = std::fs::read(&package).expect("the first build writes the package");
+
+    let include = dir.path().join("device/include");
+    let away = dir.path().join("device/include.old");
+    std::fs::rename(&include, &away).expect("rename away");
+    let lines = watch.wait_for_all(&["rebuilt after change to device/include/", "(deleted)"]);
+    assert!(
+        rebuilt_line(&lines, "device/include/").contains("errors above"),
+        "{lines:?}"
+    );
+    std::fs::rename(&away, &include).expect("rename back");
+    let lines = watch.wait_for_all(&["rebuilt after change to device/include/", "(created)"]);
+    assert!(
+        !rebuilt_line(&lines, "device/include/").contains("errors"),
+        "{lines:?}"
+    );
+    assert!(watch.child.wait().expect("watch exits").success());
+    assert_eq!(
+        std::fs::read(&package).expect("package"),
+        first,
+        "the restored headers give the first package"
     );
 }

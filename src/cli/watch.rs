@@ -2,10 +2,14 @@
 //!
 //! The watcher observes the directories of every file the database has read
 //! (not the files themselves), so an editor's save-by-rename, a new file
-//! appearing where an include pointed, and a deletion are all seen. Events
-//! are debounced; then each changed file's input is refreshed (only when its
-//! contents really changed) and every project is rebuilt through the same
-//! salsa database, so a rebuild recomputes only what the change touched.
+//! appearing where an include pointed, and a deletion are all seen. A
+//! watched directory that is deleted or renamed loses its watch; it is
+//! watched again once a directory is back at its path (a branch switch),
+//! and files read as missing are looked at after every batch of events, so
+//! watch reads what a fresh build would. Events are debounced; then each
+//! changed file's input is refreshed (only when its contents really
+//! changed) and every project is rebuilt through the same salsa database,
+//! so a rebuild recomputes only what the change touched.
 
 use crate::cli::build::{build, explain_build, finished_message, report_outcome, Outcome};
 use crate::cli::message::{Message, RebuildFinished};
@@ -209,12 +213,18 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<i32> {
             collect(&mut paths, more);
         }
         let started = Instant::now();
+        // A watched directory that was deleted or renamed lost its watch:
+        // it is watched again once a directory is back at its path (or its
+        // nearest existing ancestor until then), and the files in it are
+        // looked at, since no event names them.
+        let lost = forget(&mut watcher, &mut watched, &paths);
         // A directory that appeared (where a missing include points) is
         // watched from now on, and the files expected in it are looked at
         // now, since they may have been written before it was watched.
         let armed = arm(&db, &mut watcher, &mut watched);
+        let rewatched: BTreeSet<Utf8PathBuf> = lost.union(&armed).cloned().collect();
         let mut changes = Vec::new();
-        for path in affected(&db, &paths, &armed) {
+        for path in affected(&db, &paths, &rewatched) {
             let before = db.file(&path).contents(&db).clone().ok();
             if db.refresh_file(&path) {
                 let after = db.file(&path).contents(&db).clone().ok();
@@ -342,19 +352,49 @@ fn collect(paths: &mut BTreeSet<Utf8PathBuf>, event_paths: Vec<std::path::PathBu
 }
 
 /// The database's files an event batch may have changed: those at the
-/// event's paths, and those in directories watched only now.
+/// event's paths, those in directories whose watch was lost or placed only
+/// now (`rewatched`), and those read as missing, which are cheap to look
+/// at again and must not stay "not found" once they are back.
 fn affected(
     db: &Database,
     events: &BTreeSet<Utf8PathBuf>,
-    armed: &BTreeSet<Utf8PathBuf>,
+    rewatched: &BTreeSet<Utf8PathBuf>,
 ) -> Vec<Utf8PathBuf> {
+    let unread: BTreeSet<Utf8PathBuf> = db.unread_files().into_iter().collect();
     db.known_files()
         .into_iter()
         .filter(|known| {
             let absolute = crate::vfs::absolute(known);
-            events.contains(&absolute) || absolute.parent().is_some_and(|dir| armed.contains(dir))
+            events.contains(&absolute)
+                || absolute.parent().is_some_and(|dir| rewatched.contains(dir))
+                || unread.contains(known)
         })
         .collect()
+}
+
+/// Drops the watches that no longer watch their path: those on a
+/// directory an event named, or below one (deleted, renamed away, or
+/// renamed back: the watcher drops a directory's watch when it is moved
+/// or deleted, and a watch that survives follows the directory to its new
+/// name), and those on a path that is no longer a directory. Their paths
+/// leave `watched`, so [`arm`] watches them again once they exist.
+/// Returns the directories dropped (absolute).
+fn forget(
+    watcher: &mut impl Watcher,
+    watched: &mut BTreeSet<Utf8PathBuf>,
+    events: &BTreeSet<Utf8PathBuf>,
+) -> BTreeSet<Utf8PathBuf> {
+    let lost: BTreeSet<Utf8PathBuf> = watched
+        .iter()
+        .filter(|dir| !dir.is_dir() || events.iter().any(|path| dir.starts_with(path)))
+        .cloned()
+        .collect();
+    for dir in &lost {
+        // The watcher may have dropped it already; either way it is gone.
+        let _ = watcher.unwatch(dir.as_std_path());
+        watched.remove(dir);
+    }
+    lost
 }
 
 /// Watches the directory of every file read so far (once each), or, for a
