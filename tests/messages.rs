@@ -221,3 +221,32 @@ fn every_json_message_has_its_documented_shape() {
         assert!(seen.contains(reason), "`{reason}` never seen: {seen:?}");
     }
 }
+
+/// `build-finished` counts the error messages the build printed, as the
+/// human summary ("2 previous errors") and `check-finished` do, not the
+/// failed build as one.
+#[test]
+fn build_finished_counts_every_error_message() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path();
+    let device = concat!(env!("CARGO_MANIFEST_DIR"), "/device");
+    let broken = ROOT
+        .replace("KERNELS", device)
+        .replace(r#"inputs = ["x", "w"]"#, r#"inputs = ["q", "r"]"#);
+    std::fs::write(dir.join("broken.toml"), broken).expect("write");
+    for command in ["build", "check"] {
+        let (code, stdout) = ipub(dir, &[command, "broken.toml", "--message-format", "json"]);
+        assert_eq!(code, 1, "{stdout}");
+        let messages: Vec<Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect();
+        let printed = messages
+            .iter()
+            .filter(|m| m["reason"] == "compiler-message" && m["message"]["level"] == "error")
+            .count();
+        assert_eq!(printed, 2, "{stdout}");
+        let finished = messages.last().expect("a finished message");
+        assert_eq!(finished["errors"], printed, "{stdout}");
+    }
+}

@@ -209,9 +209,9 @@ pub(super) fn build_to_file(
             results.flush();
         }
     }
-    report_outcome(db, file, &outcome);
+    let errors = report_outcome(db, file, &outcome);
     let Some(bytes) = outcome.package.clone().filter(|_| outcome.ok) else {
-        finished_message(project, &outcome, None, started);
+        finished_message(project, &outcome, errors, None, started);
         return Ok(None);
     };
     let written = Instant::now();
@@ -232,7 +232,7 @@ pub(super) fn build_to_file(
         ),
     );
     output::warning_summary(&outcome.name, outcome.warnings.len());
-    finished_message(project, &outcome, Some(&path), started);
+    finished_message(project, &outcome, errors, Some(&path), started);
     Stamp::record(db, &path, &bytes).save(&store, project, out_key, &bytes);
     let evicted = store.evict_to_budget();
     if evicted > 0 {
@@ -248,18 +248,21 @@ pub(super) fn build_to_file(
 
 /// Prints what a build found: its warnings, and its errors as located
 /// diagnostics with a closing line, as rustc ends a failed compilation.
-pub(super) fn report_outcome(db: &Database, file: SourceFile, outcome: &Outcome) {
+/// Returns the number of errors printed, which the finished message
+/// reports: one failed build can print several (a syntax error in an
+/// include and the include it breaks).
+pub(super) fn report_outcome(db: &Database, file: SourceFile, outcome: &Outcome) -> usize {
     let project = file.path(db);
     output::diagnostics(db, project, &outcome.warnings);
     let Some(error) = &outcome.error else {
-        return;
+        return 0;
     };
     let diagnostics = super::located::build_error_diagnostics(db, file, error);
     output::diagnostics(db, project, &diagnostics);
-    if output::is_json() {
-        return;
-    }
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    if output::is_json() {
+        return errors;
+    }
     match error {
         BuildError::Project(_) => output::error(format!(
             "could not build the project due to {}",
@@ -271,16 +274,19 @@ pub(super) fn report_outcome(db: &Database, file: SourceFile, outcome: &Outcome)
             previous_errors(errors)
         )),
     }
+    errors
 }
 
 fn previous_errors(n: usize) -> String {
     format!("{n} previous error{}", if n == 1 { "" } else { "s" })
 }
 
-/// The JSON message of a finished build.
+/// The JSON message of a finished build, with the `errors` its
+/// [`report_outcome`] printed.
 pub(super) fn finished_message(
     project: &Utf8Path,
     outcome: &Outcome,
+    errors: usize,
     package: Option<&Utf8Path>,
     started: Instant,
 ) {
@@ -294,7 +300,7 @@ pub(super) fn finished_message(
         estimated_cycles: outcome.estimated_cycles,
         recomputed: outcome.recomputed,
         elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
-        errors: usize::from(outcome.error.is_some()),
+        errors,
         warnings: outcome.warnings.len(),
         phases: &outcome.phases,
     }));

@@ -63,18 +63,19 @@ impl Watched {
     fn rebuild(&mut self, db: &Database, args: &WatchArgs) -> Outcome {
         let started = Instant::now();
         let outcome = build(db, self.file, false);
-        report_outcome(db, self.file, &outcome);
+        let errors = report_outcome(db, self.file, &outcome);
         let path = package_path(args.out.as_deref(), &outcome.name);
+        let finished = |package| finished_message(&self.path, &outcome, errors, package, started);
         let Some(bytes) = outcome.package.clone().filter(|_| outcome.ok) else {
-            finished_message(&self.path, &outcome, None, started);
+            finished(None);
             return outcome;
         };
         let out = args.out.as_deref().unwrap_or(Utf8Path::new(DEFAULT_OUT));
         match keep_package_at(db, &self.path, out, &path, &outcome, self.written.as_ref()) {
-            Ok(false) => finished_message(&self.path, &outcome, Some(&path), started),
+            Ok(false) => finished(Some(&path)),
             Ok(true) => {
                 output::result_line(format!("wrote {path}"));
-                finished_message(&self.path, &outcome, Some(&path), started);
+                finished(Some(&path));
                 self.written = Some(bytes);
                 if args.run {
                     run_written(&path);
@@ -82,7 +83,7 @@ impl Watched {
             }
             Err(error) => {
                 output::error(format!("cannot write the package {path}: {error}"));
-                finished_message(&self.path, &outcome, None, started);
+                finished(None);
             }
         }
         outcome
