@@ -546,3 +546,43 @@ fn watch_follows_a_kernel_include_directory_renamed_and_restored() {
         "the restored headers give the first package"
     );
 }
+
+/// The save that fixes an include that did not parse is not described as
+/// "not valid TOML", and `build-finished` counts every error it printed.
+#[test]
+fn watch_describes_the_fix_of_a_broken_include_and_counts_its_errors() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path();
+    write_layered_project(dir);
+    let mut watch = Watch::start(dir, "p.toml", 2, &["--message-format", "json"]);
+    // The human lines go to stderr: "watching" says the watches are set.
+    watch.wait_for_all(&[r#""reason":"build-finished""#, "watching"]);
+    let include = dir.join("layers/w.toml");
+
+    save_by_rename(&include, &format!("{WEIGHT}bad = = 1\n"));
+    let lines = watch.wait_for(r#""reason":"rebuild-finished""#);
+    let json: Vec<serde_json::Value> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let printed = json
+        .iter()
+        .filter(|m| m["reason"] == "compiler-message" && m["message"]["level"] == "error")
+        .count();
+    let finished = json
+        .iter()
+        .find(|m| m["reason"] == "build-finished")
+        .expect("a build-finished message");
+    assert!(printed >= 1, "{lines:#?}");
+    assert_eq!(finished["errors"], printed, "{lines:#?}");
+    let rebuilt = json.last().expect("rebuild-finished");
+    assert_eq!(rebuilt["changes"][0], "layers/w.toml: (not valid TOML)");
+
+    save_by_rename(&include, WEIGHT);
+    let lines = watch.wait_for(r#""reason":"rebuild-finished""#);
+    let rebuilt: serde_json::Value =
+        serde_json::from_str(lines.last().expect("a line")).expect("JSON");
+    assert_eq!(rebuilt["success"], true, "{lines:#?}");
+    assert_eq!(rebuilt["changes"], serde_json::json!(["layers/w.toml"]));
+    assert!(watch.child.wait().expect("watch exits").success());
+}

@@ -359,11 +359,17 @@ impl Stamp {
 }
 
 /// The dotted keys whose values differ between two TOML texts (operations
-/// and tensors are named by their `name`: `op.fc1.shape`); empty when
-/// either text does not parse or only comments and layout changed.
+/// and tensors are named by their `name`: `op.fc1.shape`); empty when only
+/// comments and layout changed. A new text that does not parse is
+/// described as such; the fix of one that did not parse names no keys,
+/// since there is nothing to compare it with, rather than describing the
+/// text it replaced.
 pub(super) fn toml_keys_changed(before: &str, after: &str) -> Vec<String> {
-    let (Ok(a), Ok(b)) = (before.parse::<toml::Table>(), after.parse::<toml::Table>()) else {
+    let Ok(b) = after.parse::<toml::Table>() else {
         return vec!["(not valid TOML)".to_string()];
+    };
+    let Ok(a) = before.parse::<toml::Table>() else {
+        return Vec::new();
     };
     let mut keys = Vec::new();
     diff_tables(&a, &b, "", &mut keys);
@@ -442,6 +448,7 @@ mod tests {
         assert_eq!(toml_keys_changed(before, after), ["op.a.shape", "op.c"]);
         assert!(toml_keys_changed(before, &format!("# note\n{before}")).is_empty());
         assert_eq!(toml_keys_changed(before, "[oops"), ["(not valid TOML)"]);
+        assert!(toml_keys_changed("[oops", before).is_empty());
     }
 
     #[test]
