@@ -120,6 +120,54 @@ impl Client {
         self.stdin.flush().expect("flush");
     }
 
+    /// Bytes as they are, framing included.
+    fn send_bytes(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// The server, initialized with `dir` as its workspace.
+    fn initialized(dir: &Path) -> Client {
+        let mut client = Client::start(dir);
+        client.request(
+            "initialize",
+            json!({ "processId": null, "rootUri": uri(dir), "capabilities": {} }),
+        );
+        client.notify("initialized", json!({}));
+        client
+    }
+
+    /// The notifications the server sends before answering a request
+    /// sent now: everything it did for the messages sent before, as it
+    /// answers in order.
+    fn notifications_so_far(&mut self) -> Vec<Value> {
+        self.pending.clear();
+        self.send_request("ipub/nothing", Value::Null);
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Opens `path` with `text`.
+    fn open(&mut self, path: &Path, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({ "textDocument": { "uri": uri(path), "languageId": "toml", "version": 1, "text": text } }),
+        );
+    }
+
+    fn save(&mut self, path: &Path) {
+        self.notify(
+            "textDocument/didSave",
+            json!({ "textDocument": { "uri": uri(path) } }),
+        );
+    }
+
+    /// `shutdown`, `exit`, and the exit status.
+    fn shut_down(mut self) -> std::process::ExitStatus {
+        self.request("shutdown", Value::Null);
+        self.notify("exit", Value::Null);
+        self.child.wait().expect("ipub lsp exits")
+    }
+
     fn notify(&mut self, method: &str, params: Value) {
         self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params }));
     }
@@ -625,4 +673,75 @@ fn malformed_messages_do_not_end_the_session() {
     client.notify("exit", Value::Null);
     let status = client.child.wait().expect("ipub lsp exits");
     assert!(status.success(), "{status:?}");
+}
+
+/// A `Content-Length` far beyond any message is refused by its size: the
+/// body is never allocated (10^14 bytes aborted the process).
+#[test]
+fn a_huge_content_length_is_skipped_without_allocating_it() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    for length in ["99999999999999", "18446744073709551615", "3000000000"] {
+        let mut client = Client::initialized(&dir);
+        client.send_bytes(format!("Content-Length: {length}\r\n\r\n{{}}").as_bytes());
+        // The rest of the input is the skipped body; its end ends the
+        // session.
+        drop(client.stdin);
+        let status = client.child.wait().expect("ipub lsp exits");
+        assert_eq!(status.code(), Some(0), "{length}: {status:?}");
+    }
+}
+
+/// After a header without `Content-Length`, with LF line endings, or with
+/// a length longer than its body, the messages that follow are read.
+#[test]
+fn the_reader_resynchronises_after_a_bad_header() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    let mut client = Client::initialized(&dir);
+    let unknown = |client: &mut Client| {
+        let answer = client.send_request("ipub/unknown", Value::Null);
+        assert_eq!(answer["error"]["code"], json!(-32601), "{answer}");
+    };
+    client.send_bytes(b"Content-Type: application/vscode-jsonrpc\r\n\r\n{\"jsonrpc\":\"2.0\",\"method\":\"$/bogus\"}");
+    unknown(&mut client);
+    let body = json!({ "jsonrpc": "2.0", "id": 100, "method": "ipub/unknown" }).to_string();
+    client.send_bytes(format!("Content-Length: {}\n\n{body}", body.len()).as_bytes());
+    let answer = client.receive("an answer to a request framed with LF");
+    assert_eq!(answer["id"], json!(100), "{answer}");
+    let body = json!({ "jsonrpc": "2.0", "method": "$/bogus" }).to_string();
+    client.send_bytes(format!("Content-Length: {}\r\n\r\n{body}", body.len() + 30).as_bytes());
+    unknown(&mut client);
+    let status = client.shut_down();
+    assert!(status.success(), "{status:?}");
+}
+
+/// `exit` without `shutdown` exits with 1; notifications after
+/// `shutdown` are dropped; a request that is not JSON-RPC 2.0, or not
+/// of the protocol's shape, is answered with `InvalidRequest`.
+#[test]
+fn the_lifecycle_follows_the_protocol() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    let mut client = Client::initialized(&dir);
+    client.notify("exit", Value::Null);
+    let status = client.child.wait().expect("ipub lsp exits");
+    assert_eq!(status.code(), Some(1), "{status:?}");
+
+    let mut client = Client::initialized(&dir);
+    client.send_raw(r#"{"jsonrpc":"1.0","id":7,"method":"shutdown"}"#);
+    let answer = client.receive("a refusal");
+    assert_eq!(answer["id"], json!(7), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    client.send_raw(r#"{"jsonrpc":"2.0","id":8,"method":5}"#);
+    let answer = client.receive("a refusal");
+    assert_eq!(answer["id"], json!(8), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    client.request("shutdown", Value::Null);
+    client.open(&dir.join("p.toml"), "[project]\nname = 5\n");
+    let late = client.notifications_so_far();
+    assert_eq!(late, Vec::<Value>::new());
+    client.notify("exit", Value::Null);
+    let status = client.child.wait().expect("ipub lsp exits");
+    assert_eq!(status.code(), Some(0), "{status:?}");
 }

@@ -27,7 +27,8 @@
 //! [`symbols`] and [`kernel`] answer one kind of question each, the first
 //! two through the database's queries, the rest mostly on text and the
 //! project index; [`position`] and [`uri`] convert between the protocol's
-//! coordinates and ipub's byte spans and paths.
+//! coordinates and ipub's byte spans and paths; [`transport`] frames the
+//! client's messages.
 //!
 //! Requests are answered on the server's one thread, in order: a rebuild
 //! on save delays the requests that arrive during it.
@@ -42,13 +43,12 @@ pub(crate) mod position;
 pub(crate) mod server;
 pub(crate) mod session;
 pub(crate) mod symbols;
+pub(crate) mod transport;
 pub(crate) mod uri;
 
-/// Why the server stopped other than by `shutdown` and `exit`.
+/// Why the server stopped other than by `exit` or the end of its input.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LspError {
-    #[error("language server protocol: {0}")]
-    Protocol(#[from] lsp_server::ProtocolError),
     #[error("the client went away")]
     Disconnected,
     #[error("{0}")]
@@ -63,62 +63,59 @@ pub struct LspArgs {
     pub stdio: bool,
 }
 
-/// `ipub lsp`: the language server on stdin and stdout.
+/// `ipub lsp`: the language server on stdin and stdout. Exits with 1
+/// when `exit` came without `shutdown` before it, as the protocol asks.
 pub fn run(_args: &LspArgs) -> anyhow::Result<i32> {
     // Stdout is the protocol's channel: nothing else may be printed there.
     crate::cli::output::configure(
         crate::cli::output::Verbosity::Quiet,
         crate::cli::output::ColorWhen::Never,
     );
-    run_stdio()?;
-    Ok(0)
+    Ok(match run_stdio()? {
+        server::Ending::Exit { shut_down: false } => 1,
+        server::Ending::Exit { shut_down: true } | server::Ending::Closed => 0,
+    })
 }
 
 /// Serves one client on stdin and stdout until it says `exit`.
 ///
-/// A reader thread frames stdin's messages and a writer thread writes the
-/// server's. A message that cannot be read (a bad header, a body that is
-/// not JSON or not a message) is logged and skipped: one bad message from
-/// an editor must not end the session.
-pub(crate) fn run_stdio() -> Result<(), LspError> {
+/// A reader thread frames stdin's messages ([`transport`]) and a writer
+/// thread writes the server's. A message that cannot be read (a bad
+/// header, a body that is not JSON or not a message) is logged and
+/// skipped, a request among them answered with an error: one bad message
+/// from an editor must not end the session.
+pub(crate) fn run_stdio() -> Result<server::Ending, LspError> {
     use lsp_server::Message;
-    let (connection, client) = lsp_server::Connection::memory();
-    let incoming = client.sender;
+    use transport::Incoming;
+    let (incoming, from_client) = std::sync::mpsc::channel::<Incoming>();
     let reader = std::thread::spawn(move || -> std::io::Result<()> {
         let stdin = std::io::stdin();
-        let mut stdin = stdin.lock();
-        loop {
-            match Message::read(&mut stdin) {
-                Ok(Some(message)) => {
-                    let exit = matches!(&message, Message::Notification(n) if n.method == "exit");
-                    if incoming.send(message).is_err() || exit {
-                        return Ok(());
-                    }
-                }
-                Ok(None) => return Ok(()),
-                Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
-                    // The error quotes the message, which may be megabytes.
-                    let error: String = error.to_string().chars().take(240).collect();
-                    tracing::warn!(error, "skipped a message that could not be read");
-                }
-                Err(error) => return Err(error),
+        let mut framed = transport::Framed::new(stdin.lock());
+        while let Some(value) = framed.next()? {
+            let Some(message) = transport::classify(value) else {
+                continue;
+            };
+            let exit = matches!(&message, Incoming::Message(Message::Notification(n)) if n.method == "exit");
+            if incoming.send(message).is_err() || exit {
+                return Ok(());
             }
         }
+        Ok(())
     });
-    let outgoing = client.receiver;
+    let (outgoing, to_client) = std::sync::mpsc::channel::<Message>();
     let writer = std::thread::spawn(move || -> std::io::Result<()> {
         let stdout = std::io::stdout();
         let mut stdout = stdout.lock();
-        for message in outgoing {
+        for message in to_client {
             message.write(&mut stdout)?;
         }
         Ok(())
     });
-    let served = server::serve(&connection);
+    let served = server::serve(&from_client, &outgoing);
     // The writer finishes once the server's side of the channel is gone.
-    drop(connection);
+    drop(outgoing);
     let written = writer.join().unwrap_or(Ok(()));
-    served?;
+    let ending = served?;
     written?;
     // The reader ends at `exit` or at the end of stdin; after a session
     // that ended otherwise it may still wait on stdin, and is left to the
@@ -126,5 +123,5 @@ pub(crate) fn run_stdio() -> Result<(), LspError> {
     if reader.is_finished() {
         reader.join().unwrap_or(Ok(()))?;
     }
-    Ok(())
+    Ok(ending)
 }

@@ -2,76 +2,109 @@
 //! documents, the projects they belong to and what was last published.
 
 use super::session::{is_root_text, Session};
+use super::transport::Incoming;
 use super::{diagnostics, uri, LspError};
 use crate::cli::build::{build, Outcome};
 use crate::cli::stamp::{package_path, DEFAULT_OUT};
 use crate::cli::watch::keep_package_at;
 use crate::diagnostic::Diagnostic;
 use camino::{Utf8Path, Utf8PathBuf};
-use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
+use lsp_server::{ErrorCode, Message, Notification, Request, Response};
 use lsp_types::notification::{self as n, Notification as _};
 use lsp_types::request::{self as r, Request as _};
 use lsp_types::InitializeParams;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc::{Receiver, Sender};
 use std::time::Instant;
 
 /// The custom notification sent after every rebuild on save.
 pub(super) const BUILD_FINISHED: &str = "ipub/buildFinished";
 
-/// Runs the server on `connection` until `shutdown` and `exit`.
-pub(super) fn serve(connection: &Connection) -> Result<(), LspError> {
-    let (id, params) = connection.initialize_start()?;
-    let params: InitializeParams = serde_json::from_value(params).unwrap_or_default();
-    connection.initialize_finish(id, initialize_result())?;
-    let mut session = Session::new(workspace_of(&params));
-    // After `shutdown` the protocol allows only `exit`; a request in between
-    // gets an error rather than ending the session.
-    let mut shut_down = false;
-    for message in &connection.receiver {
-        match message {
-            Message::Request(request) if request.method == r::Shutdown::METHOD => {
-                shut_down = true;
-                send(
-                    connection,
-                    Message::Response(Response::new_ok(request.id, Value::Null)),
-                )?;
-            }
-            Message::Request(request) if shut_down || request.method == r::Initialize::METHOD => {
-                let why = match shut_down {
-                    true => "the server is shutting down",
-                    false => "the server is already initialized",
-                };
-                let code = ErrorCode::InvalidRequest as i32;
-                let response = Response::new_err(request.id, code, why.to_string());
-                send(connection, Message::Response(response))?;
-            }
-            Message::Request(request) => {
-                let response = session.request(request);
-                send(connection, Message::Response(response))?;
-            }
-            Message::Notification(notification) if notification.method == n::Exit::METHOD => {
-                break;
-            }
-            Message::Notification(notification) => {
-                for out in session.notification(notification) {
-                    send(connection, Message::Notification(out))?;
-                }
-            }
-            Message::Response(_) => {}
-        }
-    }
-    if let Some(store) = session.db.store() {
-        store.flush();
-    }
-    Ok(())
+/// How a session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// At `exit`; `shut_down` when `shutdown` came before it.
+    Exit { shut_down: bool },
+    /// At the end of the client's messages.
+    Closed,
 }
 
-fn send(connection: &Connection, message: Message) -> Result<(), LspError> {
-    connection
-        .sender
-        .send(message)
-        .map_err(|_| LspError::Disconnected)
+/// Runs the server on the client's messages until `exit`.
+///
+/// Before `initialize`, requests get `ServerNotInitialized` and
+/// notifications are dropped; after `shutdown` the protocol allows only
+/// `exit`: requests get an error rather than ending the session, and
+/// notifications are dropped.
+pub(super) fn serve(
+    incoming: &Receiver<Incoming>,
+    outgoing: &Sender<Message>,
+) -> Result<Ending, LspError> {
+    let mut session: Option<Session> = None;
+    let mut shut_down = false;
+    let mut ending = Ending::Closed;
+    for message in incoming {
+        let message = match message {
+            Incoming::Refused(response) => Message::Response(response),
+            Incoming::Message(Message::Request(request)) => {
+                Message::Response(answer(&mut session, &mut shut_down, request))
+            }
+            Incoming::Message(Message::Notification(notification)) => {
+                if notification.method == n::Exit::METHOD {
+                    ending = Ending::Exit { shut_down };
+                    break;
+                }
+                if let (Some(session), false) = (&mut session, shut_down) {
+                    for out in session.notification(notification) {
+                        send(outgoing, Message::Notification(out))?;
+                    }
+                }
+                continue;
+            }
+            Incoming::Message(Message::Response(_)) => continue,
+        };
+        send(outgoing, message)?;
+    }
+    if let Some(store) = session.as_ref().and_then(|s| s.db.store()) {
+        store.flush();
+    }
+    Ok(ending)
+}
+
+/// The response to a request, in the session's stage: `initialize` starts
+/// the session, `shutdown` ends it.
+fn answer(session: &mut Option<Session>, shut_down: &mut bool, request: Request) -> Response {
+    let id = request.id.clone();
+    let refuse =
+        |code: ErrorCode, why: &str| Response::new_err(id.clone(), code as i32, why.to_string());
+    match (session.as_mut(), request.method.as_str()) {
+        (None, r::Initialize::METHOD) => {
+            let params: InitializeParams =
+                serde_json::from_value(request.params).unwrap_or_default();
+            *session = Some(Session::new(workspace_of(&params)));
+            Response::new_ok(request.id, initialize_result())
+        }
+        (None, _) => refuse(
+            ErrorCode::ServerNotInitialized,
+            "the server is not initialized yet",
+        ),
+        (Some(_), r::Initialize::METHOD) => refuse(
+            ErrorCode::InvalidRequest,
+            "the server is already initialized",
+        ),
+        (Some(_), _) if *shut_down => {
+            refuse(ErrorCode::InvalidRequest, "the server is shutting down")
+        }
+        (Some(_), r::Shutdown::METHOD) => {
+            *shut_down = true;
+            Response::new_ok(request.id, Value::Null)
+        }
+        (Some(session), _) => session.request(request),
+    }
+}
+
+fn send(outgoing: &Sender<Message>, message: Message) -> Result<(), LspError> {
+    outgoing.send(message).map_err(|_| LspError::Disconnected)
 }
 
 /// What the server can do: full-text sync, saves without text, hover,
