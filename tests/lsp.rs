@@ -745,3 +745,54 @@ fn the_lifecycle_follows_the_protocol() {
     let status = client.child.wait().expect("ipub lsp exits");
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// A build's diagnostic is at a position in the text it built; after an
+/// unsaved edit it is not shown at that position in the new text, and
+/// the next save's build shows it where it now is.
+#[test]
+fn build_diagnostics_are_not_shown_in_text_edited_since() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("device"),
+        &dir.join("device"),
+    );
+    std::fs::create_dir_all(dir.join("proj")).expect("mkdir");
+    let root = dir.join("proj/small.toml");
+    let big = ROOT
+        .replace("tiles = 4", "tiles = 1")
+        .replace("shape = [32, 64]", "shape = [256, 512]");
+    let big_layer = LAYER.replace("shape = [64, 32]", "shape = [512, 256]");
+    std::fs::write(&root, &big).expect("write root");
+    std::fs::write(dir.join("proj/layer.toml"), &big_layer).expect("write layer");
+    let root_uri = uri(&root);
+    let mut client = Client::initialized(&dir);
+    client.open(&root, &big);
+    client.diagnostics(&root_uri);
+    client.save(&root);
+    let placement = |diagnostics: &[Value]| {
+        diagnostics
+            .iter()
+            .find(|d| d["code"] == json!("placement"))
+            .map(|d| d["range"]["start"].clone())
+    };
+    client.wait_for("ipub/buildFinished", |_| true);
+    let diagnostics = client.diagnostics(&root_uri);
+    assert_eq!(placement(&diagnostics), Some(position(&big, "1\n", 0, 0)));
+
+    let edited = format!("# a comment\n{big}");
+    change(&mut client, &root_uri, 2, &edited);
+    let diagnostics = client.diagnostics(&root_uri);
+    assert_eq!(placement(&diagnostics), None, "{diagnostics:?}");
+
+    std::fs::write(&root, &edited).expect("write root");
+    client.save(&root);
+    client.wait_for("ipub/buildFinished", |_| true);
+    let diagnostics = client.diagnostics(&root_uri);
+    assert_eq!(
+        placement(&diagnostics),
+        Some(position(&edited, "1\n", 0, 0))
+    );
+    let status = client.shut_down();
+    assert!(status.success(), "{status:?}");
+}

@@ -16,6 +16,7 @@ use lsp_types::InitializeParams;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The custom notification sent after every rebuild on save.
@@ -292,8 +293,11 @@ impl Session {
             Some(error) => crate::cli::located::build_error_diagnostics(&self.db, file, error),
         };
         let (package, written) = self.write_package(root, &outcome, &mut build_diagnostics);
-        self.build_diagnostics
-            .insert(root.to_owned(), build_diagnostics.clone());
+        let built = build_diagnostics
+            .iter()
+            .map(|d| (d.clone(), self.located_text(d)))
+            .collect();
+        self.build_diagnostics.insert(root.to_owned(), built);
         let mut computed: BTreeMap<&str, usize> = BTreeMap::new();
         for (phase, _) in &outcome.computed {
             *computed.entry(phase).or_default() += 1;
@@ -312,6 +316,13 @@ impl Session {
             "elapsedMs": started.elapsed().as_secs_f64() * 1000.0,
         });
         Notification::new(BUILD_FINISHED.to_string(), params)
+    }
+
+    /// The current text of the file a diagnostic is located in (`None`
+    /// for one without a location or an unreadable file).
+    fn located_text(&self, diagnostic: &Diagnostic) -> Option<Arc<str>> {
+        let location = diagnostic.location.as_ref()?;
+        self.text(&location.file)
     }
 
     /// Writes a good build's package when its bytes changed, with the
@@ -375,8 +386,13 @@ impl Session {
             for diagnostic in crate::project::project_diagnostics(&self.db, file) {
                 add(root, diagnostic);
             }
-            for diagnostic in self.build_diagnostics.get(root).into_iter().flatten() {
-                add(root, diagnostic.clone());
+            for (diagnostic, text) in self.build_diagnostics.get(root).into_iter().flatten() {
+                // Positions in a text since edited would point at
+                // unrelated text: shown again once they are current (an
+                // undo, or the next save's build).
+                if self.located_text(diagnostic) == *text {
+                    add(root, diagnostic.clone());
+                }
             }
         }
         for path in self.overlay.open_paths() {

@@ -17,6 +17,10 @@ const SCAN_DEPTH: usize = 4;
 /// At most this many files are looked at while searching.
 const SCAN_FILES: usize = 5000;
 
+/// A build's diagnostics, each with the text of its file the build read:
+/// it is shown only while that text is current.
+pub(super) type BuiltDiagnostics = Vec<(Diagnostic, Option<Arc<str>>)>;
+
 /// Everything the server knows.
 pub(crate) struct Session {
     pub db: Database,
@@ -28,7 +32,7 @@ pub(crate) struct Session {
     /// Open documents and their versions.
     pub(super) versions: HashMap<Utf8PathBuf, i32>,
     /// Diagnostics of each project's last build (placement, kernels).
-    pub(super) build_diagnostics: HashMap<Utf8PathBuf, Vec<Diagnostic>>,
+    pub(super) build_diagnostics: HashMap<Utf8PathBuf, BuiltDiagnostics>,
     /// The package last written for each project.
     pub(super) written: HashMap<Utf8PathBuf, Arc<crate::package::file::Encoded>>,
     /// Files that have diagnostics on the client now.
