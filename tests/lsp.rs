@@ -796,3 +796,47 @@ fn build_diagnostics_are_not_shown_in_text_edited_since() {
     let status = client.shut_down();
     assert!(status.success(), "{status:?}");
 }
+
+/// TOML files of other tools get no diagnostics and no builds, even a
+/// `pyproject.toml` with its `[project]` table; a file in the project
+/// format that no project includes is still checked.
+#[test]
+fn other_toml_files_are_left_alone() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    let files = [
+        (
+            "Cargo.toml",
+            "[package]\nname = \"foo\"\nversion = \"0.1.0\"\n",
+        ),
+        (
+            ".taplo.toml",
+            "[[rule]]\ninclude = [\"projects/**/*.toml\"]\n\n[rule.schema]\npath = \"s.json\"\n",
+        ),
+        ("rustfmt.toml", "max_width = 100\n"),
+        (
+            "pyproject.toml",
+            "[project]\nname = \"tool\"\nversion = \"1.0\"\ndependencies = []\n",
+        ),
+    ];
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).expect("write");
+    }
+    let mut client = Client::initialized(&dir);
+    for (name, text) in files {
+        client.open(&dir.join(name), text);
+        client.save(&dir.join(name));
+    }
+    for message in client.notifications_so_far() {
+        assert_ne!(message["method"], json!("ipub/buildFinished"), "{message}");
+        let diagnostics = &message["params"]["diagnostics"];
+        assert_eq!(diagnostics, &json!([]), "{message}");
+    }
+    let stray = dir.join("stray.toml");
+    let text = "[[tensor]]\nname = \"t\"\nshap = [4]\n";
+    client.open(&stray, text);
+    let diagnostics = client.diagnostics(&uri(&stray));
+    assert!(!diagnostics.is_empty(), "{diagnostics:?}");
+    let status = client.shut_down();
+    assert!(status.success(), "{status:?}");
+}

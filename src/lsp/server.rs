@@ -1,7 +1,7 @@
 //! The protocol loop and the session's state: the database, the open
 //! documents, the projects they belong to and what was last published.
 
-use super::session::{is_root_text, Session};
+use super::session::{is_project_file, is_root, Session};
 use super::transport::Incoming;
 use super::{diagnostics, uri, LspError};
 use crate::cli::build::{build, Outcome};
@@ -260,7 +260,7 @@ impl Session {
         // The input exists once a query has read it; until then the
         // overlay is where its first read will look.
         self.db.refresh_file(path);
-        if path.extension() == Some("toml") && is_root_text(text) {
+        if is_root(path, text) {
             self.roots.insert(path.to_owned());
         }
     }
@@ -397,8 +397,11 @@ impl Session {
         }
         for path in self.overlay.open_paths() {
             if path.extension() == Some("toml") {
-                if self.roots_of(&path).is_empty() {
-                    // An included file no project includes: its own syntax.
+                let text = self.text(&path).unwrap_or_default();
+                if self.roots_of(&path).is_empty() && is_project_file(&path, &text) {
+                    // An included file no project includes: its own
+                    // syntax. Other TOML files (`Cargo.toml`,
+                    // `.taplo.toml`) are not ipub's to check.
                     for diagnostic in diagnostics::orphan_diagnostics(&self.db, &path) {
                         add(&path, diagnostic);
                     }

@@ -85,7 +85,7 @@ impl Session {
                 }
             } else if path.extension() == Some("toml") {
                 if let Ok(text) = std::fs::read_to_string(path) {
-                    if is_root_text(&text) {
+                    if is_root(path, &text) {
                         self.roots.insert(path.to_owned());
                     }
                 }
@@ -196,7 +196,55 @@ impl Session {
     }
 }
 
-/// Whether a TOML text is a root project: it has a `[project]` table.
-pub(super) fn is_root_text(text: &str) -> bool {
-    text.lines().any(|line| line.trim() == "[project]")
+/// Files whose `[project]` table is another tool's: Python's
+/// `pyproject.toml`.
+const OTHER_PROJECTS: &[&str] = &["pyproject.toml"];
+
+/// Whether `path` with `text` is a root project: a TOML file with a
+/// `[project]` table, other than another tool's project file.
+pub(super) fn is_root(path: &Utf8Path, text: &str) -> bool {
+    is_ours(path) && headers(text).any(|header| header == "[project]")
+}
+
+/// Whether `path` may be a project file: TOML, and not another tool's
+/// project file.
+fn is_ours(path: &Utf8Path) -> bool {
+    path.extension() == Some("toml")
+        && !path
+            .file_name()
+            .is_some_and(|name| OTHER_PROJECTS.contains(&name))
+}
+
+/// Whether a TOML file is written in the project format, so that a file
+/// no project includes is still checked on its own: it has a table of
+/// the format (`[project]`, `[[tensor]]`, `[[op]]`, `[[repeat]]`,
+/// `[check]`) or a top-level `include`. Other TOML files (`Cargo.toml`,
+/// `.taplo.toml`, `rustfmt.toml`) would get nothing but errors.
+pub(super) fn is_project_file(path: &Utf8Path, text: &str) -> bool {
+    if !is_ours(path) {
+        return false;
+    }
+    const TABLES: &[&str] = &["[project]", "[[tensor]]", "[[op]]", "[[repeat]]", "[check]"];
+    let top_level_include = text
+        .lines()
+        .map(uncommented)
+        .take_while(|line| !line.starts_with('['))
+        .any(|line| {
+            line.strip_prefix("include")
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        });
+    top_level_include || headers(text).any(|header| TABLES.contains(&header))
+}
+
+/// The table headers of a TOML text, as written (`[project]`).
+fn headers(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(uncommented)
+        .filter(|line| line.starts_with('['))
+}
+
+/// A line without its comment and surrounding blanks (a `#` in a string
+/// is taken for a comment: headers and keys have none).
+fn uncommented(line: &str) -> &str {
+    line.split('#').next().unwrap_or_default().trim()
 }
