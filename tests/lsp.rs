@@ -840,3 +840,26 @@ fn other_toml_files_are_left_alone() {
     let status = client.shut_down();
     assert!(status.success(), "{status:?}");
 }
+
+/// An editor buffer over the 16 MiB source limit is refused as the file
+/// would be by `ipub check`.
+#[test]
+fn the_source_size_limit_applies_to_editor_buffers() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    let path = dir.join("big.toml");
+    let text = "[project]\nname = \"p\"\ntarget = \"ipu21\"\ntiles = 4\n";
+    std::fs::write(&path, text).expect("write");
+    let big = format!("{text}{}", "# padding\n".repeat((17 << 20) / 10));
+    let mut client = Client::initialized(&dir);
+    client.open(&path, &big);
+    let diagnostics = client.diagnostics(&uri(&path));
+    assert!(
+        diagnostics.iter().any(|d| d["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("more than the limit of 16777216 bytes"))),
+        "{diagnostics:?}"
+    );
+    let status = client.shut_down();
+    assert!(status.success(), "{status:?}");
+}

@@ -6,7 +6,7 @@
 //! save reaches `ipub watch`: the overlay changes, the server refreshes the
 //! file's input, and salsa recomputes what read it.
 
-use crate::vfs::{FileBytes, FileText, OsFs, Vfs};
+use crate::vfs::{FileBytes, FileText, OsFs, ReadError, Vfs, MAX_SOURCE_FILE_BYTES};
 use camino::{Utf8Path, Utf8PathBuf};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -51,8 +51,21 @@ impl Overlay {
 }
 
 impl Vfs for Overlay {
+    /// An open document over the size limit of source files is refused
+    /// as the file would be ([`MAX_SOURCE_FILE_BYTES`]): the editor and
+    /// `ipub check` agree on it.
     fn read(&self, path: &Utf8Path) -> FileText {
-        self.text(path).map_or_else(|| Vfs::read(&OsFs, path), Ok)
+        let Some(text) = self.text(path) else {
+            return Vfs::read(&OsFs, path);
+        };
+        let size = text.len() as u64;
+        if size > MAX_SOURCE_FILE_BYTES {
+            return Err(ReadError::TooLarge {
+                size,
+                limit: MAX_SOURCE_FILE_BYTES,
+            });
+        }
+        Ok(text)
     }
 
     /// Tensor files are not edited in the editor: always the disk's.
