@@ -863,3 +863,27 @@ fn the_source_size_limit_applies_to_editor_buffers() {
     let status = client.shut_down();
     assert!(status.success(), "{status:?}");
 }
+
+/// A save of a project with errors reports them in `ipub/buildFinished`.
+#[test]
+fn a_failed_build_of_an_invalid_project_says_why() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    let path = dir.join("p.toml");
+    let text = "[project]\nname = \"p\"\ntarget = \"ipu21\"\ntiles = 4\n\n[[op]]\nname = \"y\"\nop = \"gelu\"\ninputs = [\"nowhere\"]\ndtype = \"f16\"\n";
+    std::fs::write(&path, text).expect("write");
+    let mut client = Client::initialized(&dir);
+    client.open(&path, text);
+    client.save(&path);
+    let built = client.wait_for("ipub/buildFinished", |_| true);
+    assert_eq!(built["success"], json!(false), "{built}");
+    let errors = built["errors"].as_array().expect("errors");
+    assert!(
+        errors.iter().any(|e| e
+            .as_str()
+            .is_some_and(|e| e.contains("unknown tensor `nowhere`"))),
+        "{built}"
+    );
+    let status = client.shut_down();
+    assert!(status.success(), "{status:?}");
+}

@@ -108,6 +108,22 @@ fn send(outgoing: &Sender<Message>, message: Message) -> Result<(), LspError> {
     outgoing.send(message).map_err(|_| LspError::Disconnected)
 }
 
+/// The messages of a build's errors, for `ipub/buildFinished`: the
+/// project's own (shown as diagnostics as they are typed, not kept with
+/// the build's) or the build's diagnostics.
+fn build_errors(outcome: &Outcome, diagnostics: &[Diagnostic]) -> Vec<String> {
+    let project = match &outcome.error {
+        Some(crate::pipeline::BuildError::Project(errors)) => errors.as_slice(),
+        _ => &[],
+    };
+    project
+        .iter()
+        .filter(|d| d.is_error())
+        .chain(diagnostics)
+        .map(|d| d.message.clone())
+        .collect()
+}
+
 /// What the server can do: full-text sync, saves without text, hover,
 /// definition, completion and document symbols.
 fn initialize_result() -> Value {
@@ -312,7 +328,7 @@ impl Session {
             "recomputed": outcome.recomputed,
             "computed": computed,
             "phases": outcome.phases,
-            "errors": build_diagnostics.iter().map(|d| d.message.clone()).collect::<Vec<_>>(),
+            "errors": build_errors(&outcome, &build_diagnostics),
             "elapsedMs": started.elapsed().as_secs_f64() * 1000.0,
         });
         Notification::new(BUILD_FINISHED.to_string(), params)
