@@ -484,6 +484,13 @@ fn regression_projects_pass_on_the_model() {
         let dump_arg = dump.to_str().expect("utf-8");
         run_in(&project, dir.path(), &["--dump", dump_arg, "--dump-all"]);
         let index = std::fs::read_to_string(dump.join("index.json")).expect("the dump's index");
+        if project.ends_with("repeats-sharing-body-names.toml") {
+            // Each body's intermediates under its qualified name.
+            assert!(
+                index.contains("\"name\": \"enc.out\"") && index.contains("\"name\": \"dec.out\""),
+                "{index}"
+            );
+        }
         if project.ends_with("input-sliced-and-cast-in-a-body.toml") {
             // The body's intermediates, as the last iteration left them.
             assert!(
@@ -493,6 +500,39 @@ fn regression_projects_pass_on_the_model() {
             );
         }
     }
+}
+
+/// `--dump-all`'s package goes beside the project's ordinary one, in the
+/// directory named for the project, whatever its file is called.
+#[test]
+fn dump_all_builds_under_the_project_s_name() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/regressions/casts-through-views.toml");
+    let device = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("device");
+    let text = std::fs::read_to_string(source).expect("the project");
+    let text = text.replace(
+        "\"../../../device\"",
+        &format!("{:?}", device.to_str().expect("utf-8")),
+    );
+    std::fs::write(dir.path().join("p.toml"), text).expect("write the project");
+    // Run where the project is: the package's default place is relative.
+    let output = Command::new(env!("CARGO_BIN_EXE_ipub"))
+        .args(["run", "p.toml", "--dump", "dump", "--dump-all"])
+        .current_dir(dir.path())
+        .env("IPUB_CACHE_DIR", dir.path())
+        .env("IPUB_DEVICE_LOCK", dir.path().join("device.lock"))
+        .output()
+        .expect("run ipub");
+    let (code, stdout, stderr) = (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let package = "target/ipub/casts-through-views/dump-all/casts-through-views.ipuexe";
+    assert!(dir.path().join(package).is_file(), "{stdout}");
+    assert!(!dir.path().join("target/ipub/p").exists());
 }
 
 /// The model's cycle accounting is the specification (`book/src/isa.md`):

@@ -87,7 +87,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     // apart so that it never stands for the project's ordinary package.
     let out_dir = if args.dump_all {
         db.set_read_back(crate::db::ReadBack::All);
-        let name = args.project.file_stem().unwrap_or("project");
+        // Beside the project's ordinary package, in the directory named
+        // for the project (the file's name when it does not validate,
+        // which the build then reports).
+        let file = crate::db::Db::file(&db, &args.project);
+        let name = match &crate::project::project_graph(&db, file).graph {
+            Some(graph) => graph.name.clone(),
+            None => args.project.file_stem().unwrap_or("project").to_string(),
+        };
         let base = args
             .out
             .clone()
