@@ -87,18 +87,26 @@ pub fn init_cli(options: &LogOptions<'_>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `spec` as a filter, with salsa's own logs only when asked for.
+/// `spec` as a filter, with salsa's and notify's own logs only when asked
+/// for.
 fn filter_of(spec: &str, fallback: &str) -> EnvFilter {
     // Salsa reports every query execution at info level; that is for
-    // debugging ipub itself, so it is shown only when asked for by name.
-    let spec = if spec.contains("salsa") {
-        spec.to_string()
-    } else {
-        format!("{spec},salsa=warn")
+    // debugging ipub itself. Notify warns that it cannot unwatch a
+    // directory that was deleted, which `ipub watch` expects and handles.
+    // Each is shown only when asked for by name.
+    let quiet = |spec: &str| {
+        let mut spec = spec.to_string();
+        for (target, level) in [("salsa", "warn"), ("notify", "error")] {
+            if !spec.contains(target) {
+                spec.push_str(&format!(",{target}={level}"));
+            }
+        }
+        spec
     };
+    let spec = quiet(spec);
     EnvFilter::try_new(&spec).unwrap_or_else(|error| {
         eprintln!("warning: ignoring log filter `{spec}`: {error}");
-        EnvFilter::new(format!("{fallback},salsa=warn"))
+        EnvFilter::new(quiet(fallback))
     })
 }
 
