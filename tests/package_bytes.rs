@@ -63,7 +63,7 @@ fn shipped_packages_are_byte_identical() {
         projects/mixed-f8.toml: c0198995cb9d33460de176d8023d1188c0d5eb0a8875407ae7860f4959d593ef 64829
         projects/mlp-f16.toml: f230620a8a37fec888c7c9a90e197cebab027dc66e78a0f0ae59270a5c0b0079 2883793
         projects/attention-f16.toml: 211ccd986ee1778878d0fdf600704d18a5680808276e0416ca1ae5a60b4d378a 1320970
-        projects/vit-fp8.toml: c7fdf2d91f230d2f9151ef634f13ba3d1efed6acb64e37943892dc090f30d36d 7707505
-        projects/llama-block-f16.toml: 1b9ce71fd22f0c46808f4590a3f2ecc06e89d60c150221df21bc37cbe4b7c63e 9256527
+        projects/vit-fp8.toml: d48c9e6c152de1f3c4dcda7697bf1c9542d4aa646838d9ee394d1c351de45b08 7707553
+        projects/llama-block-f16.toml: fbc244b15f166a47bd3393a797e779d517358dab086ba921c3ee15ced2a144f2 9256527
     "#]].assert_eq(&lines);
 }
