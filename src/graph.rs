@@ -148,9 +148,22 @@ pub struct Tensor {
     /// For a weight declared inside a repeat body: the repeat it belongs to.
     /// Such a weight has one independent instance per iteration.
     pub repeat: Option<u32>,
+    /// The name as written in the project, when the graph qualifies it: a
+    /// repeat's body name that other repeats use too is `REPEAT.NAME` in
+    /// the graph. A weight's generated values are drawn under the name as
+    /// written, so that they do not depend on what other repeats call
+    /// their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_name: Option<String>,
 }
 
 impl Tensor {
+    /// The name as written in the project, which its generated values are
+    /// drawn under.
+    pub(crate) fn written_name(&self) -> &str {
+        self.written_name.as_deref().unwrap_or(&self.name)
+    }
+
     /// The product of the dimensions; validated graphs keep it far below
     /// `usize::MAX`, and it saturates rather than wraps for any other.
     pub(crate) fn element_count(&self) -> usize {

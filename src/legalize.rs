@@ -166,6 +166,7 @@ pub(crate) fn insert_casts(graph: &Graph) -> (Graph, Vec<String>) {
                     role: Role::Activation,
                     init: None,
                     repeat: None,
+                    written_name: None,
                 });
                 ops.push(Op {
                     name: name.clone(),

@@ -76,6 +76,7 @@ pub(super) fn casts_before_views(
                 role: Role::Activation,
                 init: None,
                 repeat: None,
+                written_name: None,
             });
             id
         };

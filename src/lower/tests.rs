@@ -50,6 +50,7 @@ impl Builder {
             role,
             init: (role != Role::Activation).then_some(Init::Normal { std: 1.0 }),
             repeat: None,
+            written_name: None,
         });
         TensorId(self.graph.tensors.len() as u32 - 1)
     }

@@ -360,6 +360,7 @@ mod tests {
             role: Role::Activation,
             init: None,
             repeat: None,
+            written_name: None,
         }
     }
 

@@ -15,6 +15,7 @@ fn tensor(name: &str, shape: &[usize], role: Role) -> Tensor {
         role,
         init: (role != Role::Activation).then_some(Init::Uniform { scale: 1.0 }),
         repeat: None,
+        written_name: None,
     }
 }
 

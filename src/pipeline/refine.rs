@@ -102,6 +102,7 @@ pub(crate) fn one_op_graph(signature: &OpSignature) -> Option<Graph> {
         role,
         init: None,
         repeat: None,
+        written_name: None,
     };
     let mut tensors = Vec::new();
     let mut ops = Vec::new();

@@ -785,6 +785,15 @@ fn two_repeats_may_use_the_same_body_names() {
     fs.write("p/layers/stack.toml", LAYER);
     fs.write("p/layers/stack2.toml", &second_layer());
     let db = Database::new(Arc::new(fs));
+    // Their weights draw their values under the names as written, so
+    // that a second repeat does not change the first one's.
+    let result = project_graph(&db, db.file(Utf8Path::new("p/small.toml")));
+    let graph = result.graph.as_ref().expect("a valid project");
+    let drawn: Vec<(&str, &str)> = (graph.tensors.iter())
+        .filter(|t| t.repeat.is_some())
+        .map(|t| (t.name.as_str(), t.written_name()))
+        .collect();
+    assert_eq!(drawn, [("stack.w", "w"), ("stack2.w", "w")]);
     // Outside their bodies, the shared names are qualified with the repeat.
     check(
         &db,
@@ -832,6 +841,6 @@ fn body_names_still_clash_with_outer_names_and_within_their_body() {
         .replace("input = \"x\"", "input = \"stack2.w\"");
     let mut all = files(LAYER.replace("input = \"x\"", "input = \"stack2.w\""), root);
     all.push(("p/layers/stack2.toml", second_layer()));
-    expect!["`w` of repeat `stack2` is known as `stack2.w`, which is also a name"]
+    expect!["`w` of repeat `stack2` is known as `stack2.w`, which names something else too"]
         .assert_eq(&first_error(&all));
 }

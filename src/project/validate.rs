@@ -325,23 +325,50 @@ impl<'a> Validator<'a> {
         }
         // Taken by a name as written, or by another qualified name
         // (`a.b` + `c` and `a` + `b.c`).
+        // The other definition: the name as written, else the other body
+        // name qualified alike.
+        let other = |q: &str, file: usize, span: &Range<usize>| {
+            let written = self.defined.get(q).and_then(|d| d.first());
+            let qualified = qualified_names
+                .iter()
+                .find(|(o, f, s, ..)| o == q && (*f, s) != (file, span));
+            written
+                .map(|(_, f, s)| (*f, s.clone()))
+                .or_else(|| qualified.map(|(_, f, s, ..)| (*f, s.clone())))
+        };
         let mut clashes: Vec<_> = (qualified_names.iter())
             .filter(|(q, ..)| self.defined.contains_key(q) || uses[q.as_str()] > 1)
             .map(|(q, file, span, name, owner)| {
-                (*file, span.clone(), (*name).clone(), *owner, q.clone())
+                let other = other(q, *file, span);
+                (
+                    *file,
+                    span.clone(),
+                    (*name).clone(),
+                    *owner,
+                    q.clone(),
+                    other,
+                )
             })
             .collect();
         clashes.sort_by_key(|(file, span, ..)| (*file, span.start));
-        for (file, span, name, owner, qualified) in clashes {
-            self.diagnostics.push(
-                self.site(file)
-                    .error(
-                        format!("`{name}` of repeat `{owner}` is known as `{qualified}`, which is also a name"),
-                        span,
-                    )
-                    .note("a body name that several repeats use is qualified with its repeat's name outside the body (in dumps, the profile and plans)")
-                    .help(format!("rename `{name}` or `{qualified}`")),
-            );
+        for (file, span, name, owner, qualified, other) in clashes {
+            let mut diagnostic = self
+                .site(file)
+                .error(
+                    format!("`{name}` of repeat `{owner}` is known as `{qualified}`, which names something else too"),
+                    span,
+                )
+                .note("a body name that several repeats use is qualified with its repeat's name outside the body (in dumps, the profile and plans)");
+            if let Some((other_file, other_span)) = other {
+                let (line, column) =
+                    crate::diagnostic::line_column(&self.files[other_file].text, other_span.start);
+                let path = &self.files[other_file].path;
+                diagnostic = diagnostic.note(format!(
+                    "`{qualified}` is also defined at {path}:{line}:{column}"
+                ));
+            }
+            self.diagnostics
+                .push(diagnostic.help(format!("rename `{name}` or the other `{qualified}`")));
             self.poisoned.insert(name);
         }
     }
@@ -447,8 +474,10 @@ impl<'a> Validator<'a> {
                     init
                 }
             };
+            let graph_name = self.graph_name(&name);
             Ok(Tensor {
-                name: self.graph_name(&name),
+                written_name: (graph_name != name).then(|| name.clone()),
+                name: graph_name,
                 shape,
                 dtype,
                 scale,
@@ -804,8 +833,14 @@ impl<'a> Validator<'a> {
         let mut diagnostic =
             site.error(format!("unknown tensor `{}`", name.get_ref()), name.span());
         if let Some(owner) = self.body_local.get(name.get_ref()) {
+            // Inside a body, the advice to read the repeat's result does
+            // not apply: a body sees its own names and the outer ones.
+            let advice = match self.body {
+                Some(_) => "a body sees its own names and those outside every repeat",
+                None => "use the repeat's name for its result",
+            };
             diagnostic = diagnostic.note(format!(
-                "`{}` is local to repeat `{owner}`; use the repeat's name for its result",
+                "`{}` is local to repeat `{owner}`; {advice}",
                 name.get_ref()
             ));
         } else if let Some(similar) = (self.diagnostics.len() < super::limits::MAX_SUGGESTIONS)
@@ -867,8 +902,10 @@ impl<'a> Validator<'a> {
             );
         match inferred {
             Ok(inferred) => {
-                let name = self.graph_name(&name);
+                let written = name;
+                let name = self.graph_name(&written);
                 self.graph.tensors.push(Tensor {
+                    written_name: (name != written).then_some(written),
                     name: name.clone(),
                     shape: inferred.shape,
                     dtype: inferred.dtype,
@@ -918,8 +955,10 @@ impl<'a> Validator<'a> {
         let index = self.graph.repeats.len() as u32;
         let entering = self.graph.tensor(init).clone();
         self.body = Some(ast.name.get_ref().as_str());
+        let carry = self.graph_name(ast.carry.get_ref());
         self.graph.tensors.push(Tensor {
-            name: self.graph_name(ast.carry.get_ref()),
+            written_name: (&carry != ast.carry.get_ref()).then(|| ast.carry.get_ref().clone()),
+            name: carry,
             role: Role::Activation,
             init: None,
             repeat: None,
@@ -1011,6 +1050,7 @@ impl<'a> Validator<'a> {
             role: Role::Activation,
             init: None,
             repeat: None,
+            written_name: None,
             ..entering
         });
         let output = TensorId(self.graph.tensors.len() as u32 - 1);

@@ -157,12 +157,18 @@ pub fn tensor_bytes(graph: &Graph, tensor: TensorId, iteration: Option<u32>) -> 
 /// so a caller can regenerate one weight without the rest of the graph.
 pub(crate) fn declared_tensor_bytes(seed: u64, t: &Tensor, iteration: Option<u32>) -> Vec<u8> {
     let init = t.init.clone().unwrap_or(Init::Zeros);
-    let values = generate(seed, &t.name, iteration, &init, t.element_count());
+    let values = generate(seed, t.written_name(), iteration, &init, t.element_count());
     encode(&values, t.dtype, t.scale)
 }
 
 fn unrounded(graph: &Graph, tensor: TensorId, iteration: Option<u32>) -> Vec<f32> {
     let t = graph.tensor(tensor);
     let init = t.init.clone().unwrap_or(Init::Zeros);
-    generate(graph.seed, &t.name, iteration, &init, t.element_count())
+    generate(
+        graph.seed,
+        t.written_name(),
+        iteration,
+        &init,
+        t.element_count(),
+    )
 }

@@ -53,6 +53,7 @@ impl Builder {
             role,
             init,
             repeat: None,
+            written_name: None,
         });
         TensorId(self.graph.tensors.len() as u32 - 1)
     }
