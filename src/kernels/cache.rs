@@ -11,16 +11,23 @@
 //! Writes are atomic (temporary file in the entry's directory, then rename)
 //! and `kernel.json` is written last, so a reader sees a whole entry or a
 //! miss. Builds are deterministic, so two builders racing on one key write
-//! identical bytes and both succeed. Every read is verified: the object must
-//! parse, the metadata must parse, name the same key and carry the object's
-//! hash; otherwise the entry is reported with `tracing::warn!` and rebuilt.
+//! identical bytes and both succeed. Every read is verified: the metadata
+//! must parse, be of this format, name the same key, carry the object's
+//! hash and a checksum over the key, the object and all of itself
+//! ([`KernelMetadata::entry_checksum`]), and the object must parse;
+//! otherwise the entry is reported with `tracing::warn!`, removed and
+//! rebuilt. The checksum is what makes a damaged parameter offset or cost
+//! formula, or another kernel's entry filed under this key, a miss rather
+//! than a wrong package.
 //!
 //! With a remote tier ([`crate::store::remote`]), a local miss asks the
 //! remote cache for the action `kernels`/key with the outputs `kernel.o`
 //! and `kernel.json`; what it gets is verified exactly as a local entry is
 //! and written into the local cache. A kernel compiled here is uploaded.
 
-use super::{compile_preprocessed, Compiled, KernelError, KernelMetadata, Variant};
+use super::{
+    compile_preprocessed, Compiled, KernelError, KernelMetadata, Variant, METADATA_FORMAT,
+};
 use crate::asm::{self, Object};
 use crate::fsutil::{read_bytes, write_atomic, ReadError};
 use crate::store::remote::{ActionKey, Fetch};
@@ -164,6 +171,9 @@ impl KernelCache {
                 Entry::Missing => {}
                 Entry::Corrupt(reason) => {
                     tracing::warn!(path = %dir, reason = %reason, "corrupted kernel cache entry; rebuilding");
+                    // Without its metadata the entry is a miss to every
+                    // reader until the rebuilt one replaces it.
+                    let _ = std::fs::remove_file(&metadata_path);
                 }
             }
             if let Some((object, metadata)) = self.fetch_remote(&key, &object_path, &metadata_path)
@@ -303,11 +313,20 @@ fn verify_entry(bytes: &[u8], json: &[u8], key: &str) -> Entry {
         Ok(m) => m,
         Err(e) => return Entry::Corrupt(format!("kernel.json does not parse: {e}")),
     };
+    if metadata.format != METADATA_FORMAT {
+        return Entry::Corrupt(format!(
+            "kernel.json has format {}, not {METADATA_FORMAT}",
+            metadata.format
+        ));
+    }
     if metadata.key != key {
         return Entry::Corrupt(format!("kernel.json names key {}", metadata.key));
     }
     if metadata.object_hash != blake3::hash(bytes).to_hex().as_str() {
         return Entry::Corrupt("kernel.o does not match the hash in kernel.json".into());
+    }
+    if metadata.checksum != metadata.entry_checksum(bytes) {
+        return Entry::Corrupt("kernel.json does not match its checksum".into());
     }
     match Object::read(bytes) {
         Ok(object) => Entry::Valid(object, Box::new(metadata)),

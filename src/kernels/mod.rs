@@ -50,8 +50,9 @@ impl Variant {
     }
 }
 
-/// Version of the `kernel.json` layout.
-pub(crate) const METADATA_FORMAT: u32 = 1;
+/// Version of the `kernel.json` layout. Version 2 added `checksum`; an
+/// entry of another version is stale and is recompiled.
+pub(crate) const METADATA_FORMAT: u32 = 2;
 
 /// `kernel.json`: what the planner, placer and emitter need to know about a
 /// compiled variant without reading its object.
@@ -72,6 +73,39 @@ pub struct KernelMetadata {
     pub object_hash: String,
     /// The assembler's build identity.
     pub assembler: String,
+    /// blake3 over the key, `kernel.o` and every other field of this
+    /// metadata ([`KernelMetadata::entry_checksum`]), so damage to either
+    /// file, or a whole entry filed under another key, is detected: the
+    /// object hash alone leaves the rest of the metadata (parameter
+    /// offsets, cost formulas) unchecked. Absent in entries of format 1.
+    #[serde(default)]
+    pub checksum: String,
+}
+
+impl KernelMetadata {
+    /// The checksum an entry of this metadata and `object_bytes` carries:
+    /// blake3 over the key, the object and the metadata's compact JSON
+    /// with `checksum` left empty. A reader recomputes it from what it
+    /// parsed, so any field whose value differs from the one written
+    /// changes it.
+    pub(crate) fn entry_checksum(&self, object_bytes: &[u8]) -> String {
+        let unsealed = KernelMetadata {
+            checksum: String::new(),
+            ..self.clone()
+        };
+        let json = serde_json::to_vec(&unsealed).expect("kernel metadata serializes");
+        let mut hasher = blake3::Hasher::new();
+        for part in [
+            b"ipub kernel entry v1".as_slice(),
+            self.key.as_bytes(),
+            object_bytes,
+            &json,
+        ] {
+            hasher.update(&(part.len() as u64).to_le_bytes());
+            hasher.update(part);
+        }
+        hasher.finalize().to_hex().to_string()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,7 +223,7 @@ pub fn compile_preprocessed(
         assembly_error(variant, vec![located], &assembly.sources)
     })?;
     let object_bytes = object.write();
-    let metadata = KernelMetadata {
+    let mut metadata = KernelMetadata {
         format: METADATA_FORMAT,
         key: key.to_string(),
         name: variant.name.clone(),
@@ -210,7 +244,9 @@ pub fn compile_preprocessed(
             .collect(),
         object_hash: blake3::hash(&object_bytes).to_hex().to_string(),
         assembler: cache::BUILD_IDENTITY.to_string(),
+        checksum: String::new(),
     };
+    metadata.checksum = metadata.entry_checksum(&object_bytes);
     Ok(Compiled {
         object,
         object_bytes,

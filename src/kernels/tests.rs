@@ -59,9 +59,10 @@ fn metadata_has_entries_conventions_costs_and_sections() {
     metadata.key = "<key>".into();
     metadata.object_hash = "<hash>".into();
     metadata.assembler = "<identity>".into();
+    metadata.checksum = "<checksum>".into();
     expect![[r#"
         {
-          "format": 1,
+          "format": 2,
           "key": "<key>",
           "name": "gemm_f8_interleaved_k32_c16_r2",
           "source": "device/gemm.S",
@@ -119,7 +120,8 @@ fn metadata_has_entries_conventions_costs_and_sections() {
             }
           ],
           "object_hash": "<hash>",
-          "assembler": "<identity>"
+          "assembler": "<identity>",
+          "checksum": "<checksum>"
         }"#]]
     .assert_eq(&serde_json::to_string_pretty(&metadata).expect("json"));
 }
@@ -184,6 +186,74 @@ fn a_corrupted_entry_is_detected_and_rebuilt() {
             .expect("hits")
             .built
     );
+}
+
+/// `edit` applied to the metadata of the cached `gemm(32)` entry must make
+/// the next read rebuild it (and remove the damaged metadata meanwhile);
+/// the rebuilt entry is the one a clean cache gives.
+fn damaged_metadata_is_rebuilt(edit: impl Fn(&str) -> String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+    let cache = KernelCache::new(&root);
+    let fs = fs();
+    let first = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
+    let json = std::fs::read_to_string(&first.metadata_path).expect("read");
+    let damaged = edit(&json);
+    assert_ne!(damaged, json, "the edit changes the metadata");
+    std::fs::write(&first.metadata_path, damaged).expect("damage");
+    let rebuilt = cache
+        .get_or_build(&fs, &gemm(32), &IPU21)
+        .expect("rebuilds");
+    assert!(rebuilt.built, "damaged metadata must not be served");
+    assert_eq!(rebuilt.metadata, first.metadata);
+    assert_eq!(
+        std::fs::read_to_string(&first.metadata_path).expect("read"),
+        json
+    );
+}
+
+#[test]
+fn a_changed_parameter_offset_in_the_metadata_is_rebuilt() {
+    damaged_metadata_is_rebuilt(|json| json.replacen("\"offset\": 4", "\"offset\": 5", 1));
+}
+
+#[test]
+fn a_changed_cost_formula_in_the_metadata_is_rebuilt() {
+    damaged_metadata_is_rebuilt(|json| json.replace("/ 128 + 40", "/ 128 + 41"));
+}
+
+/// An entry of the format before the checksum (format 1, no checksum) is
+/// stale: rebuilt, never an error.
+#[test]
+fn an_entry_of_the_previous_format_is_rebuilt() {
+    damaged_metadata_is_rebuilt(|json| {
+        let mut value: serde_json::Value = serde_json::from_str(json).expect("json");
+        let fields = value.as_object_mut().expect("object");
+        fields.remove("checksum");
+        fields.insert("format".into(), 1.into());
+        serde_json::to_string_pretty(&value).expect("json")
+    });
+}
+
+/// Another kernel's whole entry filed under this key, with its metadata's
+/// `key` edited to match, is not served: the checksum covers the key.
+#[test]
+fn another_kernels_entry_filed_under_a_key_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+    let cache = KernelCache::new(&root);
+    let fs = fs();
+    let ours = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
+    let other = cache.get_or_build(&fs, &gemm(64), &IPU21).expect("builds");
+    std::fs::copy(&other.object_path, &ours.object_path).expect("copy");
+    let json = std::fs::read_to_string(&other.metadata_path).expect("read");
+    std::fs::write(&ours.metadata_path, json.replace(&other.key, &ours.key)).expect("forge");
+    let rebuilt = cache
+        .get_or_build(&fs, &gemm(32), &IPU21)
+        .expect("rebuilds");
+    assert!(rebuilt.built, "a foreign entry must not be served");
+    assert_eq!(rebuilt.object, ours.object);
+    assert_eq!(rebuilt.metadata, ours.metadata);
 }
 
 #[test]

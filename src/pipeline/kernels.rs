@@ -367,6 +367,9 @@ pub(crate) fn kernel_code<'db>(
     let object = kernel_object(db, variant).clone()?;
     let mut code = (*object).clone();
     code.metadata.key.clear();
+    // The entry's checksum covers the key, so it follows the source text
+    // as the key does.
+    code.metadata.checksum.clear();
     let metadata = serde_json::to_vec(&code.metadata).unwrap_or_default();
     let mut hasher = blake3::Hasher::new();
     hasher.update(b"ipub kernel code v1");
@@ -390,6 +393,7 @@ pub(crate) fn kernel_footprint<'db>(
     footprint.key.clear();
     footprint.metadata.key.clear();
     footprint.metadata.object_hash.clear();
+    footprint.metadata.checksum.clear();
     for section in &mut footprint.object.sections {
         section.bytes.iter_mut().for_each(|b| *b = 0);
     }
