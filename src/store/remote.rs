@@ -16,9 +16,10 @@
 //! exactly those of the local entry: a store entry's file (header, key,
 //! checksum, payload), a kernel's `kernel.o` and `kernel.json`.
 //!
-//! A read fetches the action result, then the blobs it names, and hands
-//! the bytes to the same verification a local entry goes through; nothing
-//! is trusted for having come from the server.
+//! A read fetches the action result, then the blobs it names, checks each
+//! blob against the SHA-256 it was asked for, and hands the bytes to the
+//! same verification a local entry goes through; nothing is trusted for
+//! having come from the server.
 //!
 //! # Failure
 //!
@@ -237,6 +238,15 @@ impl Remote {
                     "output `{name}` is {} bytes, not the {} its action result says",
                     blob.len(),
                     output.size
+                ));
+            }
+            // The blob was asked for by its digest: bytes with another
+            // digest are not the output, whatever checks of its own kind
+            // they might pass (a kernel's metadata has none beyond this).
+            if !super::sha256::sha256_hex(&blob).eq_ignore_ascii_case(&output.sha256) {
+                return Fetch::Corrupt(format!(
+                    "output `{name}` does not match its SHA-256 {}",
+                    output.sha256
                 ));
             }
             blobs.push(blob);

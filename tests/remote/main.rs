@@ -223,6 +223,58 @@ fn corrupted_remote_entries_are_reported_once_recomputed_and_replaced() {
     assert!(third.package == first.package);
 }
 
+/// Changes the first parameter offset of every kernel's metadata the
+/// server holds (`"offset": 4` to `5`): still well-formed JSON that names
+/// the right key and object, but no longer the bytes its digest names.
+fn damage_kernel_metadata(server: &Nginx) -> usize {
+    let mut damaged = 0;
+    for blob in server.files("cas") {
+        let bytes = std::fs::read(&blob).expect("read blob");
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
+        if text.contains("\"object_hash\"") && text.contains("\"offset\": 4") {
+            let edited = text.replacen("\"offset\": 4", "\"offset\": 5", 1);
+            std::fs::write(&blob, edited).expect("damage blob");
+            damaged += 1;
+        }
+    }
+    damaged
+}
+
+#[test]
+fn blobs_that_do_not_match_their_digest_are_corrupt_and_never_kept() {
+    let Some(server) = Nginx::start() else { return };
+    let url = server.url();
+    let outs = tempfile::tempdir().expect("temporary directory");
+    let remote = ["--remote-cache", url.as_str(), "--explain"];
+    let first = Machine::new().build(MATMUL, &out_dir(&outs, "first"), &remote, &[]);
+    assert!(
+        damage_kernel_metadata(&server) > 0,
+        "no kernel metadata to damage"
+    );
+
+    let second_machine = Machine::new();
+    let read_only = [&remote[..], &["--remote-cache-read-only"]].concat();
+    let second = second_machine.build(MATMUL, &out_dir(&outs, "second"), &read_only, &[]);
+    let warnings = second.warnings();
+    assert_eq!(warnings.len(), 1, "{}", second.stderr);
+    assert!(warnings[0].contains("SHA-256"), "{}", second.stderr);
+    assert!(second.recomputed("kernels") > 0, "{}", second.stdout);
+    assert!(second.package == first.package);
+
+    // Nothing damaged reached the local kernel cache: a build from it
+    // alone writes the same package.
+    let local = second_machine.build(
+        MATMUL,
+        &out_dir(&outs, "local"),
+        &["--no-remote-cache"],
+        &[],
+    );
+    assert!(local.warnings().is_empty(), "{}", local.stderr);
+    assert!(local.package == first.package);
+}
+
 #[test]
 fn a_stopped_server_degrades_to_local_building_with_one_warning() {
     let Some(mut server) = Nginx::start() else {
