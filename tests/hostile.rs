@@ -849,6 +849,67 @@ fn clean_refuses_an_age_without_a_size() {
     assert!(stderr.contains("--keep-mb"), "{stderr}");
 }
 
+/// `ipub clean` and `clean --all` remove what ipub wrote and nothing else:
+/// a cache root that is also a project directory keeps the user's notes
+/// in `store/` and kernel sources in `kernels/`.
+#[test]
+fn clean_removes_only_what_ipub_wrote() {
+    let scratch = Scratch::new();
+    let user_files = [
+        scratch.write("cache/store/notes.txt", "my notes"),
+        scratch.write("cache/store/plans/README", "about plans"),
+        scratch.write("cache/kernels/gemm.S", "; my kernel"),
+        scratch.write("cache/kernels/include/common.inc", "; my include"),
+    ];
+    scratch.build("projects/matmul-f8.toml", "out");
+    let count = |dir: &str| {
+        std::fs::read_dir(scratch.path(dir))
+            .map(|entries| entries.count())
+            .unwrap_or(0)
+    };
+    assert!(count("cache/kernels") > 2 && count("cache/store/plans") > 1);
+
+    let (code, stdout, stderr) = scratch.run(&["clean", "--keep-mb", "0"]);
+    assert_eq!(
+        code, 0,
+        "{stdout}
+{stderr}"
+    );
+    assert_eq!(count("cache/store/plans"), 1, "only the README is left");
+    let (code, stdout, stderr) = scratch.run(&["clean"]);
+    assert_eq!(
+        code, 0,
+        "{stdout}
+{stderr}"
+    );
+    assert!(stdout.contains("that ipub did not write"), "{stdout}");
+    let (code, stdout, stderr) = scratch.run(&["clean", "--all"]);
+    assert_eq!(
+        code, 0,
+        "{stdout}
+{stderr}"
+    );
+    assert_eq!(count("cache/kernels"), 2, "only the user's files are left");
+    for file in &user_files {
+        assert!(Path::new(file).is_file(), "{file} was removed");
+    }
+}
+
+/// A clean of a cache that does not exist says so; `--all` (the kernel
+/// cache, which has no size budget) does not go with `--keep-mb`.
+#[test]
+fn clean_says_when_there_is_nothing_and_refuses_all_with_a_budget() {
+    let scratch = Scratch::new();
+    let (code, stdout, stderr) = scratch.run(&["clean", "--all"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nothing to remove"), "{stdout}");
+    assert!(!stdout.contains("removed"), "{stdout}");
+    assert!(!scratch.path("cache").exists());
+    let (code, _, stderr) = scratch.run(&["clean", "--all", "--keep-mb", "0"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--keep-mb"), "{stderr}");
+}
+
 /// A run whose dump cannot be written fails, in its exit code and in its
 /// `run-finished` message, though its numerics passed.
 #[test]

@@ -1,12 +1,20 @@
 //! `ipub clean`: remove persisted results (and, with `--all`, the kernel
 //! cache), or evict the oldest entries beyond a size budget.
+//!
+//! Only what ipub wrote is removed: entries named by their keys, and the
+//! temporary files of interrupted writes. `$IPUB_CACHE_DIR` may name a
+//! directory that also holds the user's files (a project whose kernel
+//! sources are in `kernels/`); those are kept and counted.
 
-use crate::store::{cache_root, Store};
+use crate::kernels::cache::KernelCache;
+use crate::store::{cache_root, Cleaned, Store};
+use camino::Utf8Path;
 
 #[derive(Debug, clap::Args)]
 pub struct CleanArgs {
     /// Also remove compiled kernels, not only persisted query results.
-    #[arg(long)]
+    /// The kernel cache has no size budget, so not with `--keep-mb`.
+    #[arg(long, conflicts_with = "keep_mb")]
     pub all: bool,
     /// Instead of removing everything, keep the newest entries up to this
     /// many megabytes (and nothing older than `--max-age-days`).
@@ -28,14 +36,31 @@ pub fn run(args: &CleanArgs) -> anyhow::Result<i32> {
         ));
         return Ok(0);
     }
-    let freed = store.clean()?;
-    super::output::print(format_args!("removed {} ({} bytes)\n", store.root(), freed));
+    report(store.root(), &store.clean()?);
     if args.all {
-        let kernels = cache_root().join("kernels");
-        if kernels.exists() {
-            std::fs::remove_dir_all(&kernels)?;
-            super::output::print(format_args!("removed {kernels}\n"));
-        }
+        let kernels = KernelCache::new(cache_root());
+        report(&cache_root().join("kernels"), &kernels.clean()?);
     }
     Ok(0)
+}
+
+/// What a clean of `dir` did, on stdout.
+fn report(dir: &Utf8Path, cleaned: &Cleaned) {
+    if !cleaned.found {
+        super::output::print(format_args!("nothing to remove: {dir} does not exist\n"));
+        return;
+    }
+    super::output::print(format_args!(
+        "removed {} files from {dir} ({} bytes)\n",
+        cleaned.files, cleaned.bytes
+    ));
+    match cleaned.kept {
+        0 => {}
+        1 => super::output::print(format_args!(
+            "kept 1 file or directory in {dir} that ipub did not write\n"
+        )),
+        kept => super::output::print(format_args!(
+            "kept {kept} files or directories in {dir} that ipub did not write\n"
+        )),
+    }
 }

@@ -31,6 +31,7 @@ use super::{
 use crate::asm::{self, Object};
 use crate::fsutil::{read_bytes, write_atomic, ReadError};
 use crate::store::remote::{ActionKey, Fetch};
+use crate::store::{is_key_name, is_temporary_name, Cleaned};
 use crate::target::Target;
 use crate::vfs::FileSource;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -237,6 +238,40 @@ impl KernelCache {
 }
 
 impl KernelCache {
+    /// Removes every entry: the key-named directories under
+    /// `root/kernels/`, their `kernel.o`, `kernel.json` and temporary
+    /// files. Nothing else is touched, so a `kernels/` directory that also
+    /// holds the user's files (kernel sources, when the cache root is a
+    /// project directory) keeps them.
+    pub(crate) fn clean(&self) -> std::io::Result<Cleaned> {
+        let dir = self.root.join("kernels");
+        let mut cleaned = Cleaned::default();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(cleaned),
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => return Ok(cleaned),
+            Err(e) => return Err(e),
+        };
+        cleaned.found = true;
+        for entry in entries {
+            let entry = entry?;
+            let is_dir = std::fs::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir());
+            let named = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|name| is_key_name(name, ""));
+            if is_dir && named {
+                cleaned.remove_files(&entry.path(), |name| {
+                    matches!(name, "kernel.o" | "kernel.json") || is_temporary_name(name)
+                })?;
+            } else {
+                cleaned.kept += 1;
+            }
+        }
+        let _ = std::fs::remove_dir(&dir);
+        Ok(cleaned)
+    }
+
     /// The entry from the remote tier, verified as a local entry is and
     /// written into the local cache (object first, metadata last).
     fn fetch_remote(

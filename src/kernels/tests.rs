@@ -256,6 +256,39 @@ fn another_kernels_entry_filed_under_a_key_is_rebuilt() {
     assert_eq!(rebuilt.metadata, ours.metadata);
 }
 
+/// `clean` removes the cache's entries and nothing else it finds under
+/// `kernels/`: a cache root may be a project directory whose kernel
+/// sources live there.
+#[test]
+fn clean_removes_entries_and_keeps_foreign_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+    let cache = KernelCache::new(&root);
+    let fs = fs();
+    let built = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
+    let kernels = root.join("kernels");
+    let foreign = [
+        kernels.join("gemm.S"),
+        kernels.join("include").join("common.inc"),
+        kernels.join(&built.key).join("notes.txt"),
+        kernels.join("a".repeat(64)).join("sub").join("x"),
+    ];
+    for file in &foreign {
+        std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+        std::fs::write(file, b"the user's").expect("write");
+    }
+    let cleaned = cache.clean().expect("clean");
+    assert!(cleaned.found);
+    assert_eq!((cleaned.files, cleaned.kept), (2, 4));
+    assert!(!built.object_path.exists() && !built.metadata_path.exists());
+    for file in &foreign {
+        assert_eq!(std::fs::read(file).expect("kept"), b"the user's");
+    }
+    let empty = tempfile::tempdir().expect("tempdir");
+    let absent = KernelCache::new(Utf8PathBuf::from_path_buf(empty.path().into()).expect("utf-8"));
+    assert!(!absent.clean().expect("clean").found);
+}
+
 #[test]
 fn two_threads_building_one_key_both_succeed() {
     let dir = tempfile::tempdir().expect("tempdir");

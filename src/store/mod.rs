@@ -415,13 +415,31 @@ impl Store {
         }
     }
 
-    /// Removes every entry; returns the bytes freed.
-    pub(crate) fn clean(&self) -> std::io::Result<u64> {
-        let freed = self.entries().iter().map(|e| e.bytes).sum();
-        if self.root.exists() {
-            std::fs::remove_dir_all(&self.root)?;
+    /// Removes every entry, and the directories they leave empty. Only
+    /// files named as this store names them (a key and `.json`, or a
+    /// temporary file of an interrupted write) are removed: the root may
+    /// be a directory the user also keeps other files in, and those stay.
+    pub(crate) fn clean(&self) -> std::io::Result<Cleaned> {
+        let mut cleaned = Cleaned::default();
+        let kinds = match std::fs::read_dir(&self.root) {
+            Ok(kinds) => kinds,
+            Err(e) if missing(&e) => return Ok(cleaned),
+            Err(e) => return Err(e),
+        };
+        cleaned.found = true;
+        for kind in kinds {
+            let kind = kind?.path();
+            if std::fs::symlink_metadata(&kind).is_ok_and(|m| m.is_dir()) {
+                cleaned.remove_files(&kind, |name| {
+                    is_key_name(name, ".json") || is_temporary_name(name)
+                })?;
+            } else {
+                cleaned.kept += 1;
+            }
         }
-        Ok(freed)
+        // Fails, harmlessly, when something foreign is left.
+        let _ = std::fs::remove_dir(&self.root);
+        Ok(cleaned)
     }
 
     /// Evicts down to the configured budget: `$IPUB_STORE_MAX_MB`
@@ -463,6 +481,9 @@ impl Store {
         removed
     }
 
+    /// The store's entries: files named as it names them. A file of
+    /// another name is not one (nor is a write in progress) and is never
+    /// evicted.
     fn entries(&self) -> Vec<Entry> {
         let mut found = Vec::new();
         let Ok(kinds) = std::fs::read_dir(&self.root) else {
@@ -476,7 +497,11 @@ impl Store {
                 let Ok(metadata) = file.metadata() else {
                     continue;
                 };
-                if !metadata.is_file() {
+                let named = file
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|name| is_key_name(name, ".json"));
+                if !metadata.is_file() || !named {
                     continue;
                 }
                 found.push(Entry {
@@ -494,6 +519,81 @@ impl Store {
 /// the store's root.
 fn entry_name(kind: &str, key: &blake3::Hash) -> String {
     format!("{kind}/{}.json", key.to_hex())
+}
+
+/// Whether `name` is a key as ipub writes it (64 lowercase hex digits)
+/// followed by `suffix`: the name of a store entry (`.json`) or of a
+/// kernel cache entry's directory (no suffix).
+pub(crate) fn is_key_name(name: &str, suffix: &str) -> bool {
+    name.strip_suffix(suffix).is_some_and(|key| {
+        key.len() == 64 && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// Whether `name` is that of the temporary file an atomic write creates
+/// next to its target (`.tmp` and six characters) and that a killed
+/// process leaves behind.
+pub(crate) fn is_temporary_name(name: &str) -> bool {
+    name.strip_prefix(".tmp")
+        .is_some_and(|rest| rest.len() == 6 && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+fn missing(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
+}
+
+/// What a clean removed and what it left.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Cleaned {
+    /// Whether the directory cleaned existed at all.
+    pub found: bool,
+    /// Files removed, and their bytes.
+    pub files: u64,
+    pub bytes: u64,
+    /// Files and directories left because ipub does not write them.
+    pub kept: u64,
+}
+
+impl Cleaned {
+    /// Removes the files in `dir` whose names `ours` accepts (never
+    /// following a link out of it, never descending), counts the rest as
+    /// kept, then removes `dir` if that left it empty.
+    pub(crate) fn remove_files(
+        &mut self,
+        dir: &std::path::Path,
+        ours: impl Fn(&str) -> bool,
+    ) -> std::io::Result<()> {
+        let files = match std::fs::read_dir(dir) {
+            Ok(files) => files,
+            Err(e) if missing(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for file in files {
+            let file = file?;
+            let Ok(metadata) = std::fs::symlink_metadata(file.path()) else {
+                continue;
+            };
+            let named = file.file_name().to_str().is_some_and(&ours);
+            if !named || metadata.is_dir() {
+                self.kept += 1;
+                continue;
+            }
+            match std::fs::remove_file(file.path()) {
+                Ok(()) => {
+                    self.files += 1;
+                    self.bytes += metadata.len();
+                }
+                // A concurrent build or clean got there first.
+                Err(e) if missing(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+        Ok(())
+    }
 }
 
 struct Entry {
@@ -720,8 +820,43 @@ mod tests {
             Lookup::Hit(_)
         ));
         assert_eq!(store.get::<Vec<u8>>("k", &key(&[&[0]])), Lookup::Miss);
-        assert!(store.clean().expect("clean") > 0);
+        assert!(store.clean().expect("clean").bytes > 0);
         assert!(!store.root().exists());
+    }
+
+    /// A store's root may hold files the user put there: cleaning and
+    /// evicting remove only what the store wrote.
+    #[test]
+    fn clean_and_eviction_leave_foreign_files_alone() {
+        let (_dir, store) = store();
+        let k = key(&[b"mine"]);
+        store.put("plans", &k, &1u32).expect("put");
+        let stray = store.root().join("plans").join(".tmpAb12Cd");
+        std::fs::write(&stray, b"half a write").expect("write");
+        let foreign = [
+            store.root().join("notes.txt"),
+            store.root().join("plans").join("README"),
+            store.root().join("mine").join("x"),
+            store
+                .root()
+                .join("plans")
+                .join(format!("{}.txt", k.to_hex())),
+        ];
+        for file in &foreign {
+            std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+            std::fs::write(file, b"the user's").expect("write");
+        }
+        assert_eq!(store.evict(0, std::time::Duration::from_secs(3600)), 1);
+        store.put("plans", &k, &1u32).expect("put");
+        let cleaned = store.clean().expect("clean");
+        assert!(cleaned.found);
+        assert_eq!((cleaned.files, cleaned.kept), (2, 4));
+        assert!(!store.path("plans", &k).exists() && !stray.exists());
+        for file in &foreign {
+            assert_eq!(std::fs::read(file).expect("kept"), b"the user's");
+        }
+        let (_empty, absent) = self::store();
+        assert_eq!(absent.clean().expect("clean"), Cleaned::default());
     }
 
     #[test]
