@@ -910,6 +910,34 @@ fn clean_says_when_there_is_nothing_and_refuses_all_with_a_budget() {
     assert!(stderr.contains("--keep-mb"), "{stderr}");
 }
 
+/// A store and a kernel cache that cannot be used at all cost one warning
+/// each per build, not one per entry, and none calls the cache's entries
+/// corrupted; a store budget that is not a number of megabytes is named.
+#[test]
+fn an_unusable_cache_warns_once_and_a_bad_budget_is_named() {
+    let scratch = Scratch::new();
+    scratch.write("cache/store/plans", "a file where a directory goes");
+    scratch.write("cache/store/stamps", "a file where a directory goes");
+    scratch.write("cache/kernels", "a file where a directory goes");
+    let out = scratch.path("out");
+    let output = scratch
+        .command(&[
+            "build",
+            "projects/vit-fp8.toml",
+            "--out",
+            out.to_str().expect("utf-8"),
+        ])
+        .env("IPUB_STORE_MAX_MB", "1.5")
+        .output()
+        .expect("run ipub");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 4, "{stderr}");
+    assert!(!stderr.contains("corrupted"), "{stderr}");
+    assert!(stderr.contains("IPUB_STORE_MAX_MB=`1.5`"), "{stderr}");
+}
+
 /// A run whose dump cannot be written fails, in its exit code and in its
 /// `run-finished` message, though its numerics passed.
 #[test]

@@ -106,6 +106,9 @@ fn key_for_build(
 pub struct KernelCache {
     root: Utf8PathBuf,
     remote: Option<crate::store::remote::Remote>,
+    /// Whether a failure to write the cache was reported: a cache that
+    /// cannot be written warns once, not once per kernel.
+    write_failure_reported: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl KernelCache {
@@ -114,6 +117,7 @@ impl KernelCache {
         KernelCache {
             root: root.into(),
             remote: None,
+            write_failure_reported: Arc::default(),
         }
     }
 
@@ -170,6 +174,11 @@ impl KernelCache {
                     });
                 }
                 Entry::Missing => {}
+                Entry::Unreadable(reason) => {
+                    // The cache, not the entry: its writing fails as well
+                    // and says so.
+                    tracing::debug!(path = %dir, reason = %reason, "cannot read the kernel cache");
+                }
                 Entry::Corrupt(reason) => {
                     tracing::warn!(path = %dir, reason = %reason, "corrupted kernel cache entry; rebuilding");
                     // Without its metadata the entry is a miss to every
@@ -213,7 +222,14 @@ impl KernelCache {
                 tracing::info!(object = %object_path, metadata = %metadata_path, "kernel artifact created")
             }
             Err((path, error)) => {
-                tracing::warn!(%path, %error, "cannot write to the kernel cache; the kernel is compiled in memory")
+                let first = !self
+                    .write_failure_reported
+                    .swap(true, std::sync::atomic::Ordering::Relaxed);
+                if first {
+                    tracing::warn!(%path, %error, "cannot write to the kernel cache; kernels are compiled in memory (further failures in the debug log)")
+                } else {
+                    tracing::debug!(%path, %error, "cannot write to the kernel cache")
+                }
             }
         }
         if let Some(remote) = &self.remote {
@@ -307,7 +323,7 @@ impl KernelCache {
                 }
                 Some((object, *metadata))
             }
-            Entry::Missing => None,
+            Entry::Missing | Entry::Unreadable(_) => None,
             Entry::Corrupt(reason) => {
                 remote.report_corrupt(&what, &reason);
                 None
@@ -324,6 +340,9 @@ fn remote_action(key: &str) -> ActionKey {
 enum Entry {
     Valid(Object, Box<KernelMetadata>),
     Missing,
+    /// The entry's directory cannot be read (the cache root is a file, or
+    /// not accessible): a problem of the cache, not of the entry.
+    Unreadable(String),
     Corrupt(String),
 }
 
@@ -332,6 +351,7 @@ fn read_entry(object_path: &Utf8Path, metadata_path: &Utf8Path, key: &str) -> En
     let json = match read_bytes(metadata_path, MAX_ENTRY_FILE_BYTES) {
         Ok(json) => json,
         Err(ReadError::Missing) => return Entry::Missing,
+        Err(e @ ReadError::Io(_)) => return Entry::Unreadable(format!("{metadata_path}: {e}")),
         Err(e) => return Entry::Corrupt(format!("cannot read {metadata_path}: {e}")),
     };
     let bytes = match read_bytes(object_path, MAX_ENTRY_FILE_BYTES) {

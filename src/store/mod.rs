@@ -95,6 +95,9 @@ pub struct Store {
     hits: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The remote tier, if any.
     remote: Option<remote::Remote>,
+    /// Whether a problem with the store itself (unreadable, unwritable)
+    /// was reported: an unusable store warns once, not once per entry.
+    problem_reported: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The remote cache the process's stores and kernel cache use.
@@ -155,7 +158,17 @@ impl Store {
             reading: true,
             hits: std::sync::Arc::default(),
             remote: None,
+            problem_reported: std::sync::Arc::default(),
         }
+    }
+
+    /// Whether a problem with the store is the first this store (and its
+    /// clones) met: that one is a warning, later ones go to the debug log,
+    /// so a store that cannot be used at all costs one line per build.
+    fn first_problem(&self) -> bool {
+        !self
+            .problem_reported
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The same store with `remote` behind it.
@@ -185,8 +198,17 @@ impl Store {
     }
 
     /// The store under [`cache_root`], with the installed remote tier.
+    /// The stores opened here share one problem report: a build opens the
+    /// default store more than once (for its stamp, for its results), and
+    /// an unusable store is still one warning.
     pub(crate) fn default_location() -> Store {
-        Store::new(cache_root().join("store")).with_remote(installed_remote())
+        static PROBLEM_REPORTED: std::sync::OnceLock<
+            std::sync::Arc<std::sync::atomic::AtomicBool>,
+        > = std::sync::OnceLock::new();
+        Store {
+            problem_reported: PROBLEM_REPORTED.get_or_init(Default::default).clone(),
+            ..Store::new(cache_root().join("store")).with_remote(installed_remote())
+        }
     }
 
     pub(crate) fn root(&self) -> &Utf8Path {
@@ -227,6 +249,17 @@ impl Store {
         let bytes = match crate::fsutil::read_bytes(&path, MAX_ENTRY_BYTES) {
             Ok(bytes) => bytes,
             Err(crate::fsutil::ReadError::Missing) => return Lookup::Miss,
+            Err(problem @ crate::fsutil::ReadError::Io(_)) => {
+                // The store cannot be read here (a kind directory that is a
+                // file, no permission): a problem of the store, not of
+                // this entry, so it is reported once and nothing removed.
+                if self.first_problem() {
+                    tracing::warn!(%path, %problem, "cannot read the result store; results are recomputed (further store problems in the debug log)");
+                } else {
+                    tracing::debug!(%path, %problem, "cannot read the result store");
+                }
+                return Lookup::Miss;
+            }
             Err(problem) => {
                 // Not a file, or far too large: not something this store
                 // wrote. Removing it lets the recomputed entry take its place.
@@ -379,7 +412,11 @@ impl Store {
                 .map_err(std::io::Error::other)
                 .and_then(|payload| store.put_payload(kind, &key, &payload, Vec::new()));
             if let Err(error) = written {
-                tracing::warn!(kind, %error, "could not persist a result");
+                if store.first_problem() {
+                    tracing::warn!(kind, %error, "could not persist a result (further store problems in the debug log)");
+                } else {
+                    tracing::debug!(kind, %error, "could not persist a result");
+                }
             }
             let mut count = store.pending.count.lock().expect("store queue lock");
             *count -= 1;
@@ -447,10 +484,7 @@ impl Store {
     /// this after saving their results, so the store stays bounded without
     /// `ipub clean`.
     pub(crate) fn evict_to_budget(&self) -> usize {
-        let megabytes = std::env::var("IPUB_STORE_MAX_MB")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(1024);
+        let megabytes = budget_megabytes(std::env::var("IPUB_STORE_MAX_MB").ok().as_deref());
         self.evict(
             megabytes * 1024 * 1024,
             std::time::Duration::from_secs(30 * 24 * 3600),
@@ -513,6 +547,25 @@ impl Store {
         }
         found
     }
+}
+
+/// The store's budget in megabytes given `$IPUB_STORE_MAX_MB`: 1024 when
+/// unset or empty, and when not a whole number of megabytes, which is
+/// reported (once per process: builds under `ipub watch` evict each time).
+fn budget_megabytes(value: Option<&str>) -> u64 {
+    const DEFAULT: u64 = 1024;
+    static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let Some(value) = value.filter(|v| !v.is_empty()) else {
+        return DEFAULT;
+    };
+    value.trim().parse().unwrap_or_else(|_| {
+        if !REPORTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::warn!(
+                "IPUB_STORE_MAX_MB=`{value}` is not a whole number of megabytes; using {DEFAULT}"
+            );
+        }
+        DEFAULT
+    })
 }
 
 /// An entry's name in the store and in its remote action: the path below
@@ -883,6 +936,29 @@ mod tests {
             store.get::<Vec<u8>>("k", &key(&[&[0]])),
             Lookup::Hit(_)
         ));
+    }
+
+    #[test]
+    fn the_budget_is_a_whole_number_of_megabytes_or_the_default() {
+        assert_eq!(budget_megabytes(None), 1024);
+        assert_eq!(budget_megabytes(Some("")), 1024);
+        assert_eq!(budget_megabytes(Some("0")), 0);
+        assert_eq!(budget_megabytes(Some(" 12 ")), 12);
+        for bad in ["abc", "-1", "1.5"] {
+            assert_eq!(budget_megabytes(Some(bad)), 1024, "{bad}");
+        }
+    }
+
+    /// A store whose kind directory is a file fails every write: the first
+    /// failure is the store's one warning, the rest are not.
+    #[test]
+    fn an_unusable_store_reports_one_problem() {
+        let (_dir, store) = store();
+        std::fs::create_dir_all(store.root()).expect("mkdir");
+        std::fs::write(store.root().join("plans"), b"a file").expect("write");
+        assert!(store.first_problem());
+        assert!(!store.clone().first_problem());
+        assert!(!store.without_reads().first_problem());
     }
 
     #[test]
