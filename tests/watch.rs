@@ -199,8 +199,9 @@ fn watch_rebuilds_on_saves_and_survives_a_broken_one() {
     assert!(stdout.contains("is up to date"), "{stdout}");
 }
 
-#[test]
-fn watch_recompiles_an_edited_kernel_source() {
+/// A scratch directory holding `projects/matmul-f8.toml` and a copy of the
+/// kernel sources (`device/`, `device/include/`), to edit under watch.
+fn matmul_f8_with_its_kernels() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temporary directory");
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     std::fs::create_dir_all(dir.path().join("projects")).expect("mkdir");
@@ -219,6 +220,12 @@ fn watch_recompiles_an_edited_kernel_source() {
         dir.path().join("projects/matmul-f8.toml"),
     )
     .expect("copy project");
+    dir
+}
+
+#[test]
+fn watch_recompiles_an_edited_kernel_source() {
+    let dir = matmul_f8_with_its_kernels();
     let mut watch = Watch::start(dir.path(), "projects/matmul-f8.toml", 1, &["--run"]);
     // `--run` runs each newly written package on the model.
     let startup = watch.wait_for_all(&["watching", "numericalTest=PASS"]);
@@ -502,24 +509,7 @@ fn watch_follows_an_include_directory_deleted_or_renamed_and_restored() {
 /// back brings back the package the first build wrote.
 #[test]
 fn watch_follows_a_kernel_include_directory_renamed_and_restored() {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::fs::create_dir_all(dir.path().join("projects")).expect("mkdir");
-    std::fs::create_dir_all(dir.path().join("device/include")).expect("mkdir");
-    for sub in ["device", "device/include"] {
-        for entry in std::fs::read_dir(crate_dir.join(sub)).expect("device dir") {
-            let path = entry.expect("entry").path();
-            if path.is_file() {
-                std::fs::copy(&path, dir.path().join(sub).join(path.file_name().unwrap()))
-                    .expect("copy kernel");
-            }
-        }
-    }
-    std::fs::copy(
-        crate_dir.join("projects/matmul-f8.toml"),
-        dir.path().join("projects/matmul-f8.toml"),
-    )
-    .expect("copy project");
+    let dir = matmul_f8_with_its_kernels();
     let mut watch = Watch::start(dir.path(), "projects/matmul-f8.toml", 2, &[]);
     watch.wait_for("watching");
     let package = dir.path().join("target/ipub/matmul-f8/matmul-f8.ipuexe");
