@@ -135,3 +135,17 @@ pub(crate) fn phase<T, E>(
     );
     result
 }
+
+/// A problem reported once among the clones of one value: the first
+/// [`ReportOnce::first`] is true (a warning), every later one false (the
+/// debug log), so a cache that cannot be used at all costs one line, not
+/// one per entry.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReportOnce(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl ReportOnce {
+    /// Whether this is the first report.
+    pub(crate) fn first(&self) -> bool {
+        !self.0.swap(true, std::sync::atomic::Ordering::Relaxed)
+    }
+}

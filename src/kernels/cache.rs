@@ -108,7 +108,7 @@ pub struct KernelCache {
     remote: Option<crate::store::remote::Remote>,
     /// Whether a failure to write the cache was reported: a cache that
     /// cannot be written warns once, not once per kernel.
-    write_failure_reported: Arc<std::sync::atomic::AtomicBool>,
+    write_failure_reported: crate::logging::ReportOnce,
 }
 
 impl KernelCache {
@@ -117,7 +117,7 @@ impl KernelCache {
         KernelCache {
             root: root.into(),
             remote: None,
-            write_failure_reported: Arc::default(),
+            write_failure_reported: crate::logging::ReportOnce::default(),
         }
     }
 
@@ -222,10 +222,7 @@ impl KernelCache {
                 tracing::info!(object = %object_path, metadata = %metadata_path, "kernel artifact created")
             }
             Err((path, error)) => {
-                let first = !self
-                    .write_failure_reported
-                    .swap(true, std::sync::atomic::Ordering::Relaxed);
-                if first {
+                if self.write_failure_reported.first() {
                     tracing::warn!(%path, %error, "cannot write to the kernel cache; kernels are compiled in memory (further failures in the debug log)")
                 } else {
                     tracing::debug!(%path, %error, "cannot write to the kernel cache")

@@ -97,7 +97,7 @@ pub struct Store {
     remote: Option<remote::Remote>,
     /// Whether a problem with the store itself (unreadable, unwritable)
     /// was reported: an unusable store warns once, not once per entry.
-    problem_reported: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    problem_reported: crate::logging::ReportOnce,
 }
 
 /// The remote cache the process's stores and kernel cache use.
@@ -158,7 +158,7 @@ impl Store {
             reading: true,
             hits: std::sync::Arc::default(),
             remote: None,
-            problem_reported: std::sync::Arc::default(),
+            problem_reported: crate::logging::ReportOnce::default(),
         }
     }
 
@@ -166,9 +166,7 @@ impl Store {
     /// clones) met: that one is a warning, later ones go to the debug log,
     /// so a store that cannot be used at all costs one line per build.
     fn first_problem(&self) -> bool {
-        !self
-            .problem_reported
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        self.problem_reported.first()
     }
 
     /// The same store with `remote` behind it.
@@ -202,9 +200,8 @@ impl Store {
     /// default store more than once (for its stamp, for its results), and
     /// an unusable store is still one warning.
     pub(crate) fn default_location() -> Store {
-        static PROBLEM_REPORTED: std::sync::OnceLock<
-            std::sync::Arc<std::sync::atomic::AtomicBool>,
-        > = std::sync::OnceLock::new();
+        static PROBLEM_REPORTED: std::sync::OnceLock<crate::logging::ReportOnce> =
+            std::sync::OnceLock::new();
         Store {
             problem_reported: PROBLEM_REPORTED.get_or_init(Default::default).clone(),
             ..Store::new(cache_root().join("store")).with_remote(installed_remote())
