@@ -211,6 +211,14 @@ fn siglip_mlp_f16_places_and_passes_on_the_whole_chip() {
     run_passes("tests/data/fullchip/siglip-mlp-f16.toml");
 }
 
+/// A program whose operations' plans each fit but together overfilled a
+/// tile, on a tile count between two that placed: it places now, and runs
+/// and passes (`tests/data/fit/`, each says what in its comment).
+#[test]
+fn programs_that_needed_a_single_weight_copy_place_and_pass() {
+    run_passes("tests/data/fit/mlp-f16-on-12-tiles.toml");
+}
+
 /// Matrix products with an f32 result: f16 x f16 with K split over eight
 /// tiles (f32 partials and their f32 reduction), FP8 x FP8 and f16 x FP8
 /// (operands read as f16), checked to f32 rounding.

@@ -2,16 +2,17 @@
 //!
 //! Each operation is planned on its own ([`super::operator_plans`]), so no
 //! plan knows what the others leave free on a tile. [`fitted_program`]
-//! lowers the plans, and when the lowered program overfills a tile
-//! ([`crate::place::pressure`]) it re-plans the operations owning most of
+//! lowers the plans, and when the lowered program overfills a tile (its
+//! live bytes do not fit, or first fit does not place them:
+//! [`crate::place::pressure`]) it re-plans the operations owning most of
 //! that tile one spread level higher (the first levels halve the copies
 //! of its weights the tiles may keep, later ones what a tile may hold for
 //! it: more tiles, smaller shards, K splits), and tries again.
 //! Every later phase works on the program it settles on; the rounds it
 //! needed are kept so a placement that still fails says what was tried.
 //!
-//! A program that fits at once costs one lowering and one pressure check,
-//! and its plans are the per-signature queries at level 0, shared with
+//! A program that fits at once costs one lowering, one pressure check and
+//! one trial placement, and its plans are the per-signature queries at level 0, shared with
 //! every other project and edit as before.
 
 use super::error::LowerBug;
@@ -19,8 +20,7 @@ use super::{op_signatures, operator_plans, program_graph, target_of, BuildError,
 use crate::db::{Db, SourceFile};
 use crate::graph::{Graph, OpId};
 use crate::lower::Program;
-use crate::partition::MemoryClass;
-use crate::place::{SupportBlock, SupportKind};
+use crate::place::pressure::{overfull_tiles, unplaced_tiles, Overfull};
 use crate::plan::signature::{OpSignature, SignatureKind};
 use crate::plan::CODE_RESERVE_BYTES;
 use crate::target::Target;
@@ -61,8 +61,7 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
     let mut last_round: Vec<(OpId, u8, u64)> = Vec::new();
     loop {
         let program = lowered(db, &graph, signatures, &spreads)?;
-        let overfull =
-            crate::place::pressure::overfull_tiles(target, &graph, &program, CODE_RESERVE_BYTES);
+        let overfull = overfull(target, &graph, &program);
         let done = |attempts, unresolved| {
             Ok(Arc::new(Fitted {
                 program: Arc::new(program.clone()),
@@ -77,8 +76,8 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
                 std::cmp::Reverse(t.tile),
             )
         }) else {
-            // The program fits: at once (nothing raised), or with the last
-            // round's raises, some of which it may not need.
+            // The program fits and places: at once (nothing raised), or
+            // with the last round's raises, some of which it may not need.
             let program = undo_unneeded(
                 db,
                 &graph,
@@ -88,15 +87,6 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
                 last_round,
                 &mut attempts,
             );
-            // The bytes fit; a tile may still not place, when region 0
-            // cannot take the standard buffers the interleaved ones leave.
-            let program = match separated(&graph, &program)? {
-                Some(separated) => {
-                    attempts.push(format!("round {}: {SEPARATED}", attempts.len() + 1));
-                    separated
-                }
-                None => program,
-            };
             return Ok(Arc::new(Fitted {
                 program: Arc::new(program),
                 spreads,
@@ -111,7 +101,10 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
             worst.needed,
             worst.available
         );
-        // The cheapest relief, when it is enough.
+        // The cheapest relief for a tile that does not place, when it is
+        // enough: region 0 may not take the standard buffers the
+        // interleaved ones leave until held pieces are rearranged in steps
+        // of their own.
         if let Some(program) = separated(&graph, &program)? {
             attempts.push(format!(
                 "round {}: {worst}, {SEPARATED}",
@@ -238,10 +231,7 @@ fn undo_unneeded(
         // (the raised one lowered).
         let better = lowered(db, graph, signatures, spreads)
             .ok()
-            .filter(|undone| {
-                crate::place::pressure::overfull_tiles(target, graph, undone, CODE_RESERVE_BYTES)
-                    .is_empty()
-            })
+            .filter(|undone| overfull(target, graph, undone).is_empty())
             .map(|undone| {
                 let cycles = estimated(db, graph, signatures, spreads, &undone);
                 (undone, cycles)
@@ -305,7 +295,10 @@ fn tighter_level(
         let estimate = &selected.estimate;
         let bytes = match tighter {
             Tighter::Weights => estimate.resident_weight_bytes,
-            Tighter::Peak => estimate.peak_total_bytes(),
+            // Resident weights count twice, as the planner counts them
+            // when nothing fits (`plan::finalists`): they stay beside
+            // every other operation's peak.
+            Tighter::Peak => estimate.peak_total_bytes() + estimate.resident_weight_bytes,
         };
         let cycles = selected
             .refined
@@ -380,53 +373,32 @@ const SEPARATED: &str = "rearranges of held pieces in steps of their own";
 /// `program` with the rearranges of held pieces in compute steps of their
 /// own ([`crate::lower::local::separate`]), so that what they read dies
 /// before their operations' results are written: when it has any, does not
-/// place as it is, and places so.
+/// place as it is, and fits and places so.
 fn separated(graph: &Graph, program: &Program) -> Result<Option<Program>, BuildError> {
     let target = target_of(graph);
     let local = crate::lower::local::KERNEL;
-    if !program.kernel_runs().iter().any(|r| r.kernel == local) || places(target, graph, program) {
+    if !program.kernel_runs().iter().any(|r| r.kernel == local)
+        || overfull(target, graph, program).is_empty()
+    {
         return Ok(None);
     }
     let mut separated = program.clone();
     crate::lower::local::separate(&mut separated.steps);
     crate::lower::verify::verify(graph, &separated).map_err(LowerBug::from)?;
-    let fits =
-        crate::place::pressure::overfull_tiles(target, graph, &separated, CODE_RESERVE_BYTES)
-            .is_empty();
-    Ok((fits && places(target, graph, &separated)).then_some(separated))
+    let fits = overfull(target, graph, &separated).is_empty();
+    Ok(fits.then_some(separated))
 }
 
-/// Whether every tile's buffers place as `crate::place` places them
-/// (first fit, standard buffers in region 0 before region 1), with
-/// [`CODE_RESERVE_BYTES`] for code and tables: the pressure check counts
-/// bytes, not where they go. Only tiles whose standard buffers together
-/// overflow region 0 are placed: on the others region 1 holds the
-/// interleaved buffers alone, which the pressure check bounds.
-fn places(target: &Target, graph: &Graph, program: &Program) -> bool {
-    let region0 = u64::from(target.memory.region0.len()).saturating_sub(CODE_RESERVE_BYTES);
-    let mut standard: BTreeMap<u32, u64> = BTreeMap::new();
-    for buffer in &program.buffers {
-        if buffer.class == MemoryClass::Standard {
-            *standard.entry(buffer.tile).or_default() += u64::from(buffer.bytes());
-        }
+/// The tiles `program` overfills: by the bytes alive at once, or, when
+/// every tile's bytes fit, by placing them as `crate::place` does (first
+/// fit, standard buffers in region 0 before region 1), with
+/// [`CODE_RESERVE_BYTES`] for code and tables in both.
+fn overfull(target: &Target, graph: &Graph, program: &Program) -> Vec<Overfull> {
+    let by_bytes = overfull_tiles(target, graph, program, CODE_RESERVE_BYTES);
+    if !by_bytes.is_empty() {
+        return by_bytes;
     }
-    let crowded: Vec<u32> = (standard.into_iter())
-        .filter(|&(_, bytes)| bytes > region0)
-        .map(|(tile, _)| tile)
-        .collect();
-    if crowded.is_empty() {
-        return true;
-    }
-    let support = [SupportBlock {
-        kind: SupportKind::Code,
-        bytes: CODE_RESERVE_BYTES as u32,
-    }];
-    let requests = crate::place::tile_requests(graph, program);
-    crowded.iter().all(|tile| {
-        requests.get(tile).is_none_or(|(request, _)| {
-            crate::place::place_tile(target, *tile, request, &support).is_ok()
-        })
-    })
+    unplaced_tiles(target, graph, program, CODE_RESERVE_BYTES)
 }
 
 /// Lowers and verifies the graph with each operation's selected plan at

@@ -615,9 +615,9 @@ fn fits(
 /// the tile memory a plan may use.
 pub(crate) const WEIGHT_REPLICATION_LIMIT: u64 = 8;
 
-/// Spread levels that trade replicated weights for exchange (8, 4, then 2
+/// Spread levels that trade replicated weights for exchange (8, 4, 2, then 1
 /// copies) before later levels trade tile memory for more tiles.
-pub(crate) const REPLICATION_LEVELS: u8 = 2;
+pub(crate) const REPLICATION_LEVELS: u8 = 3;
 
 /// Resident weight bytes per tile any operation may keep, however small
 /// its weights: below this, replication costs less memory than a kernel's
@@ -648,7 +648,8 @@ pub(crate) const CODE_RESERVE_BYTES: u64 = 32 * 1024;
 /// 2. when none does, candidates that fit tile memory but replicate more
 ///    weight than the budget (an inner dimension that splits badly leaves
 ///    no other way), ranked by resident weight, then cycles;
-/// 3. when nothing fits at all, the smallest peak, so placement either
+/// 3. when nothing fits at all, the smallest peak (resident weights counted
+///    twice, as they stay for the whole program), so placement either
 ///    succeeds with what the other operations leave free or reports the
 ///    real shortfall.
 pub(crate) fn finalists(signature: &OpSignature, target: &Target) -> OperatorPlans {
@@ -694,10 +695,12 @@ pub(crate) fn finalists(signature: &OpSignature, target: &Target) -> OperatorPla
             });
             fitting = in_memory;
         } else {
-            // Peaks include the resident weights.
+            // Peaks include the resident weights, which count twice: they
+            // hold their bytes for the whole program, beside every other
+            // operation's peak, where the rest is freed after this one.
             rest.sort_by_key(|c| {
                 (
-                    c.estimate.peak_total_bytes(),
+                    c.estimate.peak_total_bytes() + c.estimate.resident_weight_bytes,
                     c.estimate.resident_weight_bytes,
                     c.estimate.total_cycles(),
                 )
@@ -1271,8 +1274,8 @@ mod tests {
     }
 
     /// The first spread levels halve how many copies of its weights an
-    /// operation may keep (8, 4, then 2 per tile on average) and leave the
-    /// tile's memory whole; later levels halve the memory and keep 2.
+    /// operation may keep (8, 4, 2, then 1 per tile on average) and leave
+    /// the tile's memory whole; later levels halve the memory and keep 1.
     #[test]
     fn spread_levels_give_up_weight_copies_before_tile_memory() {
         let signature = |spread| OpSignature {
@@ -1291,8 +1294,8 @@ mod tests {
             spread,
         };
         let once = (384 * 1536) / 64;
-        let budgets: Vec<u64> = (0..5).map(|s| weight_budget(&signature(s))).collect();
-        assert_eq!(budgets, [8 * once, 4 * once, 2 * once, 2 * once, 2 * once]);
+        let budgets: Vec<u64> = (0..6).map(|s| weight_budget(&signature(s))).collect();
+        assert_eq!(budgets, [8 * once, 4 * once, 2 * once, once, once, once]);
         // A plan holding just under half the region fits at every
         // replication level and stops fitting at the first memory level.
         let region1 = u64::from(IPU21.memory.loadable.end - IPU21.memory.region1.start);
@@ -1302,7 +1305,7 @@ mod tests {
         let fit: Vec<bool> = (0..=REPLICATION_LEVELS + 1)
             .map(|s| fits_memory(&IPU21, &signature(s), &candidate, CODE_RESERVE_BYTES))
             .collect();
-        assert_eq!(fit, [true, true, true, false]);
+        assert_eq!(fit, [true, true, true, true, false]);
         // With the budget at 8 copies, fc1's plan keeps more than 2.
         let wide = finalists(&signature(0), &IPU21);
         assert!(wide.selected().estimate.resident_weight_bytes > 2 * once);
