@@ -30,8 +30,12 @@ use std::sync::Arc;
 /// The highest spread level an operation is planned at.
 pub(crate) const MAX_SPREAD: u8 = 4 + crate::plan::REPLICATION_LEVELS;
 
-/// Re-planning rounds before the pipeline settles on what it has.
-pub(crate) const MAX_FIT_ROUNDS: usize = 8;
+/// Re-planning rounds before the pipeline settles on what it has. A round
+/// raises each operation one level at most, and relieving one tile can
+/// overfill another, so a program may need many (llama-block-f16 on 17
+/// tiles was 1 KB over after seven rounds, and fits after eleven); each
+/// costs one lowering, and only programs that do not fit pay for them.
+pub(crate) const MAX_FIT_ROUNDS: usize = 16;
 
 /// The lowered program and the spread level each operation was planned at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,6 +139,12 @@ pub(crate) fn fitted_program(db: &dyn Db, project: SourceFile) -> Result<Arc<Fit
             (MAX_SPREAD, Tighter::Peak),
         ] {
             for tile in &by_excess {
+                // A tile whose interleaved buffers overfill region 1 needs
+                // plans with fewer of those, whatever their total.
+                let tighter = match (tighter, tile.region1_bound) {
+                    (Tighter::Peak, true) => Tighter::Interleaved,
+                    _ => tighter,
+                };
                 // One level per round and operation, and only as many
                 // operations as the tile's excess asks for: an operation
                 // raised for another tile may already relieve this one.
@@ -258,6 +268,8 @@ enum Tighter {
     Weights,
     /// Fewer bytes per tile in all.
     Peak,
+    /// Fewer bytes per tile in interleaved buffers (region 1).
+    Interleaved,
 }
 
 /// What raising an operation one step offers an overfull tile.
@@ -299,6 +311,7 @@ fn tighter_level(
             // when nothing fits (`plan::finalists`): they stay beside
             // every other operation's peak.
             Tighter::Peak => estimate.peak_total_bytes() + estimate.resident_weight_bytes,
+            Tighter::Interleaved => estimate.peak_interleaved_bytes,
         };
         let cycles = selected
             .refined

@@ -26,6 +26,9 @@ pub(crate) struct Overfull {
     pub tile: u32,
     pub needed: u64,
     pub available: u64,
+    /// Whether the bound exceeded is region 1's, which only interleaved
+    /// buffers must keep to (else it is the whole loadable memory's).
+    pub region1_bound: bool,
     /// Bytes of the tile's buffers by the operation they serve, most first.
     pub by_op: Vec<(OpId, u64)>,
 }
@@ -57,10 +60,10 @@ pub(crate) fn overfull_tiles(
             }))
         };
         let (all, interleaved) = (live(None), live(Some(MemoryClass::Interleaved)));
-        let (needed, available) = if all > total {
-            (all + reserve, total + reserve)
+        let (needed, available, region1_bound) = if all > total {
+            (all + reserve, total + reserve, false)
         } else if interleaved > region1 {
-            (interleaved, region1)
+            (interleaved, region1, true)
         } else {
             continue;
         };
@@ -68,6 +71,7 @@ pub(crate) fn overfull_tiles(
             tile,
             needed,
             available,
+            region1_bound,
             by_op: by_op(program, &users, ids.iter().copied()),
         });
     }
@@ -90,6 +94,8 @@ pub(crate) fn unplaced_tiles(
         kind: SupportKind::Code,
         bytes: u32::try_from(reserve).unwrap_or(u32::MAX),
     }];
+    let memory = &target.memory;
+    let region1 = u64::from(memory.loadable.end - memory.region1.start);
     let requests = super::tile_requests(graph, program);
     let mut users = None;
     let mut found = Vec::new();
@@ -102,6 +108,7 @@ pub(crate) fn unplaced_tiles(
             tile,
             needed: error.needed.max(error.available + 1),
             available: error.available,
+            region1_bound: error.available == region1,
             by_op: by_op(program, users, ids.iter().map(|id| id.0 as usize)),
         });
     }
