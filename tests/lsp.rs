@@ -676,7 +676,8 @@ fn malformed_messages_do_not_end_the_session() {
 }
 
 /// A `Content-Length` far beyond any message is refused by its size: the
-/// body is never allocated (10^14 bytes aborted the process).
+/// body is never allocated (10^14 bytes aborted the process), and the
+/// messages after it are still answered (it used to swallow them all).
 #[test]
 fn a_huge_content_length_is_skipped_without_allocating_it() {
     let dir = tempfile::tempdir().expect("temporary directory");
@@ -684,9 +685,10 @@ fn a_huge_content_length_is_skipped_without_allocating_it() {
     for length in ["99999999999999", "18446744073709551615", "3000000000"] {
         let mut client = Client::initialized(&dir);
         client.send_bytes(format!("Content-Length: {length}\r\n\r\n{{}}").as_bytes());
-        // The rest of the input is the skipped body; its end ends the
-        // session.
-        drop(client.stdin);
+        // The request after it is answered (an error reply fails here).
+        let result = client.request("shutdown", Value::Null);
+        assert_eq!(result, Value::Null, "{length}");
+        client.notify("exit", Value::Null);
         let status = client.child.wait().expect("ipub lsp exits");
         assert_eq!(status.code(), Some(0), "{length}: {status:?}");
     }
@@ -718,7 +720,8 @@ fn the_reader_resynchronises_after_a_bad_header() {
 
 /// `exit` without `shutdown` exits with 1; notifications after
 /// `shutdown` are dropped; a request that is not JSON-RPC 2.0, or not
-/// of the protocol's shape, is answered with `InvalidRequest`.
+/// of the protocol's shape, is answered with `InvalidRequest` (with a null
+/// id when its id is not a number or a string).
 #[test]
 fn the_lifecycle_follows_the_protocol() {
     let dir = tempfile::tempdir().expect("temporary directory");
@@ -736,6 +739,11 @@ fn the_lifecycle_follows_the_protocol() {
     client.send_raw(r#"{"jsonrpc":"2.0","id":8,"method":5}"#);
     let answer = client.receive("a refusal");
     assert_eq!(answer["id"], json!(8), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    // An id that cannot be read is answered with a null one.
+    client.send_raw(r#"{"jsonrpc":"2.0","id":{"n":9},"method":"shutdown"}"#);
+    let answer = client.receive("a refusal with a null id");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
     assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
     client.request("shutdown", Value::Null);
     client.open(&dir.join("p.toml"), "[project]\nname = 5\n");

@@ -102,7 +102,7 @@ pub(crate) fn run_stdio() -> Result<server::Ending, LspError> {
         }
         Ok(())
     });
-    let (outgoing, to_client) = std::sync::mpsc::channel::<Message>();
+    let (outgoing, to_client) = std::sync::mpsc::channel::<transport::Outgoing>();
     let writer = std::thread::spawn(move || -> std::io::Result<()> {
         let stdout = std::io::stdout();
         let mut stdout = stdout.lock();

@@ -2,7 +2,7 @@
 //! documents, the projects they belong to and what was last published.
 
 use super::session::{is_project_file, is_root, Session};
-use super::transport::Incoming;
+use super::transport::{Incoming, Outgoing};
 use super::{diagnostics, uri, LspError};
 use crate::cli::build::{build, Outcome};
 use crate::cli::stamp::{package_path, DEFAULT_OUT};
@@ -39,7 +39,7 @@ pub(crate) enum Ending {
 /// notifications are dropped.
 pub(super) fn serve(
     incoming: &Receiver<Incoming>,
-    outgoing: &Sender<Message>,
+    outgoing: &Sender<Outgoing>,
 ) -> Result<Ending, LspError> {
     let mut session: Option<Session> = None;
     let mut shut_down = false;
@@ -47,6 +47,10 @@ pub(super) fn serve(
     for message in incoming {
         let message = match message {
             Incoming::Refused(response) => Message::Response(response),
+            Incoming::RefusedWithoutId(error) => {
+                send_out(outgoing, Outgoing::NullIdError(error))?;
+                continue;
+            }
             Incoming::Message(Message::Request(request)) => {
                 Message::Response(answer(&mut session, &mut shut_down, request))
             }
@@ -104,7 +108,11 @@ fn answer(session: &mut Option<Session>, shut_down: &mut bool, request: Request)
     }
 }
 
-fn send(outgoing: &Sender<Message>, message: Message) -> Result<(), LspError> {
+fn send(outgoing: &Sender<Outgoing>, message: Message) -> Result<(), LspError> {
+    send_out(outgoing, Outgoing::Message(message))
+}
+
+fn send_out(outgoing: &Sender<Outgoing>, message: Outgoing) -> Result<(), LspError> {
     outgoing.send(message).map_err(|_| LspError::Disconnected)
 }
 

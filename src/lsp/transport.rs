@@ -9,17 +9,18 @@
 //! endings; a block without `Content-Length` is skipped, a body that is
 //! not JSON is searched for the next `Content-Length:` (a wrong length
 //! swallows the start of the next message), and a body over the limit is
-//! read and thrown away in chunks.
+//! read as header lines up to the next `Content-Length:`, so that a length
+//! however wrong loses no later message.
 
-use lsp_server::{ErrorCode, Message, Notification, Request, RequestId, Response};
+use lsp_server::{ErrorCode, Message, Notification, Request, RequestId, Response, ResponseError};
 use serde_json::Value;
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead, Read, Write};
 
 /// The largest message read: four times the largest source file
 /// ([`crate::vfs::MAX_SOURCE_FILE_BYTES`]), so that a source at the limit
 /// (which is then refused with the same error as `ipub check` gives)
 /// still arrives when JSON escapes one byte in three of it. A larger body
-/// is skipped unread.
+/// is skipped unread, up to the next header.
 pub(crate) const MAX_MESSAGE_BYTES: u64 = 4 * crate::vfs::MAX_SOURCE_FILE_BYTES;
 
 /// The longest header line kept: longer lines (a body that lost its
@@ -39,6 +40,34 @@ pub(crate) enum Incoming {
     /// A request the server cannot take (not JSON-RPC 2.0, or not a
     /// request of the protocol's shape), with the error to answer it with.
     Refused(Response),
+    /// A message with an `id` that is neither a number nor a string: its
+    /// error, answered with a null id as JSON-RPC 2.0 asks when the id
+    /// cannot be read.
+    RefusedWithoutId(ResponseError),
+}
+
+/// What the server writes to the client.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    Message(Message),
+    /// An error response whose id is `null` (lsp-server's responses
+    /// carry a number or a string).
+    NullIdError(ResponseError),
+}
+
+impl Outgoing {
+    /// Writes the message framed with its `Content-Length`.
+    pub(crate) fn write(self, out: &mut impl Write) -> io::Result<()> {
+        match self {
+            Outgoing::Message(message) => message.write(out),
+            Outgoing::NullIdError(error) => {
+                let body = serde_json::json!({ "jsonrpc": "2.0", "id": null, "error": error });
+                let body = body.to_string();
+                write!(out, "Content-Length: {}\r\n\r\n{body}", body.len())?;
+                out.flush()
+            }
+        }
+    }
 }
 
 /// Frames messages from `input`: [`Framed::next`] is the next JSON body,
@@ -64,12 +93,15 @@ impl<R: BufRead> Framed<R> {
                 return Ok(None);
             };
             if length > MAX_MESSAGE_BYTES {
+                // Not read by its length, which may be absurd (10^14) and
+                // would swallow every later message: the body is read as
+                // header lines (each kept by its last bytes alone) until
+                // the next `Content-Length`.
                 tracing::warn!(
                     length,
                     limit = MAX_MESSAGE_BYTES,
                     "skipping a message longer than the limit"
                 );
-                io::copy(&mut (&mut self.input).take(length), &mut io::sink())?;
                 continue;
             }
             let mut body = Vec::new();
@@ -216,17 +248,28 @@ impl<R: BufRead> BufRead for Rewound<R> {
 
 /// A JSON body as what the server gets: a message of the protocol, or a
 /// refusal when it is not one but has an id to answer (a message without
-/// a usable id is only logged).
+/// an id is only logged; one whose id is not a number or a string is
+/// answered with a null id).
 pub(crate) fn classify(value: Value) -> Option<Incoming> {
-    let id = value
-        .get("id")
-        .cloned()
-        .and_then(|id| serde_json::from_value::<RequestId>(id).ok());
+    let raw_id = value.get("id").cloned();
+    let id = (raw_id.clone()).and_then(|id| serde_json::from_value::<RequestId>(id).ok());
     let refuse = |why: String| {
         tracing::warn!(why, "skipped a message that is not a JSON-RPC 2.0 message");
-        let response = Response::new_err(id.clone()?, ErrorCode::InvalidRequest as i32, why);
+        let Some(id) = id.clone() else {
+            return raw_id.as_ref().map(|_| {
+                Incoming::RefusedWithoutId(ResponseError {
+                    code: ErrorCode::InvalidRequest as i32,
+                    message: why,
+                    data: None,
+                })
+            });
+        };
+        let response = Response::new_err(id, ErrorCode::InvalidRequest as i32, why);
         Some(Incoming::Refused(response))
     };
+    if raw_id.is_some() && id.is_none() {
+        return refuse("the request's `id` must be a number or a string".to_string());
+    }
     if value.get("jsonrpc") != Some(&Value::from("2.0")) {
         return refuse("not a JSON-RPC 2.0 message: `jsonrpc` must be \"2.0\"".to_string());
     }
@@ -270,6 +313,14 @@ mod tests {
             frame("1")
         );
         assert_eq!(bodies(&input), [Value::from(1)]);
+        // An absurd length does not swallow the messages after it.
+        let input = format!("Content-Length: 99999999999999\r\n\r\n{{}}{}", frame("2"));
+        assert_eq!(bodies(&input), [Value::from(2)]);
+        let input = format!(
+            "Content-Length: 3000000000\r\n\r\n{{\n\"a\": 1\n}}\r\n{}",
+            frame("3")
+        );
+        assert_eq!(bodies(&input), [Value::from(3)]);
     }
 
     #[test]
@@ -294,21 +345,57 @@ mod tests {
     fn only_json_rpc_2_messages_are_taken_and_bad_requests_refused() {
         let refused = |text: &str| match classify(serde_json::from_str(text).unwrap()) {
             Some(Incoming::Refused(response)) => {
-                serde_json::to_value(response).unwrap()["error"]["code"].as_i64()
+                (serde_json::to_value(response).unwrap()["error"]["code"].as_i64())
+                    .map(|code| (code, true))
             }
+            Some(Incoming::RefusedWithoutId(error)) => Some((i64::from(error.code), false)),
             Some(Incoming::Message(message)) => panic!("taken: {message:?}"),
             None => None,
         };
-        let invalid = Some(ErrorCode::InvalidRequest as i64);
+        // The error code, and whether it answers the request's own id.
+        let invalid = Some((ErrorCode::InvalidRequest as i64, true));
         assert_eq!(refused(r#"{"jsonrpc":"1.0","id":7,"method":"x"}"#), invalid);
         assert_eq!(refused(r#"{"jsonrpc":"2.0","id":7,"method":5}"#), invalid);
         assert_eq!(refused(r#"{"jsonrpc":"2.0","id":7}"#), invalid);
-        assert_eq!(refused(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#), None);
+        // An id that is not a number or a string is answered with a null
+        // id.
+        let without_id = Some((ErrorCode::InvalidRequest as i64, false));
+        assert_eq!(
+            refused(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#),
+            without_id
+        );
+        assert_eq!(
+            refused(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#),
+            without_id
+        );
+        assert_eq!(
+            refused(r#"{"jsonrpc":"1.0","id":[1],"method":"x"}"#),
+            without_id
+        );
         assert_eq!(refused(r#"{"jsonrpc":"1.0","method":"x"}"#), None);
         let taken = classify(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "x"}));
         assert!(matches!(
             taken,
             Some(Incoming::Message(Message::Request(_)))
         ));
+    }
+
+    #[test]
+    fn an_error_for_an_unreadable_id_is_written_with_a_null_id() {
+        let error = ResponseError {
+            code: ErrorCode::InvalidRequest as i32,
+            message: "bad id".to_string(),
+            data: None,
+        };
+        let mut out = Vec::new();
+        Outgoing::NullIdError(error).write(&mut out).expect("write");
+        let written = bodies(std::str::from_utf8(&out).expect("utf-8"));
+        assert_eq!(written.len(), 1, "{written:?}");
+        assert_eq!(written[0]["id"], Value::Null);
+        assert_eq!(written[0]["jsonrpc"], "2.0");
+        assert_eq!(
+            written[0]["error"]["code"],
+            ErrorCode::InvalidRequest as i32
+        );
     }
 }
