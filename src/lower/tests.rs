@@ -816,3 +816,64 @@ fn a_split_product_read_by_a_norm_reduces_into_the_norms_rows() {
     let dump = program.dump(&names(&graph));
     assert!(dump.contains("(op layernorm1)"), "{dump}");
 }
+
+/// The planner counts a batched product's GEMM buffers as lowering lays
+/// them out, padding included: every finalist with a whole inner
+/// dimension on each tile needs, on its busiest tile, exactly the bytes
+/// the planner estimated, and keeps exactly the weight bytes it estimated
+/// resident. Tiny inner dimensions and columns pad each batch to a whole
+/// AMP block (512 bytes of weights for a `[2, 1]` matrix), which an
+/// estimate of elements alone missed by a factor of thirty-two.
+#[test]
+fn batched_gemm_estimates_count_the_bytes_lowering_lays_out() {
+    use crate::plan::Partition;
+    let shapes = [
+        (64, 1, 2, 1, 5),
+        (96, 3, 5, 7, 4),
+        (40, 2, 2, 2, 16),
+        (8, 20, 40, 3, 2),
+    ];
+    for (batch, m, k, n, tiles) in shapes {
+        for dtype in [DType::F16, DType::F143] {
+            let mut b = Builder::new(tiles);
+            let x = b.tensor("x", &[batch, m, k], dtype, Role::Input);
+            let w = b.tensor("w", &[batch, k, n], dtype, Role::Weight);
+            let kind = OpKind::Matmul {
+                transpose_rhs: false,
+                epilogue: Vec::new(),
+            };
+            b.op(kind, &[x, w], &[batch, m, n], DType::F16);
+            let graph = b.graph;
+            let signature = OpSignature::of(&graph, &graph.ops[0]);
+            let plans = crate::plan::finalists(&signature, signature.target.spec());
+            for candidate in &plans.finalists {
+                let Partition::Matmul { grid, .. } = &candidate.partition else {
+                    panic!("a matmul plan: {:?}", candidate.partition);
+                };
+                if grid.inner > 1 {
+                    continue;
+                }
+                let partition = candidate.partition.clone();
+                let program = lower(&graph, &|_| partition.clone()).expect("lowering");
+                verify(&graph, &program).expect("verified program");
+                let mut per_tile = std::collections::BTreeMap::<u32, (u64, u64)>::new();
+                for buffer in &program.buffers {
+                    let entry = per_tile.entry(buffer.tile).or_default();
+                    entry.0 += u64::from(buffer.bytes());
+                    if let BufferRole::Weight { .. } = buffer.role {
+                        entry.1 += u64::from(buffer.bytes());
+                    }
+                }
+                let busiest = per_tile.values().copied().max().unwrap_or_default();
+                let e = &candidate.estimate;
+                assert_eq!(
+                    busiest,
+                    (e.peak_total_bytes(), e.resident_weight_bytes),
+                    "{} {:?}",
+                    signature,
+                    candidate.partition
+                );
+            }
+        }
+    }
+}

@@ -87,6 +87,45 @@ fn bytes(operand: &Operand, elements: usize) -> u64 {
     (elements * operand.dtype.size_bytes()) as u64
 }
 
+/// Bytes of the three buffers lowering gives a tile's GEMM over `shard`
+/// (`crate::lower`), padding included: the GEMM reads and writes whole
+/// AMP blocks, so the streamed operand holds `[K'/kb][rows][kb]` per
+/// batch, the held one (the AMP weights) `[C'/16][K'/kb][16][kb]` and the
+/// result `[C'/16][rows][16]`, with the inner dimension rounded up to a K
+/// block and the held operand's columns to 16 channels
+/// (`device/gemm_f16_amp.S`). A batch of `[1, 2] x [2, 1]` takes a whole
+/// 512-byte weight block, so counting only the elements would let a plan
+/// through that lowering cannot place. Swapped, the kernel computes the
+/// transposed product: the right operand streams and the left is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GemmBuffers {
+    lhs: u64,
+    rhs: u64,
+    /// The result, in the dtype the GEMM writes (`written`).
+    out: u64,
+}
+
+impl GemmBuffers {
+    fn of(shard: &Shard, swapped: bool, (lhs, rhs, written): (DType, DType, DType)) -> GemmBuffers {
+        let block = cost::amp_block_inputs(lhs) as usize;
+        let inner = shard.inner.div_ceil(block) * block;
+        let b = shard.batch;
+        let size = |dtype: DType, slots: usize| (slots * dtype.size_bytes()) as u64;
+        match swapped {
+            false => GemmBuffers {
+                lhs: size(lhs, b * shard.rows * inner),
+                rhs: size(rhs, b * inner * padded_cols(shard.cols)),
+                out: size(written, b * shard.rows * padded_cols(shard.cols)),
+            },
+            true => GemmBuffers {
+                lhs: size(lhs, b * inner * padded_cols(shard.rows)),
+                rhs: size(rhs, b * shard.cols * inner),
+                out: size(written, b * padded_cols(shard.rows) * shard.cols),
+            },
+        }
+    }
+}
+
 pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candidate> {
     let shape = MatmulShape::of(signature);
     let (lhs, rhs, out) = (
@@ -219,18 +258,15 @@ fn estimate(
     fused: &Epilogue,
 ) -> Candidate {
     let b = shard.batch;
-    let lhs_bytes = bytes(lhs, b * shard.rows * shard.inner);
-    let rhs_bytes = bytes(rhs, b * shard.inner * shard.cols);
-    let out_bytes = bytes(out, b * shard.rows * shard.cols);
-
     // Activations arrive over exchange; weights are preloaded where used
-    // and streamed inputs written by the host where used.
+    // and streamed inputs written by the host where used. Only elements
+    // move: the padding of the GEMM's layouts is zeroed at load.
     let mut received = 0;
     if !lhs.weight && !lhs.host {
-        received += lhs_bytes;
+        received += bytes(lhs, b * shard.rows * shard.inner);
     }
     if !rhs.weight && !rhs.host {
-        received += rhs_bytes;
+        received += bytes(rhs, b * shard.inner * shard.cols);
     }
     let mut phases = 1;
     // The memory class applies to all three GEMM operands: the packed
@@ -269,7 +305,14 @@ fn estimate(
     // on every tile of a reduction group: each tile then receives the
     // others' partials of the rows it keeps, in a second phase, and sums
     // them.
-    let (mut compute, mut operands) = (compute, lhs_bytes + out_bytes + rhs_bytes);
+    // The GEMM writes the result's home, or with a split K a partial of
+    // the accumulated dtype.
+    let written = match grid.inner {
+        1 => out.dtype,
+        _ => accumulated,
+    };
+    let buffers = GemmBuffers::of(&shard, swapped, (lhs.dtype, rhs.dtype, written));
+    let (mut compute, mut operands) = (compute, buffers.lhs + buffers.out + buffers.rhs);
     // How many of the epilogue's runs the reduction carries out.
     let mut absorbed = 0;
     if grid.inner > 1 {
@@ -293,7 +336,16 @@ fn estimate(
         operands += element * (partials + kept);
         phases += 1;
     }
-    let mut resident = if rhs.weight { rhs_bytes } else { 0 };
+    // Weights stay where they are laid out, padding and all, for the
+    // whole program: the held operand, and a streamed one in the swapped
+    // orientation.
+    let mut resident = 0;
+    if lhs.weight {
+        resident += buffers.lhs;
+    }
+    if rhs.weight {
+        resident += buffers.rhs;
+    }
     if !fused.kernels.is_empty() {
         let added = fused.cost(target, slots, absorbed);
         compute += added.compute;
