@@ -23,8 +23,16 @@ pub(crate) struct Estimate {
     /// Peak bytes on the busiest tile in standard and interleaved memory.
     pub peak_standard_bytes: u64,
     pub peak_interleaved_bytes: u64,
-    /// Of the peak, the weight bytes that stay resident all program long.
+    /// Of the peak, the weight bytes that stay resident all program long,
+    /// as laid out (a GEMM's padding of whole AMP blocks included): what
+    /// they take from the tile.
     pub resident_weight_bytes: u64,
+    /// The same weights' own elements, without the padding of their
+    /// layout: what the weight budget counts (`plan::weight_budget`). The
+    /// budget bounds copies of the weights, and a layout that pads every
+    /// one of many tiny matrices to a 512-byte block makes one copy
+    /// thirty-two times its size without replicating anything.
+    pub resident_weight_data_bytes: u64,
 }
 
 impl Estimate {

@@ -50,6 +50,7 @@ pub(super) fn candidates(signature: &OpSignature, target: &Target) -> Vec<Candid
                 peak_standard_bytes: bytes,
                 peak_interleaved_bytes: 0,
                 resident_weight_bytes: 0,
+                resident_weight_data_bytes: 0,
             },
             refined: None,
             pruned: false,

@@ -65,6 +65,7 @@ impl Layout {
                 peak_standard_bytes,
                 peak_interleaved_bytes: 0,
                 resident_weight_bytes: 0,
+                resident_weight_data_bytes: 0,
             },
             refined: None,
             pruned: false,

@@ -261,12 +261,16 @@ fn estimate(
     // Activations arrive over exchange; weights are preloaded where used
     // and streamed inputs written by the host where used. Only elements
     // move: the padding of the GEMM's layouts is zeroed at load.
+    let (lhs_data, rhs_data) = (
+        bytes(lhs, b * shard.rows * shard.inner),
+        bytes(rhs, b * shard.inner * shard.cols),
+    );
     let mut received = 0;
     if !lhs.weight && !lhs.host {
-        received += bytes(lhs, b * shard.rows * shard.inner);
+        received += lhs_data;
     }
     if !rhs.weight && !rhs.host {
-        received += bytes(rhs, b * shard.inner * shard.cols);
+        received += rhs_data;
     }
     let mut phases = 1;
     // The memory class applies to all three GEMM operands: the packed
@@ -339,12 +343,14 @@ fn estimate(
     // Weights stay where they are laid out, padding and all, for the
     // whole program: the held operand, and a streamed one in the swapped
     // orientation.
-    let mut resident = 0;
+    let (mut resident, mut resident_data) = (0, 0);
     if lhs.weight {
         resident += buffers.lhs;
+        resident_data += lhs_data;
     }
     if rhs.weight {
         resident += buffers.rhs;
+        resident_data += rhs_data;
     }
     if !fused.kernels.is_empty() {
         let added = fused.cost(target, slots, absorbed);
@@ -352,6 +358,7 @@ fn estimate(
         received += added.received;
         operands += added.bytes;
         resident += added.resident;
+        resident_data += added.resident;
     } else if let Some(cast) = epilogue {
         let params = [("rows", slots as i64), ("row_length", 1)];
         compute += cost::kernel_cycles(cast, &params).unwrap_or(0);
@@ -372,6 +379,7 @@ fn estimate(
         peak_standard_bytes: standard,
         peak_interleaved_bytes: interleaved,
         resident_weight_bytes: resident,
+        resident_weight_data_bytes: resident_data,
     };
     Candidate {
         partition: Partition::Matmul {

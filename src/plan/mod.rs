@@ -513,6 +513,7 @@ fn share_candidate(
             // Row-wise weights (biases, layernorm parameters) are one row
             // long; they are not what fills tile memory.
             resident_weight_bytes: 0,
+            resident_weight_data_bytes: 0,
         },
         refined: None,
         pruned: false,
@@ -601,7 +602,7 @@ fn fits(
     candidate: &Candidate,
     code_reserve: u64,
 ) -> bool {
-    candidate.estimate.resident_weight_bytes <= weight_budget(signature)
+    candidate.estimate.resident_weight_data_bytes <= weight_budget(signature)
         && fits_memory(target, signature, candidate, code_reserve)
 }
 
@@ -624,9 +625,11 @@ pub(crate) const REPLICATION_LEVELS: u8 = 3;
 /// code, and limiting it would only trade cycles for nothing.
 pub(crate) const WEIGHT_BUDGET_FLOOR_BYTES: u64 = 4096;
 
-/// Bytes of weights per tile an operation may keep resident. It depends on
-/// the operation's own signature only, so editing one operation never
-/// changes another's plan.
+/// Bytes of weights per tile an operation may keep resident, counted
+/// without the padding of their layout
+/// ([`Estimate::resident_weight_data_bytes`]): the budget bounds copies,
+/// and padding is no copy. It depends on the operation's own signature
+/// only, so editing one operation never changes another's plan.
 pub(crate) fn weight_budget(signature: &OpSignature) -> u64 {
     let weights: u64 = signature
         .inputs
@@ -647,7 +650,8 @@ pub(crate) const CODE_RESERVE_BYTES: u64 = 32 * 1024;
 ///    total cycles, then tiles used, then peak memory;
 /// 2. when none does, candidates that fit tile memory but replicate more
 ///    weight than the budget (an inner dimension that splits badly leaves
-///    no other way), ranked by resident weight, then cycles;
+///    no other way), ranked by resident weight (without padding), then
+///    cycles;
 /// 3. when nothing fits at all, the smallest peak (resident weights counted
 ///    twice, as they stay for the whole program), so placement either
 ///    succeeds with what the other operations leave free or reports the
@@ -688,7 +692,7 @@ pub(crate) fn finalists(signature: &OpSignature, target: &Target) -> OperatorPla
         if !in_memory.is_empty() {
             in_memory.sort_by_key(|c| {
                 (
-                    c.estimate.resident_weight_bytes,
+                    c.estimate.resident_weight_data_bytes,
                     c.estimate.total_cycles(),
                     c.estimate.peak_total_bytes(),
                 )
@@ -1308,6 +1312,6 @@ mod tests {
         assert_eq!(fit, [true, true, true, true, false]);
         // With the budget at 8 copies, fc1's plan keeps more than 2.
         let wide = finalists(&signature(0), &IPU21);
-        assert!(wide.selected().estimate.resident_weight_bytes > 2 * once);
+        assert!(wide.selected().estimate.resident_weight_data_bytes > 2 * once);
     }
 }
