@@ -10,8 +10,9 @@
 //! corrupted entry, or one written for another key (a file copied over
 //! another), reports it, deletes it and misses: whoever can write the store
 //! cannot make one result stand in for another.
-//! The store is bounded: [`Store::evict`] removes the oldest entries beyond a
-//! size budget, and [`Store::clean`] removes everything.
+//! The store is bounded: [`Store::evict`] removes the least recently used
+//! entries beyond a size budget (a hit counts as a use), and
+//! [`Store::clean`] removes everything.
 //!
 //! A store may have a remote tier ([`remote`]): a read that misses locally
 //! asks the remote cache, verifies what it gets exactly as it verifies a
@@ -477,45 +478,26 @@ impl Store {
     }
 
     /// Evicts down to the configured budget: `$IPUB_STORE_MAX_MB`
-    /// megabytes (default 1024) and nothing unused for 30 days. Builds call
-    /// this after saving their results, so the store stays bounded without
-    /// `ipub clean`.
+    /// megabytes (default 1024) and nothing unused for [`MAX_UNUSED`].
+    /// Builds call this after saving their results, so the store stays
+    /// bounded without `ipub clean`.
     pub(crate) fn evict_to_budget(&self) -> usize {
-        let megabytes = budget_megabytes(std::env::var("IPUB_STORE_MAX_MB").ok().as_deref());
-        self.evict(
-            megabytes * 1024 * 1024,
-            std::time::Duration::from_secs(30 * 24 * 3600),
-        )
+        self.evict(STORE_BUDGET.bytes(), MAX_UNUSED)
     }
 
     /// Removes entries older than `max_age`, then the least recently
     /// modified ones until the store holds at most `max_bytes`. Returns the
     /// number of entries removed.
     pub(crate) fn evict(&self, max_bytes: u64, max_age: std::time::Duration) -> usize {
-        let mut entries = self.entries();
-        entries.sort_by_key(|e| std::cmp::Reverse(e.modified));
-        let now = SystemTime::now();
-        let mut total = 0u64;
-        let mut removed = 0;
-        for entry in entries {
-            let too_old = now
-                .duration_since(entry.modified)
-                .is_ok_and(|age| age > max_age);
-            if too_old || total + entry.bytes > max_bytes {
-                if std::fs::remove_file(&entry.path).is_ok() {
-                    removed += 1;
-                }
-            } else {
-                total += entry.bytes;
-            }
-        }
-        removed
+        evict_least_recently_used(self.entries(), max_bytes, max_age, |path| {
+            std::fs::remove_file(path).is_ok()
+        })
     }
 
     /// The store's entries: files named as it names them. A file of
     /// another name is not one (nor is a write in progress) and is never
     /// evicted.
-    fn entries(&self) -> Vec<Entry> {
+    fn entries(&self) -> Vec<Evictable<std::path::PathBuf>> {
         let mut found = Vec::new();
         let Ok(kinds) = std::fs::read_dir(&self.root) else {
             return found;
@@ -535,10 +517,10 @@ impl Store {
                 if !metadata.is_file() || !named {
                     continue;
                 }
-                found.push(Entry {
-                    path: file.path(),
+                found.push(Evictable {
+                    entry: file.path(),
                     bytes: metadata.len(),
-                    modified: metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                    used: metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH),
                 });
             }
         }
@@ -546,23 +528,99 @@ impl Store {
     }
 }
 
-/// The store's budget in megabytes given `$IPUB_STORE_MAX_MB`: 1024 when
-/// unset or empty, and when not a whole number of megabytes, which is
-/// reported (once per process: builds under `ipub watch` evict each time).
-fn budget_megabytes(value: Option<&str>) -> u64 {
-    const DEFAULT: u64 = 1024;
-    static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let Some(value) = value.filter(|v| !v.is_empty()) else {
-        return DEFAULT;
-    };
-    value.trim().parse().unwrap_or_else(|_| {
-        if !REPORTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            tracing::warn!(
-                "IPUB_STORE_MAX_MB=`{value}` is not a whole number of megabytes; using {DEFAULT}"
-            );
+/// How long an entry of the store or the kernel cache may go unused
+/// before a build's eviction removes it, whatever the size budget.
+pub(crate) const MAX_UNUSED: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// The store's size budget: `$IPUB_STORE_MAX_MB`, default 1024 MB.
+static STORE_BUDGET: Budget = Budget::new("IPUB_STORE_MAX_MB", 1024);
+
+/// A cache's size budget, in megabytes, from an environment variable: the
+/// default when unset or empty, and when not a whole number of megabytes,
+/// which is reported once per process (builds under `ipub watch` and
+/// `ipub lsp` evict after each rebuild, so a warning per build would
+/// repeat forever).
+pub(crate) struct Budget {
+    variable: &'static str,
+    default_megabytes: u64,
+    reported: std::sync::atomic::AtomicBool,
+}
+
+impl Budget {
+    pub(crate) const fn new(variable: &'static str, default_megabytes: u64) -> Budget {
+        Budget {
+            variable,
+            default_megabytes,
+            reported: std::sync::atomic::AtomicBool::new(false),
         }
-        DEFAULT
-    })
+    }
+
+    /// The budget in bytes, as the environment sets it now.
+    pub(crate) fn bytes(&self) -> u64 {
+        megabytes_to_bytes(self.megabytes(std::env::var(self.variable).ok().as_deref()))
+    }
+
+    /// The budget in megabytes given the variable's `value`.
+    pub(crate) fn megabytes(&self, value: Option<&str>) -> u64 {
+        let Some(value) = value.filter(|v| !v.is_empty()) else {
+            return self.default_megabytes;
+        };
+        value.trim().parse().unwrap_or_else(|_| {
+            if !self
+                .reported
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    "{}=`{value}` is not a whole number of megabytes; using {}",
+                    self.variable,
+                    self.default_megabytes
+                );
+            }
+            self.default_megabytes
+        })
+    }
+}
+
+/// `megabytes` in bytes; a budget too large to count in bytes is no limit.
+pub(crate) fn megabytes_to_bytes(megabytes: u64) -> u64 {
+    megabytes.saturating_mul(1024 * 1024)
+}
+
+/// An entry of the store or of the kernel cache as eviction sees it: what
+/// to remove, its size on disk and when it was last used.
+pub(crate) struct Evictable<T> {
+    pub entry: T,
+    pub bytes: u64,
+    pub used: SystemTime,
+}
+
+/// Removes the entries unused for longer than `max_age`, then the least
+/// recently used ones until those left hold at most `max_bytes`. `remove`
+/// removes one entry and says whether it did (a concurrent build or clean
+/// may have got there first). Returns how many were removed.
+pub(crate) fn evict_least_recently_used<T>(
+    mut entries: Vec<Evictable<T>>,
+    max_bytes: u64,
+    max_age: std::time::Duration,
+    mut remove: impl FnMut(&T) -> bool,
+) -> usize {
+    entries.sort_by_key(|e| std::cmp::Reverse(e.used));
+    let now = SystemTime::now();
+    let mut total = 0u64;
+    let mut removed = 0;
+    for candidate in entries {
+        let too_old = now
+            .duration_since(candidate.used)
+            .is_ok_and(|age| age > max_age);
+        if too_old || total.saturating_add(candidate.bytes) > max_bytes {
+            if remove(&candidate.entry) {
+                removed += 1;
+            }
+        } else {
+            total += candidate.bytes;
+        }
+    }
+    removed
 }
 
 /// An entry's name in the store and in its remote action: the path below
@@ -644,12 +702,6 @@ impl Cleaned {
         let _ = std::fs::remove_dir(dir);
         Ok(())
     }
-}
-
-struct Entry {
-    path: std::path::PathBuf,
-    bytes: u64,
-    modified: SystemTime,
 }
 
 /// An entry's bytes: the header line (version, key, checksum), then the
@@ -937,13 +989,16 @@ mod tests {
 
     #[test]
     fn the_budget_is_a_whole_number_of_megabytes_or_the_default() {
-        assert_eq!(budget_megabytes(None), 1024);
-        assert_eq!(budget_megabytes(Some("")), 1024);
-        assert_eq!(budget_megabytes(Some("0")), 0);
-        assert_eq!(budget_megabytes(Some(" 12 ")), 12);
+        let budget = Budget::new("IPUB_TEST_MAX_MB", 1024);
+        assert_eq!(budget.megabytes(None), 1024);
+        assert_eq!(budget.megabytes(Some("")), 1024);
+        assert_eq!(budget.megabytes(Some("0")), 0);
+        assert_eq!(budget.megabytes(Some(" 12 ")), 12);
         for bad in ["abc", "-1", "1.5"] {
-            assert_eq!(budget_megabytes(Some(bad)), 1024, "{bad}");
+            assert_eq!(budget.megabytes(Some(bad)), 1024, "{bad}");
         }
+        assert_eq!(megabytes_to_bytes(2), 2 << 20);
+        assert_eq!(megabytes_to_bytes(u64::MAX), u64::MAX);
     }
 
     /// A store whose kind directory is a file fails every write: the first
