@@ -20,6 +20,13 @@
 //! formula, or another kernel's entry filed under this key, a miss rather
 //! than a wrong package.
 //!
+//! The cache is bounded: after each build, [`KernelCache::evict_to_budget`]
+//! removes the entries unused for 30 days, then the least recently used
+//! ones beyond `$IPUB_KERNEL_CACHE_MAX_MB` (default 256 MB). A hit counts
+//! as a use: it sets the modification time of the entry's `kernel.json`.
+//! An entry is removed metadata first, so one half removed (by an
+//! eviction that raced a reader, or that was killed) is a miss, rebuilt.
+//!
 //! With a remote tier ([`crate::store::remote`]), a local miss asks the
 //! remote cache for the action `kernels`/key with the outputs `kernel.o`
 //! and `kernel.json`; what it gets is verified exactly as a local entry is
@@ -31,11 +38,14 @@ use super::{
 use crate::asm::{self, Object};
 use crate::fsutil::{read_bytes, write_atomic, ReadError};
 use crate::store::remote::{ActionKey, Fetch};
-use crate::store::{is_key_name, is_temporary_name, Cleaned};
+use crate::store::{
+    evict_least_recently_used, is_key_name, is_temporary_name, Budget, Cleaned, Evictable,
+};
 use crate::target::Target;
 use crate::vfs::FileSource;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// The assembler's name and version, recorded in each kernel's metadata.
 /// The cache key uses the full build identity instead
@@ -47,6 +57,11 @@ pub(super) const BUILD_IDENTITY: &str = concat!("ipub-asm ", env!("CARGO_PKG_VER
 /// The largest `kernel.o` or `kernel.json` read (from the cache or by
 /// `ipub kernel disasm`): an object holds at most a tile's memory.
 pub(crate) const MAX_ENTRY_FILE_BYTES: u64 = 16 << 20;
+
+/// The kernel cache's size budget: `$IPUB_KERNEL_CACHE_MAX_MB`, default
+/// 256 MB (a full-chip project's kernels take a few megabytes; the budget
+/// is for the entries that edits to kernel sources leave behind).
+static BUDGET: Budget = Budget::new("IPUB_KERNEL_CACHE_MAX_MB", 256);
 
 /// A kernel in the cache.
 #[derive(Clone, Debug)]
@@ -141,7 +156,7 @@ impl KernelCache {
     }
 
     pub(super) fn entry_dir(&self, key: &str) -> Utf8PathBuf {
-        self.root.join("kernels").join(key)
+        self.dir().join(key)
     }
 
     /// Returns the compiled `variant`, from the cache when a valid entry
@@ -163,6 +178,7 @@ impl KernelCache {
             match read_entry(&object_path, &metadata_path, &key) {
                 Entry::Valid(object, metadata) => {
                     tracing::debug!(name = ?variant.name, key = %key, "kernel cache hit");
+                    mark_used(&metadata_path);
                     return Ok(CachedKernel {
                         key,
                         object_path,
@@ -257,7 +273,7 @@ impl KernelCache {
     /// holds the user's files (kernel sources, when the cache root is a
     /// project directory) keeps them.
     pub(crate) fn clean(&self) -> std::io::Result<Cleaned> {
-        let dir = self.root.join("kernels");
+        let dir = self.dir();
         let mut cleaned = Cleaned::default();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
@@ -274,9 +290,7 @@ impl KernelCache {
                 .to_str()
                 .is_some_and(|name| is_key_name(name, ""));
             if is_dir && named {
-                cleaned.remove_files(&entry.path(), |name| {
-                    matches!(name, "kernel.o" | "kernel.json") || is_temporary_name(name)
-                })?;
+                cleaned.remove_files(&entry.path(), is_entry_file)?;
             } else {
                 cleaned.kept += 1;
             }
@@ -285,6 +299,121 @@ impl KernelCache {
         Ok(cleaned)
     }
 
+    /// The directory the entries live in.
+    pub(crate) fn dir(&self) -> Utf8PathBuf {
+        self.root.join("kernels")
+    }
+
+    /// Evicts down to the configured budget: `$IPUB_KERNEL_CACHE_MAX_MB`
+    /// megabytes (default 256) and nothing unused for
+    /// [`crate::store::MAX_UNUSED`]. Builds call this after they are done,
+    /// so edits to kernel sources do not fill the disk with entries no
+    /// build will read again.
+    pub(crate) fn evict_to_budget(&self) -> usize {
+        self.evict(BUDGET.bytes(), crate::store::MAX_UNUSED)
+    }
+
+    /// Removes whole entries unused for longer than `max_age`, then the
+    /// least recently used ones until the entries hold at most
+    /// `max_bytes`. An entry was last used when its newest file was
+    /// modified: written, or read by a hit ([`mark_used`]). Only key-named
+    /// directories and the files ipub writes in them are removed, as by
+    /// [`KernelCache::clean`]. Returns the number of entries removed.
+    pub(crate) fn evict(&self, max_bytes: u64, max_age: Duration) -> usize {
+        evict_least_recently_used(self.entries(), max_bytes, max_age, |dir| remove_entry(dir))
+    }
+
+    /// The cache's entries: key-named directories under `kernels/` (not
+    /// links), with the bytes of the files ipub wrote in them.
+    fn entries(&self) -> Vec<Evictable<std::path::PathBuf>> {
+        let Ok(dirs) = std::fs::read_dir(self.dir()) else {
+            return Vec::new();
+        };
+        dirs.flatten()
+            .filter(|dir| {
+                dir.file_name()
+                    .to_str()
+                    .is_some_and(|name| is_key_name(name, ""))
+            })
+            .filter_map(|dir| entry_usage(dir.path()))
+            .collect()
+    }
+}
+
+/// Whether ipub writes a file of this name in an entry's directory.
+fn is_entry_file(name: &str) -> bool {
+    matches!(name, "kernel.o" | "kernel.json") || is_temporary_name(name)
+}
+
+/// The size and last use of the entry in `dir`, or `None` when `dir` is
+/// not a directory.
+fn entry_usage(dir: std::path::PathBuf) -> Option<Evictable<std::path::PathBuf>> {
+    let metadata = std::fs::symlink_metadata(&dir).ok()?;
+    if !metadata.is_dir() {
+        return None;
+    }
+    let mut bytes = 0;
+    let mut newest = None;
+    for file in std::fs::read_dir(&dir).ok()?.flatten() {
+        let ours = file.file_name().to_str().is_some_and(is_entry_file);
+        let Ok(metadata) = std::fs::symlink_metadata(file.path()) else {
+            continue;
+        };
+        if ours && metadata.is_file() {
+            bytes += metadata.len();
+            let modified = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            newest = newest.max(Some(modified));
+        }
+    }
+    // A directory without files of ours (left by an interrupted write or
+    // eviction) was last used when it last changed.
+    let used = newest.unwrap_or_else(|| metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH));
+    Some(Evictable {
+        entry: dir,
+        bytes,
+        used,
+    })
+}
+
+/// Removes the entry in `dir`: `kernel.json` first, so a reader finds a
+/// miss rather than an object without its metadata, then `kernel.o` and
+/// any temporary files, then the directory if that left it empty (a file
+/// ipub did not write keeps it). Says whether anything was removed.
+fn remove_entry(dir: &std::path::Path) -> bool {
+    let mut removed = false;
+    for name in ["kernel.json", "kernel.o"] {
+        removed |= remove_regular_file(&dir.join(name));
+    }
+    if let Ok(files) = std::fs::read_dir(dir) {
+        for file in files.flatten() {
+            if file.file_name().to_str().is_some_and(is_temporary_name) {
+                removed |= remove_regular_file(&file.path());
+            }
+        }
+    }
+    removed | std::fs::remove_dir(dir).is_ok()
+}
+
+/// Removes `path` if it is a file (never a directory, nor what a link
+/// names); says whether it did.
+fn remove_regular_file(path: &std::path::Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir()) && std::fs::remove_file(path).is_ok()
+}
+
+/// Records a hit as a use of the entry whose metadata is at `path`, so
+/// eviction removes the least recently used entries rather than the
+/// oldest written. Best effort: a read-only cache still serves hits.
+fn mark_used(path: &Utf8Path) {
+    let touched = std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|file| file.set_modified(SystemTime::now()));
+    if let Err(error) = touched {
+        tracing::debug!(%path, %error, "cannot mark a kernel cache entry as used");
+    }
+}
+
+impl KernelCache {
     /// The entry from the remote tier, verified as a local entry is and
     /// written into the local cache (object first, metadata last).
     fn fetch_remote(
@@ -353,6 +482,9 @@ fn read_entry(object_path: &Utf8Path, metadata_path: &Utf8Path, key: &str) -> En
     };
     let bytes = match read_bytes(object_path, MAX_ENTRY_FILE_BYTES) {
         Ok(bytes) => bytes,
+        // An eviction racing with the entry's writer can leave the
+        // metadata without its object: incomplete, as if unwritten.
+        Err(ReadError::Missing) => return Entry::Missing,
         Err(e) => return Entry::Corrupt(format!("cannot read {object_path}: {e}")),
     };
     verify_entry(&bytes, &json, key)
@@ -404,5 +536,11 @@ mod tests {
         );
         let other = key_for_build("ipub 0.1.0 0123456789abcdef", &files, &variant, target);
         assert_ne!(ours, other);
+    }
+
+    #[test]
+    fn the_budget_defaults_to_256_megabytes() {
+        assert_eq!(BUDGET.megabytes(None), 256);
+        assert_eq!(BUDGET.megabytes(Some("64")), 64);
     }
 }

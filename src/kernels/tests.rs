@@ -1,4 +1,4 @@
-use super::cache::{cache_key, KernelCache};
+use super::cache::{cache_key, CachedKernel, KernelCache};
 use super::*;
 use crate::target::IPU21;
 use crate::vfs::MemoryFs;
@@ -287,6 +287,182 @@ fn clean_removes_entries_and_keeps_foreign_files() {
     let empty = tempfile::tempdir().expect("tempdir");
     let absent = KernelCache::new(Utf8PathBuf::from_path_buf(empty.path().into()).expect("utf-8"));
     assert!(!absent.clean().expect("clean").found);
+}
+
+/// A cache in a fresh temporary directory, with the directory (removed
+/// when dropped) and its root.
+fn temporary_cache() -> (tempfile::TempDir, Utf8PathBuf, KernelCache) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+    let cache = KernelCache::new(&root);
+    (dir, root, cache)
+}
+
+/// Makes `kernel`'s entry look last used `seconds` ago, without waiting.
+fn last_used(kernel: &CachedKernel, seconds: u64) {
+    let when = std::time::SystemTime::now() - std::time::Duration::from_secs(seconds);
+    for path in [&kernel.object_path, &kernel.metadata_path] {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .and_then(|file| file.set_modified(when))
+            .expect("set the modification time");
+    }
+}
+
+/// The bytes `kernel`'s entry takes, as eviction counts them.
+fn entry_bytes(kernel: &CachedKernel) -> u64 {
+    [&kernel.object_path, &kernel.metadata_path]
+        .iter()
+        .map(|path| std::fs::metadata(path).expect("metadata").len())
+        .sum()
+}
+
+const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
+
+#[test]
+fn eviction_keeps_the_most_recently_used_entries_within_the_budget() {
+    let (_dir, _root, cache) = temporary_cache();
+    let fs = fs();
+    let variants = [gemm(32), gemm(64), gemm(96), gemm(128)];
+    let kernels: Vec<CachedKernel> = variants
+        .iter()
+        .map(|v| cache.get_or_build(&fs, v, &IPU21).expect("builds"))
+        .collect();
+    for (kernel, age) in kernels.iter().zip([400, 300, 200, 100]) {
+        last_used(kernel, age);
+    }
+    let budget = entry_bytes(&kernels[2]) + entry_bytes(&kernels[3]);
+    assert_eq!(cache.evict(budget, HOUR), 2);
+    for evicted in &kernels[..2] {
+        assert!(
+            !evicted.object_path.parent().expect("entry").exists(),
+            "the whole entry goes"
+        );
+    }
+    for (kept, variant) in kernels[2..].iter().zip(&variants[2..]) {
+        assert!(kept.object_path.exists() && kept.metadata_path.exists());
+        assert!(
+            !cache
+                .get_or_build(&fs, variant, &IPU21)
+                .expect("hits")
+                .built
+        );
+    }
+    assert_eq!(cache.evict(u64::MAX, HOUR), 0);
+}
+
+#[test]
+fn eviction_removes_entries_unused_for_longer_than_the_age() {
+    let (_dir, _root, cache) = temporary_cache();
+    let fs = fs();
+    let old = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
+    let recent = cache.get_or_build(&fs, &gemm(64), &IPU21).expect("builds");
+    last_used(&old, 2 * 3600);
+    last_used(&recent, 10);
+    assert_eq!(cache.evict(u64::MAX, HOUR), 1);
+    assert!(!old.metadata_path.exists() && !old.object_path.exists());
+    assert!(recent.metadata_path.exists() && recent.object_path.exists());
+}
+
+/// Eviction removes what ipub wrote in an entry, temporary files of
+/// interrupted writes included, and nothing else it finds under
+/// `kernels/`, as `clean` does; a directory holding a foreign file stays.
+#[test]
+fn eviction_keeps_foreign_files() {
+    let (_dir, root, cache) = temporary_cache();
+    let built = cache
+        .get_or_build(&fs(), &gemm(32), &IPU21)
+        .expect("builds");
+    let kernels = root.join("kernels");
+    let entry = kernels.join(&built.key);
+    let stray = entry.join(".tmpAb12Cd");
+    std::fs::write(&stray, b"half a write").expect("write");
+    let foreign = [
+        kernels.join("gemm.S"),
+        kernels.join("include").join("common.inc"),
+        entry.join("notes.txt"),
+        kernels.join("a".repeat(64)).join("sub").join("x"),
+        kernels.join("b".repeat(64)).join("kernel.json").join("x"),
+    ];
+    for file in &foreign {
+        std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+        std::fs::write(file, b"the user's").expect("write");
+    }
+    #[cfg(unix)]
+    {
+        // A key-named link is not an entry: what it names is not ours.
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).expect("mkdir");
+        std::fs::write(elsewhere.join("kernel.json"), b"the user's").expect("write");
+        std::os::unix::fs::symlink(&elsewhere, kernels.join("c".repeat(64))).expect("link");
+        assert_eq!(cache.evict(0, HOUR), 1);
+        assert!(elsewhere.join("kernel.json").exists());
+    }
+    #[cfg(not(unix))]
+    assert_eq!(cache.evict(0, HOUR), 1);
+    assert!(!built.object_path.exists() && !built.metadata_path.exists() && !stray.exists());
+    for file in &foreign {
+        assert_eq!(std::fs::read(file).expect("kept"), b"the user's");
+    }
+    let (_empty, _absent_root, absent) = temporary_cache();
+    assert_eq!(absent.evict(0, HOUR), 0);
+}
+
+/// A hit counts as a use: eviction removes the least recently used entry,
+/// not the oldest written.
+#[test]
+fn a_hit_counts_as_a_use_for_eviction() {
+    let (_dir, _root, cache) = temporary_cache();
+    let fs = fs();
+    let read = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
+    let unread = cache.get_or_build(&fs, &gemm(64), &IPU21).expect("builds");
+    last_used(&read, 200);
+    last_used(&unread, 100);
+    assert!(
+        !cache
+            .get_or_build(&fs, &gemm(32), &IPU21)
+            .expect("hits")
+            .built
+    );
+    assert_eq!(cache.evict(entry_bytes(&read), HOUR), 1);
+    assert!(!unread.metadata_path.exists());
+    assert!(
+        !cache
+            .get_or_build(&fs, &gemm(32), &IPU21)
+            .expect("hits")
+            .built
+    );
+}
+
+/// An entry half removed (an eviction killed, or racing a reader) is a
+/// miss whichever half is left, and so is an empty entry directory: the
+/// kernel is rebuilt, never an error.
+#[test]
+fn a_half_evicted_entry_is_rebuilt() {
+    let (_dir, _root, cache) = temporary_cache();
+    let fs = fs();
+    let first = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
+    let remove_and_rebuild = |paths: &[&Utf8PathBuf]| {
+        for path in paths {
+            std::fs::remove_file(path).expect("remove");
+        }
+        let rebuilt = cache
+            .get_or_build(&fs, &gemm(32), &IPU21)
+            .expect("rebuilds");
+        assert!(rebuilt.built, "{paths:?} removed");
+        assert_eq!(rebuilt.object, first.object);
+        assert!(rebuilt.object_path.exists() && rebuilt.metadata_path.exists());
+    };
+    remove_and_rebuild(&[&first.metadata_path]);
+    remove_and_rebuild(&[&first.object_path]);
+    remove_and_rebuild(&[&first.metadata_path, &first.object_path]);
+    assert!(
+        !cache
+            .get_or_build(&fs, &gemm(32), &IPU21)
+            .expect("hits")
+            .built
+    );
 }
 
 #[test]
