@@ -234,16 +234,32 @@ pub(super) fn build_to_file(
     output::warning_summary(&outcome.name, outcome.warnings.len());
     finished_message(project, &outcome, errors, Some(&path), started);
     Stamp::record(db, &path, &bytes).save(&store, project, out_key, &bytes);
-    let evicted = store.evict_to_budget();
-    if evicted > 0 {
-        tracing::info!(evicted, "evicted old results from the store");
-    }
+    evict_to_budgets(&store);
     if explain {
         let first = changes.is_none();
         let changes = changes.unwrap_or_default();
         output::text(&explain_build(db, file, &changes, &outcome, first, true));
     }
     Ok(Some(path))
+}
+
+/// After a build that wrote its package (`ipub build` and `ipub run`, and
+/// each rebuild of `ipub watch` and `ipub lsp`), evicts the result store
+/// and the kernel cache down to their budgets, so neither grows without
+/// `ipub clean`.
+pub(crate) fn evict_to_budgets(store: &crate::store::Store) {
+    let evicted = store.evict_to_budget();
+    if evicted > 0 {
+        tracing::info!(evicted, "evicted old results from the store");
+    }
+    let kernels = crate::kernels::cache::KernelCache::new(crate::store::cache_root());
+    let evicted = kernels.evict_to_budget();
+    if evicted > 0 {
+        tracing::info!(
+            evicted,
+            "evicted least recently used kernels from the kernel cache"
+        );
+    }
 }
 
 /// Prints what a build found: its warnings, and its errors as located

@@ -99,7 +99,9 @@ impl Watched {
 /// rebuild that recomputed nothing and wrote nothing leaves the last stamp
 /// as it is; a package left in place is stamped without its file's
 /// identity, so the next build reads it back and compares its hash before
-/// trusting it.
+/// trusting it. Having stamped, it evicts the caches to their budgets, as
+/// `ipub build` does: a long-lived process rebuilding after every edit is
+/// what fills them.
 pub(crate) fn keep_package_at(
     db: &Database,
     project: &Utf8Path,
@@ -123,12 +125,9 @@ pub(crate) fn keep_package_at(
     if unchanged {
         stamp.package_file = None;
     }
-    stamp.save(
-        &crate::store::Store::default_location(),
-        project,
-        out,
-        bytes,
-    );
+    let store = crate::store::Store::default_location();
+    stamp.save(&store, project, out, bytes);
+    crate::cli::build::evict_to_budgets(&store);
     Ok(!unchanged)
 }
 
