@@ -38,7 +38,8 @@ enum Command {
     Build(cli::build::BuildArgs),
     /// Build a project and say why each rebuilt item was rebuilt (`build --explain`).
     Explain(cli::build::ExplainArgs),
-    /// Remove persisted build results (and with --all the kernel cache).
+    /// Remove persisted build results (and with --all the kernel cache), or
+    /// with --keep-mb evict both to a size budget.
     Clean(cli::clean::CleanArgs),
     /// Build a project, run it on the embedded IPU21 model and check its numerics.
     Run(cli::run::RunArgs),

@@ -849,9 +849,10 @@ fn clean_refuses_an_age_without_a_size() {
     assert!(stderr.contains("--keep-mb"), "{stderr}");
 }
 
-/// `ipub clean` and `clean --all` remove what ipub wrote and nothing else:
-/// a cache root that is also a project directory keeps the user's notes
-/// in `store/` and kernel sources in `kernels/`.
+/// `ipub clean`, `clean --all` and `clean --keep-mb` (which evicts from
+/// the store and the kernel cache) remove what ipub wrote and nothing
+/// else: a cache root that is also a project directory keeps the user's
+/// notes in `store/` and kernel sources in `kernels/`.
 #[test]
 fn clean_removes_only_what_ipub_wrote() {
     let scratch = Scratch::new();
@@ -869,6 +870,7 @@ fn clean_removes_only_what_ipub_wrote() {
     };
     assert!(count("cache/kernels") > 2 && count("cache/store/plans") > 1);
 
+    let kernels = count("cache/kernels") - 2;
     let (code, stdout, stderr) = scratch.run(&["clean", "--keep-mb", "0"]);
     assert_eq!(
         code, 0,
@@ -876,6 +878,17 @@ fn clean_removes_only_what_ipub_wrote() {
 {stderr}"
     );
     assert_eq!(count("cache/store/plans"), 1, "only the README is left");
+    // The kernel cache is evicted to the same budget.
+    assert_eq!(count("cache/kernels"), 2, "only the user's files are left");
+    let from_kernels = format!("from {}", scratch.path("cache/kernels").display());
+    let line = stdout.lines().find(|l| l.ends_with(&from_kernels));
+    assert!(
+        line.is_some_and(|l| l.starts_with(&format!("evicted {kernels} "))),
+        "{stdout}"
+    );
+    for file in &user_files {
+        assert!(Path::new(file).is_file(), "{file} was removed");
+    }
     let (code, stdout, stderr) = scratch.run(&["clean"]);
     assert_eq!(
         code, 0,
@@ -895,8 +908,8 @@ fn clean_removes_only_what_ipub_wrote() {
     }
 }
 
-/// A clean of a cache that does not exist says so; `--all` (the kernel
-/// cache, which has no size budget) does not go with `--keep-mb`.
+/// A clean of a cache that does not exist says so; `--all` does not go
+/// with `--keep-mb`, which evicts from the kernel cache as well.
 #[test]
 fn clean_says_when_there_is_nothing_and_refuses_all_with_a_budget() {
     let scratch = Scratch::new();
