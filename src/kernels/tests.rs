@@ -180,12 +180,7 @@ fn a_corrupted_entry_is_detected_and_rebuilt() {
             .expect("rebuilds")
             .built
     );
-    assert!(
-        !cache
-            .get_or_build(&fs, &gemm(32), &IPU21)
-            .expect("hits")
-            .built
-    );
+    assert!(hits(&cache, &fs, 32));
 }
 
 /// `edit` applied to the metadata of the cached `gemm(32)` entry must make
@@ -419,20 +414,18 @@ fn a_hit_counts_as_a_use_for_eviction() {
     let unread = cache.get_or_build(&fs, &gemm(64), &IPU21).expect("builds");
     last_used(&read, 200);
     last_used(&unread, 100);
-    assert!(
-        !cache
-            .get_or_build(&fs, &gemm(32), &IPU21)
-            .expect("hits")
-            .built
-    );
+    assert!(hits(&cache, &fs, 32));
     assert_eq!(cache.evict(entry_bytes(&read), HOUR), 1);
     assert!(!unread.metadata_path.exists());
-    assert!(
-        !cache
-            .get_or_build(&fs, &gemm(32), &IPU21)
-            .expect("hits")
-            .built
-    );
+    assert!(hits(&cache, &fs, 32));
+}
+
+/// Whether `gemm(k)` comes from the cache rather than being built.
+fn hits(cache: &KernelCache, fs: &MemoryFs, k: i64) -> bool {
+    !cache
+        .get_or_build(fs, &gemm(k), &IPU21)
+        .expect("builds")
+        .built
 }
 
 /// An entry half removed (an eviction killed, or racing a reader) is a
@@ -457,12 +450,7 @@ fn a_half_evicted_entry_is_rebuilt() {
     remove_and_rebuild(&[&first.metadata_path]);
     remove_and_rebuild(&[&first.object_path]);
     remove_and_rebuild(&[&first.metadata_path, &first.object_path]);
-    assert!(
-        !cache
-            .get_or_build(&fs, &gemm(32), &IPU21)
-            .expect("hits")
-            .built
-    );
+    assert!(hits(&cache, &fs, 32));
 }
 
 #[test]
