@@ -218,6 +218,7 @@ fn siglip_mlp_f16_places_and_passes_on_the_whole_chip() {
 fn programs_that_once_did_not_fit_their_tiles_place_and_pass() {
     for project in [
         "tests/data/fit/mlp-f16-on-12-tiles.toml",
+        "tests/data/fit/mlp-f16-on-15-tiles.toml",
         "tests/data/fit/attention-f16-on-2-tiles.toml",
     ] {
         run_passes(project);

@@ -653,7 +653,8 @@ pub(crate) const CODE_RESERVE_BYTES: u64 = 32 * 1024;
 ///    no other way), ranked by resident weight (without padding), then
 ///    cycles;
 /// 3. when nothing fits at all, the smallest peak (resident weights counted
-///    twice, as they stay for the whole program), so placement either
+///    twice, as they stay for the whole program; between equal peaks the
+///    one less over region 1), so placement either
 ///    succeeds with what the other operations leave free or reports the
 ///    real shortfall.
 pub(crate) fn finalists(signature: &OpSignature, target: &Target) -> OperatorPlans {
@@ -702,9 +703,15 @@ pub(crate) fn finalists(signature: &OpSignature, target: &Target) -> OperatorPla
             // Peaks include the resident weights, which count twice: they
             // hold their bytes for the whole program, beside every other
             // operation's peak, where the rest is freed after this one.
+            // Between equal peaks, the one less over region 1 (the same
+            // grid with its buffers in standard memory, which may use the
+            // whole tile) before the faster.
+            let region1 = u64::from(target.memory.loadable.end - target.memory.region1.start)
+                >> signature.memory_halvings();
             rest.sort_by_key(|c| {
                 (
                     c.estimate.peak_total_bytes() + c.estimate.resident_weight_bytes,
+                    c.estimate.peak_interleaved_bytes.saturating_sub(region1),
                     c.estimate.resident_weight_bytes,
                     c.estimate.total_cycles(),
                 )
