@@ -47,9 +47,7 @@ fn key(fs: &MemoryFs, variant: &Variant) -> String {
 
 #[test]
 fn metadata_has_entries_conventions_costs_and_sections() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
-    let cache = KernelCache::new(&root);
+    let (_dir, _root, cache) = temporary_cache();
     let kernel = cache
         .get_or_build(&fs(), &gemm(32), &IPU21)
         .expect("builds");
@@ -151,9 +149,7 @@ fn editing_one_source_changes_only_its_variants_keys() {
 
 #[test]
 fn a_corrupted_entry_is_detected_and_rebuilt() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
-    let cache = KernelCache::new(&root);
+    let (_dir, _root, cache) = temporary_cache();
     let fs = fs();
     let first = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
     let hit = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("hits");
@@ -187,9 +183,7 @@ fn a_corrupted_entry_is_detected_and_rebuilt() {
 /// the next read rebuild it (and remove the damaged metadata meanwhile);
 /// the rebuilt entry is the one a clean cache gives.
 fn damaged_metadata_is_rebuilt(edit: impl Fn(&str) -> String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
-    let cache = KernelCache::new(&root);
+    let (_dir, _root, cache) = temporary_cache();
     let fs = fs();
     let first = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
     let json = std::fs::read_to_string(&first.metadata_path).expect("read");
@@ -234,9 +228,7 @@ fn an_entry_of_the_previous_format_is_rebuilt() {
 /// `key` edited to match, is not served: the checksum covers the key.
 #[test]
 fn another_kernels_entry_filed_under_a_key_is_rebuilt() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
-    let cache = KernelCache::new(&root);
+    let (_dir, _root, cache) = temporary_cache();
     let fs = fs();
     let ours = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
     let other = cache.get_or_build(&fs, &gemm(64), &IPU21).expect("builds");
@@ -256,9 +248,7 @@ fn another_kernels_entry_filed_under_a_key_is_rebuilt() {
 /// sources live there.
 #[test]
 fn clean_removes_entries_and_keeps_foreign_files() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
-    let cache = KernelCache::new(&root);
+    let (_dir, root, cache) = temporary_cache();
     let fs = fs();
     let built = cache.get_or_build(&fs, &gemm(32), &IPU21).expect("builds");
     let kernels = root.join("kernels");
@@ -455,9 +445,7 @@ fn a_half_evicted_entry_is_rebuilt() {
 
 #[test]
 fn two_threads_building_one_key_both_succeed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
-    let cache = KernelCache::new(&root);
+    let (_dir, root, cache) = temporary_cache();
     let fs = fs();
     for _ in 0..4 {
         let results: Vec<_> = std::thread::scope(|scope| {
@@ -487,9 +475,7 @@ fn two_threads_building_one_key_both_succeed() {
 
 #[test]
 fn bad_sources_and_missing_entries_are_errors() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
-    let cache = KernelCache::new(&root);
+    let (_dir, root, cache) = temporary_cache();
     let fs = fs();
     fs.write("device/bad.S", ".data\n.word 1 +\n");
     let error = cache
