@@ -383,16 +383,14 @@ fn estimated(
 /// What [`separated`] does, for the rounds' log.
 const SEPARATED: &str = "rearranges of held pieces in steps of their own";
 
-/// `program` with the rearranges of held pieces in compute steps of their
-/// own ([`crate::lower::local::separate`]), so that what they read dies
-/// before their operations' results are written: when it has any, does not
-/// place as it is, and fits and places so.
+/// `program`, which overfills some tile, with the rearranges of held
+/// pieces in compute steps of their own ([`crate::lower::local::separate`]),
+/// so that what they read dies before their operations' results are
+/// written: when it has any, and fits and places so.
 fn separated(graph: &Graph, program: &Program) -> Result<Option<Program>, BuildError> {
     let target = target_of(graph);
     let local = crate::lower::local::KERNEL;
-    if !program.kernel_runs().iter().any(|r| r.kernel == local)
-        || overfull(target, graph, program).is_empty()
-    {
+    if !program.kernel_runs().iter().any(|r| r.kernel == local) {
         return Ok(None);
     }
     let mut separated = program.clone();
