@@ -49,6 +49,14 @@ pub struct MemoryMap {
     pub address_bits: u32,
 }
 
+impl MemoryMap {
+    /// Bytes of region 1 the loader can write: what a tile's interleaved
+    /// buffers must fit in.
+    pub(crate) const fn region1_loadable_bytes(&self) -> u64 {
+        (self.loadable.end - self.region1.start) as u64
+    }
+}
+
 /// Multiply-accumulates per tile per cycle for each AMP input format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Throughput {

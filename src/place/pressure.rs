@@ -49,7 +49,7 @@ pub(crate) fn overfull_tiles(
     }
     let memory = &target.memory;
     let total = u64::from(memory.loadable.len()).saturating_sub(reserve);
-    let region1 = u64::from(memory.loadable.end - memory.region1.start);
+    let region1 = memory.region1_loadable_bytes();
     let mut found = Vec::new();
     for (tile, ids) in by_tile {
         let live = |class: Option<MemoryClass>| {
@@ -94,8 +94,7 @@ pub(crate) fn unplaced_tiles(
         kind: SupportKind::Code,
         bytes: u32::try_from(reserve).unwrap_or(u32::MAX),
     }];
-    let memory = &target.memory;
-    let region1 = u64::from(memory.loadable.end - memory.region1.start);
+    let region1 = target.memory.region1_loadable_bytes();
     let requests = super::tile_requests(graph, program);
     let mut users = None;
     let mut found = Vec::new();

@@ -587,7 +587,7 @@ fn fits_memory(
     // the bound on them is the whole loadable memory less the code reserve.
     let memory = &target.memory;
     let shift = signature.memory_halvings();
-    let region1 = u64::from(memory.loadable.end - memory.region1.start) >> shift;
+    let region1 = memory.region1_loadable_bytes() >> shift;
     let total =
         u64::from(memory.loadable.end - memory.tile.start).saturating_sub(code_reserve) >> shift;
     candidate.estimate.peak_interleaved_bytes <= region1
@@ -706,8 +706,7 @@ pub(crate) fn finalists(signature: &OpSignature, target: &Target) -> OperatorPla
             // Between equal peaks, the one less over region 1 (the same
             // grid with its buffers in standard memory, which may use the
             // whole tile) before the faster.
-            let region1 = u64::from(target.memory.loadable.end - target.memory.region1.start)
-                >> signature.memory_halvings();
+            let region1 = target.memory.region1_loadable_bytes() >> signature.memory_halvings();
             rest.sort_by_key(|c| {
                 (
                     c.estimate.peak_total_bytes() + c.estimate.resident_weight_bytes,
@@ -1309,7 +1308,7 @@ mod tests {
         assert_eq!(budgets, [8 * once, 4 * once, 2 * once, once, once, once]);
         // A plan holding just under half the region fits at every
         // replication level and stops fitting at the first memory level.
-        let region1 = u64::from(IPU21.memory.loadable.end - IPU21.memory.region1.start);
+        let region1 = IPU21.memory.region1_loadable_bytes();
         let mut candidate = finalists(&signature(0), &IPU21).selected().clone();
         candidate.estimate.peak_standard_bytes = 0;
         candidate.estimate.peak_interleaved_bytes = region1 / 2 + 8;
