@@ -611,6 +611,7 @@ fn float_helpers_round_once() {
         f32toi32 $a9, $a8
         f32fromi32 $a10, $a9
         f16v2exp $a11, $a4
+        f16v2erf $a12, $a4
         exitz $mzero
         ",
         one_lo = 1.0f32.to_bits() & 0xFFFF,
@@ -631,6 +632,9 @@ fn float_helpers_round_once() {
     // Each f16 lane's exponential, rounded to f16 once from f64.
     let lanes = [1.5f64.exp(), (-0.25f64).exp()].map(|v| f16::from_f64(v).to_f32());
     assert_eq!(format!("{:#x}", a[11]), h2(lanes[0], lanes[1]));
+    // And its error function, likewise.
+    let lanes = [1.5f64, -0.25].map(|v| f16::from_f64(crate::isa::fp8::erf(v)).to_f32());
+    assert_eq!(format!("{:#x}", a[12]), h2(lanes[0], lanes[1]));
 }
 
 #[test]

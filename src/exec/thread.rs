@@ -476,6 +476,7 @@ impl Thread {
             Op::F16v2Mul => f16v2op!(|x, y| x * y),
             Op::F16v2Max => f16v2op!(f64::max),
             Op::F16v2Exp => f16v2op!(|x, _| x.exp()),
+            Op::F16v2Erf => f16v2op!(|x, _| erf(x)),
             Op::F16v2Min => f16v2op!(f64::min),
             Op::F16v4Add => f16v4op!(|x, y| x + y),
             Op::F16v4Sub => f16v4op!(|x, y| x - y),

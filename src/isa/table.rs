@@ -130,6 +130,7 @@ pub enum Op {
     F16v4SisoAmp,
     F16v2Exp,
     Fnop,
+    F16v2Erf,
     // Register-offset loads and stores.
     Ldz8R,
     Lds8R,
@@ -605,6 +606,7 @@ pub(super) static TABLE: &[OpInfo] = &[
     grouped(Op::F16v4SisoAmp, "f16v4sisoamp", G_FPU, 46, R_QPQ, Aux, Worker, "AMP step, f16 inputs, f32 partials: 64 MACs; d = 4 f32 partials out, a = 4 f16 inputs, b = 4 f32 partials in."),
     issues(grouped(Op::F16v2Exp, "f16v2exp", G_FPU, 47, R_AA, Aux, Worker, "Two f16 lanes: d = e^a, computed in f64 and rounded to f16."), 2),
     grouped(Op::Fnop, "fnop", G_FPU, 48, NONE, Aux, Worker, "Does nothing: fills the aux half of a bundle whose main instruction has no work beside it."),
+    issues(grouped(Op::F16v2Erf, "f16v2erf", G_FPU, 49, R_AA, Aux, Worker, "Two f16 lanes: d = erf(a), computed with `isa::erf` in f64 and rounded to f16."), 2),
     // Register-offset loads and stores.
     grouped(Op::Ldz8R, "ldz8", G_MEM, 0, MR_M, Main, Both, "d = zext(byte at a + b)."),
     grouped(Op::Lds8R, "lds8", G_MEM, 1, MR_M, Main, Both, "d = sext(byte at a + b)."),

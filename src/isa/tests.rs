@@ -236,6 +236,7 @@ fn every_instruction_round_trips_through_decode_and_disassembly() {
         0484802e  f16v4sisoamp $a4:7, $a2:3, $a4:7
         04aa002f  f16v2exp $a5, $a5
         04000030  fnop
+        04aa0031  f16v2erf $a5, $a5
         06666000  ldz8 $m3, $m3, $m3
         06666001  lds8 $m3, $m3, $m3
         06666002  ldz16 $m3, $m3, $m3
