@@ -10,6 +10,10 @@
 // conversions out. The load and the store ride in bundles with the first
 // two conversions; the store writes the previous quad's result, so the
 // loop is software-pipelined with the first quad peeled off.
+//
+// The forms stored as FP8 compute in f16 instead (see "GELU stored as FP8"
+// below): an FP8 step is 128 f16 steps, so the f32 evaluation's precision
+// never reaches their output, and f16 needs fewer than half the issues.
 
 #include "include/rows.h"
 
@@ -35,11 +39,35 @@
         set_pair $a12, $a13, HALF_BITS
 .endm
 
-// The constants, this worker's units of four values into $m5 and its input
-// and output cursors into $m7 and $m9, the output taking `out_unit` bytes
-// per unit (8 for f16, 4 for FP8).
-.macro gelu_setup out_unit
-        gelu_constants
+// The FP8 forms' f16 constants, in all four lanes: $a8:9 = f16(1/sqrt(2)),
+// $a10:11 = 1.0, $a12:13 = 0.5.
+#define RSQRT2_F16_BITS 0x39A839A8
+#define ONE_F16_BITS 0x3C003C00
+#define HALF_F16_BITS 0x38003800
+
+.macro gelu_f16_constants
+        set_pair $a8, $a9, RSQRT2_F16_BITS
+        set_pair $a10, $a11, ONE_F16_BITS
+        set_pair $a12, $a13, HALF_F16_BITS
+.endm
+
+// The f16 GELU's two halves of the f16 quad x in $a0:1, every step rounded
+// to f16: u = 1 + erf(x * f16(1/sqrt(2))) in $a4:5 and h = x * 0.5 in
+// $a6:7. The result is h * u (`f16v4mul $a4:5, $a6:7, $a4:5`).
+.macro gelu_f16_halves
+        f16v4mul $a4:5, $a0:1, $a8:9
+        f16v2erf $a4, $a4
+        f16v2erf $a5, $a5
+        f16v4add $a4:5, $a4:5, $a10:11
+        f16v4mul $a6:7, $a0:1, $a12:13
+.endm
+
+// The constants (`constants`: gelu_constants, or gelu_f16_constants for
+// the FP8 forms), this worker's units of four values into $m5 and its
+// input and output cursors into $m7 and $m9, the output taking `out_unit`
+// bytes per unit (8 for f16, 4 for FP8).
+.macro gelu_setup out_unit, constants=gelu_constants
+        \constants
         flat_split 8, 12, 2
         worker_ptr $m7, 0, 8
         worker_ptr $m9, 4, \out_unit
@@ -107,19 +135,27 @@ gelu_f16_done:
 
 // ---- GELU stored as FP8 ------------------------------------------------
 // A cast to FP8 fused into the GELU (`src/fuse.rs`), assembled only with
-// OUT_F8 defined so that the f16 variant carries none of its code. Each
-// quad is rounded to f16 exactly as `gelu_f16` stores it, then converted
-// with `f16v4tof8` and the result's scale, exactly as `cast_f16_f143`
-// converts it, so the bytes are those of the two kernels run one after the
-// other, in one pass over the data: one more issue per quad, and a 4-byte
-// store instead of an 8-byte one.
+// OUT_F8 defined so that the f16 variant carries none of its code. The
+// GELU is evaluated in f16, each step rounded to f16 as the book defines
+// f16 arithmetic: h = x * 0.5, t = x * f16(1/sqrt(2)), e = erf(t)
+// (`f16v2erf`), u = e + 1, y = h * u; y is converted with `f16v4tof8` and
+// the result's scale, exactly as `cast_f16_f143` converts an f16 value.
+// Those roundings move y by a few f16 steps at most (up to |x| * 2^-11
+// where 1 + erf cancels, for large negative x); an FP8 step is 128 f16
+// steps (`tests/row_kernels` bounds the difference from the f64 GELU).
+//
+// A quad costs 9 issues, all in the aux pipeline: the two multiplications
+// by constants, two error functions (two issues each), the addition, the
+// product and the conversion. The load rides with the previous quad's
+// conversion and the store of the previous quad with the first
+// multiplication; the first quad is peeled off.
 // State: in0 (f16), out (FP8), rows, row_length, out_scale.
 
-// Cycles (fitted with `tests/row_kernels/calibration.rs`): 21 issues per
+// Cycles (fitted with `tests/row_kernels/calibration.rs`): 9 issues per
 // unit of four values on the busiest worker, a few more to fill and drain
-// the pipelined loop, about 30 for the tail, plus the launch.
+// the pipelined loop, the tail, plus the launch.
 #ifdef OUT_F8
-#define GELU_TO_F8_COST "n = rows * row_length; units = n / 4; tail = n % 4; 228 + 6 * (21 * (units / 6) + 4 * (units > 0) + (tail != 0 ? 30 + 3 * tail : 21 * (units % 6 != 0)))"
+#define GELU_TO_F8_COST "n = rows * row_length; units = n / 4; tail = n % 4; a = 9 * (units / 6 + (units % 6 != 0)) + 5 * (units > 0); b = 9 * (units / 6) + 5 * (units >= 6) + (tail != 0 ? 19 + 3 * tail : 0); 228 + 6 * (a > b ? a : b)"
 
         .globl  gelu_f16_f143
         .type   gelu_f16_f143, @function
@@ -150,20 +186,22 @@ gelu_f16_f152:
 // in `cast_f8.S`.
 gelu_f16_f8:
         fp8_config 16
-        gelu_setup 4
+        gelu_setup 4, gelu_f16_constants
         brz     $m5, gelu_f16_f8_tail_check
         sub     $m5, $m5, 1
-        .align  8
-        { ld64step $a0:1, $m7+=, 48 ; f16v2tof32 $a2:3, $a0 }
-        f16v2tof32 $a4:5, $a1
-        gelu_rest
-        f16v4tof8 $a6, $a6:7
+        ld64step $a0:1, $m7+=, 48
+        gelu_f16_halves
+        f16v4mul $a4:5, $a6:7, $a4:5
         rpt_at  4
-        rpt     $m5, 19
-        { ld64step $a0:1, $m7+=, 48 ; f16v2tof32 $a2:3, $a0 }
-        { st32step $a6, $m9+=, 24 ; f16v2tof32 $a4:5, $a1 }
-        gelu_rest
-        f16v4tof8 $a6, $a6:7
+        rpt     $m5, 9
+        { ld64step $a0:1, $m7+=, 48 ; f16v4tof8 $a6, $a4:5 }
+        { st32step $a6, $m9+=, 24 ; f16v4mul $a4:5, $a0:1, $a8:9 }
+        f16v2erf $a4, $a4
+        f16v2erf $a5, $a5
+        f16v4add $a4:5, $a4:5, $a10:11
+        f16v4mul $a6:7, $a0:1, $a12:13
+        f16v4mul $a4:5, $a6:7, $a4:5
+        f16v4tof8 $a6, $a4:5
         st32step $a6, $m9+=, 24
 gelu_f16_f8_tail_check:
         tail_owner gelu_f16_f8_done
@@ -172,10 +210,9 @@ gelu_f16_f8_tail_check:
         // As in `gelu_f16`: the lanes past the end are computed, converted
         // and never stored.
         ld64    $a0:1, $m7, 0
-        f16v2tof32 $a2:3, $a0
-        f16v2tof32 $a4:5, $a1
-        gelu_rest
-        f16v4tof8 $a6, $a6:7
+        gelu_f16_halves
+        f16v4mul $a4:5, $a6:7, $a4:5
+        f16v4tof8 $a6, $a4:5
         mov     $m10, $a6
         store_bytes $m10, $m9, gelu_f16_f8_tail
 gelu_f16_f8_done:
@@ -188,22 +225,23 @@ gelu_f16_f8_done:
 // activation), assembled only with ADD set, so that the other variants
 // carry none of its code. Each quad of the two operands is added with
 // `f16v4add`, so rounded to f16 exactly as `add_f16` stores it, and then
-// goes through the GELU exactly as in `gelu_f16` (and, stored as FP8, the
-// cast as in `gelu_f16_f143`): the bytes are those of the kernels one
-// after the other, in one pass over the data.
+// goes through the GELU exactly as in `gelu_f16` (and, stored as FP8, in
+// f16 and through the cast as in `gelu_f16_f143`): the bytes are those of
+// the kernels one after the other, in one pass over the data.
 //
 // The first operand's load rides with the previous quad's last conversion,
 // the second's with the addition, and the store with the first conversion:
-// one issue per quad more than the GELU alone (21 for f16, 22 stored as
+// one issue per quad more than the GELU alone (21 for f16, 10 stored as
 // FP8). The first quad is peeled off and the last one's result drained
 // after the loop, so no load reads past the worker's last unit.
 // State: in0, in1, out, rows, row_length (and out_scale for FP8).
 #if ADD
 
 // This worker's units, cursors $m7 and $m8 on the operands and $m9 on the
-// output (`out_unit` bytes per unit), and the constants.
-.macro add_gelu_setup out_unit
-        gelu_constants
+// output (`out_unit` bytes per unit), and the constants (as in
+// `gelu_setup`).
+.macro add_gelu_setup out_unit, constants=gelu_constants
+        \constants
         flat_split 12, 16, 2
         worker_ptr $m7, 0, 8
         worker_ptr $m8, 4, 8
@@ -279,7 +317,7 @@ add_gelu_f16_done:
         .size   add_gelu_f16, . - add_gelu_f16
 
 #ifdef OUT_F8
-#define ADD_GELU_TO_F8_COST "n = rows * row_length; units = n / 4; tail = n % 4; 246 + 6 * (22 * (units / 6) + 5 * (units > 0) + (tail != 0 ? 34 + 3 * tail : 22 * (units % 6 != 0)))"
+#define ADD_GELU_TO_F8_COST "n = rows * row_length; units = n / 4; tail = n % 4; a = 10 * (units / 6 + (units % 6 != 0)) + 6 * (units > 0); b = 10 * (units / 6) + 6 * (units >= 6) + (tail != 0 ? 25 + 3 * tail : 0); 246 + 6 * (a > b ? a : b)"
 
         .globl  add_gelu_f16_f143
         .type   add_gelu_f16_f143, @function
@@ -308,28 +346,39 @@ add_gelu_f16_f152:
         setzi   $m10, 1
         .size   add_gelu_f16_f152, . - add_gelu_f16_f152
 
-// $m10 holds the format bit, as in `gelu_f16_f8`.
+// $m10 holds the format bit, as in `gelu_f16_f8`. The sum goes through the
+// f16 GELU of `gelu_f16_f8`: 10 issues a quad.
 add_gelu_f16_f8:
         fp8_config 20
-        add_gelu_setup 4
+        add_gelu_setup 4, gelu_f16_constants
         brz     $m5, add_gelu_f16_f8_tail_check
         sub     $m5, $m5, 1
-        add_gelu_first
+        ld64step $a0:1, $m7+=, 48
+        ld64step $a2:3, $m8+=, 48
+        f16v4add $a0:1, $a0:1, $a2:3
+        gelu_f16_halves
         rpt_at  4
-        rpt     $m5, 21
-        { ld64step $a0:1, $m7+=, 48 ; f32v2tof16 $a7, $a4:5 }
-        { ld64step $a2:3, $m8+=, 48 ; f16v4tof8 $a6, $a6:7 }
+        rpt     $m5, 11
+        { ld64step $a0:1, $m7+=, 48 ; f16v4mul $a4:5, $a6:7, $a4:5 }
+        { ld64step $a2:3, $m8+=, 48 ; f16v4tof8 $a6, $a4:5 }
         { st32step $a6, $m9+=, 24 ; f16v4add $a0:1, $a0:1, $a2:3 }
-        f16v2tof32 $a2:3, $a0
-        f16v2tof32 $a4:5, $a1
-        add_gelu_pairs
-        f32v2tof16 $a7, $a4:5
-        f16v4tof8 $a6, $a6:7
+        gelu_f16_halves
+        f16v4mul $a4:5, $a6:7, $a4:5
+        f16v4tof8 $a6, $a4:5
         st32step $a6, $m9+=, 24
 add_gelu_f16_f8_tail_check:
         tail_owner add_gelu_f16_f8_done
-        add_gelu_tail 4
-        f16v4tof8 $a6, $a6:7
+        tail_ptr $m7, 0, 8
+        tail_ptr $m8, 4, 8
+        tail_ptr $m9, 8, 4
+        // As in `add_gelu_f16`: the lanes past the end are computed,
+        // converted and never stored.
+        ld64    $a0:1, $m7, 0
+        ld64    $a2:3, $m8, 0
+        f16v4add $a0:1, $a0:1, $a2:3
+        gelu_f16_halves
+        f16v4mul $a4:5, $a6:7, $a4:5
+        f16v4tof8 $a6, $a4:5
         mov     $m10, $a6
         store_bytes $m10, $m9, add_gelu_f16_f8_tail
 add_gelu_f16_f8_done:

@@ -60,10 +60,10 @@ fn shipped_packages_are_byte_identical() {
     }
     expect![[r#"
         projects/matmul-f8.toml: 4ef8cdffe1c924b568cd099fdef2cb4fd221403ba010300c3aa2834905e9b43e 103905
-        projects/mixed-f8.toml: c0198995cb9d33460de176d8023d1188c0d5eb0a8875407ae7860f4959d593ef 64829
+        projects/mixed-f8.toml: d194b652b3ee35292dbb264a132d6ed612bd93c1d3bd70a62f680886619cefdd 64723
         projects/mlp-f16.toml: f230620a8a37fec888c7c9a90e197cebab027dc66e78a0f0ae59270a5c0b0079 2883793
         projects/attention-f16.toml: 211ccd986ee1778878d0fdf600704d18a5680808276e0416ca1ae5a60b4d378a 1320970
-        projects/vit-fp8.toml: d48c9e6c152de1f3c4dcda7697bf1c9542d4aa646838d9ee394d1c351de45b08 7707553
+        projects/vit-fp8.toml: 1f6654826f773d4d50a386a2c6fc120821cd76eb93656882a4a701baf39157c5 7706732
         projects/llama-block-f16.toml: fbc244b15f166a47bd3393a797e779d517358dab086ba921c3ee15ced2a144f2 9256527
     "#]].assert_eq(&lines);
 }

@@ -122,23 +122,26 @@ pub(super) fn host_inputs(package: &Package, overrides: &Overrides) -> HostBuffe
 
 /// The host reference of `package`'s graph on the run's inputs and
 /// weights, summing each matrix product's K in the slices its plan split
-/// it into.
+/// it into, and evaluating in f16 the GELUs the device evaluates in f16.
 pub(super) fn reference(package: &Package, overrides: &Overrides) -> anyhow::Result<Evaluation> {
     let graph = &package.graph;
-    let k_slices = k_slices(package);
+    let plan = crate::reference::DevicePlan {
+        k_slices: k_slices(package),
+        f16_gelus: f16_gelus(package),
+    };
     let precision = graph.check.reference_precision;
     let result = if overrides.is_empty() && package.file_values.is_empty() {
         let generated = |tensor: TensorId, iteration: Option<u32>| {
             crate::reference::init::tensor_values(graph, tensor, iteration)
         };
-        crate::reference::evaluate_with_inputs(graph, precision, &generated, &k_slices)
+        crate::reference::evaluate_with_inputs(graph, precision, &generated, &plan)
     } else {
         let leaves = |tensor: TensorId, iteration: Option<u32>| {
             let t = graph.tensor(tensor);
             let bytes = leaf_bytes(package, overrides, tensor, iteration);
             crate::numerics::decode(&bytes, t.dtype, t.scale)
         };
-        crate::reference::evaluate_with_inputs(graph, precision, &leaves, &k_slices)
+        crate::reference::evaluate_with_inputs(graph, precision, &leaves, &plan)
     };
     result.map_err(|e| anyhow!("host reference: {e}"))
 }
@@ -164,6 +167,29 @@ fn k_slices(package: &Package) -> crate::reference::KSlices {
             })?;
             Some((op.name.clone(), compiled.k_slice? as usize))
         })
+        .collect()
+}
+
+/// The GELUs of the package's graph, by name, that the device evaluates
+/// in f16: those of a compiled operation whose kernels do
+/// (`gelu_in_f16` in the profile layout). A compiled operation is named
+/// after the operations it absorbed, joined with `+`.
+fn f16_gelus(package: &Package) -> std::collections::BTreeSet<String> {
+    let gelus: std::collections::BTreeSet<&str> = package
+        .graph
+        .ops
+        .iter()
+        .filter(|op| op.kind == crate::graph::OpKind::Gelu)
+        .map(|op| op.name.as_str())
+        .collect();
+    package
+        .profile
+        .ops
+        .iter()
+        .filter(|compiled| compiled.gelu_in_f16)
+        .flat_map(|compiled| compiled.name.split('+'))
+        .filter(|name| gelus.contains(name))
+        .map(str::to_string)
         .collect()
 }
 

@@ -38,6 +38,11 @@ pub struct OpEstimate {
     /// `device`-precision reference sums in the same slices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k_slice: Option<u32>,
+    /// Whether its kernels evaluate a GELU in f16 (the GELU variants that
+    /// store FP8 in the same pass, `device/gelu_f16.S`): the
+    /// `device`-precision reference evaluates that GELU the same way.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gelu_in_f16: bool,
 }
 
 impl OpEstimate {

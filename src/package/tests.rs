@@ -176,6 +176,7 @@ pub(crate) fn sample() -> Package {
                 macs: 4096,
                 roofline_cycles: 1,
                 k_slice: Some(64),
+                gelu_in_f16: true,
             }],
             estimates: vec![StepEstimates {
                 call: Call::Run,
@@ -247,7 +248,7 @@ fn every_truncation_is_an_error() {
     longer.push(0);
     check_error(
         parse(&longer),
-        expect!["the package's part table is malformed: the parts end at byte 4157 but the file has 4158 bytes"],
+        expect!["the package's part table is malformed: the parts end at byte 4176 but the file has 4177 bytes"],
     );
 }
 

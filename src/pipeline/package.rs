@@ -17,7 +17,7 @@ use crate::graph::{DType, Graph, Op, OpId, OpKind};
 use crate::lower::{KernelRun, Program};
 use crate::package::file::{Encoded, Part};
 use crate::package::{ExchangeProgram, OpEstimate, Package};
-use crate::partition::Partition;
+use crate::partition::{KernelId, Partition};
 use crate::target::Target;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -132,9 +132,34 @@ pub(crate) fn op_estimates(
                     }
                     _ => None,
                 },
+                gelu_in_f16: gelu_in_f16(&graph, op, &selected.partition),
             }
         })
         .collect())
+}
+
+/// Whether `op`, run as `partition`, evaluates a GELU in f16: the GELU
+/// variants that store FP8 (`KernelId::GeluCast`), on their own or as the
+/// last step of a product's epilogue.
+fn gelu_in_f16(graph: &Graph, op: &Op, partition: &Partition) -> bool {
+    let kernels = match (partition, &op.kind) {
+        (Partition::Matmul { .. }, OpKind::Matmul { epilogue, .. }) => {
+            crate::partition::epilogue_kernels(epilogue, graph.tensor(op.output).dtype)
+                .into_iter()
+                .map(|run| run.kernel)
+                .collect()
+        }
+        (
+            Partition::Rows { kernel, .. }
+            | Partition::Segments { kernel, .. }
+            | Partition::Elements { kernel, .. },
+            _,
+        ) => vec![*kernel],
+        _ => Vec::new(),
+    };
+    kernels
+        .iter()
+        .any(|kernel| matches!(kernel, KernelId::GeluCast { .. }))
 }
 
 /// Each operation's estimated exchange and sync cycles, from the lowered

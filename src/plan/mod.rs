@@ -965,10 +965,10 @@ mod tests {
             expect![[r#"
                 gelu(f16[197, 3072]) -> f143[197, 3072]*2^-3 on 1472 tiles
                   candidates 18
-                 *finalist 0: elements 605184 per-tile 416 kernel gelu_f16_f143 tiles=1455 cycles=3328 (compute 2520 exchange 208 sync 600) phases=1 peak_standard=1248 peak_interleaved=0
-                  finalist 1: elements 605184 per-tile 824 kernel gelu_f16_f143 tiles=735 cycles=5674 (compute 4662 exchange 412 sync 600) phases=1 peak_standard=2472 peak_interleaved=0
-                  finalist 2: elements 605184 per-tile 1648 kernel gelu_f16_f143 tiles=368 cycles=10370 (compute 8946 exchange 824 sync 600) phases=1 peak_standard=4944 peak_interleaved=0
-                  finalist 3: rows 197x3072 per-tile 1 kernel gelu_f16_f143 tiles=197 cycles=18516 (compute 16380 exchange 1536 sync 600) phases=1 peak_standard=9216 peak_interleaved=0
+                 *finalist 0: elements 605184 per-tile 416 kernel gelu_f16_f143 tiles=1455 cycles=2038 (compute 1230 exchange 208 sync 600) phases=1 peak_standard=1248 peak_interleaved=0
+                  finalist 1: elements 605184 per-tile 824 kernel gelu_f16_f143 tiles=735 cycles=3160 (compute 2148 exchange 412 sync 600) phases=1 peak_standard=2472 peak_interleaved=0
+                  finalist 2: elements 605184 per-tile 1648 kernel gelu_f16_f143 tiles=368 cycles=5408 (compute 3984 exchange 824 sync 600) phases=1 peak_standard=4944 peak_interleaved=0
+                  finalist 3: rows 197x3072 per-tile 1 kernel gelu_f16_f143 tiles=197 cycles=9306 (compute 7170 exchange 1536 sync 600) phases=1 peak_standard=9216 peak_interleaved=0
             "#]],
         );
     }

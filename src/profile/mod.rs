@@ -458,6 +458,7 @@ pub(crate) mod tests {
             macs,
             roofline_cycles: roofline,
             k_slice: None,
+            gelu_in_f16: false,
         };
         Profile {
             format_version: FORMAT_VERSION,

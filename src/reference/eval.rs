@@ -19,7 +19,7 @@ pub fn evaluate(
         graph,
         precision,
         &|tensor, iteration| tensor_values(graph, tensor, iteration),
-        &KSlices::new(),
+        &DevicePlan::default(),
     )
 }
 
@@ -30,6 +30,19 @@ pub fn evaluate(
 /// not named sums in one chain.
 pub(crate) type KSlices = std::collections::BTreeMap<String, usize>;
 
+/// What the `device` precision takes from the compiled program: where a
+/// plan changed the device's arithmetic. Empty (the default), every
+/// product sums in one chain and every GELU is exact before its rounding.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DevicePlan {
+    /// The products whose K the plan splits over tiles ([`KSlices`]).
+    pub(crate) k_slices: KSlices,
+    /// The GELUs, by operation name, that the device evaluates in f16
+    /// because their result is stored as FP8 in the same pass
+    /// ([`ops::gelu_in_f16`]).
+    pub(crate) f16_gelus: std::collections::BTreeSet<String>,
+}
+
 /// The values of one input or weight (with the iteration of a per-iteration
 /// weight); must be callable from several threads.
 pub type LeafValues<'a> = dyn Fn(TensorId, Option<u32>) -> Vec<f32> + Sync + 'a;
@@ -37,13 +50,13 @@ pub type LeafValues<'a> = dyn Fn(TensorId, Option<u32>) -> Vec<f32> + Sync + 'a;
 /// [`evaluate`] with the inputs and weights supplied by `leaves` instead of
 /// the seeded generator (hand-written test inputs, or values read from a
 /// device). Supplied values are rounded to their tensor's dtype, as storing
-/// them on the device would. `k_slices` are the planned splits of the
-/// products' inner dimension ([`KSlices`]).
-pub fn evaluate_with_inputs(
+/// them on the device would. `plan` says where the compiled program's
+/// arithmetic differs from the default ([`DevicePlan`]).
+pub(crate) fn evaluate_with_inputs(
     graph: &Graph,
     precision: ReferencePrecision,
     leaves: &LeafValues<'_>,
-    k_slices: &KSlices,
+    plan: &DevicePlan,
 ) -> Result<Evaluation, ReferenceError> {
     let started = Instant::now();
     tracing::info!(
@@ -56,7 +69,7 @@ pub fn evaluate_with_inputs(
         precision,
         values: vec![None; graph.tensors.len()],
         leaves,
-        k_slices,
+        plan,
     };
     evaluator.generate_leaves(None, None)?;
     let repeat_at = repeat_starts(graph)?;
@@ -148,7 +161,7 @@ struct Evaluator<'g> {
     precision: ReferencePrecision,
     values: Vec<Option<Vec<f32>>>,
     leaves: &'g LeafValues<'g>,
-    k_slices: &'g KSlices,
+    plan: &'g DevicePlan,
 }
 
 impl Evaluator<'_> {
@@ -374,7 +387,7 @@ impl Evaluator<'_> {
                 let accumulation = match self.precision {
                     ReferencePrecision::Device => Accumulation::F16Partials {
                         k_block,
-                        k_slice: self.k_slices.get(&op.name).copied(),
+                        k_slice: self.plan.k_slices.get(&op.name).copied(),
                     },
                     ReferencePrecision::F32 => Accumulation::F32,
                 };
@@ -396,6 +409,12 @@ impl Evaluator<'_> {
             OpKind::Silu => ops::silu(x),
             OpKind::GeluTanh => ops::gelu_tanh(x),
             OpKind::Rmsnorm { epsilon } => ops::rmsnorm(&x_tensor.shape, x, inputs[1].0, *epsilon)?,
+            OpKind::Gelu
+                if self.precision == ReferencePrecision::Device
+                    && self.plan.f16_gelus.contains(&op.name) =>
+            {
+                ops::gelu_in_f16(x)
+            }
             OpKind::Gelu => ops::gelu(x),
             OpKind::Softmax { scale, .. } if inputs.len() == 2 => {
                 let (mask, mask_tensor) = inputs[1];

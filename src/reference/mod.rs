@@ -17,7 +17,10 @@
 //!   units, f16 products with an f16 result in f16 partials per block of
 //!   [`AMP_K_BLOCK_F16`] (the AMP's f16 weight block), products with an
 //!   f32 result in f32; softmax, layernorm and GELU
-//!   compute in f32 or better and round their output.
+//!   compute in f32 or better and round their output, except a GELU the
+//!   device evaluates in f16 because it stores its result as FP8 in the
+//!   same pass ([`DevicePlan`]), which is evaluated in f16 as the device
+//!   does.
 //!
 //! A matmul with one f16 and one FP8 operand reads the f16 operand converted
 //! to the other's FP8 format with scale 0 (at either precision): the
@@ -37,8 +40,8 @@ pub(crate) mod softmax_mask;
 mod tests;
 
 pub use crate::graph::ReferencePrecision;
-pub(crate) use eval::KSlices;
-pub use eval::{evaluate, evaluate_with_inputs, LeafValues};
+pub use eval::{evaluate, LeafValues};
+pub(crate) use eval::{evaluate_with_inputs, DevicePlan, KSlices};
 pub use init::{tensor_bytes, tensor_values};
 
 use crate::graph::TensorId;

@@ -465,6 +465,25 @@ pub(super) fn gelu(values: &[f32]) -> Vec<f32> {
         .collect()
 }
 
+/// GELU as the device evaluates it where its result is stored as FP8
+/// (`device/gelu_f16.S`): every step in f16, each rounded to nearest even,
+/// `h = x · ½`, `t = x · f16(1/√2)`, `u = f16(erf(t)) + 1`, `h · u`. The
+/// values are f16 already (the input is an f16 activation). An f16 product
+/// or sum is exact in f64, so rounding it once from f64 is the f16 result.
+pub(super) fn gelu_in_f16(values: &[f32]) -> Vec<f32> {
+    let round = |v: f64| f64::from(half::f16::from_f64(v));
+    let rsqrt2 = round(std::f64::consts::FRAC_1_SQRT_2);
+    values
+        .par_iter()
+        .map(|&x| {
+            let x = f64::from(x);
+            let h = round(x * 0.5);
+            let u = round(round(erf(round(x * rsqrt2))) + 1.0);
+            round(h * u) as f32
+        })
+        .collect()
+}
+
 /// Softmax of `x · scale` over the last axis; with `causal`, entries whose
 /// column exceeds their row (the last two axes) are excluded and read 0.
 /// Exponentials in f32 after subtracting the row maximum; sums in f64.

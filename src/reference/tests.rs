@@ -83,7 +83,7 @@ impl Builder {
 
     /// Evaluates with hand-written values where given, seeded ones elsewhere.
     fn evaluate(&self, precision: ReferencePrecision) -> Result<Evaluation, ReferenceError> {
-        self.evaluate_split(precision, &KSlices::new())
+        self.evaluate_planned(precision, &DevicePlan::default())
     }
 
     /// [`Builder::evaluate`] with products' K split into `k_slices`.
@@ -92,6 +92,19 @@ impl Builder {
         precision: ReferencePrecision,
         k_slices: &KSlices,
     ) -> Result<Evaluation, ReferenceError> {
+        let plan = DevicePlan {
+            k_slices: k_slices.clone(),
+            ..DevicePlan::default()
+        };
+        self.evaluate_planned(precision, &plan)
+    }
+
+    /// [`Builder::evaluate`] with the compiled program's `plan`.
+    fn evaluate_planned(
+        &self,
+        precision: ReferencePrecision,
+        plan: &DevicePlan,
+    ) -> Result<Evaluation, ReferenceError> {
         let leaves = |id: TensorId, iteration: Option<u32>| match self
             .values
             .get(&self.graph.tensor(id).name)
@@ -99,7 +112,7 @@ impl Builder {
             Some(v) => v.clone(),
             None => tensor_values(&self.graph, id, iteration),
         };
-        evaluate_with_inputs(&self.graph, precision, &leaves, k_slices)
+        evaluate_with_inputs(&self.graph, precision, &leaves, plan)
     }
 }
 
@@ -269,6 +282,39 @@ fn gelu_is_exact() {
         y,
         expect!["-0.045500264 -0.15865526 0 0.8413448 1.9544997"],
     );
+}
+
+#[test]
+fn a_gelu_the_device_evaluates_in_f16_is_evaluated_in_f16_at_device_precision() {
+    let mut b = Builder::new();
+    let x = b.input("x", &[4], DType::F16, &[2., -3., -4., 1.]);
+    let y = b.op(OpKind::Gelu, &[x], &[4], DType::F16);
+    let name = b.graph.ops[0].name.clone();
+    let plan = DevicePlan {
+        f16_gelus: [name].into(),
+        ..DevicePlan::default()
+    };
+    let values = |precision, plan: &DevicePlan| {
+        let evaluation = b.evaluate_planned(precision, plan).expect("evaluates");
+        evaluation.get(y).expect("computed").to_vec()
+    };
+    // Exact, rounded to f16 once.
+    let exact = [1.9541016, -0.0040512085, -0.00012671947, 0.8413086];
+    assert_eq!(
+        values(ReferencePrecision::Device, &DevicePlan::default()),
+        exact
+    );
+    // In f16 (`device/gelu_f16.S`): at 2, h = 1 and u = f16(f16(erf(1.414)) +
+    // 1) = 1.955; at -4, erf(-2.828) rounds to -1, so u and the result are
+    // 0; at 1 the roundings cancel.
+    assert_eq!(
+        values(ReferencePrecision::Device, &plan),
+        [1.9550781, -0.0043945312, -0.0, 0.8413086]
+    );
+    // At f32 precision the plan changes nothing.
+    let f32 = values(ReferencePrecision::F32, &plan);
+    assert_eq!(f32, values(ReferencePrecision::F32, &DevicePlan::default()));
+    assert!((f32[2] + 0.000_126_684_97).abs() < 1e-10, "{f32:?}");
 }
 
 #[test]

@@ -32,7 +32,7 @@ fn casts_f16_to_fp8_round_and_saturate_with_the_output_scale() {
 }
 
 #[test]
-fn gelu_stored_as_fp8_is_gelu_then_the_cast_bit_for_bit() {
+fn gelu_stored_as_fp8_is_the_f16_gelu_then_the_cast_bit_for_bit() {
     for kernel in ["gelu_f16_f143", "gelu_f16_f152"] {
         for out_scale in [0, 2, -5] {
             let settings = Settings {

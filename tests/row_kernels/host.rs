@@ -123,6 +123,50 @@ pub struct Case {
     expected: Expected,
 }
 
+/// The correctly rounded f16 sums of `a` and `b`, as `add_f16` stores them.
+fn f16_sums(a: &[f16], b: &[f16]) -> Vec<f16> {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| f16::from_f64(x.to_f64() + y.to_f64()))
+        .collect()
+}
+
+/// The bytes the FP8-bound GELU forms store for `x`: the GELU evaluated in
+/// f16 as `device/gelu_f16.S` documents it (h = x * 0.5, t = x *
+/// f16(1/sqrt(2)), u = f16(erf(t)) + 1, y = h * u, each step rounded to
+/// f16; f16 products and sums are exact in f64, so one rounding from f64 is
+/// the correctly rounded result), then the cast. Each finite result must
+/// also be within an FP8 step of the f64 GELU, plus the f16 steps' error:
+/// about 2^-11 of y, and |x| * 2^-11 where 1 + erf cancels.
+fn gelu_in_f16_to_fp8(x: &[f16], format: Fp8Format, out_scale: i32) -> Vec<u8> {
+    let r = f16::from_f64;
+    let rsqrt2 = r(std::f64::consts::FRAC_1_SQRT_2).to_f64();
+    // FP8 values in f64: with a positive scale they may lie beyond f16.
+    let value = |byte: u8| format.to_f16(byte, 0).to_f64() * 2f64.powi(out_scale);
+    let largest = value(0x7f);
+    x.iter()
+        .enumerate()
+        .map(|(k, &v)| {
+            let x = v.to_f64();
+            let h = r(x * 0.5).to_f64();
+            let t = r(x * rsqrt2).to_f64();
+            let u = r(r(erf(t)).to_f64() + 1.0).to_f64();
+            let byte = format.from_f16(r(h * u), out_scale);
+            let exact = 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2));
+            if exact.is_finite() && exact.abs() < largest {
+                let y = value(byte);
+                let step = (value(byte.wrapping_add(1) & 0x7f) - value(byte & 0x7f)).abs();
+                let slack = (exact.abs() + x.abs()) * 2f64.powi(-10) + 2f64.powi(-23);
+                assert!(
+                    (y - exact).abs() <= step + slack,
+                    "element {k}: {y} from the f16 GELU of {x}, GELU {exact}"
+                );
+            }
+            byte
+        })
+        .collect()
+}
+
 fn fp8_format(kernel: &str) -> Fp8Format {
     if kernel.contains("f152") {
         Fp8Format::F152
@@ -318,40 +362,35 @@ pub fn case(
             bytes(vec![x.clone()], x, params)
         }
         "gelu_f16_f143" | "gelu_f16_f152" => {
-            // The fused GELU and cast must store exactly the bytes of the
-            // two kernels run one after the other: the host converts the
-            // rows `gelu_f16` computes on the device (which its own test
-            // holds to the f64 GELU) the way the cast does. Wide values
-            // reach the formats' saturation and their subnormals.
-            let x = normal_f16(rng, n, 6.0);
-            fused_cast("gelu_f16", vec![f16_bytes(&x)], params)
+            // Wide values reach the formats' saturation and their
+            // subnormals, with infinities and NaNs among them.
+            let x = wide_f16(rng, n, 6.0);
+            let expected = gelu_in_f16_to_fp8(&x, fp8_format(kernel), settings.out_scale as i32);
+            bytes(vec![f16_bytes(&x)], expected, params)
         }
-        "add_gelu_f16" | "add_gelu_f16_f143" | "add_gelu_f16_f152" => {
+        "add_gelu_f16" => {
             // An add fused into the GELU must store exactly the bytes of
             // `add_f16` (the correctly rounded f16 sum, which its own test
-            // holds the device to), then `gelu_f16` run on the device, then
-            // for FP8 the host's cast.
+            // holds the device to), then `gelu_f16` run on the device.
             let a = normal_f16(rng, n, 4.0);
             let b = normal_f16(rng, n, 2.0);
-            let sums: Vec<f16> = a
-                .iter()
-                .zip(&b)
-                .map(|(x, y)| f16::from_f64(x.to_f64() + y.to_f64()))
-                .collect();
             let gelu = crate::harness::compile("gelu_f16").run(&Run {
-                inputs: vec![&f16_bytes(&sums)],
+                inputs: vec![&f16_bytes(&f16_sums(&a, &b))],
                 out_bytes: 2 * n,
                 params: params.clone(),
             });
-            let expected = if kernel == "add_gelu_f16" {
-                gelu.out
-            } else {
-                let format = fp8_format(kernel);
-                f16_values(&gelu.out)
-                    .iter()
-                    .map(|&v| format.from_f16(v, settings.out_scale as i32))
-                    .collect()
-            };
+            bytes(vec![f16_bytes(&a), f16_bytes(&b)], gelu.out, params)
+        }
+        "add_gelu_f16_f143" | "add_gelu_f16_f152" => {
+            // The correctly rounded f16 sum, then the f16 GELU and cast of
+            // `gelu_f16_f143`.
+            let a = normal_f16(rng, n, 4.0);
+            let b = normal_f16(rng, n, 2.0);
+            let expected = gelu_in_f16_to_fp8(
+                &f16_sums(&a, &b),
+                fp8_format(kernel),
+                settings.out_scale as i32,
+            );
             bytes(vec![f16_bytes(&a), f16_bytes(&b)], expected, params)
         }
         "gelu_f16" => {
