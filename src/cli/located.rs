@@ -68,11 +68,7 @@ fn placement_diagnostic(db: &dyn Db, project: SourceFile, error: &PlacementError
             .label(format!("the program does not fit in {count} tile{plural}"));
     }
     if !error.largest.is_empty() {
-        let largest: Vec<String> = error
-            .largest
-            .iter()
-            .map(|(what, bytes)| format!("{what} ({bytes} bytes)"))
-            .collect();
+        let largest: Vec<String> = error.largest.iter().map(ToString::to_string).collect();
         diagnostic = diagnostic.note(format!("largest users: {}", largest.join(", ")));
     }
     if !error.tried.is_empty() {

@@ -96,7 +96,7 @@ impl Piece {
     }
 
     /// Logical elements in the box.
-    pub(super) fn elements(&self) -> usize {
+    pub(crate) fn elements(&self) -> usize {
         self.extent.iter().product()
     }
 

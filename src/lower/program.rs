@@ -57,6 +57,12 @@ impl Buffer {
     pub(crate) fn bytes(&self) -> u32 {
         (self.piece.slots() * self.dtype.size_bytes()) as u32
     }
+
+    /// The bytes of its values: [`Buffer::bytes`] without its layout's
+    /// padding.
+    pub(crate) fn data_bytes(&self) -> u32 {
+        (self.piece.elements() * self.dtype.size_bytes()) as u32
+    }
 }
 
 /// How a kernel run finds an operand.

@@ -111,6 +111,32 @@ impl Placement {
     }
 }
 
+/// One of the largest users of a tile that does not fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryUser {
+    /// What it is (`weight \`w\``, `code`, ...).
+    pub what: String,
+    /// The bytes it takes on the tile.
+    pub bytes: u64,
+    /// The bytes of its values: fewer than `bytes` where its layout pads
+    /// (a GEMM operand's K and channels to whole AMP blocks, rows to whole
+    /// vectors).
+    pub data_bytes: u64,
+}
+
+impl std::fmt::Display for MemoryUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.data_bytes < self.bytes {
+            true => write!(
+                f,
+                "{} ({} bytes, of which {} are its values and the rest its layout's padding)",
+                self.what, self.bytes, self.data_bytes
+            ),
+            false => write!(f, "{} ({} bytes)", self.what, self.bytes),
+        }
+    }
+}
+
 /// Why a tile's data does not fit.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{}", self.render())]
@@ -119,7 +145,7 @@ pub struct PlacementError {
     pub needed: u64,
     pub available: u64,
     pub over: u64,
-    pub largest: Vec<(String, u64)>,
+    pub largest: Vec<MemoryUser>,
     /// What the compiler tried before giving up: the operations it
     /// re-planned to spread further, one line per round.
     pub tried: Vec<String>,
@@ -127,11 +153,7 @@ pub struct PlacementError {
 
 impl PlacementError {
     fn render(&self) -> String {
-        let largest: Vec<String> = self
-            .largest
-            .iter()
-            .map(|(what, bytes)| format!("{what} ({bytes} bytes)"))
-            .collect();
+        let largest: Vec<String> = self.largest.iter().map(MemoryUser::to_string).collect();
         let mut text = format!(
             "tile {} needs {} bytes but only {} are available ({} bytes over); largest users: {}",
             self.tile,
@@ -343,6 +365,17 @@ mod tests {
         assert_eq!(error.tile, 0);
         assert!(error.over > 0);
         expect!["tile 0 needs 3145728 bytes but only 424880 are available (2720848 bytes over); largest users: weight `w` (2097152 bytes), activation `gelu1` (524288 bytes), activation `gelu2` (524288 bytes); try more tiles (`tiles` in [project])"].assert_eq(&error.to_string());
+    }
+
+    #[test]
+    fn largest_users_say_how_many_of_their_bytes_are_padding() {
+        // A width that is not a multiple of 16: the GEMM pads its weight's
+        // K and channels, its input's K and its result's channels to
+        // multiples of 16.
+        let b = chain(1, 256, 1000);
+        let program = lowered(&b.graph);
+        let error = placement(&IPU21, &b.graph, &program, &code).unwrap_err();
+        expect!["tile 0 needs 3064320 bytes but only 424880 are available (2639440 bytes over); largest users: weight `w` (2032128 bytes, of which 2000000 are its values and the rest its layout's padding), activation `matmul0` (516096 bytes, of which 512000 are its values and the rest its layout's padding), input `x` (516096 bytes, of which 512000 are its values and the rest its layout's padding); try more tiles (`tiles` in [project])"].assert_eq(&error.to_string());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! does not place that tile again.
 
 use super::lifetimes::{lifetimes, overlaps, Lifetime};
-use super::{describe, PlacementError, SupportBlock, TilePlacement, BUFFER_ALIGN};
+use super::{describe, MemoryUser, PlacementError, SupportBlock, TilePlacement, BUFFER_ALIGN};
 use crate::graph::Graph;
 use crate::lower::{BufferId, Program};
 use crate::partition::MemoryClass;
@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) struct BufferRequest {
     pub bytes: u32,
+    /// The bytes of its values, `bytes` without its layout's padding.
+    pub data_bytes: u32,
     pub class: MemoryClass,
     /// Ranks among the tile's lifetime bounds (see the module docs).
     pub life: Lifetime,
@@ -68,6 +70,7 @@ pub(crate) fn tile_requests(
                     let (first, last) = lifetimes[id.0 as usize];
                     BufferRequest {
                         bytes: buffer.bytes(),
+                        data_bytes: buffer.data_bytes(),
                         class: buffer.class,
                         life: (rank(first), rank(last)),
                         what: describe(graph, &buffer.role),
@@ -319,18 +322,21 @@ fn shortfall(
     needed: u64,
     available: u64,
 ) -> PlacementError {
-    let mut users: Vec<(String, u64)> = placed
+    let mut users: Vec<MemoryUser> = placed
         .support
         .iter()
-        .map(|(kind, _, bytes)| (kind.to_string(), u64::from(*bytes)))
-        .chain(
-            request
-                .buffers
-                .iter()
-                .map(|b| (b.what.clone(), u64::from(b.bytes))),
-        )
+        .map(|(kind, _, bytes)| MemoryUser {
+            what: kind.to_string(),
+            bytes: u64::from(*bytes),
+            data_bytes: u64::from(*bytes),
+        })
+        .chain(request.buffers.iter().map(|b| MemoryUser {
+            what: b.what.clone(),
+            bytes: u64::from(b.bytes),
+            data_bytes: u64::from(b.data_bytes),
+        }))
         .collect();
-    users.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    users.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.what.cmp(&b.what)));
     users.truncate(3);
     PlacementError {
         tile,
@@ -365,6 +371,7 @@ mod tests {
         .enumerate()
         .map(|(i, (units, life))| BufferRequest {
             bytes: units * UNIT,
+            data_bytes: units * UNIT,
             class: MemoryClass::Interleaved,
             life,
             what: format!("buffer {i}"),
