@@ -114,7 +114,8 @@ impl Placement {
 /// One of the largest users of a tile that does not fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryUser {
-    /// What it is (`weight \`w\``, `code`, ...).
+    /// What it is: a buffer as [`describe`] names it, or a support block
+    /// (`code`, `exchange tables`, ...).
     pub what: String,
     /// The bytes it takes on the tile.
     pub bytes: u64,
