@@ -401,15 +401,31 @@ fn bad_tensor_files_are_located_errors() {
         "weights.safetensors",
         "does not exist",
     ]);
-    // NaN-filled values are data: the project builds, with a warning, and
-    // the check fails on them rather than passing.
+    // NaN-filled values are data: the project builds, with a warning at
+    // the tensor, and the check fails on them rather than passing. So do
+    // values too large for the dtype, saturated to infinity in f16.
     let mut nan = Checkpoint::new(1);
     for v in &mut nan.0[0].2 {
         *v = f32::NAN;
     }
+    nan.0[4].2[0] = 1e6;
+    nan.0[4].2[1] = -7e4;
     std::fs::write(path.join("weights.safetensors"), nan.bytes()).expect("write");
     let (code, stdout, stderr) = ipub(&["run", "residual-f16.toml", "--out", "out"], path);
     assert_eq!(code, 1, "{stdout}\n{stderr}");
-    assert!(stderr.contains("NaN"), "{stderr}");
     assert!(stdout.contains("numericalTest=FAIL"), "{stdout}");
+    // In file order: the repeat's weight, then the head's.
+    let expected = [
+        "warning: `w` reads 9216 NaNs from `weights.safetensors`",
+        "--> residual-f16.toml:37:8",
+        "warning: `head_w` reads 2 values too large for f16 from `weights.safetensors`",
+        "--> residual-f16.toml:70:8",
+    ];
+    let mut rest = stderr.as_str();
+    for text in expected {
+        let at = rest
+            .find(text)
+            .unwrap_or_else(|| panic!("{text}\n{stderr}"));
+        rest = &rest[at + text.len()..];
+    }
 }

@@ -657,6 +657,9 @@ fn build_phases(db: &Database, file: SourceFile, verbose: bool) -> Outcome {
         &format!("{} tiles, {:.1} MB", tiles, bytes.len() as f64 / 1e6),
     );
     outcome.package = Some(bytes);
+    outcome
+        .warnings
+        .extend(crate::project::value_warnings(db, file));
     outcome.tiles = tiles;
     outcome.totals = vec![
         ("plan", unique.len()),

@@ -100,6 +100,48 @@ pub(crate) fn project_warnings(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic>
     lints::warnings(&project_index(db, root), &graph)
 }
 
+/// Warnings about the values of tensors initialised from files (NaNs, and
+/// values too large for the tensor's dtype), each at the tensor's name.
+/// Not among [`project_warnings`]: only a build converts the values, so
+/// a build asks for these once it has (`cli::build`).
+pub(crate) fn value_warnings(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
+    let Some(graph) = project_graph(db, root).graph.clone() else {
+        return Vec::new();
+    };
+    let index = project_index(db, root);
+    // In file order, as the lints are.
+    let mut warnings: Vec<(Option<(Utf8PathBuf, usize)>, Diagnostic)> = Vec::new();
+    for tensor in &graph.tensors {
+        let Some(message) = crate::data::query::value_warning(db, &graph, tensor) else {
+            continue;
+        };
+        let repeat = tensor
+            .repeat
+            .and_then(|r| graph.repeats.get(r as usize))
+            .map(|r| r.name.as_str());
+        let definition = index.definitions.iter().find(|d| {
+            matches!(
+                d.kind,
+                index::DefinitionKind::Tensor | index::DefinitionKind::BodyTensor
+            ) && d.name == tensor.written_name()
+                && d.repeat.as_deref() == repeat
+        });
+        let mut warning = Diagnostic::warning(message)
+            .note("they are kept as they are: the outputs they reach can be NaN or infinite, on the device and in the reference alike")
+            .help("check the file's values, or give the tensor a dtype (and an FP8 scale) that holds them")
+            .code("tensor-file-values");
+        if let Some(definition) = definition {
+            warning = warning
+                .at(&definition.file, definition.name_span.clone())
+                .label("its values come from the file");
+        }
+        let position = definition.map(|d| (d.file.clone(), d.name_span.start));
+        warnings.push((position, warning));
+    }
+    warnings.sort_by(|a, b| a.0.cmp(&b.0));
+    warnings.into_iter().map(|(_, warning)| warning).collect()
+}
+
 /// Errors and warnings of the project, errors first.
 pub(crate) fn project_diagnostics(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
     let mut diagnostics = project_graph(db, root).diagnostics.clone();
