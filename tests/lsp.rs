@@ -7,6 +7,8 @@
 //! fit (a diagnostic at `tiles`), type an error into a kernel source, and
 //! shut down.
 
+#[path = "common/npy.rs"]
+mod npy;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -800,6 +802,52 @@ fn build_diagnostics_are_not_shown_in_text_edited_since() {
     assert_eq!(
         placement(&diagnostics),
         Some(position(&edited, "1\n", 0, 0))
+    );
+    let status = client.shut_down();
+    assert!(status.success(), "{status:?}");
+}
+
+/// NaNs in a tensor file are data the build converts: the warning about
+/// them comes with the build, at the tensor in the file that declares it.
+#[test]
+fn a_build_warns_of_nans_in_a_tensor_file_at_the_tensor() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = dir.path().canonicalize().expect("canonical");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("device"),
+        &dir.join("device"),
+    );
+    std::fs::create_dir_all(dir.join("proj")).expect("mkdir");
+    let root = dir.join("proj/small.toml");
+    let layer = dir.join("proj/layer.toml");
+    let from_file = LAYER.replace(
+        "role = \"weight\"\n",
+        "role = \"weight\"\ninit = { file = \"w.npy\" }\n",
+    );
+    let mut values = vec![0.01f32; 64 * 32];
+    values[5] = f32::NAN;
+    values[7] = f32::NAN;
+    std::fs::write(dir.join("proj/w.npy"), npy::npy(&[64, 32], &values)).expect("write w.npy");
+    std::fs::write(&root, ROOT).expect("write root");
+    std::fs::write(&layer, &from_file).expect("write layer");
+    let mut client = Client::initialized(&dir);
+    client.open(&root, ROOT);
+    client.save(&root);
+    client.wait_for("ipub/buildFinished", |_| true);
+    let diagnostics = client.diagnostics(&uri(&layer));
+    let warning = diagnostics
+        .iter()
+        .find(|d| d["code"] == json!("tensor-file-values"))
+        .unwrap_or_else(|| panic!("{diagnostics:?}"));
+    let message = warning["message"].as_str().unwrap_or_default();
+    let first = format!(
+        "`w` reads 2 NaNs from `{}`\n",
+        dir.join("proj/w.npy").display()
+    );
+    assert!(message.starts_with(&first), "{message}");
+    assert_eq!(
+        warning["range"]["start"],
+        position(&from_file, "\"w\"", 0, 0)
     );
     let status = client.shut_down();
     assert!(status.success(), "{status:?}");

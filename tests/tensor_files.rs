@@ -5,6 +5,10 @@
 //! rebuilt; bad files refused with located errors.
 
 use half::f16;
+
+#[path = "common/npy.rs"]
+mod npy;
+use npy::npy;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -116,24 +120,6 @@ impl Checkpoint {
             v.to_vec()
         }
     }
-}
-
-/// An `.npy` file of f32 values, written by hand.
-fn npy(shape: &[usize], values: &[f32]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-    out
 }
 
 /// The f32 values of an `.npy` file of f32, read by hand.

@@ -313,7 +313,10 @@ impl Session {
         }
         let mut build_diagnostics = match &outcome.error {
             // Project errors are shown as they are typed already.
-            Some(crate::pipeline::BuildError::Project(_)) | None => Vec::new(),
+            Some(crate::pipeline::BuildError::Project(_)) => Vec::new(),
+            // What the build found in the tensor files' values, which
+            // nothing converts as the project is typed.
+            None => crate::project::value_warnings(&self.db, file),
             Some(error) => crate::cli::located::build_error_diagnostics(&self.db, file, error),
         };
         let (package, written) = self.write_package(root, &outcome, &mut build_diagnostics);
