@@ -756,18 +756,25 @@ fn the_lifecycle_follows_the_protocol() {
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
-/// A build's diagnostic is at a position in the text it built; after an
-/// unsaved edit it is not shown at that position in the new text, and
-/// the next save's build shows it where it now is.
-#[test]
-fn build_diagnostics_are_not_shown_in_text_edited_since() {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let dir = dir.path().canonicalize().expect("canonical");
+/// A temporary workspace (kept while the first value lives) with the
+/// kernels in `device/` and an empty `proj/`, and its canonical path.
+fn workspace_with_kernels() -> (tempfile::TempDir, PathBuf) {
+    let temporary = tempfile::tempdir().expect("temporary directory");
+    let dir = temporary.path().canonicalize().expect("canonical");
     copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("device"),
         &dir.join("device"),
     );
     std::fs::create_dir_all(dir.join("proj")).expect("mkdir");
+    (temporary, dir)
+}
+
+/// A build's diagnostic is at a position in the text it built; after an
+/// unsaved edit it is not shown at that position in the new text, and
+/// the next save's build shows it where it now is.
+#[test]
+fn build_diagnostics_are_not_shown_in_text_edited_since() {
+    let (_temporary, dir) = workspace_with_kernels();
     let root = dir.join("proj/small.toml");
     let big = ROOT
         .replace("tiles = 4", "tiles = 1")
@@ -811,13 +818,7 @@ fn build_diagnostics_are_not_shown_in_text_edited_since() {
 /// them comes with the build, at the tensor in the file that declares it.
 #[test]
 fn a_build_warns_of_nans_in_a_tensor_file_at_the_tensor() {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let dir = dir.path().canonicalize().expect("canonical");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("device"),
-        &dir.join("device"),
-    );
-    std::fs::create_dir_all(dir.join("proj")).expect("mkdir");
+    let (_temporary, dir) = workspace_with_kernels();
     let root = dir.join("proj/small.toml");
     let layer = dir.join("proj/layer.toml");
     let from_file = LAYER.replace(
