@@ -266,19 +266,17 @@ gelu_f16_f8_done:
         f32v2tof16 $a6, $a2:3
 .endm
 
-// The tail (worker 5's last 1..3 values): the aligned 8 bytes holding it
-// in each operand lie inside tile memory, and the lanes past the end are
-// computed but never stored. Leaves the f16 results in $a6:7.
-.macro add_gelu_tail out_unit
+// The tail's sum (worker 5's last 1..3 values) in $a0:1 and the output
+// cursor in $m9 (`out_unit` bytes per unit): the aligned 8 bytes holding
+// the tail in each operand lie inside tile memory, and the lanes past the
+// end are computed but never stored.
+.macro add_gelu_tail_sum out_unit
         tail_ptr $m7, 0, 8
         tail_ptr $m8, 4, 8
         tail_ptr $m9, 8, \out_unit
         ld64    $a0:1, $m7, 0
         ld64    $a2:3, $m8, 0
         f16v4add $a0:1, $a0:1, $a2:3
-        f16v2tof32 $a2:3, $a0
-        f16v2tof32 $a4:5, $a1
-        gelu_rest
 .endm
 
         .globl  add_gelu_f16
@@ -308,7 +306,10 @@ add_gelu_f16:
         st64step $a6:7, $m9+=, 48
 add_gelu_f16_tail_check:
         tail_owner add_gelu_f16_done
-        add_gelu_tail 8
+        add_gelu_tail_sum 8
+        f16v2tof32 $a2:3, $a0
+        f16v2tof32 $a4:5, $a1
+        gelu_rest
         mov     $m10, $a6
         mov     $m11, $a7
         store_f16_lanes $m10, $m11, $m9, add_gelu_f16_tail
@@ -368,14 +369,7 @@ add_gelu_f16_f8:
         st32step $a6, $m9+=, 24
 add_gelu_f16_f8_tail_check:
         tail_owner add_gelu_f16_f8_done
-        tail_ptr $m7, 0, 8
-        tail_ptr $m8, 4, 8
-        tail_ptr $m9, 8, 4
-        // As in `add_gelu_f16`: the lanes past the end are computed,
-        // converted and never stored.
-        ld64    $a0:1, $m7, 0
-        ld64    $a2:3, $m8, 0
-        f16v4add $a0:1, $a0:1, $a2:3
+        add_gelu_tail_sum 4
         gelu_f16_halves
         f16v4mul $a4:5, $a6:7, $a4:5
         f16v4tof8 $a6, $a4:5
