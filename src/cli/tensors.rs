@@ -146,34 +146,31 @@ pub(super) fn reference(package: &Package, overrides: &Overrides) -> anyhow::Res
     result.map_err(|e| anyhow!("host reference: {e}"))
 }
 
+/// The graph operations a compiled operation of the profile layout
+/// stands for: its name joins theirs with `+`, the one whose kind it kept
+/// first (`fc1+fc1_bias+gelu`, a product and its fused epilogue).
+fn absorbed(compiled: &crate::package::OpEstimate) -> std::str::Split<'_, char> {
+    compiled.name.split('+')
+}
+
 /// The K slices of the package's split matrix products, by the name of
-/// the product in its graph. The profile layout names the compiled
-/// operations, where a product with a fused epilogue is named after the
-/// product and what it absorbed (`fc1+fc1_bias+gelu`).
+/// the product in its graph.
 fn k_slices(package: &Package) -> crate::reference::KSlices {
-    let products = package
-        .graph
+    package
+        .profile
         .ops
         .iter()
-        .filter(|op| matches!(op.kind, crate::graph::OpKind::Matmul { .. }));
-    products
-        .filter_map(|op| {
-            let compiled = package.profile.ops.iter().find(|o| {
-                o.kind == "matmul"
-                    && (o.name == op.name
-                        || o.name
-                            .strip_prefix(op.name.as_str())
-                            .is_some_and(|rest| rest.starts_with('+')))
-            })?;
-            Some((op.name.clone(), compiled.k_slice? as usize))
+        .filter(|compiled| compiled.kind == "matmul")
+        .filter_map(|compiled| {
+            let product = absorbed(compiled).next()?;
+            Some((product.to_string(), compiled.k_slice? as usize))
         })
         .collect()
 }
 
 /// The GELUs of the package's graph, by name, that the device evaluates
 /// in f16: those of a compiled operation whose kernels do
-/// (`gelu_in_f16` in the profile layout). A compiled operation is named
-/// after the operations it absorbed, joined with `+`.
+/// (`gelu_in_f16` in the profile layout).
 fn f16_gelus(package: &Package) -> std::collections::BTreeSet<String> {
     let gelus: std::collections::BTreeSet<&str> = package
         .graph
@@ -187,7 +184,7 @@ fn f16_gelus(package: &Package) -> std::collections::BTreeSet<String> {
         .ops
         .iter()
         .filter(|compiled| compiled.gelu_in_f16)
-        .flat_map(|compiled| compiled.name.split('+'))
+        .flat_map(absorbed)
         .filter(|name| gelus.contains(name))
         .map(str::to_string)
         .collect()
