@@ -142,24 +142,21 @@ pub(crate) fn op_estimates(
 /// variants that store FP8 (`KernelId::GeluCast`), on their own or as the
 /// last step of a product's epilogue.
 fn gelu_in_f16(graph: &Graph, op: &Op, partition: &Partition) -> bool {
-    let kernels = match (partition, &op.kind) {
+    let in_f16 = |kernel: KernelId| matches!(kernel, KernelId::GeluCast { .. });
+    match (partition, &op.kind) {
         (Partition::Matmul { .. }, OpKind::Matmul { epilogue, .. }) => {
             crate::partition::epilogue_kernels(epilogue, graph.tensor(op.output).dtype)
                 .into_iter()
-                .map(|run| run.kernel)
-                .collect()
+                .any(|run| in_f16(run.kernel))
         }
         (
             Partition::Rows { kernel, .. }
             | Partition::Segments { kernel, .. }
             | Partition::Elements { kernel, .. },
             _,
-        ) => vec![*kernel],
-        _ => Vec::new(),
-    };
-    kernels
-        .iter()
-        .any(|kernel| matches!(kernel, KernelId::GeluCast { .. }))
+        ) => in_f16(*kernel),
+        _ => false,
+    }
 }
 
 /// Each operation's estimated exchange and sync cycles, from the lowered
