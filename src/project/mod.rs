@@ -105,14 +105,14 @@ pub(crate) fn project_warnings(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic>
 /// Not among [`project_warnings`]: only a build converts the values, so
 /// a build asks for these once it has (`cli::build`).
 pub(crate) fn value_warnings(db: &dyn Db, root: SourceFile) -> Vec<Diagnostic> {
-    let Some(graph) = project_graph(db, root).graph.clone() else {
+    let Some(graph) = &project_graph(db, root).graph else {
         return Vec::new();
     };
     let index = project_index(db, root);
     // In file order, as the lints are.
     let mut warnings: Vec<(Option<(Utf8PathBuf, usize)>, Diagnostic)> = Vec::new();
     for tensor in &graph.tensors {
-        let Some(message) = crate::data::query::value_warning(db, &graph, tensor) else {
+        let Some(message) = crate::data::query::value_warning(db, graph, tensor) else {
             continue;
         };
         let repeat = tensor
